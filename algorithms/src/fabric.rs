@@ -1,0 +1,165 @@
+//! The [`Fabric`] trait: everything one rank knows about the network.
+//!
+//! A fabric is handed to a collective for one rank. Three kinds of back-end
+//! implement it without the collectives changing: the discrete-event
+//! simulator (virtual time), the model checker (which decides the order in
+//! which enabled deliveries happen) and real transports (shared memory, TCP,
+//! RDMA verbs; real time).
+
+use std::fmt;
+use std::future::Future;
+
+use crate::payload::{Payload, Shape};
+
+/// The index of a process in the job, `0..world_size`.
+pub type Rank = usize;
+
+/// A message tag. Receives match on `(source rank, tag)` exactly.
+///
+/// Collectives derive their tags from a base tag handed to them by the
+/// caller, so that concurrent or back-to-back collectives do not mix.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Tag(pub u64);
+
+impl fmt::Display for Tag {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.0)
+    }
+}
+
+/// A point in time in integer picoseconds since the start of the job.
+///
+/// In the simulator this is virtual time; on a real transport it is the
+/// time elapsed since the fabric was created.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Time(pub u64);
+
+impl Time {
+    /// Time zero: the start of the job.
+    pub const ZERO: Time = Time(0);
+
+    /// This time in picoseconds.
+    pub fn as_ps(self) -> u64 {
+        self.0
+    }
+
+    /// This time in (fractional) microseconds, for reports.
+    pub fn as_us_f64(self) -> f64 {
+        self.0 as f64 / 1e6
+    }
+
+    /// The time `ps` picoseconds later, saturating at the end of time.
+    pub fn plus_ps(self, ps: u64) -> Time {
+        Time(self.0.saturating_add(ps))
+    }
+}
+
+impl fmt::Display for Time {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{:.3} us", self.as_us_f64())
+    }
+}
+
+/// Local work a rank performs between messages, so that a back-end can
+/// charge its cost (the simulator advances virtual time; a real transport
+/// does nothing because the work really happened).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Work {
+    /// Combining `bytes` bytes of incoming data into a local buffer with a
+    /// reduction operator (the "gamma" term of the alpha-beta-gamma model).
+    Reduce {
+        /// Bytes of one operand that were reduced.
+        bytes: u64,
+    },
+}
+
+/// What can go wrong in a point-to-point operation.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum FabricError {
+    /// The peer rank is outside `0..world_size`.
+    #[error("rank {rank}: peer {peer} is out of range for world size {world_size}")]
+    PeerOutOfRange {
+        /// The rank that made the call.
+        rank: Rank,
+        /// The peer it named.
+        peer: Rank,
+        /// The number of ranks in the job.
+        world_size: usize,
+    },
+    /// A message arrived whose shape differs from what the receive expected
+    /// (like `MPI_ERR_TRUNCATE`).
+    #[error("rank {rank}: message from rank {from} tag {tag} is {got}, expected {expected}")]
+    ShapeMismatch {
+        /// The receiving rank.
+        rank: Rank,
+        /// The sending rank.
+        from: Rank,
+        /// The tag of the message.
+        tag: Tag,
+        /// The shape the receive asked for.
+        expected: Shape,
+        /// The shape that arrived.
+        got: Shape,
+    },
+    /// A transport-level failure that the back-end describes in words
+    /// (a dead peer, a timed-out link, a corrupt frame).
+    #[error("rank {rank}: {reason}")]
+    Transport {
+        /// The rank that observed the failure.
+        rank: Rank,
+        /// What happened, naming the peer or link.
+        reason: String,
+    },
+}
+
+/// What one rank sees of the network: non-blocking, tagged point-to-point
+/// messaging, a clock and a way to charge local work.
+///
+/// # Ordering guarantee
+/// Messages from one sender to one receiver **with the same tag are
+/// delivered in the order they were sent**. Nothing is promised about the
+/// relative order of messages with different tags or from different
+/// senders.
+///
+/// # Completion semantics
+/// - [`Fabric::send`] completes when the payload has been handed to the
+///   fabric and the caller may reuse its memory (it does not wait for the
+///   receiver unless the back-end models rendezvous sends, as the model
+///   checker may). Sends and receives are futures, so a rank overlaps them by
+///   joining futures rather than by threads.
+/// - [`Fabric::recv`] completes when a message from `from` with `tag` has
+///   arrived; it fails with [`FabricError::ShapeMismatch`] if the message is
+///   not of the expected shape.
+///
+/// Every method takes `&self` so that several operations of one rank can be
+/// in flight at once; implementations use interior mutability.
+pub trait Fabric {
+    /// This rank's index, `0..world_size()`.
+    fn rank(&self) -> Rank;
+
+    /// The number of ranks in the job.
+    fn world_size(&self) -> usize;
+
+    /// The current time: virtual in the simulator, real on real transports.
+    fn now(&self) -> Time;
+
+    /// Sends `payload` to `to` with `tag`.
+    fn send(
+        &self,
+        to: Rank,
+        tag: Tag,
+        payload: Payload,
+    ) -> impl Future<Output = Result<(), FabricError>>;
+
+    /// Receives the next message from `from` with `tag`, which must have
+    /// shape `expect`.
+    fn recv(
+        &self,
+        from: Rank,
+        tag: Tag,
+        expect: Shape,
+    ) -> impl Future<Output = Result<Payload, FabricError>>;
+
+    /// Charges the cost of local work (completes when it is done).
+    fn compute(&self, work: Work) -> impl Future<Output = Result<(), FabricError>>;
+}

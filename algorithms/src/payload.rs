@@ -1,0 +1,340 @@
+//! Payloads: what travels between ranks and what collectives work on.
+//!
+//! A [`Payload`] is either real typed data or a *phantom* that has a type
+//! and an element count but no bytes. Phantoms let scaling studies move
+//! gigabytes through the simulator without allocating them: every
+//! operation on a phantom (slicing, reducing, copying) only checks shapes.
+
+use std::fmt;
+use std::ops::Range;
+
+use crate::dtype::{DType, Element, ReduceOp};
+
+/// The type and length of a payload: everything a receiver must know to
+/// accept it and everything a link model needs to time it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Shape {
+    /// Element type.
+    pub dtype: DType,
+    /// Number of elements.
+    pub count: usize,
+}
+
+impl Shape {
+    /// A shape of `count` elements of `dtype`.
+    pub fn new(dtype: DType, count: usize) -> Shape {
+        Shape { dtype, count }
+    }
+
+    /// Size in bytes.
+    pub fn bytes(self) -> u64 {
+        self.count as u64 * self.dtype.size_bytes() as u64
+    }
+}
+
+impl fmt::Display for Shape {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{} x {} ({} bytes)",
+            self.count,
+            self.dtype,
+            self.bytes()
+        )
+    }
+}
+
+/// Real typed data: one vector per supported element type.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Buffer {
+    /// `float` elements.
+    F32(Vec<f32>),
+    /// `double` elements.
+    F64(Vec<f64>),
+    /// `int32` elements.
+    I32(Vec<i32>),
+    /// `int64` elements.
+    I64(Vec<i64>),
+    /// `uint8` elements.
+    U8(Vec<u8>),
+}
+
+/// Applies `$body` to the typed vector inside a [`Buffer`], binding it to
+/// `$v` and its element type to the type alias `$t`.
+macro_rules! with_vec {
+    ($buf:expr, $v:ident, $t:ident => $body:expr) => {
+        match $buf {
+            Buffer::F32($v) => {
+                #[allow(dead_code)]
+                type $t = f32;
+                $body
+            }
+            Buffer::F64($v) => {
+                #[allow(dead_code)]
+                type $t = f64;
+                $body
+            }
+            Buffer::I32($v) => {
+                #[allow(dead_code)]
+                type $t = i32;
+                $body
+            }
+            Buffer::I64($v) => {
+                #[allow(dead_code)]
+                type $t = i64;
+                $body
+            }
+            Buffer::U8($v) => {
+                #[allow(dead_code)]
+                type $t = u8;
+                $body
+            }
+        }
+    };
+}
+
+/// Conversion between a typed vector and a [`Buffer`].
+pub trait IntoBuffer: Element {
+    /// Wraps a vector of this type.
+    fn into_buffer(v: Vec<Self>) -> Buffer;
+    /// Borrows the vector if `buffer` holds this type.
+    fn slice_of(buffer: &Buffer) -> Option<&[Self]>;
+    /// Mutably borrows the vector if `buffer` holds this type.
+    fn slice_of_mut(buffer: &mut Buffer) -> Option<&mut [Self]>;
+}
+
+macro_rules! into_buffer {
+    ($t:ty, $variant:ident) => {
+        impl IntoBuffer for $t {
+            fn into_buffer(v: Vec<Self>) -> Buffer {
+                Buffer::$variant(v)
+            }
+            fn slice_of(buffer: &Buffer) -> Option<&[Self]> {
+                match buffer {
+                    Buffer::$variant(v) => Some(v),
+                    _ => None,
+                }
+            }
+            fn slice_of_mut(buffer: &mut Buffer) -> Option<&mut [Self]> {
+                match buffer {
+                    Buffer::$variant(v) => Some(v),
+                    _ => None,
+                }
+            }
+        }
+    };
+}
+
+into_buffer!(f32, F32);
+into_buffer!(f64, F64);
+into_buffer!(i32, I32);
+into_buffer!(i64, I64);
+into_buffer!(u8, U8);
+
+impl Buffer {
+    /// The element type.
+    pub fn dtype(&self) -> DType {
+        with_vec!(self, _v, T => <T as Element>::DTYPE)
+    }
+
+    /// The number of elements.
+    pub fn len(&self) -> usize {
+        with_vec!(self, v, T => v.len())
+    }
+
+    /// Whether the buffer has no elements.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// Two payloads that an operation combines do not fit together.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("payload mismatch: {what}")]
+pub struct PayloadMismatch {
+    /// What did not fit.
+    pub what: String,
+}
+
+/// What travels between ranks: real data or a size-only phantom.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Payload {
+    /// Real typed elements.
+    Data(Buffer),
+    /// A type and a count, with no bytes behind them.
+    Phantom(Shape),
+}
+
+impl Payload {
+    /// A phantom of `count` elements of `dtype`.
+    pub fn phantom(dtype: DType, count: usize) -> Payload {
+        Payload::Phantom(Shape::new(dtype, count))
+    }
+
+    /// Real data from a typed vector.
+    pub fn from_vec<T: IntoBuffer>(v: Vec<T>) -> Payload {
+        Payload::Data(T::into_buffer(v))
+    }
+
+    /// The typed elements, if this is real data of type `T`.
+    pub fn as_slice<T: IntoBuffer>(&self) -> Option<&[T]> {
+        match self {
+            Payload::Data(b) => T::slice_of(b),
+            Payload::Phantom(_) => None,
+        }
+    }
+
+    /// The type and length.
+    pub fn shape(&self) -> Shape {
+        match self {
+            Payload::Data(b) => Shape::new(b.dtype(), b.len()),
+            Payload::Phantom(s) => *s,
+        }
+    }
+
+    /// The number of elements.
+    pub fn len(&self) -> usize {
+        self.shape().count
+    }
+
+    /// Whether the payload has no elements.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Whether this payload is a phantom.
+    pub fn is_phantom(&self) -> bool {
+        matches!(self, Payload::Phantom(_))
+    }
+
+    /// A copy of the elements in `range` (a phantom of that length for a
+    /// phantom). Panics if `range` is out of bounds: callers compute ranges
+    /// from this payload's own length.
+    pub fn extract(&self, range: Range<usize>) -> Payload {
+        assert!(
+            range.end <= self.len(),
+            "extract {range:?} of {}",
+            self.len()
+        );
+        match self {
+            Payload::Data(b) => {
+                Payload::Data(with_vec!(b, v, T => T::into_buffer(v[range].to_vec())))
+            }
+            Payload::Phantom(s) => Payload::phantom(s.dtype, range.len()),
+        }
+    }
+
+    /// Sets `self[range] = incoming ⊕ self[range]` element by element:
+    /// the incoming (earlier) contribution is the left operand.
+    pub fn reduce_from(
+        &mut self,
+        range: Range<usize>,
+        incoming: &Payload,
+        op: ReduceOp,
+    ) -> Result<(), PayloadMismatch> {
+        self.check_fits(&range, incoming)?;
+        if let (Payload::Data(dst), Payload::Data(src)) = (self, incoming) {
+            with_vec!(dst, d, T => {
+                let s = T::slice_of(src).expect("dtypes checked by check_fits");
+                T::reduce_slice(op, s, &mut d[range]);
+            });
+        }
+        Ok(())
+    }
+
+    /// Sets `self[range] = incoming`.
+    pub fn copy_from(
+        &mut self,
+        range: Range<usize>,
+        incoming: &Payload,
+    ) -> Result<(), PayloadMismatch> {
+        self.check_fits(&range, incoming)?;
+        if let (Payload::Data(dst), Payload::Data(src)) = (self, incoming) {
+            with_vec!(dst, d, T => {
+                let s = T::slice_of(src).expect("dtypes checked by check_fits");
+                d[range].copy_from_slice(s);
+            });
+        }
+        Ok(())
+    }
+
+    /// Divides the elements in `range` by `ranks` (the end of an average).
+    pub fn divide(&mut self, range: Range<usize>, ranks: usize) {
+        if let Payload::Data(b) = self {
+            with_vec!(b, d, T => {
+                for x in &mut d[range] {
+                    *x = x.divide(ranks);
+                }
+            });
+        }
+    }
+
+    /// Number of elements that differ from `expected` bit for bit (all of
+    /// them if the shapes differ; none for phantoms of equal shape).
+    pub fn count_wrong(&self, expected: &Payload) -> usize {
+        if self.shape() != expected.shape() {
+            return self.len().max(expected.len());
+        }
+        match (self, expected) {
+            (Payload::Data(a), Payload::Data(b)) => with_vec!(a, x, T => {
+                let y = T::slice_of(b).expect("shapes are equal");
+                x.iter().zip(y).filter(|(p, q)| !p.same_bits(**q)).count()
+            }),
+            (Payload::Phantom(_), Payload::Phantom(_)) => 0,
+            _ => self.len(),
+        }
+    }
+
+    fn check_fits(&self, range: &Range<usize>, incoming: &Payload) -> Result<(), PayloadMismatch> {
+        let mine = self.shape();
+        let theirs = incoming.shape();
+        if mine.dtype != theirs.dtype || range.len() != theirs.count || range.end > mine.count {
+            return Err(PayloadMismatch {
+                what: format!("cannot place {theirs} at {range:?} of a buffer of {mine}"),
+            });
+        }
+        if self.is_phantom() != incoming.is_phantom() {
+            return Err(PayloadMismatch {
+                what: "real data and a phantom were mixed".to_string(),
+            });
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reduce_puts_incoming_on_the_left() {
+        let mut p = Payload::from_vec(vec![1.0f32, 2.0, 3.0]);
+        let inc = Payload::from_vec(vec![10.0f32, 20.0]);
+        p.reduce_from(1..3, &inc, ReduceOp::Sum).unwrap();
+        assert_eq!(p.as_slice::<f32>().unwrap(), &[1.0, 12.0, 23.0]);
+        let mut q = Payload::from_vec(vec![8i64]);
+        q.reduce_from(0..1, &Payload::from_vec(vec![2i64]), ReduceOp::Prod)
+            .unwrap();
+        assert_eq!(q.as_slice::<i64>().unwrap(), &[16]);
+    }
+
+    #[test]
+    fn phantoms_only_check_shapes() {
+        let mut p = Payload::phantom(DType::F64, 1 << 30);
+        assert_eq!(p.shape().bytes(), 8 << 30);
+        let part = p.extract(10..20);
+        assert_eq!(part, Payload::phantom(DType::F64, 10));
+        p.reduce_from(0..10, &part, ReduceOp::Max).unwrap();
+        assert!(p.reduce_from(0..11, &part, ReduceOp::Max).is_err());
+        let real = Payload::from_vec(vec![0.0f64; 10]);
+        assert!(p.copy_from(0..10, &real).is_err());
+    }
+
+    #[test]
+    fn mismatched_types_are_rejected() {
+        let mut p = Payload::from_vec(vec![1i32, 2]);
+        let inc = Payload::from_vec(vec![1.0f32, 2.0]);
+        assert!(p.copy_from(0..2, &inc).is_err());
+        assert_eq!(p.count_wrong(&Payload::from_vec(vec![1i32, 3])), 1);
+    }
+}

@@ -1,0 +1,209 @@
+//! Ring allreduce: a reduce-scatter followed by an allgather around the
+//! ring `r -> r+1 (mod N)`, chunked and pipelined.
+//!
+//! # Data layout
+//! The buffer of `count` elements is cut into `N` segments; segment `j`
+//! holds `count / N` elements, plus one if `j < count % N`. Each segment is
+//! cut into `K` chunks of at most `chunk_elems` elements, where `K` is what
+//! the largest segment needs; a chunk of a shorter segment may be empty and
+//! is still sent (as a zero-byte message), so every rank runs the same
+//! schedule.
+//!
+//! # Schedule
+//! There are `S = 2(N-1)` steps. At step `s`, rank `r` sends segment
+//! `(r - s) mod N` to `r+1` and receives segment `(r - s - 1) mod N` from
+//! `r-1`. In the first `N-1` steps (reduce-scatter) the received chunk is
+//! reduced into the local buffer; afterwards (allgather) it is copied.
+//! Every received chunk is forwarded at the next step as soon as it has been
+//! processed, so chunks stream through the ring: rank `r` sends all `K`
+//! chunks of step 0 up front, then for each step and each chunk in order it
+//! receives, reduces or copies, and forwards.
+//!
+//! # Reduction order (floating point)
+//! Segment `j` starts at rank `j` and travels `j, j+1, ..., j+N-1 (mod N)`;
+//! each rank computes `received ⊕ local`. The result for an element of
+//! segment `j` is therefore the left fold
+//! `((x_j ⊕ x_{j+1}) ⊕ x_{j+2}) ⊕ ... ⊕ x_{j+N-1}` over ranks taken
+//! cyclically from `j`, and for [`ReduceOp::Avg`] that sum divided by `N`
+//! once, by the rank that completes the segment.
+//! [`crate::reference::ring_allreduce_reference`] reproduces it bit for bit.
+//!
+//! # Cost (ideal links)
+//! With per-pair links of latency `α` and bandwidth `B`, chunks of `c`
+//! bytes (`t = c / B` to serialise one), `K` chunks per segment, no
+//! reduction cost and `N` dividing the buffer evenly, the completion time is
+//!
+//! ```text
+//! T = S·K·t + α + (S - 1)·max(0, α - (K - 1)·t),   S = 2(N - 1)
+//! ```
+//!
+//! the longest path through the max-plus system "a link sends chunks back
+//! to back in order" and "a chunk is forwarded once it has arrived". With
+//! `K = 1` this is the textbook `2(N-1)·(α + n/(N·B))`; when chunks hide the
+//! latency (`(K-1)·t ≥ α`) it is the bandwidth-optimal
+//! `2(N-1)/N · n/B + α`. With a reduction cost `γ` per byte and `K = 1`,
+//! add `(N-1)·γ·n/N`.
+
+use std::ops::Range;
+
+use crate::dtype::ReduceOp;
+use crate::error::CollectiveError;
+use crate::fabric::{Fabric, Rank, Tag, Work};
+use crate::payload::{Payload, Shape};
+
+/// Parameters of [`ring_allreduce`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RingAllreduce {
+    /// Largest chunk in bytes; rounded down to whole elements, at least one.
+    pub chunk_bytes: u64,
+    /// The tag every message of this collective carries.
+    pub tag: Tag,
+}
+
+impl Default for RingAllreduce {
+    /// 512 KiB chunks (NCCL's default 4 MiB `NCCL_BUFFSIZE` divided into
+    /// its 8 `NCCL_STEPS`), tag 0.
+    fn default() -> Self {
+        RingAllreduce {
+            chunk_bytes: 512 * 1024,
+            tag: Tag(0),
+        }
+    }
+}
+
+/// The elements of segment `j` when `count` elements are split among
+/// `world_size` ranks: the first `count % world_size` segments get one more.
+pub fn segment_range(count: usize, world_size: usize, j: usize) -> Range<usize> {
+    let base = count / world_size;
+    let rem = count % world_size;
+    let start = j * base + j.min(rem);
+    let len = base + usize::from(j < rem);
+    start..start + len
+}
+
+/// The chunking of one ring allreduce: segment bounds and chunk size.
+#[derive(Clone, Copy, Debug)]
+struct Plan {
+    count: usize,
+    world_size: usize,
+    chunk_elems: usize,
+    chunks_per_segment: usize,
+}
+
+impl Plan {
+    fn new(count: usize, world_size: usize, elem_bytes: usize, chunk_bytes: u64) -> Plan {
+        let chunk_elems = usize::try_from(chunk_bytes / elem_bytes as u64)
+            .unwrap_or(usize::MAX)
+            .max(1);
+        let largest = segment_range(count, world_size, 0).len();
+        Plan {
+            count,
+            world_size,
+            chunk_elems,
+            chunks_per_segment: largest.div_ceil(chunk_elems),
+        }
+    }
+
+    /// Elements of chunk `k` of segment `j` (possibly empty).
+    fn chunk(&self, j: usize, k: usize) -> Range<usize> {
+        let seg = segment_range(self.count, self.world_size, j);
+        let start = (seg.start + k * self.chunk_elems).min(seg.end);
+        let end = (start + self.chunk_elems).min(seg.end);
+        start..end
+    }
+}
+
+/// Ring allreduce, in place: on return every rank's `buf` holds the
+/// reduction of all ranks' inputs. All ranks must call it with buffers of
+/// the same shape, the same `op` and the same parameters.
+///
+/// Works for any world size (1 is a no-op) and any count, including zero
+/// and counts smaller than the world size. See the module docs for the
+/// schedule, the reduction order and the cost.
+pub async fn ring_allreduce<F: Fabric>(
+    fabric: &F,
+    buf: &mut Payload,
+    op: ReduceOp,
+    params: RingAllreduce,
+) -> Result<(), CollectiveError> {
+    let shape = buf.shape();
+    if !op.supports(shape.dtype) {
+        return Err(CollectiveError::UnsupportedOp {
+            op,
+            dtype: shape.dtype,
+        });
+    }
+    let n = fabric.world_size();
+    if n == 1 || shape.count == 0 {
+        return Ok(());
+    }
+    let r: Rank = fabric.rank();
+    let next = (r + 1) % n;
+    let prev = (r + n - 1) % n;
+    let plan = Plan::new(shape.count, n, shape.dtype.size_bytes(), params.chunk_bytes);
+    let steps = 2 * (n - 1);
+    // Segment sent at step s; the one received at step s is sent at s + 1.
+    let seg_sent = |s: usize| (r + n - s % n) % n;
+
+    for k in 0..plan.chunks_per_segment {
+        let part = buf.extract(plan.chunk(seg_sent(0), k));
+        fabric.send(next, params.tag, part).await?;
+    }
+    for s in 0..steps {
+        let seg = seg_sent(s + 1);
+        for k in 0..plan.chunks_per_segment {
+            let range = plan.chunk(seg, k);
+            let expect = Shape::new(shape.dtype, range.len());
+            let incoming = fabric.recv(prev, params.tag, expect).await?;
+            if s < n - 1 {
+                buf.reduce_from(range.clone(), &incoming, op)?;
+                fabric
+                    .compute(Work::Reduce {
+                        bytes: expect.bytes(),
+                    })
+                    .await?;
+                if s == n - 2 && op == ReduceOp::Avg {
+                    buf.divide(range.clone(), n);
+                }
+            } else {
+                buf.copy_from(range.clone(), &incoming)?;
+            }
+            if s + 1 < steps {
+                fabric.send(next, params.tag, buf.extract(range)).await?;
+            }
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn segments_cover_the_buffer_in_order() {
+        for count in 0..40 {
+            for n in 1..9 {
+                let mut next = 0;
+                for j in 0..n {
+                    let seg = segment_range(count, n, j);
+                    assert_eq!(seg.start, next);
+                    next = seg.end;
+                }
+                assert_eq!(next, count);
+            }
+        }
+    }
+
+    #[test]
+    fn chunks_tile_each_segment() {
+        let plan = Plan::new(103, 4, 4, 40); // 10 elements per chunk
+        assert_eq!(plan.chunks_per_segment, 3); // largest segment has 26
+        assert_eq!(plan.chunk(0, 0), 0..10);
+        assert_eq!(plan.chunk(0, 2), 20..26);
+        assert_eq!(plan.chunk(3, 2), 98..103); // the last segment has 25
+        let tiny = Plan::new(2, 4, 8, 1); // count < N, chunk below one element
+        assert_eq!(tiny.chunk_elems, 1);
+        assert_eq!(tiny.chunk(3, 0), 2..2);
+    }
+}

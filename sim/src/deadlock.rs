@@ -1,0 +1,208 @@
+//! The deadlock report: what every blocked rank waits for, and the cycle
+//! among ranks if there is one.
+
+use std::fmt;
+
+use algorithms::{Rank, Tag, Time};
+
+/// One receive a blocked rank is waiting on.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PendingRecv {
+    /// The rank it waits to hear from.
+    pub from: Rank,
+    /// The tag it expects.
+    pub tag: Tag,
+    /// The size it expects, in bytes.
+    pub bytes: u64,
+    /// Whether `from` had already finished its program.
+    pub from_finished: bool,
+}
+
+/// A rank that cannot make progress.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct BlockedRank {
+    /// The rank.
+    pub rank: Rank,
+    /// Its pending receives, in the order they were posted (empty if it is
+    /// stuck on something that is not a receive).
+    pub waiting_for: Vec<PendingRecv>,
+}
+
+/// Nothing is left to happen but some ranks have not finished.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DeadlockReport {
+    /// Virtual time at which the last event fired.
+    pub time: Time,
+    /// Every unfinished rank, in rank order.
+    pub blocked: Vec<BlockedRank>,
+    /// A cycle `r0 -> r1 -> ... -> r0` of ranks each waiting on the next,
+    /// if the wait-for graph has one (the first found searching from the
+    /// lowest rank), written from its lowest rank.
+    pub cycle: Option<Vec<Rank>>,
+}
+
+impl DeadlockReport {
+    /// Builds the report and looks for a cycle among `blocked`.
+    pub fn new(time: Time, blocked: Vec<BlockedRank>, world_size: usize) -> DeadlockReport {
+        let cycle = find_cycle(&blocked, world_size);
+        DeadlockReport {
+            time,
+            blocked,
+            cycle,
+        }
+    }
+}
+
+/// How many blocked ranks the text report lists before summarising.
+const LISTED_RANKS_MAX: usize = 32;
+
+impl fmt::Display for DeadlockReport {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        writeln!(
+            f,
+            "deadlock at {}: {} rank(s) blocked with nothing left to happen",
+            self.time,
+            self.blocked.len()
+        )?;
+        for b in self.blocked.iter().take(LISTED_RANKS_MAX) {
+            if b.waiting_for.is_empty() {
+                writeln!(f, "  rank {} is blocked but has no pending receive", b.rank)?;
+            }
+            for w in &b.waiting_for {
+                let note = if w.from_finished {
+                    " (rank already finished)"
+                } else {
+                    ""
+                };
+                writeln!(
+                    f,
+                    "  rank {} waits for rank {}, tag {}, {} bytes{}",
+                    b.rank, w.from, w.tag, w.bytes, note
+                )?;
+            }
+        }
+        if self.blocked.len() > LISTED_RANKS_MAX {
+            writeln!(
+                f,
+                "  ... and {} more",
+                self.blocked.len() - LISTED_RANKS_MAX
+            )?;
+        }
+        match &self.cycle {
+            Some(cycle) => {
+                let path: Vec<String> = cycle.iter().map(|r| r.to_string()).collect();
+                writeln!(f, "  cycle: {} -> {}", path.join(" -> "), cycle[0])
+            }
+            None => writeln!(
+                f,
+                "  no cycle: the chain of waits ends at a rank that will never send"
+            ),
+        }
+    }
+}
+
+/// Finds a cycle in the graph "rank waits for rank" by an iterative
+/// depth-first search, visiting ranks and edges in ascending order.
+fn find_cycle(blocked: &[BlockedRank], world_size: usize) -> Option<Vec<Rank>> {
+    let mut edges: Vec<Vec<Rank>> = vec![Vec::new(); world_size];
+    let mut is_blocked = vec![false; world_size];
+    for b in blocked {
+        is_blocked[b.rank] = true;
+    }
+    for b in blocked {
+        let mut out: Vec<Rank> = b
+            .waiting_for
+            .iter()
+            .map(|w| w.from)
+            .filter(|&p| p < world_size && is_blocked[p])
+            .collect();
+        out.sort_unstable();
+        out.dedup();
+        edges[b.rank] = out;
+    }
+    #[derive(Clone, Copy, PartialEq)]
+    enum Mark {
+        New,
+        OnPath,
+        Done,
+    }
+    let mut mark = vec![Mark::New; world_size];
+    for b in blocked {
+        if mark[b.rank] != Mark::New {
+            continue;
+        }
+        // Stack of (rank, index of the next edge to follow).
+        let mut path: Vec<(Rank, usize)> = vec![(b.rank, 0)];
+        mark[b.rank] = Mark::OnPath;
+        while let Some(&mut (r, ref mut next)) = path.last_mut() {
+            if let Some(&p) = edges[r].get(*next) {
+                *next += 1;
+                match mark[p] {
+                    Mark::New => {
+                        mark[p] = Mark::OnPath;
+                        path.push((p, 0));
+                    }
+                    Mark::OnPath => {
+                        let start = path
+                            .iter()
+                            .position(|&(q, _)| q == p)
+                            .expect("p is on the path");
+                        let mut cycle: Vec<Rank> = path[start..].iter().map(|&(q, _)| q).collect();
+                        // Start the cycle at its lowest rank, for a stable report.
+                        let lowest = (0..cycle.len())
+                            .min_by_key(|&i| cycle[i])
+                            .expect("non-empty");
+                        cycle.rotate_left(lowest);
+                        return Some(cycle);
+                    }
+                    Mark::Done => {}
+                }
+            } else {
+                mark[r] = Mark::Done;
+                path.pop();
+            }
+        }
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn waits(rank: Rank, on: &[Rank]) -> BlockedRank {
+        BlockedRank {
+            rank,
+            waiting_for: on
+                .iter()
+                .map(|&from| PendingRecv {
+                    from,
+                    tag: Tag(0),
+                    bytes: 8,
+                    from_finished: false,
+                })
+                .collect(),
+        }
+    }
+
+    #[test]
+    fn finds_the_cycle_and_not_the_tail() {
+        // 0 -> 1 -> 2 -> 3 -> 1: the cycle is 1, 2, 3.
+        let b = vec![
+            waits(0, &[1]),
+            waits(1, &[2]),
+            waits(2, &[3]),
+            waits(3, &[1]),
+        ];
+        let r = DeadlockReport::new(Time(0), b, 4);
+        assert_eq!(r.cycle, Some(vec![1, 2, 3]));
+        assert!(r.to_string().contains("cycle: 1 -> 2 -> 3 -> 1"));
+    }
+
+    #[test]
+    fn a_chain_to_a_finished_rank_has_no_cycle() {
+        let b = vec![waits(1, &[0]), waits(2, &[1])];
+        let r = DeadlockReport::new(Time(0), b, 3);
+        assert_eq!(r.cycle, None);
+    }
+}

@@ -1,0 +1,168 @@
+//! The executor: drives every rank's program as a task in virtual time.
+//!
+//! ```text
+//!            +----------------------- wake ------------------------+
+//!            v                                                     |
+//!   ready queue --poll--> rank task --send/recv/compute--> World --+
+//!                                                            | schedule
+//!                                                            v
+//!                      pop earliest (time, seq) <------ EventQueue
+//! ```
+//!
+//! The loop polls every woken task (in the order they were woken) until none
+//! is ready, then advances virtual time to the earliest event and applies
+//! it, which may wake tasks again. When no task is ready and no event is
+//! left, the run is over; a rank that has not finished then is deadlocked,
+//! and the run returns a [`DeadlockReport`] instead of hanging.
+
+use std::cell::RefCell;
+use std::collections::VecDeque;
+use std::future::Future;
+use std::pin::Pin;
+use std::rc::Rc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll, Wake, Waker};
+
+use algorithms::{Rank, Time};
+
+use crate::deadlock::{BlockedRank, DeadlockReport, PendingRecv};
+use crate::fabric::SimFabric;
+use crate::world::{EngineStats, World, WorldConfig};
+
+/// Ranks whose tasks were woken and must be polled, without duplicates.
+struct ReadyQueue {
+    queue: Mutex<VecDeque<Rank>>,
+    queued: Vec<AtomicBool>,
+}
+
+impl ReadyQueue {
+    fn push(&self, rank: Rank) {
+        if !self.queued[rank].swap(true, Ordering::Relaxed) {
+            self.queue
+                .lock()
+                .expect("ready queue lock is never poisoned")
+                .push_back(rank);
+        }
+    }
+
+    fn pop(&self) -> Option<Rank> {
+        let rank = self
+            .queue
+            .lock()
+            .expect("ready queue lock is never poisoned")
+            .pop_front()?;
+        self.queued[rank].store(false, Ordering::Relaxed);
+        Some(rank)
+    }
+}
+
+/// The waker of one rank's task: waking it queues the rank for polling.
+struct RankWaker {
+    rank: Rank,
+    ready: Arc<ReadyQueue>,
+}
+
+impl Wake for RankWaker {
+    fn wake(self: Arc<Self>) {
+        self.ready.push(self.rank);
+    }
+
+    fn wake_by_ref(self: &Arc<Self>) {
+        self.ready.push(self.rank);
+    }
+}
+
+/// What a run produced.
+#[derive(Debug)]
+pub struct Execution<T> {
+    /// Each rank's program output, or `None` if it never finished.
+    pub outputs: Vec<Option<T>>,
+    /// When each rank's program finished.
+    pub finished_at: Vec<Option<Time>>,
+    /// Virtual time of the last event.
+    pub end_time: Time,
+    /// Set when some rank could not finish.
+    pub deadlock: Option<DeadlockReport>,
+    /// Engine counters.
+    pub stats: EngineStats,
+}
+
+/// Runs `program` on every rank of a world described by `config`, each as a
+/// task with its own [`SimFabric`], until all finish or nothing is left to
+/// happen.
+///
+/// Deterministic: the same config and program give the same execution.
+pub fn run<T, Fut>(config: WorldConfig, mut program: impl FnMut(SimFabric) -> Fut) -> Execution<T>
+where
+    Fut: Future<Output = T>,
+{
+    let n = config.world_size;
+    let world = Rc::new(RefCell::new(World::new(config)));
+    let ready = Arc::new(ReadyQueue {
+        queue: Mutex::new(VecDeque::with_capacity(n)),
+        queued: (0..n).map(|_| AtomicBool::new(false)).collect(),
+    });
+    let wakers: Vec<Waker> = (0..n)
+        .map(|rank| {
+            Waker::from(Arc::new(RankWaker {
+                rank,
+                ready: Arc::clone(&ready),
+            }))
+        })
+        .collect();
+    let mut tasks: Vec<Option<Pin<Box<Fut>>>> = (0..n)
+        .map(|rank| Some(Box::pin(program(SimFabric::new(rank, Rc::clone(&world))))))
+        .collect();
+    let mut outputs: Vec<Option<T>> = (0..n).map(|_| None).collect();
+    let mut finished_at = vec![None; n];
+    for rank in 0..n {
+        ready.push(rank);
+    }
+
+    loop {
+        while let Some(rank) = ready.pop() {
+            let Some(task) = tasks[rank].as_mut() else {
+                continue; // a stale wake-up of a finished task
+            };
+            let mut cx = Context::from_waker(&wakers[rank]);
+            if let Poll::Ready(out) = task.as_mut().poll(&mut cx) {
+                outputs[rank] = Some(out);
+                finished_at[rank] = Some(world.borrow().now);
+                tasks[rank] = None;
+            }
+        }
+        let mut w = world.borrow_mut();
+        let Some(event) = w.queue.pop() else { break };
+        debug_assert!(event.time >= w.now, "time never goes backwards");
+        w.now = event.time;
+        w.apply(event.kind);
+    }
+
+    let w = world.borrow();
+    let deadlock = tasks.iter().any(Option::is_some).then(|| {
+        let blocked = (0..n)
+            .filter(|&r| tasks[r].is_some())
+            .map(|rank| BlockedRank {
+                rank,
+                waiting_for: w.waits[rank]
+                    .iter()
+                    .map(|wait| PendingRecv {
+                        from: wait.from,
+                        tag: wait.tag,
+                        bytes: wait.expect.bytes(),
+                        from_finished: wait.from < n && tasks[wait.from].is_none(),
+                    })
+                    .collect(),
+            })
+            .collect();
+        DeadlockReport::new(w.now, blocked, n)
+    });
+    Execution {
+        outputs,
+        finished_at,
+        end_time: w.now,
+        deadlock,
+        stats: w.stats(),
+    }
+}

@@ -1,0 +1,178 @@
+//! [`SimFabric`]: the [`Fabric`] one simulated rank uses.
+//!
+//! Sends are eager: the message is put on its link at once and the send
+//! completes immediately (the simulated send buffer is unbounded).
+//! Receives wait in virtual time until a matching message has arrived.
+//! Reductions occupy the rank's compute engine for `bytes / throughput`.
+
+use std::cell::RefCell;
+use std::future::Future;
+use std::pin::Pin;
+use std::rc::Rc;
+use std::task::{Context, Poll};
+
+use algorithms::{Fabric, FabricError, Payload, Rank, Shape, Tag, Time, Work};
+
+use crate::world::World;
+
+/// One rank's view of a simulated run.
+#[derive(Clone, Debug)]
+pub struct SimFabric {
+    rank: Rank,
+    world_size: usize,
+    pub(crate) world: Rc<RefCell<World>>,
+}
+
+impl SimFabric {
+    pub(crate) fn new(rank: Rank, world: Rc<RefCell<World>>) -> SimFabric {
+        let world_size = world.borrow().config.world_size;
+        SimFabric {
+            rank,
+            world_size,
+            world,
+        }
+    }
+
+    fn check_peer(&self, peer: Rank) -> Result<(), FabricError> {
+        if peer < self.world_size {
+            Ok(())
+        } else {
+            Err(FabricError::PeerOutOfRange {
+                rank: self.rank,
+                peer,
+                world_size: self.world_size,
+            })
+        }
+    }
+}
+
+impl Fabric for SimFabric {
+    fn rank(&self) -> Rank {
+        self.rank
+    }
+
+    fn world_size(&self) -> usize {
+        self.world_size
+    }
+
+    fn now(&self) -> Time {
+        self.world.borrow().now
+    }
+
+    async fn send(&self, to: Rank, tag: Tag, payload: Payload) -> Result<(), FabricError> {
+        self.check_peer(to)?;
+        self.world.borrow_mut().send(self.rank, to, tag, payload);
+        Ok(())
+    }
+
+    async fn recv(&self, from: Rank, tag: Tag, expect: Shape) -> Result<Payload, FabricError> {
+        self.check_peer(from)?;
+        let payload = Recv {
+            fabric: self,
+            from,
+            tag,
+            expect,
+            wait: None,
+        }
+        .await;
+        let got = payload.shape();
+        if got != expect {
+            return Err(FabricError::ShapeMismatch {
+                rank: self.rank,
+                from,
+                tag,
+                expected: expect,
+                got,
+            });
+        }
+        Ok(payload)
+    }
+
+    async fn compute(&self, work: Work) -> Result<(), FabricError> {
+        let Work::Reduce { bytes } = work;
+        let Some(throughput) = self.world.borrow().config.reduce_bytes_per_s else {
+            return Ok(());
+        };
+        let work_ps = topologies::duration_ps(bytes, throughput);
+        if work_ps == 0 {
+            return Ok(());
+        }
+        let done = self.world.borrow_mut().reserve_compute(self.rank, work_ps);
+        Sleep {
+            fabric: self,
+            until: done,
+            armed: false,
+        }
+        .await;
+        Ok(())
+    }
+}
+
+/// Waits for the next message from `from` with `tag`.
+struct Recv<'a> {
+    fabric: &'a SimFabric,
+    from: Rank,
+    tag: Tag,
+    expect: Shape,
+    wait: Option<u64>,
+}
+
+impl Future for Recv<'_> {
+    type Output = Payload;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Payload> {
+        let rank = self.fabric.rank;
+        let mut world = self.fabric.world.borrow_mut();
+        if let Some(payload) = world.take_message(rank, self.from, self.tag) {
+            if let Some(id) = self.wait.take() {
+                world.remove_wait(rank, id);
+            }
+            return Poll::Ready(payload);
+        }
+        let id = world.register_wait(
+            rank,
+            self.wait,
+            self.from,
+            self.tag,
+            self.expect,
+            cx.waker(),
+        );
+        drop(world);
+        self.wait = Some(id);
+        Poll::Pending
+    }
+}
+
+impl Drop for Recv<'_> {
+    fn drop(&mut self) {
+        if let Some(id) = self.wait
+            && let Ok(mut world) = self.fabric.world.try_borrow_mut()
+        {
+            world.remove_wait(self.fabric.rank, id);
+        }
+    }
+}
+
+/// Waits until virtual time `until`.
+struct Sleep<'a> {
+    fabric: &'a SimFabric,
+    until: Time,
+    armed: bool,
+}
+
+impl Future for Sleep<'_> {
+    type Output = ();
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        let mut world = self.fabric.world.borrow_mut();
+        if world.now >= self.until {
+            return Poll::Ready(());
+        }
+        if !self.armed {
+            world.schedule_timer(self.fabric.rank, self.until, cx.waker());
+            drop(world);
+            self.armed = true;
+        }
+        Poll::Pending
+    }
+}

@@ -1,0 +1,42 @@
+//! A deterministic discrete-event simulator for collective communication,
+//! and the library behind the `sim` command.
+//!
+//! The collectives of the `algorithms` crate run here unchanged: each rank's
+//! program is an async task whose [`SimFabric`] turns sends, receives and
+//! local work into events in integer virtual time (picoseconds). The same
+//! scenario and seed always give byte-identical output.
+//!
+//! # Map of the crate
+//! Engine:
+//! - [`event`]: [`Event`](event::Event)s and the [`EventQueue`](event::EventQueue), ordered by `(time, seq)`.
+//! - [`slab`]: id-addressed tables that reuse slots (no allocation per event).
+//! - [`links`]: the ideal link model (one full-duplex link per rank pair).
+//! - [`world`]: the state of one run (clock, queue, links, mailboxes, waits).
+//! - [`fabric`]: [`SimFabric`], the `Fabric` a simulated rank uses.
+//! - [`executor`]: [`run`] drives every rank's task; quiescence with
+//!   unfinished ranks becomes a [`DeadlockReport`].
+//! - [`deadlock`]: the deadlock report and its cycle search.
+//!
+//! The `sim` command:
+//! - [`scenario`]: TOML scenarios, parsed and validated with file:line:col errors.
+//! - [`study`]: runs a scenario's collectives over their size ranges and
+//!   checks results against references.
+//! - [`report`]: the nccl-tests table and the CSV.
+//! - [`bench`](mod@bench): the engine benchmark (`sim bench-engine`).
+
+pub mod bench;
+pub mod deadlock;
+pub mod event;
+pub mod executor;
+pub mod fabric;
+pub mod links;
+pub mod report;
+pub mod scenario;
+pub mod slab;
+pub mod study;
+pub mod world;
+
+pub use deadlock::DeadlockReport;
+pub use executor::{Execution, run};
+pub use fabric::SimFabric;
+pub use world::{EngineStats, WorldConfig};

@@ -1,0 +1,239 @@
+//! Scenarios: TOML files that say what to simulate.
+//!
+//! ```toml
+//! name = "ring_8"
+//! world_size = 8                # ranks
+//! seed = 42                     # one seed for the whole run
+//!
+//! [links]                       # ideal model: one full-duplex link per rank pair
+//! latency_us = 1.5              # alpha
+//! bandwidth_gb_per_s = 25.0     # per direction, 1 GB = 1e9 bytes
+//!
+//! [compute]                     # optional; without it reductions are free
+//! reduce_gb_per_s = 200.0
+//!
+//! [[collective]]                # one or more
+//! kind = "allreduce"
+//! algorithm = "ring"            # default "ring"
+//! min_bytes = 8                 # nccl-tests -b
+//! max_bytes = "128M"            # nccl-tests -e
+//! step_factor = 2               # nccl-tests -f, default 2
+//! dtype = "float"               # float double int32 int64 uint8 (default float)
+//! op = "sum"                    # sum prod min max avg (default sum)
+//! iters = 20                    # timed iterations (default 20)
+//! warmup = 5                    # untimed iterations first (default 5)
+//! chunk_bytes = "512K"          # pipeline chunk (default 512K)
+//! phantom = false               # size-only payloads: nothing allocated, no check
+//! check = true                  # count wrong elements against a reference
+//!
+//! [[inject]]                    # optional programming mistakes, for deadlock studies
+//! kind = "extra_recv"           # rank posts a receive from `from` that nobody sends
+//! rank = 3
+//! from = 5
+//! ```
+//!
+//! Every problem is reported as a [`ScenarioError`] naming the file, line
+//! and column; nothing in a scenario can make the program panic.
+
+mod raw;
+pub mod size;
+mod validate;
+
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+use algorithms::{DType, Rank, ReduceOp};
+use topologies::FullMesh;
+
+pub use size::ByteSize;
+
+/// The largest world a scenario may ask for (keeps a typo from exhausting
+/// memory).
+pub const WORLD_SIZE_MAX: usize = 1 << 20;
+
+/// A validated scenario.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Scenario {
+    /// Where it was read from.
+    pub path: PathBuf,
+    /// A name for reports (the file stem unless given).
+    pub name: String,
+    /// The seed of the run's random number generator.
+    pub seed: u64,
+    /// Ranks and links.
+    pub topology: FullMesh,
+    /// Reduction throughput per rank in bytes per second (`None`: free).
+    pub reduce_bytes_per_s: Option<f64>,
+    /// The collectives to run, in order.
+    pub collectives: Vec<CollectiveSpec>,
+    /// Programming mistakes injected into the rank programs.
+    pub injects: Vec<Inject>,
+}
+
+/// The collective operations a scenario can name.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CollectiveKind {
+    /// Every rank ends with the reduction of all ranks' buffers.
+    Allreduce,
+}
+
+impl CollectiveKind {
+    /// The name used in scenarios and reports.
+    pub fn name(self) -> &'static str {
+        match self {
+            CollectiveKind::Allreduce => "allreduce",
+        }
+    }
+
+    /// nccl-tests' bus-bandwidth factor: busbw = algbw * factor.
+    pub fn busbw_factor(self, world_size: usize) -> f64 {
+        match self {
+            CollectiveKind::Allreduce => 2.0 * (world_size as f64 - 1.0) / world_size as f64,
+        }
+    }
+}
+
+/// The algorithms a scenario can name.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Algorithm {
+    /// Chunked, pipelined ring.
+    Ring,
+}
+
+impl Algorithm {
+    /// The name used in scenarios and reports.
+    pub fn name(self) -> &'static str {
+        match self {
+            Algorithm::Ring => "ring",
+        }
+    }
+}
+
+/// One `[[collective]]` entry: a collective run over a range of sizes.
+#[derive(Clone, Debug, PartialEq)]
+pub struct CollectiveSpec {
+    /// Which collective.
+    pub kind: CollectiveKind,
+    /// Which algorithm implements it.
+    pub algorithm: Algorithm,
+    /// Smallest message size in bytes.
+    pub min_bytes: u64,
+    /// Largest message size in bytes.
+    pub max_bytes: u64,
+    /// Each size is the previous one times this.
+    pub step_factor: u64,
+    /// Element type.
+    pub dtype: DType,
+    /// Reduction operator.
+    pub op: ReduceOp,
+    /// Timed iterations per size.
+    pub iters: u32,
+    /// Untimed iterations before them.
+    pub warmup: u32,
+    /// Pipeline chunk size in bytes.
+    pub chunk_bytes: u64,
+    /// Size-only payloads.
+    pub phantom: bool,
+    /// Whether to check results against a reference.
+    pub check: bool,
+}
+
+impl CollectiveSpec {
+    /// The sizes in bytes to run, nccl-tests style: `min, min*f, ...` up to
+    /// `max`, each rounded down to whole elements. A zero minimum yields
+    /// one empty run, then continues from one element.
+    pub fn sizes(&self) -> Vec<u64> {
+        let elem = self.dtype.size_bytes() as u64;
+        let mut sizes = Vec::new();
+        let mut size = self.min_bytes;
+        if size == 0 {
+            sizes.push(0);
+            size = elem;
+        }
+        while size <= self.max_bytes {
+            let rounded = size / elem * elem;
+            if sizes.last() != Some(&rounded) {
+                sizes.push(rounded);
+            }
+            match size.checked_mul(self.step_factor) {
+                Some(next) if next > size => size = next,
+                _ => break,
+            }
+        }
+        sizes
+    }
+}
+
+/// A programming mistake injected into one rank's program.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Inject {
+    /// Before its first collective, `rank` posts a receive from `from`
+    /// that no rank ever sends.
+    ExtraRecv {
+        /// The rank that makes the mistake.
+        rank: Rank,
+        /// The rank it waits for.
+        from: Rank,
+    },
+    /// `rank` never calls the collectives.
+    Skip {
+        /// The rank that skips.
+        rank: Rank,
+    },
+}
+
+/// A scenario that cannot be read or is not valid.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum ScenarioError {
+    /// The file could not be read.
+    #[error("{path}: cannot read scenario: {reason}")]
+    Read {
+        /// The file.
+        path: String,
+        /// Why.
+        reason: String,
+    },
+    /// The file is not valid at a place in it.
+    #[error("{path}:{line}:{column}: {message}")]
+    Invalid {
+        /// The file.
+        path: String,
+        /// 1-based line.
+        line: usize,
+        /// 1-based column.
+        column: usize,
+        /// What is wrong and what was expected.
+        message: String,
+    },
+}
+
+impl Scenario {
+    /// Reads and validates the scenario at `path`.
+    pub fn load(path: &Path) -> Result<Scenario, ScenarioError> {
+        let text = std::fs::read_to_string(path).map_err(|e| ScenarioError::Read {
+            path: path.display().to_string(),
+            reason: e.to_string(),
+        })?;
+        Scenario::parse(path, &text)
+    }
+
+    /// Parses and validates scenario `text`, reporting errors against `path`.
+    pub fn parse(path: &Path, text: &str) -> Result<Scenario, ScenarioError> {
+        validate::parse(path, text)
+    }
+}
+
+impl fmt::Display for Scenario {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let link = self.topology.link;
+        write!(
+            f,
+            "{}: {} ranks, seed {}, ideal links (latency {:.3} us, {:.2} GB/s per direction)",
+            self.name,
+            self.topology.world_size,
+            self.seed,
+            link.latency_ps as f64 / 1e6,
+            link.bandwidth_bytes_per_s / 1e9
+        )
+    }
+}

@@ -1,0 +1,265 @@
+//! Turns a [`RawScenario`] into a [`Scenario`], rejecting every value that
+//! does not make sense with an error that points at it.
+
+use std::ops::Range;
+use std::path::Path;
+
+use algorithms::{DType, ReduceOp};
+use toml::Spanned;
+use topologies::{FullMesh, LinkSpec};
+
+use super::raw::{RawCollective, RawInject, RawScenario};
+use super::{
+    Algorithm, CollectiveKind, CollectiveSpec, Inject, Scenario, ScenarioError, WORLD_SIZE_MAX,
+};
+
+/// The file being validated, for turning byte spans into line:column.
+struct Source<'a> {
+    path: &'a Path,
+    text: &'a str,
+}
+
+impl Source<'_> {
+    fn error(&self, span: Option<Range<usize>>, message: impl Into<String>) -> ScenarioError {
+        let offset = span.map_or(0, |s| s.start).min(self.text.len());
+        let before = &self.text[..offset];
+        let line = before.matches('\n').count() + 1;
+        let column = before.rsplit('\n').next().map_or(0, |l| l.chars().count()) + 1;
+        ScenarioError::Invalid {
+            path: self.path.display().to_string(),
+            line,
+            column,
+            message: message.into(),
+        }
+    }
+
+    fn at<T>(&self, value: &Spanned<T>, message: impl Into<String>) -> ScenarioError {
+        self.error(Some(value.span()), message)
+    }
+
+    /// A count that must lie in `min..=max`.
+    fn count(
+        &self,
+        v: &Spanned<i64>,
+        what: &str,
+        min: i64,
+        max: i64,
+    ) -> Result<i64, ScenarioError> {
+        let x = *v.get_ref();
+        if x < min || x > max {
+            return Err(self.at(
+                v,
+                format!("{what} must be between {min} and {max}, got {x}"),
+            ));
+        }
+        Ok(x)
+    }
+
+    /// A rate or duration that must be finite, and positive or non-negative.
+    fn number(&self, v: &Spanned<f64>, what: &str, zero_ok: bool) -> Result<f64, ScenarioError> {
+        let x = *v.get_ref();
+        let ok = x.is_finite() && (x > 0.0 || (zero_ok && x == 0.0));
+        if !ok {
+            let wanted = if zero_ok {
+                "a non-negative"
+            } else {
+                "a positive"
+            };
+            return Err(self.at(v, format!("{what} must be {wanted} number, got {x}")));
+        }
+        Ok(x)
+    }
+
+    fn parsed<T: std::str::FromStr<Err = String>>(
+        &self,
+        v: &Spanned<String>,
+    ) -> Result<T, ScenarioError> {
+        v.get_ref().parse().map_err(|e| self.at(v, e))
+    }
+}
+
+/// Parses and validates scenario `text` read from `path`.
+pub fn parse(path: &Path, text: &str) -> Result<Scenario, ScenarioError> {
+    let src = Source { path, text };
+    let raw: RawScenario = toml::from_str(text)
+        .map_err(|e| src.error(e.span(), e.message().trim_end().to_string()))?;
+    let world_size = src.count(&raw.world_size, "world_size", 1, WORLD_SIZE_MAX as i64)? as usize;
+
+    let links = raw.links.get_ref();
+    if let Some(model) = &links.model
+        && model.get_ref() != "ideal"
+    {
+        return Err(src.at(
+            model,
+            format!(
+                "unknown link model `{}`; expected \"ideal\"",
+                model.get_ref()
+            ),
+        ));
+    }
+    let latency_us = src.number(&links.latency_us, "latency_us", true)?;
+    let bandwidth = src.number(&links.bandwidth_gb_per_s, "bandwidth_gb_per_s", false)?;
+    let latency_ps = (latency_us * 1e6).round();
+    if latency_ps > 1e18 {
+        return Err(src.at(&links.latency_us, "latency_us is unreasonably large"));
+    }
+    let link = LinkSpec::new(latency_ps as u64, bandwidth * 1e9)
+        .map_err(|e| src.at(&links.bandwidth_gb_per_s, e.to_string()))?;
+    let topology =
+        FullMesh::new(world_size, link).map_err(|e| src.at(&raw.world_size, e.to_string()))?;
+
+    let reduce_bytes_per_s = match &raw.compute {
+        Some(c) => Some(src.number(&c.reduce_gb_per_s, "reduce_gb_per_s", false)? * 1e9),
+        None => None,
+    };
+
+    if raw.collective.is_empty() {
+        return Err(src.error(
+            None,
+            "the scenario has no [[collective]] to run; add at least one",
+        ));
+    }
+    let collectives = raw
+        .collective
+        .iter()
+        .map(|c| collective(&src, c))
+        .collect::<Result<Vec<_>, _>>()?;
+    let injects = raw
+        .inject
+        .iter()
+        .map(|i| inject(&src, i, world_size))
+        .collect::<Result<Vec<_>, _>>()?;
+
+    let name = raw.name.clone().unwrap_or_else(|| {
+        path.file_stem().map_or_else(
+            || "scenario".to_string(),
+            |s| s.to_string_lossy().into_owned(),
+        )
+    });
+    Ok(Scenario {
+        path: path.to_path_buf(),
+        name,
+        seed: raw.seed,
+        topology,
+        reduce_bytes_per_s,
+        collectives,
+        injects,
+    })
+}
+
+fn collective(
+    src: &Source,
+    spanned: &Spanned<RawCollective>,
+) -> Result<CollectiveSpec, ScenarioError> {
+    let c = spanned.get_ref();
+    let kind = match c.kind.get_ref().as_str() {
+        "allreduce" => CollectiveKind::Allreduce,
+        other => {
+            return Err(src.at(
+                &c.kind,
+                format!("unknown collective `{other}`; expected \"allreduce\""),
+            ));
+        }
+    };
+    let algorithm = match c.algorithm.as_ref().map(|a| a.get_ref().as_str()) {
+        None | Some("ring") => Algorithm::Ring,
+        Some(other) => {
+            let at = c.algorithm.as_ref().expect("matched Some");
+            return Err(src.at(
+                at,
+                format!(
+                    "unknown algorithm `{other}` for {}; valid: ring",
+                    kind.name()
+                ),
+            ));
+        }
+    };
+    let dtype: DType = match &c.dtype {
+        Some(d) => src.parsed(d)?,
+        None => DType::F32,
+    };
+    let op: ReduceOp = match &c.op {
+        Some(o) => src.parsed(o)?,
+        None => ReduceOp::Sum,
+    };
+    if !op.supports(dtype) {
+        let at =
+            c.op.as_ref()
+                .expect("only an explicit op can be unsupported");
+        return Err(src.at(
+            at,
+            format!("op `{op}` is only defined for float and double, not `{dtype}`"),
+        ));
+    }
+    let (min_bytes, max_bytes) = (c.min_bytes.get_ref().0, c.max_bytes.get_ref().0);
+    if min_bytes > max_bytes {
+        return Err(src.at(
+            &c.max_bytes,
+            format!("max_bytes ({max_bytes}) is smaller than min_bytes ({min_bytes})"),
+        ));
+    }
+    let step_factor = match &c.step_factor {
+        Some(f) => src.count(f, "step_factor", 2, 1 << 20)? as u64,
+        None => 2,
+    };
+    let iters = match &c.iters {
+        Some(v) => src.count(v, "iters", 1, 1_000_000)? as u32,
+        None => 20,
+    };
+    let warmup = match &c.warmup {
+        Some(v) => src.count(v, "warmup", 0, 1_000_000)? as u32,
+        None => 5,
+    };
+    let chunk_bytes = match &c.chunk_bytes {
+        Some(b) if b.get_ref().0 == 0 => return Err(src.at(b, "chunk_bytes must be at least 1")),
+        Some(b) => b.get_ref().0,
+        None => 512 * 1024,
+    };
+    if c.phantom && c.check == Some(true) {
+        return Err(src.error(
+            Some(spanned.span()),
+            "check = true needs real data, but phantom = true carries none",
+        ));
+    }
+    Ok(CollectiveSpec {
+        kind,
+        algorithm,
+        min_bytes,
+        max_bytes,
+        step_factor,
+        dtype,
+        op,
+        iters,
+        warmup,
+        chunk_bytes,
+        phantom: c.phantom,
+        check: c.check.unwrap_or(!c.phantom),
+    })
+}
+
+fn inject(
+    src: &Source,
+    spanned: &Spanned<RawInject>,
+    world_size: usize,
+) -> Result<Inject, ScenarioError> {
+    let i = spanned.get_ref();
+    let max_rank = world_size as i64 - 1;
+    let rank = src.count(&i.rank, "rank", 0, max_rank)? as usize;
+    match i.kind.get_ref().as_str() {
+        "extra_recv" => {
+            let Some(from) = &i.from else {
+                return Err(src.error(
+                    Some(spanned.span()),
+                    "an extra_recv inject needs `from`, the rank it waits for",
+                ));
+            };
+            let from = src.count(from, "from", 0, max_rank)? as usize;
+            Ok(Inject::ExtraRecv { rank, from })
+        }
+        "skip" => Ok(Inject::Skip { rank }),
+        other => Err(src.at(
+            &i.kind,
+            format!("unknown inject kind `{other}`; expected \"extra_recv\" or \"skip\""),
+        )),
+    }
+}

@@ -1,0 +1,214 @@
+//! The shared state of one simulated run: the clock, the event queue, the
+//! links, messages in flight, mailboxes of arrived messages, and what every
+//! rank is waiting for.
+//!
+//! Ranks reach the world through their [`crate::SimFabric`]; the executor
+//! pops events and applies them here. Waiting futures leave a [`Waker`];
+//! applying an event wakes exactly the futures it may complete.
+
+use std::collections::{HashMap, VecDeque};
+use std::task::Waker;
+
+use algorithms::{Payload, Rank, Shape, Tag, Time};
+
+use crate::event::{EventKind, EventQueue};
+use crate::links::{IdealLinks, LinkStats};
+use crate::slab::Slab;
+use topologies::LinkSpec;
+
+/// What a run simulates: how many ranks, their links and the cost of local
+/// work.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct WorldConfig {
+    /// Number of ranks.
+    pub world_size: usize,
+    /// Parameters of every rank-to-rank link (ideal model).
+    pub link: LinkSpec,
+    /// Reduction throughput of one rank in bytes per second; `None` makes
+    /// reductions free.
+    pub reduce_bytes_per_s: Option<f64>,
+}
+
+/// A message on its way.
+#[derive(Debug)]
+struct Message {
+    src: Rank,
+    dst: Rank,
+    tag: Tag,
+    payload: Payload,
+}
+
+/// A receive that is waiting for a message.
+#[derive(Debug)]
+pub(crate) struct Wait {
+    pub id: u64,
+    pub from: Rank,
+    pub tag: Tag,
+    pub expect: Shape,
+    pub waker: Waker,
+}
+
+/// Counters of one run of the engine.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct EngineStats {
+    /// Events popped from the queue.
+    pub events: u64,
+    /// Link traffic.
+    pub links: LinkStats,
+}
+
+/// Arrived messages keyed by `(receiver, sender, tag)`, in arrival order.
+type Mailbox = HashMap<(Rank, Rank, Tag), VecDeque<Payload>>;
+
+/// The state of one simulated run.
+#[derive(Debug)]
+pub(crate) struct World {
+    pub config: WorldConfig,
+    pub now: Time,
+    pub queue: EventQueue,
+    links: IdealLinks,
+    in_flight: Slab<Message>,
+    /// Looked up by key only; never iterated.
+    mailbox: Mailbox,
+    /// Emptied queues kept for reuse, so delivery does not allocate.
+    spare_queues: Vec<VecDeque<Payload>>,
+    /// Pending receives per rank.
+    pub waits: Vec<Vec<Wait>>,
+    next_wait_id: u64,
+    timers: Slab<Waker>,
+    compute_free_at: Vec<Time>,
+    pub events: u64,
+}
+
+impl World {
+    pub fn new(config: WorldConfig) -> World {
+        World {
+            config,
+            now: Time::ZERO,
+            queue: EventQueue::new(),
+            links: IdealLinks::new(config.link),
+            in_flight: Slab::default(),
+            mailbox: HashMap::new(),
+            spare_queues: Vec::new(),
+            waits: (0..config.world_size).map(|_| Vec::new()).collect(),
+            next_wait_id: 0,
+            timers: Slab::default(),
+            compute_free_at: vec![Time::ZERO; config.world_size],
+            events: 0,
+        }
+    }
+
+    /// Puts a message on the link and schedules its delivery.
+    pub fn send(&mut self, src: Rank, dst: Rank, tag: Tag, payload: Payload) {
+        let arrive = self
+            .links
+            .transmit(self.now, src, dst, payload.shape().bytes());
+        let message = self.in_flight.insert(Message {
+            src,
+            dst,
+            tag,
+            payload,
+        });
+        self.queue.schedule(arrive, EventKind::Deliver { message });
+    }
+
+    /// Takes the oldest arrived message from `src` to `dst` with `tag`.
+    pub fn take_message(&mut self, dst: Rank, src: Rank, tag: Tag) -> Option<Payload> {
+        let key = (dst, src, tag);
+        let queue = self.mailbox.get_mut(&key)?;
+        let payload = queue.pop_front();
+        if queue.is_empty() {
+            let emptied = self.mailbox.remove(&key).expect("entry was just found");
+            self.spare_queues.push(emptied);
+        }
+        payload
+    }
+
+    /// Records a waiting receive (or refreshes its waker) and returns its id.
+    pub fn register_wait(
+        &mut self,
+        rank: Rank,
+        id: Option<u64>,
+        from: Rank,
+        tag: Tag,
+        expect: Shape,
+        waker: &Waker,
+    ) -> u64 {
+        if let Some(id) = id
+            && let Some(w) = self.waits[rank].iter_mut().find(|w| w.id == id)
+        {
+            if !w.waker.will_wake(waker) {
+                w.waker = waker.clone();
+            }
+            return id;
+        }
+        let id = self.next_wait_id;
+        self.next_wait_id += 1;
+        self.waits[rank].push(Wait {
+            id,
+            from,
+            tag,
+            expect,
+            waker: waker.clone(),
+        });
+        id
+    }
+
+    /// Forgets a waiting receive (it completed or was dropped).
+    pub fn remove_wait(&mut self, rank: Rank, id: u64) {
+        self.waits[rank].retain(|w| w.id != id);
+    }
+
+    /// Reserves the rank's compute engine for `work_ps` and returns when
+    /// the work is done; work on one rank runs one piece at a time.
+    pub fn reserve_compute(&mut self, rank: Rank, work_ps: u64) -> Time {
+        let start = self.now.max(self.compute_free_at[rank]);
+        let done = start.plus_ps(work_ps);
+        self.compute_free_at[rank] = done;
+        done
+    }
+
+    /// Schedules a wake-up of `waker` at `at`.
+    pub fn schedule_timer(&mut self, rank: Rank, at: Time, waker: &Waker) {
+        let timer = self.timers.insert(waker.clone());
+        self.queue
+            .schedule(at, EventKind::ComputeDone { rank, timer });
+    }
+
+    /// Applies one event whose time has come.
+    pub fn apply(&mut self, kind: EventKind) {
+        self.events += 1;
+        match kind {
+            EventKind::Deliver { message } => {
+                let m = self
+                    .in_flight
+                    .remove(message)
+                    .expect("a delivery event names a message in flight");
+                let key = (m.dst, m.src, m.tag);
+                let spare = &mut self.spare_queues;
+                self.mailbox
+                    .entry(key)
+                    .or_insert_with(|| spare.pop().unwrap_or_default())
+                    .push_back(m.payload);
+                for w in &self.waits[m.dst] {
+                    if w.from == m.src && w.tag == m.tag {
+                        w.waker.wake_by_ref();
+                    }
+                }
+            }
+            EventKind::ComputeDone { timer, .. } => {
+                if let Some(waker) = self.timers.remove(timer) {
+                    waker.wake();
+                }
+            }
+        }
+    }
+
+    /// Counters so far.
+    pub fn stats(&self) -> EngineStats {
+        EngineStats {
+            events: self.events,
+            links: self.links.stats(),
+        }
+    }
+}

@@ -1,0 +1,135 @@
+//! With ideal links, the simulated time of ring allreduce equals its
+//! closed-form cost to the picosecond (see `algorithms::ring` for the
+//! derivation):
+//!
+//! `T = S·K·t + α + (S-1)·max(0, α - (K-1)·t)`, `S = 2(N-1)`,
+//!
+//! which is the textbook `2(N-1)·α + 2(N-1)/N · n/B` when each segment is
+//! one chunk, and `2(N-1)/N · n/B + α` once chunks hide the latency.
+
+use algorithms::{DType, Payload, ReduceOp, RingAllreduce, Tag, Time, ring_allreduce};
+use sim::{WorldConfig, run};
+
+use crate::support::link;
+
+/// Simulates a phantom f32 ring allreduce and returns when the last rank
+/// finished.
+fn simulate(
+    n: usize,
+    count: usize,
+    chunk_bytes: u64,
+    latency_ps: u64,
+    bw: u64,
+    reduce_bw: Option<f64>,
+) -> Time {
+    let config = WorldConfig {
+        world_size: n,
+        link: link(latency_ps, bw),
+        reduce_bytes_per_s: reduce_bw,
+    };
+    let exec = run(config, |fabric| async move {
+        let mut buf = Payload::phantom(DType::F32, count);
+        let params = RingAllreduce {
+            chunk_bytes,
+            tag: Tag(0),
+        };
+        ring_allreduce(&fabric, &mut buf, ReduceOp::Sum, params).await
+    });
+    assert!(exec.deadlock.is_none());
+    let finished: Vec<Time> = exec
+        .finished_at
+        .iter()
+        .map(|t| t.expect("finished"))
+        .collect();
+    *finished.iter().max().expect("at least one rank")
+}
+
+/// The closed form, in picoseconds, for `K` chunks of `chunk_bytes` per
+/// segment.
+fn closed_form_ps(n: u64, k: u64, chunk_bytes: u64, latency_ps: u64, bw: u64) -> u64 {
+    let s = 2 * (n - 1);
+    let t = chunk_bytes * 1_000_000_000_000 / bw;
+    assert_eq!(
+        t * bw,
+        chunk_bytes * 1_000_000_000_000,
+        "test sizes keep t whole"
+    );
+    let hidden = (k - 1) * t;
+    s * k * t + latency_ps + (s - 1) * latency_ps.saturating_sub(hidden)
+}
+
+#[test]
+fn one_chunk_per_segment_is_the_textbook_formula() {
+    // 25 GB/s (40 ps per byte), 2 us latency.
+    let (alpha, bw) = (2_000_000u64, 25_000_000_000u64);
+    for n in [2usize, 3, 4, 8, 16, 32] {
+        for seg_elems in [1usize, 256, 65_536] {
+            let count = n * seg_elems;
+            let bytes = 4 * count as u64;
+            let got = simulate(n, count, u64::MAX, alpha, bw, None);
+            // 2(N-1)·α + 2(N-1)/N · n/B, with n/N = one segment.
+            let textbook =
+                2 * (n as u64 - 1) * (alpha + (bytes / n as u64) * 1_000_000_000_000 / bw);
+            assert_eq!(got.as_ps(), textbook, "n={n} bytes={bytes}");
+            assert_eq!(
+                got.as_ps(),
+                closed_form_ps(n as u64, 1, bytes / n as u64, alpha, bw)
+            );
+        }
+    }
+}
+
+#[test]
+fn chunked_pipelines_match_the_max_plus_closed_form() {
+    let bw = 100_000_000_000u64; // 10 ps per byte
+    for n in [2u64, 3, 5, 8] {
+        for k in [2u64, 3, 8, 33] {
+            for (chunk_bytes, alpha) in [(4_096u64, 1_000_000u64), (65_536, 100_000), (4, 7)] {
+                let count = (n * k * chunk_bytes / 4) as usize;
+                let got = simulate(n as usize, count, chunk_bytes, alpha, bw, None);
+                let want = closed_form_ps(n, k, chunk_bytes, alpha, bw);
+                assert_eq!(
+                    got.as_ps(),
+                    want,
+                    "n={n} k={k} chunk={chunk_bytes} alpha={alpha}"
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn latency_is_hidden_once_chunks_cover_it() {
+    // 8 ranks, 64 MiB, 512 KiB chunks, 2 us latency, 100 GB/s: the link is
+    // never idle, so T = 2(N-1)/N · n/B + α.
+    let (n, bytes, alpha, bw) = (8u64, 64u64 << 20, 2_000_000u64, 100_000_000_000u64);
+    let got = simulate(n as usize, (bytes / 4) as usize, 512 << 10, alpha, bw, None);
+    let ps_per_byte = 1_000_000_000_000 / bw;
+    let want = 2 * (n - 1) * (bytes / n) * ps_per_byte + alpha;
+    assert_eq!(got.as_ps(), want);
+}
+
+#[test]
+fn reduction_cost_adds_one_gamma_term_per_reduce_scatter_step() {
+    // K = 1: T = 2(N-1)(α + t) + (N-1)·γ·(n/N).
+    let (alpha, bw, reduce_bw) = (1_000_000u64, 50_000_000_000u64, 200_000_000_000u64);
+    for n in [2u64, 4, 7] {
+        let seg_bytes = 4_000u64;
+        let count = (n * seg_bytes / 4) as usize;
+        let got = simulate(
+            n as usize,
+            count,
+            u64::MAX,
+            alpha,
+            bw,
+            Some(reduce_bw as f64),
+        );
+        let t = seg_bytes * 1_000_000_000_000 / bw;
+        let gamma = seg_bytes * 1_000_000_000_000 / reduce_bw;
+        assert_eq!(
+            got.as_ps(),
+            2 * (n - 1) * (alpha + t) + (n - 1) * gamma,
+            "n={n}"
+        );
+    }
+}

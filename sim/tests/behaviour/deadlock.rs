@@ -1,0 +1,107 @@
+//! A rank waiting for a message nobody sends stops the run with a deadlock
+//! report: what every blocked rank waits for, and the cycle if there is one.
+
+use algorithms::{DType, Fabric, Payload, Shape, Tag};
+use sim::{WorldConfig, run};
+
+use crate::support::{link, sim};
+
+fn config(n: usize) -> WorldConfig {
+    WorldConfig {
+        world_size: n,
+        link: link(1_000, 1_000_000_000),
+        reduce_bytes_per_s: None,
+    }
+}
+
+#[test]
+fn two_ranks_receiving_first_form_a_cycle() {
+    let exec = run(config(3), |fabric| async move {
+        let me = fabric.rank();
+        if me == 2 {
+            return Ok(()); // rank 2 has nothing to do and finishes
+        }
+        let peer = 1 - me;
+        fabric
+            .recv(peer, Tag(7), Shape::new(DType::F64, 16))
+            .await?;
+        fabric
+            .send(peer, Tag(7), Payload::phantom(DType::F64, 16))
+            .await
+    });
+    let report = exec.deadlock.expect("the run deadlocks");
+    assert_eq!(report.blocked.len(), 2);
+    assert_eq!(report.cycle, Some(vec![0, 1]));
+    assert!(exec.outputs[2].is_some(), "rank 2 finished");
+    let text = report.to_string();
+    assert!(
+        text.contains("rank 0 waits for rank 1, tag 7, 128 bytes"),
+        "{text}"
+    );
+    assert!(
+        text.contains("rank 1 waits for rank 0, tag 7, 128 bytes"),
+        "{text}"
+    );
+    assert!(text.contains("cycle: 0 -> 1 -> 0"), "{text}");
+}
+
+#[test]
+fn waiting_on_a_finished_rank_is_a_chain_not_a_cycle() {
+    let exec = run(config(2), |fabric| async move {
+        if fabric.rank() == 1 {
+            fabric.recv(0, Tag(1), Shape::new(DType::U8, 4)).await?;
+        }
+        Ok::<(), algorithms::FabricError>(())
+    });
+    let report = exec.deadlock.expect("rank 1 never gets its message");
+    assert_eq!(report.cycle, None);
+    let text = report.to_string();
+    assert!(
+        text.contains("rank 1 waits for rank 0, tag 1, 4 bytes (rank already finished)"),
+        "{text}"
+    );
+}
+
+#[test]
+fn the_bundled_mismatched_scenario_reports_its_deadlock() {
+    let out = sim(&["run", "scenarios/deadlock_extra_recv.toml"]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(
+        out.status.code(),
+        Some(3),
+        "stdout: {stdout}\nstderr: {stderr}"
+    );
+    assert!(stdout.contains("deadlock at"), "{stdout}");
+    assert!(stdout.contains("rank 2 waits for rank 5"), "{stdout}");
+    assert!(
+        stdout.contains("rank 3 waits for rank 2, tag 0, 128 bytes"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("cycle: 2 -> 5 -> 4 -> 3 -> 2"), "{stdout}");
+    assert!(
+        stderr.contains("deadlocked") && stderr.contains("seed 1"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn a_rank_that_skips_the_collective_leaves_a_chain_of_waits() {
+    let dir = crate::support::temp_dir("skip");
+    let path = dir.join("skip.toml");
+    std::fs::write(
+        &path,
+        "world_size = 4\n[links]\nlatency_us = 1\nbandwidth_gb_per_s = 10\n\
+         [[collective]]\nkind = \"allreduce\"\nmin_bytes = 64\nmax_bytes = 64\n\
+         [[inject]]\nkind = \"skip\"\nrank = 1\n",
+    )
+    .unwrap();
+    let out = sim(&["run", path.to_str().unwrap()]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(3), "{stdout}");
+    assert!(
+        stdout.contains("rank 2 waits for rank 1, tag 0, 16 bytes (rank already finished)"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("no cycle"), "{stdout}");
+}

@@ -1,0 +1,9 @@
+//! Behaviour tests of the simulator and the `sim` command, one file per
+//! behaviour.
+
+mod closed_form;
+mod deadlock;
+mod determinism;
+mod ring_allreduce_reference;
+mod scenario_errors;
+mod support;
