@@ -133,6 +133,14 @@ pub enum FabricError {
 ///
 /// Every method takes `&self` so that several operations of one rank can be
 /// in flight at once; implementations use interior mutability.
+///
+/// # Threads
+/// The returned futures need not be `Send`: a rank's collectives run on one
+/// thread (the simulator runs every rank's task on one thread; a real
+/// transport runs one rank per process, on a single-threaded executor).
+/// Futures must wake the task through the [`std::task::Waker`] they were
+/// polled with, so that any executor and any future combinator can drive
+/// them.
 pub trait Fabric {
     /// This rank's index, `0..world_size()`.
     fn rank(&self) -> Rank;

@@ -35,4 +35,4 @@ pub use dtype::{DType, Element, ReduceOp};
 pub use error::CollectiveError;
 pub use fabric::{Fabric, FabricError, Rank, Tag, Time, Work};
 pub use payload::{Payload, Shape};
-pub use ring::{RingAllreduce, ring_allreduce};
+pub use ring::{RingAllreduce, ring_allreduce, ring_allreduce_messages};

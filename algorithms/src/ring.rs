@@ -81,6 +81,24 @@ pub fn segment_range(count: usize, world_size: usize, j: usize) -> Range<usize> 
     start..start + len
 }
 
+/// Number of messages one ring allreduce call sends in total over all
+/// ranks: each of the `N` ranks sends `K` chunks at each of `2(N-1)` steps
+/// (zero for `N = 1` or an empty buffer).
+pub fn ring_allreduce_messages(
+    count: usize,
+    world_size: usize,
+    elem_bytes: usize,
+    chunk_bytes: u64,
+) -> u64 {
+    if world_size <= 1 || count == 0 {
+        return 0;
+    }
+    let plan = Plan::new(count, world_size, elem_bytes, chunk_bytes);
+    let n = world_size as u64;
+    n.saturating_mul(2 * (n - 1))
+        .saturating_mul(plan.chunks_per_segment as u64)
+}
+
 /// The chunking of one ring allreduce: segment bounds and chunk size.
 #[derive(Clone, Copy, Debug)]
 struct Plan {
@@ -202,6 +220,8 @@ mod tests {
         assert_eq!(plan.chunk(0, 0), 0..10);
         assert_eq!(plan.chunk(0, 2), 20..26);
         assert_eq!(plan.chunk(3, 2), 98..103); // the last segment has 25
+        assert_eq!(ring_allreduce_messages(103, 4, 4, 40), 4 * 6 * 3);
+        assert_eq!(ring_allreduce_messages(0, 4, 4, 40), 0);
         let tiny = Plan::new(2, 4, 8, 1); // count < N, chunk below one element
         assert_eq!(tiny.chunk_elems, 1);
         assert_eq!(tiny.chunk(3, 0), 2..2);

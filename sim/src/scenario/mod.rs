@@ -51,6 +51,16 @@ pub use size::ByteSize;
 /// memory).
 pub const WORLD_SIZE_MAX: usize = 1 << 20;
 
+/// The most memory real-data payloads may need (inputs plus working
+/// buffers of every rank at the largest size); beyond it a scenario must use
+/// phantom payloads. Leaves headroom on a 24 GiB machine.
+pub const REAL_DATA_BYTES_MAX: u64 = 8 << 30;
+
+/// The most messages one collective call may send, over all ranks: about
+/// ten minutes of simulation at a few million events per second. Beyond it
+/// the chunk size is almost certainly a mistake.
+pub const MESSAGES_PER_CALL_MAX: u64 = 1 << 30;
+
 /// A validated scenario.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Scenario {

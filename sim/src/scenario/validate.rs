@@ -4,13 +4,14 @@
 use std::ops::Range;
 use std::path::Path;
 
-use algorithms::{DType, ReduceOp};
+use algorithms::{DType, ReduceOp, ring_allreduce_messages};
 use toml::Spanned;
 use topologies::{FullMesh, LinkSpec};
 
 use super::raw::{RawCollective, RawInject, RawScenario};
 use super::{
-    Algorithm, CollectiveKind, CollectiveSpec, Inject, Scenario, ScenarioError, WORLD_SIZE_MAX,
+    Algorithm, CollectiveKind, CollectiveSpec, Inject, MESSAGES_PER_CALL_MAX, REAL_DATA_BYTES_MAX,
+    Scenario, ScenarioError, WORLD_SIZE_MAX,
 };
 
 /// The file being validated, for turning byte spans into line:column.
@@ -122,7 +123,7 @@ pub fn parse(path: &Path, text: &str) -> Result<Scenario, ScenarioError> {
     let collectives = raw
         .collective
         .iter()
-        .map(|c| collective(&src, c))
+        .map(|c| collective(&src, c, world_size))
         .collect::<Result<Vec<_>, _>>()?;
     let injects = raw
         .inject
@@ -150,6 +151,7 @@ pub fn parse(path: &Path, text: &str) -> Result<Scenario, ScenarioError> {
 fn collective(
     src: &Source,
     spanned: &Spanned<RawCollective>,
+    world_size: usize,
 ) -> Result<CollectiveSpec, ScenarioError> {
     let c = spanned.get_ref();
     let kind = match c.kind.get_ref().as_str() {
@@ -221,6 +223,36 @@ fn collective(
             "check = true needs real data, but phantom = true carries none",
         ));
     }
+    let phantom = c.phantom;
+    let real_bytes = (world_size as u64)
+        .saturating_mul(max_bytes)
+        .saturating_mul(2);
+    if !phantom && real_bytes > REAL_DATA_BYTES_MAX {
+        return Err(src.at(
+            &c.max_bytes,
+            format!(
+                "real data for {world_size} ranks at max_bytes = {max_bytes} needs about {} MiB, more than the {} MiB limit; \
+                 set phantom = true for size-only payloads, or lower max_bytes",
+                real_bytes >> 20,
+                REAL_DATA_BYTES_MAX >> 20
+            ),
+        ));
+    }
+    let max_count = usize::try_from(max_bytes / dtype.size_bytes() as u64).unwrap_or(usize::MAX);
+    let messages = ring_allreduce_messages(max_count, world_size, dtype.size_bytes(), chunk_bytes);
+    if messages > MESSAGES_PER_CALL_MAX {
+        let at = c
+            .chunk_bytes
+            .as_ref()
+            .map_or(c.max_bytes.span(), |b| b.span());
+        return Err(src.error(
+            Some(at),
+            format!(
+                "one call at max_bytes = {max_bytes} with chunk_bytes = {chunk_bytes} on {world_size} ranks sends {messages} messages, \
+                 more than the {MESSAGES_PER_CALL_MAX} limit; use a larger chunk_bytes"
+            ),
+        ));
+    }
     Ok(CollectiveSpec {
         kind,
         algorithm,
@@ -232,8 +264,8 @@ fn collective(
         iters,
         warmup,
         chunk_bytes,
-        phantom: c.phantom,
-        check: c.check.unwrap_or(!c.phantom),
+        phantom,
+        check: c.check.unwrap_or(!phantom),
     })
 }
 

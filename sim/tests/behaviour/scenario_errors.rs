@@ -118,6 +118,23 @@ fn each_mistake_is_located() {
             1,
             "no [[collective]]",
         ),
+        (
+            &VALID.replace("max_bytes = \"1M\"", "max_bytes = \"4G\""),
+            8,
+            13,
+            "set phantom = true",
+        ),
+        (
+            &VALID
+                .replace(
+                    "min_bytes = 8",
+                    "min_bytes = 8\nchunk_bytes = 1\nphantom = true",
+                )
+                .replace("\"1M\"", "\"1G\""),
+            8,
+            15,
+            "use a larger chunk_bytes",
+        ),
     ];
     for (text, line, column, needle) in cases {
         let (l, c, message) = error_of(text);
