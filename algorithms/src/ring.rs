@@ -13,11 +13,20 @@
 //! There are `S = 2(N-1)` steps. At step `s`, rank `r` sends segment
 //! `(r - s) mod N` to `r+1` and receives segment `(r - s - 1) mod N` from
 //! `r-1`. In the first `N-1` steps (reduce-scatter) the received chunk is
-//! reduced into the local buffer; afterwards (allgather) it is copied.
-//! Every received chunk is forwarded at the next step as soon as it has been
-//! processed, so chunks stream through the ring: rank `r` sends all `K`
-//! chunks of step 0 up front, then for each step and each chunk in order it
-//! receives, reduces or copies, and forwards.
+//! reduced into the local buffer; afterwards (allgather) it is copied, and
+//! every received chunk is forwarded at the next step.
+//!
+//! Chunks stream through the ring. Number the `M = S·K` chunks a rank
+//! sends `i = s·K + k`; it receives the same numbering. The rank runs
+//! `M + W - 1` rounds; round `i` sends chunk `i` *concurrently with*
+//! receiving chunk `i - W + 1` (futures joined), then processes what it
+//! received. `W = min(slots, K)` is the pipeline depth, like NCCL's
+//! `NCCL_STEPS` slots per connection: at most `W` chunks of a rank are
+//! ahead of what it has received, so messages in flight per link stay
+//! bounded whatever the buffer size. Sending and receiving concurrently,
+//! never "all sends first", is what lets a back-end with rendezvous or
+//! finitely buffered sends run the same code (with `W = 1` a rendezvous
+//! send always finds its receive posted).
 //!
 //! # Reduction order (floating point)
 //! Segment `j` starts at rank `j` and travels `j, j+1, ..., j+N-1 (mod N)`;
@@ -30,19 +39,20 @@
 //!
 //! # Cost (ideal links)
 //! With per-pair links of latency `α` and bandwidth `B`, chunks of `c`
-//! bytes (`t = c / B` to serialise one), `K` chunks per segment, no
-//! reduction cost and `N` dividing the buffer evenly, the completion time is
+//! bytes (`t = c / B` to serialise one), `K` chunks per segment, pipeline
+//! depth `W`, no reduction cost and `N` dividing the buffer evenly, the
+//! completion time is
 //!
 //! ```text
-//! T = S·K·t + α + (S - 1)·max(0, α - (K - 1)·t),   S = 2(N - 1)
+//! T = M·t + α + ⌊(M - 1) / W⌋ · max(0, α - (W - 1)·t),   M = 2(N - 1)·K
 //! ```
 //!
 //! the longest path through the max-plus system "a link sends chunks back
-//! to back in order" and "a chunk is forwarded once it has arrived". With
-//! `K = 1` this is the textbook `2(N-1)·(α + n/(N·B))`; when chunks hide the
-//! latency (`(K-1)·t ≥ α`) it is the bandwidth-optimal
-//! `2(N-1)/N · n/B + α`. With a reduction cost `γ` per byte and `K = 1`,
-//! add `(N-1)·γ·n/N`.
+//! to back in order" (`L_i ≥ L_{i-1} + t`) and "chunk `i` is sent once chunk
+//! `i - W` has arrived" (`L_i ≥ L_{i-W} + t + α`). With `K = 1` this is the
+//! textbook `2(N-1)·(α + n/(N·B))`; when the window hides the latency
+//! (`(W-1)·t ≥ α`) it is the bandwidth-optimal `2(N-1)/N · n/B + α`. With a
+//! reduction cost `γ` per byte and `K = 1`, add `(N-1)·γ·n/N`.
 
 use std::ops::Range;
 
@@ -56,16 +66,23 @@ use crate::payload::{Payload, Shape};
 pub struct RingAllreduce {
     /// Largest chunk in bytes; rounded down to whole elements, at least one.
     pub chunk_bytes: u64,
+    /// Pipeline depth: how many chunks a rank may send ahead of what it has
+    /// received (at least one).
+    pub slots: usize,
     /// The tag every message of this collective carries.
     pub tag: Tag,
 }
 
+/// NCCL's `NCCL_STEPS`: the number of slots per connection (`src/include/device.h`).
+pub const NCCL_STEPS: usize = 8;
+
 impl Default for RingAllreduce {
     /// 512 KiB chunks (NCCL's default 4 MiB `NCCL_BUFFSIZE` divided into
-    /// its 8 `NCCL_STEPS`), tag 0.
+    /// its 8 `NCCL_STEPS`), 8 slots, tag 0.
     fn default() -> Self {
         RingAllreduce {
             chunk_bytes: 512 * 1024,
+            slots: NCCL_STEPS,
             tag: Tag(0),
         }
     }
@@ -110,10 +127,11 @@ struct Plan {
 
 impl Plan {
     fn new(count: usize, world_size: usize, elem_bytes: usize, chunk_bytes: u64) -> Plan {
+        let largest = segment_range(count, world_size, 0).len();
+        // Never more than a segment, so chunk arithmetic cannot overflow.
         let chunk_elems = usize::try_from(chunk_bytes / elem_bytes as u64)
             .unwrap_or(usize::MAX)
-            .max(1);
-        let largest = segment_range(count, world_size, 0).len();
+            .clamp(1, largest.max(1));
         Plan {
             count,
             world_size,
@@ -125,8 +143,11 @@ impl Plan {
     /// Elements of chunk `k` of segment `j` (possibly empty).
     fn chunk(&self, j: usize, k: usize) -> Range<usize> {
         let seg = segment_range(self.count, self.world_size, j);
-        let start = (seg.start + k * self.chunk_elems).min(seg.end);
-        let end = (start + self.chunk_elems).min(seg.end);
+        let start = seg
+            .start
+            .saturating_add(k.saturating_mul(self.chunk_elems))
+            .min(seg.end);
+        let end = start.saturating_add(self.chunk_elems).min(seg.end);
         start..end
     }
 }
@@ -160,35 +181,49 @@ pub async fn ring_allreduce<F: Fabric>(
     let prev = (r + n - 1) % n;
     let plan = Plan::new(shape.count, n, shape.dtype.size_bytes(), params.chunk_bytes);
     let steps = 2 * (n - 1);
+    let k_max = plan.chunks_per_segment;
+    let total = steps * k_max;
+    let window = params.slots.clamp(1, k_max);
     // Segment sent at step s; the one received at step s is sent at s + 1.
     let seg_sent = |s: usize| (r + n - s % n) % n;
+    // Chunk i of the stream is chunk i % K of the segment of step i / K.
+    let sent_range = |i: usize| plan.chunk(seg_sent(i / k_max), i % k_max);
+    let received_range = |i: usize| plan.chunk(seg_sent(i / k_max + 1), i % k_max);
 
-    for k in 0..plan.chunks_per_segment {
-        let part = buf.extract(plan.chunk(seg_sent(0), k));
-        fabric.send(next, params.tag, part).await?;
-    }
-    for s in 0..steps {
-        let seg = seg_sent(s + 1);
-        for k in 0..plan.chunks_per_segment {
-            let range = plan.chunk(seg, k);
-            let expect = Shape::new(shape.dtype, range.len());
-            let incoming = fabric.recv(prev, params.tag, expect).await?;
-            if s < n - 1 {
-                buf.reduce_from(range.clone(), &incoming, op)?;
-                fabric
-                    .compute(Work::Reduce {
-                        bytes: expect.bytes(),
-                    })
-                    .await?;
-                if s == n - 2 && op == ReduceOp::Avg {
-                    buf.divide(range.clone(), n);
+    for round in 0..total + window - 1 {
+        let outgoing = (round < total).then(|| buf.extract(sent_range(round)));
+        let receiving = round.checked_sub(window - 1);
+        let send = async {
+            match outgoing {
+                Some(part) => fabric.send(next, params.tag, part).await,
+                None => Ok(()),
+            }
+        };
+        let recv = async {
+            match receiving {
+                Some(i) => {
+                    let expect = Shape::new(shape.dtype, received_range(i).len());
+                    fabric.recv(prev, params.tag, expect).await.map(Some)
                 }
-            } else {
-                buf.copy_from(range.clone(), &incoming)?;
+                None => Ok(None),
             }
-            if s + 1 < steps {
-                fabric.send(next, params.tag, buf.extract(range)).await?;
+        };
+        let (sent, received) = futures_util::join!(send, recv);
+        sent?;
+        let (Some(i), Some(incoming)) = (receiving, received?) else {
+            continue;
+        };
+        let range = received_range(i);
+        let s = i / k_max;
+        if s < n - 1 {
+            buf.reduce_from(range.clone(), &incoming, op)?;
+            let bytes = incoming.shape().bytes();
+            fabric.compute(Work::Reduce { bytes }).await?;
+            if s == n - 2 && op == ReduceOp::Avg {
+                buf.divide(range, n);
             }
+        } else {
+            buf.copy_from(range, &incoming)?;
         }
     }
     Ok(())

@@ -5,7 +5,7 @@
 
 use std::time::Instant;
 
-use algorithms::{DType, Payload, ReduceOp, RingAllreduce, Tag, ring_allreduce};
+use algorithms::{DType, Payload, ReduceOp, RingAllreduce, ring_allreduce};
 use topologies::LinkSpec;
 
 use crate::executor::run;
@@ -37,7 +37,7 @@ pub fn ring_allreduce_phantom(ranks: usize, bytes: u64, chunk_bytes: u64) -> Ben
         let mut buf = Payload::phantom(DType::F32, count);
         let params = RingAllreduce {
             chunk_bytes,
-            tag: Tag(0),
+            ..RingAllreduce::default()
         };
         ring_allreduce(&fabric, &mut buf, ReduceOp::Sum, params).await
     });

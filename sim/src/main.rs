@@ -99,7 +99,7 @@ fn run(path: PathBuf, csv: Option<PathBuf>) -> ExitCode {
     for c in &scenario.collectives {
         let _ = writeln!(
             out,
-            "# {} {} {} {}: {}..{} bytes x{}, chunk {} bytes, {} warm-up + {} timed iterations{}",
+            "# {} {} {} {}: {}..{} bytes x{}, chunk {} bytes, {} slots, {} warm-up + {} timed iterations{}",
             c.kind.name(),
             c.algorithm.name(),
             c.dtype,
@@ -108,6 +108,7 @@ fn run(path: PathBuf, csv: Option<PathBuf>) -> ExitCode {
             c.max_bytes,
             c.step_factor,
             c.chunk_bytes,
+            c.slots,
             c.warmup,
             c.iters,
             if c.phantom { ", phantom payloads" } else { "" }

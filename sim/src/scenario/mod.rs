@@ -23,6 +23,7 @@
 //! iters = 20                    # timed iterations (default 20)
 //! warmup = 5                    # untimed iterations first (default 5)
 //! chunk_bytes = "512K"          # pipeline chunk (default 512K)
+//! slots = 8                     # chunks in flight per connection (default 8, NCCL_STEPS)
 //! phantom = false               # size-only payloads: nothing allocated, no check
 //! check = true                  # count wrong elements against a reference
 //!
@@ -142,6 +143,8 @@ pub struct CollectiveSpec {
     pub warmup: u32,
     /// Pipeline chunk size in bytes.
     pub chunk_bytes: u64,
+    /// Pipeline depth in chunks (NCCL's `NCCL_STEPS`).
+    pub slots: usize,
     /// Size-only payloads.
     pub phantom: bool,
     /// Whether to check results against a reference.

@@ -62,6 +62,8 @@ pub struct RawCollective {
     #[serde(default)]
     pub chunk_bytes: Option<Spanned<ByteSize>>,
     #[serde(default)]
+    pub slots: Option<Spanned<i64>>,
+    #[serde(default)]
     pub phantom: bool,
     #[serde(default)]
     pub check: Option<bool>,

@@ -217,6 +217,10 @@ fn collective(
         Some(b) => b.get_ref().0,
         None => 512 * 1024,
     };
+    let slots = match &c.slots {
+        Some(v) => src.count(v, "slots", 1, 1 << 16)? as usize,
+        None => algorithms::ring::NCCL_STEPS,
+    };
     if c.phantom && c.check == Some(true) {
         return Err(src.error(
             Some(spanned.span()),
@@ -264,6 +268,7 @@ fn collective(
         iters,
         warmup,
         chunk_bytes,
+        slots,
         phantom,
         check: c.check.unwrap_or(!phantom),
     })

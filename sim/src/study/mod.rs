@@ -157,6 +157,7 @@ pub fn run_point(
                 }
                 let params = RingAllreduce {
                     chunk_bytes: spec.chunk_bytes,
+                    slots: spec.slots,
                     tag: Tag(u64::from(call)),
                 };
                 ring_allreduce(&fabric, &mut buf, spec.op, params).await?;

@@ -2,35 +2,41 @@
 //! closed-form cost to the picosecond (see `algorithms::ring` for the
 //! derivation):
 //!
-//! `T = S·K·t + α + (S-1)·max(0, α - (K-1)·t)`, `S = 2(N-1)`,
+//! `T = M·t + α + ⌊(M-1)/W⌋·max(0, α - (W-1)·t)`, `M = 2(N-1)·K`,
 //!
 //! which is the textbook `2(N-1)·α + 2(N-1)/N · n/B` when each segment is
-//! one chunk, and `2(N-1)/N · n/B + α` once chunks hide the latency.
+//! one chunk, and `2(N-1)/N · n/B + α` once the pipeline hides the latency.
 
 use algorithms::{DType, Payload, ReduceOp, RingAllreduce, Tag, Time, ring_allreduce};
 use sim::{WorldConfig, run};
 
 use crate::support::link;
 
-/// Simulates a phantom f32 ring allreduce and returns when the last rank
-/// finished.
-fn simulate(
+/// One simulated configuration.
+#[derive(Clone, Copy)]
+struct Case {
     n: usize,
     count: usize,
     chunk_bytes: u64,
+    slots: usize,
     latency_ps: u64,
     bw: u64,
     reduce_bw: Option<f64>,
-) -> Time {
+}
+
+/// Simulates a phantom f32 ring allreduce and returns when the last rank
+/// finished.
+fn simulate(c: Case) -> Time {
     let config = WorldConfig {
-        world_size: n,
-        link: link(latency_ps, bw),
-        reduce_bytes_per_s: reduce_bw,
+        world_size: c.n,
+        link: link(c.latency_ps, c.bw),
+        reduce_bytes_per_s: c.reduce_bw,
     };
     let exec = run(config, |fabric| async move {
-        let mut buf = Payload::phantom(DType::F32, count);
+        let mut buf = Payload::phantom(DType::F32, c.count);
         let params = RingAllreduce {
-            chunk_bytes,
+            chunk_bytes: c.chunk_bytes,
+            slots: c.slots,
             tag: Tag(0),
         };
         ring_allreduce(&fabric, &mut buf, ReduceOp::Sum, params).await
@@ -45,17 +51,18 @@ fn simulate(
 }
 
 /// The closed form, in picoseconds, for `K` chunks of `chunk_bytes` per
-/// segment.
-fn closed_form_ps(n: u64, k: u64, chunk_bytes: u64, latency_ps: u64, bw: u64) -> u64 {
-    let s = 2 * (n - 1);
+/// segment and `slots` slots.
+fn closed_form_ps(n: u64, k: u64, slots: u64, chunk_bytes: u64, latency_ps: u64, bw: u64) -> u64 {
+    let m = 2 * (n - 1) * k;
+    let w = slots.clamp(1, k);
     let t = chunk_bytes * 1_000_000_000_000 / bw;
     assert_eq!(
         t * bw,
         chunk_bytes * 1_000_000_000_000,
         "test sizes keep t whole"
     );
-    let hidden = (k - 1) * t;
-    s * k * t + latency_ps + (s - 1) * latency_ps.saturating_sub(hidden)
+    let exposed = latency_ps.saturating_sub((w - 1) * t);
+    m * t + latency_ps + (m - 1) / w * exposed
 }
 
 #[test]
@@ -66,14 +73,23 @@ fn one_chunk_per_segment_is_the_textbook_formula() {
         for seg_elems in [1usize, 256, 65_536] {
             let count = n * seg_elems;
             let bytes = 4 * count as u64;
-            let got = simulate(n, count, u64::MAX, alpha, bw, None);
+            let case = Case {
+                n,
+                count,
+                chunk_bytes: u64::MAX,
+                slots: 8,
+                latency_ps: alpha,
+                bw,
+                reduce_bw: None,
+            };
+            let got = simulate(case);
             // 2(N-1)·α + 2(N-1)/N · n/B, with n/N = one segment.
-            let textbook =
-                2 * (n as u64 - 1) * (alpha + (bytes / n as u64) * 1_000_000_000_000 / bw);
+            let seg_bytes = bytes / n as u64;
+            let textbook = 2 * (n as u64 - 1) * (alpha + seg_bytes * 1_000_000_000_000 / bw);
             assert_eq!(got.as_ps(), textbook, "n={n} bytes={bytes}");
             assert_eq!(
                 got.as_ps(),
-                closed_form_ps(n as u64, 1, bytes / n as u64, alpha, bw)
+                closed_form_ps(n as u64, 1, 8, seg_bytes, alpha, bw)
             );
         }
     }
@@ -84,29 +100,49 @@ fn chunked_pipelines_match_the_max_plus_closed_form() {
     let bw = 100_000_000_000u64; // 10 ps per byte
     for n in [2u64, 3, 5, 8] {
         for k in [2u64, 3, 8, 33] {
-            for (chunk_bytes, alpha) in [(4_096u64, 1_000_000u64), (65_536, 100_000), (4, 7)] {
-                let count = (n * k * chunk_bytes / 4) as usize;
-                let got = simulate(n as usize, count, chunk_bytes, alpha, bw, None);
-                let want = closed_form_ps(n, k, chunk_bytes, alpha, bw);
-                assert_eq!(
-                    got.as_ps(),
-                    want,
-                    "n={n} k={k} chunk={chunk_bytes} alpha={alpha}"
-                );
+            for slots in [1u64, 2, 4, 8, 64] {
+                for (chunk_bytes, alpha) in [(4_096u64, 1_000_000u64), (65_536, 100_000), (4, 7)] {
+                    let case = Case {
+                        n: n as usize,
+                        count: (n * k * chunk_bytes / 4) as usize,
+                        chunk_bytes,
+                        slots: slots as usize,
+                        latency_ps: alpha,
+                        bw,
+                        reduce_bw: None,
+                    };
+                    let want = closed_form_ps(n, k, slots, chunk_bytes, alpha, bw);
+                    assert_eq!(
+                        simulate(case).as_ps(),
+                        want,
+                        "n={n} k={k} slots={slots} chunk={chunk_bytes} alpha={alpha}"
+                    );
+                }
             }
         }
     }
 }
 
 #[test]
-fn latency_is_hidden_once_chunks_cover_it() {
-    // 8 ranks, 64 MiB, 512 KiB chunks, 2 us latency, 100 GB/s: the link is
-    // never idle, so T = 2(N-1)/N · n/B + α.
+fn latency_is_hidden_once_the_window_covers_it() {
+    // 8 ranks, 64 MiB, 512 KiB chunks, 8 slots, 2 us latency, 100 GB/s:
+    // 7 chunks take 36.7 us on the wire, far more than 2 us, so the link is
+    // never idle and T = 2(N-1)/N · n/B + α.
     let (n, bytes, alpha, bw) = (8u64, 64u64 << 20, 2_000_000u64, 100_000_000_000u64);
-    let got = simulate(n as usize, (bytes / 4) as usize, 512 << 10, alpha, bw, None);
+    let case = Case {
+        n: n as usize,
+        count: (bytes / 4) as usize,
+        chunk_bytes: 512 << 10,
+        slots: 8,
+        latency_ps: alpha,
+        bw,
+        reduce_bw: None,
+    };
     let ps_per_byte = 1_000_000_000_000 / bw;
-    let want = 2 * (n - 1) * (bytes / n) * ps_per_byte + alpha;
-    assert_eq!(got.as_ps(), want);
+    assert_eq!(
+        simulate(case).as_ps(),
+        2 * (n - 1) * (bytes / n) * ps_per_byte + alpha
+    );
 }
 
 #[test]
@@ -115,19 +151,19 @@ fn reduction_cost_adds_one_gamma_term_per_reduce_scatter_step() {
     let (alpha, bw, reduce_bw) = (1_000_000u64, 50_000_000_000u64, 200_000_000_000u64);
     for n in [2u64, 4, 7] {
         let seg_bytes = 4_000u64;
-        let count = (n * seg_bytes / 4) as usize;
-        let got = simulate(
-            n as usize,
-            count,
-            u64::MAX,
-            alpha,
+        let case = Case {
+            n: n as usize,
+            count: (n * seg_bytes / 4) as usize,
+            chunk_bytes: u64::MAX,
+            slots: 8,
+            latency_ps: alpha,
             bw,
-            Some(reduce_bw as f64),
-        );
+            reduce_bw: Some(reduce_bw as f64),
+        };
         let t = seg_bytes * 1_000_000_000_000 / bw;
         let gamma = seg_bytes * 1_000_000_000_000 / reduce_bw;
         assert_eq!(
-            got.as_ps(),
+            simulate(case).as_ps(),
             2 * (n - 1) * (alpha + t) + (n - 1) * gamma,
             "n={n}"
         );
