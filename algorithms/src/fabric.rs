@@ -52,6 +52,12 @@ impl Time {
     pub fn plus_ps(self, ps: u64) -> Time {
         Time(self.0.saturating_add(ps))
     }
+
+    /// The time `ps` picoseconds later, or `None` past the end of time
+    /// (2^64 ps, about 213 days).
+    pub fn checked_plus_ps(self, ps: u64) -> Option<Time> {
+        self.0.checked_add(ps).map(Time)
+    }
 }
 
 impl fmt::Display for Time {

@@ -14,7 +14,8 @@ pub struct PendingRecv {
     pub tag: Tag,
     /// The size it expects, in bytes.
     pub bytes: u64,
-    /// Whether `from` had already finished its program.
+    /// Whether `from` had already returned from its program (finished or
+    /// failed).
     pub from_finished: bool,
 }
 
@@ -53,9 +54,6 @@ impl DeadlockReport {
     }
 }
 
-/// How many blocked ranks the text report lists before summarising.
-const LISTED_RANKS_MAX: usize = 32;
-
 impl fmt::Display for DeadlockReport {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         writeln!(
@@ -64,13 +62,13 @@ impl fmt::Display for DeadlockReport {
             self.time,
             self.blocked.len()
         )?;
-        for b in self.blocked.iter().take(LISTED_RANKS_MAX) {
+        for b in &self.blocked {
             if b.waiting_for.is_empty() {
                 writeln!(f, "  rank {} is blocked but has no pending receive", b.rank)?;
             }
             for w in &b.waiting_for {
                 let note = if w.from_finished {
-                    " (rank already finished)"
+                    " (rank already returned)"
                 } else {
                     ""
                 };
@@ -80,13 +78,6 @@ impl fmt::Display for DeadlockReport {
                     b.rank, w.from, w.tag, w.bytes, note
                 )?;
             }
-        }
-        if self.blocked.len() > LISTED_RANKS_MAX {
-            writeln!(
-                f,
-                "  ... and {} more",
-                self.blocked.len() - LISTED_RANKS_MAX
-            )?;
         }
         match &self.cycle {
             Some(cycle) => {

@@ -84,6 +84,9 @@ pub struct Execution<T> {
     pub end_time: Time,
     /// Set when some rank could not finish.
     pub deadlock: Option<DeadlockReport>,
+    /// Set when an event would have fallen after the end of virtual time
+    /// (2^64 ps, about 213 days); the run stopped there.
+    pub out_of_time: bool,
     /// Engine counters.
     pub stats: EngineStats,
 }
@@ -133,6 +136,9 @@ where
             }
         }
         let mut w = world.borrow_mut();
+        if w.out_of_time {
+            break;
+        }
         let Some(event) = w.queue.pop() else { break };
         debug_assert!(event.time >= w.now, "time never goes backwards");
         w.now = event.time;
@@ -140,7 +146,8 @@ where
     }
 
     let w = world.borrow();
-    let deadlock = tasks.iter().any(Option::is_some).then(|| {
+    let out_of_time = w.out_of_time;
+    let deadlock = (!out_of_time && tasks.iter().any(Option::is_some)).then(|| {
         let blocked = (0..n)
             .filter(|&r| tasks[r].is_some())
             .map(|rank| BlockedRank {
@@ -163,6 +170,7 @@ where
         finished_at,
         end_time: w.now,
         deadlock,
+        out_of_time,
         stats: w.stats(),
     }
 }

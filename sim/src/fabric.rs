@@ -97,7 +97,11 @@ impl Fabric for SimFabric {
         if work_ps == 0 {
             return Ok(());
         }
-        let done = self.world.borrow_mut().reserve_compute(self.rank, work_ps);
+        let Some(done) = self.world.borrow_mut().reserve_compute(self.rank, work_ps) else {
+            // Past the end of virtual time: never completes; the executor
+            // stops the run and reports it.
+            return std::future::pending().await;
+        };
         Sleep {
             fabric: self,
             until: done,

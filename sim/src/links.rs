@@ -46,11 +46,12 @@ impl IdealLinks {
     }
 
     /// Puts a message of `bytes` on the link `src -> dst` at `now` and
-    /// returns when it arrives. A rank sending to itself uses no link: the
-    /// message arrives at once.
-    pub fn transmit(&mut self, now: Time, src: Rank, dst: Rank, bytes: u64) -> Time {
+    /// returns when it arrives, or `None` if that is past the end of
+    /// virtual time. A rank sending to itself uses no link: the message
+    /// arrives at once.
+    pub fn transmit(&mut self, now: Time, src: Rank, dst: Rank, bytes: u64) -> Option<Time> {
         if src == dst {
-            return now;
+            return Some(now);
         }
         let key = (src as u32, dst as u32);
         let free_at = self.free_at.entry(key).or_insert_with(|| {
@@ -58,11 +59,11 @@ impl IdealLinks {
             Time::ZERO
         });
         let start = now.max(*free_at);
-        let done = start.plus_ps(self.spec.serialization_ps(bytes));
+        let done = start.checked_plus_ps(self.spec.serialization_ps(bytes))?;
         *free_at = done;
         self.stats.messages += 1;
         self.stats.bytes += bytes;
-        done.plus_ps(self.spec.latency_ps)
+        done.checked_plus_ps(self.spec.latency_ps)
     }
 
     /// Counters so far.
@@ -80,13 +81,21 @@ mod tests {
         let spec = LinkSpec::new(1_000, 1e9).unwrap(); // 1 ns latency, 1 GB/s
         let mut l = IdealLinks::new(spec);
         // 1000 bytes at 1 GB/s = 1 us on the wire.
-        assert_eq!(l.transmit(Time(0), 0, 1, 1000), Time(1_000_000 + 1_000));
-        assert_eq!(l.transmit(Time(0), 0, 1, 1000), Time(2_000_000 + 1_000));
+        assert_eq!(
+            l.transmit(Time(0), 0, 1, 1000),
+            Some(Time(1_000_000 + 1_000))
+        );
+        assert_eq!(
+            l.transmit(Time(0), 0, 1, 1000),
+            Some(Time(2_000_000 + 1_000))
+        );
         // The reverse direction and another pair are independent.
-        assert_eq!(l.transmit(Time(0), 1, 0, 1000), Time(1_001_000));
-        assert_eq!(l.transmit(Time(0), 0, 2, 0), Time(1_000));
-        assert_eq!(l.transmit(Time(7), 3, 3, 1 << 30), Time(7));
+        assert_eq!(l.transmit(Time(0), 1, 0, 1000), Some(Time(1_001_000)));
+        assert_eq!(l.transmit(Time(0), 0, 2, 0), Some(Time(1_000)));
+        assert_eq!(l.transmit(Time(7), 3, 3, 1 << 30), Some(Time(7)));
         assert_eq!(l.stats().links_used, 3);
         assert_eq!(l.stats().messages, 4);
+        // Past the end of virtual time is reported, not wrapped or clamped.
+        assert_eq!(l.transmit(Time(u64::MAX - 10), 4, 5, 1000), None);
     }
 }

@@ -1,19 +1,22 @@
 //! The `sim` command: run scenarios in the simulator.
 //!
-//! Exit status: 0 success; 1 an I/O error (e.g. the CSV cannot be written);
-//! 2 invalid input (command line or scenario); 3 the simulated system
+//! Exit status: 0 success; 1 the tool itself failed (e.g. an output cannot
+//! be written); 2 invalid input (command line or scenario, including
+//! parameters that run virtual time past its end); 3 the simulated system
 //! deadlocked; 4 a collective produced wrong results; 5 a rank's collective
 //! failed with an error.
 
 use std::fs::File;
 use std::io::{self, BufWriter, Write};
-use std::path::PathBuf;
+use std::ops::ControlFlow;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
+use algorithms::CollectiveError;
 use clap::{Parser, Subcommand};
 use sim::report::{table_header, table_row, write_csv};
-use sim::scenario::{ByteSize, Scenario};
-use sim::study::{Failure, run_scenario};
+use sim::scenario::{ByteSize, Scenario, WORLD_SIZE_MAX};
+use sim::study::{Failure, Point, Row, run_scenario};
 
 /// mimalloc keeps freed pages for reuse; with the system allocator, the
 /// simulator's stream of large, short-lived message buffers is returned to
@@ -22,7 +25,7 @@ use sim::study::{Failure, run_scenario};
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
-/// Exit status for an I/O failure of the tool itself.
+/// Exit status when the tool itself failed.
 const EXIT_IO: u8 = 1;
 /// Exit status for invalid input.
 const EXIT_INPUT: u8 = 2;
@@ -57,47 +60,56 @@ enum Command {
     /// Benchmark the engine: a phantom ring allreduce, events per second.
     BenchEngine {
         /// Number of ranks.
-        #[arg(long, default_value_t = 256)]
-        ranks: usize,
+        #[arg(long, default_value_t = 256, value_parser = clap::value_parser!(u32).range(1..=65536))]
+        ranks: u32,
         /// Message size (e.g. 64M).
         #[arg(long, default_value = "64M", value_parser = ByteSize::parse)]
         bytes: ByteSize,
-        /// Pipeline chunk size.
+        /// Pipeline chunk size (at least 4K, to keep the run short).
         #[arg(long, default_value = "512K", value_parser = ByteSize::parse)]
         chunk: ByteSize,
         /// Repetitions.
-        #[arg(long, default_value_t = 3)]
+        #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..=1000))]
         repeat: u32,
     },
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    match cli.command {
-        Command::Run { scenario, csv } => run(scenario, csv),
+    let result = match cli.command {
+        Command::Run { scenario, csv } => run(&scenario, csv.as_deref()),
         Command::BenchEngine {
             ranks,
             bytes,
             chunk,
             repeat,
-        } => bench(ranks, bytes, chunk, repeat),
+        } => bench(ranks as usize, bytes, chunk, repeat),
+    };
+    match result {
+        Ok(code) => code,
+        // The reader went away (e.g. `| head`): stop quietly.
+        Err(e) if e.kind() == io::ErrorKind::BrokenPipe => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: cannot write output: {e}");
+            ExitCode::from(EXIT_IO)
+        }
     }
 }
 
-fn run(path: PathBuf, csv: Option<PathBuf>) -> ExitCode {
-    let scenario = match Scenario::load(&path) {
+fn run(path: &Path, csv: Option<&Path>) -> io::Result<ExitCode> {
+    let scenario = match Scenario::load(path) {
         Ok(s) => s,
         Err(e) => {
             eprintln!("error: {e}");
-            return ExitCode::from(EXIT_INPUT);
+            return Ok(ExitCode::from(EXIT_INPUT));
         }
     };
-    let stdout = io::stdout();
-    let mut out = stdout.lock();
-    let _ = writeln!(out, "# sim run {}", path.display());
-    let _ = writeln!(out, "# {scenario}");
+    debug_assert!(scenario.topology.world_size <= WORLD_SIZE_MAX);
+    let mut out = io::stdout().lock();
+    writeln!(out, "# sim run {}", path.display())?;
+    writeln!(out, "# {scenario}")?;
     for c in &scenario.collectives {
-        let _ = writeln!(
+        writeln!(
             out,
             "# {} {} {} {}: {}..{} bytes x{}, chunk {} bytes, {} slots, {} warm-up + {} timed iterations{}",
             c.kind.name(),
@@ -112,88 +124,151 @@ fn run(path: PathBuf, csv: Option<PathBuf>) -> ExitCode {
             c.warmup,
             c.iters,
             if c.phantom { ", phantom payloads" } else { "" }
-        );
+        )?;
     }
-    let _ = write!(out, "#\n{}", table_header());
+    write!(out, "#\n{}", table_header())?;
+    out.flush()?;
+    let mut write_error = None;
     let result = run_scenario(&scenario, |row| {
-        let _ = out.write_all(table_row(row).as_bytes());
-        let _ = out.flush();
+        match out
+            .write_all(table_row(row).as_bytes())
+            .and_then(|()| out.flush())
+        {
+            Ok(()) => ControlFlow::Continue(()),
+            Err(e) => {
+                write_error = Some(e);
+                ControlFlow::Break(())
+            }
+        }
     });
-    let (rows, failure) = match result {
-        Ok(rows) => (rows, None),
-        Err((point, failure)) => (Vec::new(), Some((point, failure))),
-    };
-    if let Some((point, failure)) = failure {
-        let _ = writeln!(
-            out,
-            "# {} at {} bytes did not complete",
-            point.collective, point.size_bytes
-        );
-        return match failure {
-            Failure::Deadlock(report) => {
-                let _ = write!(out, "{report}");
-                eprintln!(
-                    "error: {}: the simulated system deadlocked ({} at {} bytes, seed {})",
-                    path.display(),
-                    point.collective,
-                    point.size_bytes,
-                    scenario.seed
-                );
-                ExitCode::from(EXIT_DEADLOCK)
-            }
-            Failure::RankError { rank, error } => {
-                eprintln!("error: {}: rank {rank} failed: {error}", path.display());
-                ExitCode::from(EXIT_RANK_ERROR)
-            }
-        };
+    if let Some(e) = write_error {
+        return Err(e);
     }
+    let rows = match result {
+        Ok(rows) => rows,
+        Err(failed) => {
+            let (point, failure) = *failed;
+            return report_failure(&mut out, path, &scenario, &point, failure);
+        }
+    };
     if let Some(csv_path) = csv {
-        let written = File::create(&csv_path).and_then(|f| write_csv(BufWriter::new(f), &rows));
-        if let Err(e) = written {
+        if let Err(e) = File::create(csv_path).and_then(|f| write_csv(BufWriter::new(f), &rows)) {
             eprintln!("error: {}: cannot write CSV: {e}", csv_path.display());
-            return ExitCode::from(EXIT_IO);
+            return Ok(ExitCode::from(EXIT_IO));
         }
     }
+    summarise(&mut out, path, &scenario, &rows)
+}
+
+/// Prints the `#wrong` summary line and picks the exit status.
+fn summarise(
+    out: &mut impl Write,
+    path: &Path,
+    scenario: &Scenario,
+    rows: &[Row],
+) -> io::Result<ExitCode> {
     let wrong: u64 = rows.iter().filter_map(|r| r.wrong).sum();
-    let _ = writeln!(
-        out,
-        "# Out of bounds values : {wrong} {}",
-        if wrong == 0 { "OK" } else { "FAILED" }
-    );
+    let verdict = if wrong == 0 { "OK" } else { "FAILED" };
+    writeln!(out, "# Out of bounds values : {wrong} {verdict}")?;
+    out.flush()?;
     if wrong > 0 {
         eprintln!(
             "error: {}: {wrong} wrong element(s) (seed {})",
             path.display(),
             scenario.seed
         );
-        return ExitCode::from(EXIT_WRONG);
+        return Ok(ExitCode::from(EXIT_WRONG));
     }
-    ExitCode::SUCCESS
+    Ok(ExitCode::SUCCESS)
 }
 
-fn bench(ranks: usize, bytes: ByteSize, chunk: ByteSize, repeat: u32) -> ExitCode {
-    if ranks == 0 || chunk.0 == 0 || repeat == 0 {
-        eprintln!("error: --ranks, --chunk and --repeat must be at least 1");
-        return ExitCode::from(EXIT_INPUT);
+/// Prints why a point did not complete and picks the exit status.
+fn report_failure(
+    out: &mut impl Write,
+    path: &Path,
+    scenario: &Scenario,
+    point: &Point,
+    failure: Failure,
+) -> io::Result<ExitCode> {
+    let at = format!("{} at {} bytes", point.collective, point.size_bytes);
+    writeln!(out, "# {at} did not complete")?;
+    let code = match failure {
+        Failure::Deadlock(report) => {
+            write!(out, "{report}")?;
+            eprintln!(
+                "error: {}: the simulated system deadlocked ({at}, seed {})",
+                path.display(),
+                scenario.seed
+            );
+            EXIT_DEADLOCK
+        }
+        Failure::RankError {
+            rank,
+            error,
+            stalled,
+        } => {
+            // Fabric errors name their rank already.
+            let error = match error {
+                CollectiveError::Fabric(e) => e.to_string(),
+                other => format!("rank {rank}: {other}"),
+            };
+            writeln!(out, "failed: {error}")?;
+            if let Some(report) = stalled {
+                writeln!(out, "the other ranks were then left waiting:")?;
+                write!(out, "{report}")?;
+            }
+            eprintln!("error: {}: a rank failed ({at}): {error}", path.display());
+            EXIT_RANK_ERROR
+        }
+        Failure::OutOfTime => {
+            eprintln!(
+                "error: {}: virtual time passed its end (2^64 ps, about 213 days) at {at}; \
+                 the link bandwidth, latency or reduction rate is unrealistic for this size",
+                path.display()
+            );
+            EXIT_INPUT
+        }
+    };
+    out.flush()?;
+    Ok(ExitCode::from(code))
+}
+
+fn bench(ranks: usize, bytes: ByteSize, chunk: ByteSize, repeat: u32) -> io::Result<ExitCode> {
+    if chunk.0 < 4096 {
+        eprintln!("error: --chunk must be at least 4K");
+        return Ok(ExitCode::from(EXIT_INPUT));
     }
-    println!(
+    let messages = algorithms::ring_allreduce_messages((bytes.0 / 4) as usize, ranks, 4, chunk.0);
+    if messages > sim::scenario::MESSAGES_PER_POINT_MAX {
+        eprintln!(
+            "error: {ranks} ranks at {} bytes would send {messages} messages; use fewer ranks or a larger --chunk",
+            bytes.0
+        );
+        return Ok(ExitCode::from(EXIT_INPUT));
+    }
+    let mut out = io::stdout().lock();
+    writeln!(
+        out,
         "# ring allreduce, phantom float payload, {ranks} ranks, {} bytes, chunk {} bytes",
         bytes.0, chunk.0
-    );
-    println!(
+    )?;
+    writeln!(
+        out,
         "{:>4} {:>12} {:>12} {:>14} {:>14}",
         "rep", "wall (s)", "events", "events/s", "simulated (us)"
-    );
+    )?;
     for rep in 0..repeat {
         let r = sim::bench::ring_allreduce_phantom(ranks, bytes.0, chunk.0);
-        println!(
+        writeln!(
+            out,
             "{:>4} {:>12.4} {:>12} {:>14.0} {:>14.3}",
             rep,
             r.wall_s,
             r.stats.events,
             r.stats.events as f64 / r.wall_s,
             r.simulated_ps as f64 / 1e6
-        );
+        )?;
+        out.flush()?;
     }
-    ExitCode::SUCCESS
+    Ok(ExitCode::SUCCESS)
 }

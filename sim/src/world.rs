@@ -78,6 +78,9 @@ pub(crate) struct World {
     timers: Slab<Waker>,
     compute_free_at: Vec<Time>,
     pub events: u64,
+    /// Set when something would have happened after the end of virtual
+    /// time (2^64 ps); the run then stops and reports it.
+    pub out_of_time: bool,
 }
 
 impl World {
@@ -95,14 +98,19 @@ impl World {
             timers: Slab::default(),
             compute_free_at: vec![Time::ZERO; config.world_size],
             events: 0,
+            out_of_time: false,
         }
     }
 
-    /// Puts a message on the link and schedules its delivery.
+    /// Puts a message on the link and schedules its delivery. A delivery
+    /// past the end of virtual time is not scheduled; the run is marked as
+    /// having run out of time instead.
     pub fn send(&mut self, src: Rank, dst: Rank, tag: Tag, payload: Payload) {
-        let arrive = self
-            .links
-            .transmit(self.now, src, dst, payload.shape().bytes());
+        let bytes = payload.shape().bytes();
+        let Some(arrive) = self.links.transmit(self.now, src, dst, bytes) else {
+            self.out_of_time = true;
+            return;
+        };
         let message = self.in_flight.insert(Message {
             src,
             dst,
@@ -160,12 +168,17 @@ impl World {
     }
 
     /// Reserves the rank's compute engine for `work_ps` and returns when
-    /// the work is done; work on one rank runs one piece at a time.
-    pub fn reserve_compute(&mut self, rank: Rank, work_ps: u64) -> Time {
+    /// the work is done, or `None` (marking the run out of time) if that is
+    /// past the end of virtual time. Work on one rank runs one piece at a
+    /// time.
+    pub fn reserve_compute(&mut self, rank: Rank, work_ps: u64) -> Option<Time> {
         let start = self.now.max(self.compute_free_at[rank]);
-        let done = start.plus_ps(work_ps);
+        let Some(done) = start.checked_plus_ps(work_ps) else {
+            self.out_of_time = true;
+            return None;
+        };
         self.compute_free_at[rank] = done;
-        done
+        Some(done)
     }
 
     /// Schedules a wake-up of `waker` at `at`.

@@ -28,7 +28,10 @@
 //! check = true                  # count wrong elements against a reference
 //!
 //! [[inject]]                    # optional programming mistakes, for deadlock studies
-//! kind = "extra_recv"           # rank posts a receive from `from` that nobody sends
+//! kind = "extra_recv"           # rank posts a receive from `from` that nobody sends;
+//!                               # or "skip" (never calls the collectives), "count_mismatch"
+//!                               # (one element more than the others), "corrupt_result"
+//!                               # (first element of its result off by one)
 //! rank = 3
 //! from = 5
 //! ```
@@ -52,15 +55,16 @@ pub use size::ByteSize;
 /// memory).
 pub const WORLD_SIZE_MAX: usize = 1 << 20;
 
-/// The most memory real-data payloads may need (inputs plus working
-/// buffers of every rank at the largest size); beyond it a scenario must use
-/// phantom payloads. Leaves headroom on a 24 GiB machine.
+/// The most memory real-data payloads may need (inputs and working buffers
+/// of every rank plus the reference, at the largest size); beyond it a
+/// scenario must use phantom payloads. Leaves headroom on a 24 GiB machine.
 pub const REAL_DATA_BYTES_MAX: u64 = 8 << 30;
 
-/// The most messages one collective call may send, over all ranks: about
-/// ten minutes of simulation at a few million events per second. Beyond it
-/// the chunk size is almost certainly a mistake.
-pub const MESSAGES_PER_CALL_MAX: u64 = 1 << 30;
+/// The most messages one size of one collective may send, over all ranks
+/// and all warm-up and timed calls: several minutes of simulation at a few
+/// million events per second. Beyond it the world size, chunk size or
+/// iteration count is almost certainly a mistake.
+pub const MESSAGES_PER_POINT_MAX: u64 = 1 << 30;
 
 /// A validated scenario.
 #[derive(Clone, Debug, PartialEq)]
@@ -191,6 +195,18 @@ pub enum Inject {
     /// `rank` never calls the collectives.
     Skip {
         /// The rank that skips.
+        rank: Rank,
+    },
+    /// `rank` calls the collectives with one element more than the other
+    /// ranks (ranks that disagree on the size).
+    CountMismatch {
+        /// The rank that disagrees.
+        rank: Rank,
+    },
+    /// After its last call, `rank` adds 1 to the first element of its
+    /// result (silent data corruption); the check must catch it.
+    CorruptResult {
+        /// The rank whose result is corrupted.
         rank: Rank,
     },
 }

@@ -10,7 +10,7 @@ use topologies::{FullMesh, LinkSpec};
 
 use super::raw::{RawCollective, RawInject, RawScenario};
 use super::{
-    Algorithm, CollectiveKind, CollectiveSpec, Inject, MESSAGES_PER_CALL_MAX, REAL_DATA_BYTES_MAX,
+    Algorithm, CollectiveKind, CollectiveSpec, Inject, MESSAGES_PER_POINT_MAX, REAL_DATA_BYTES_MAX,
     Scenario, ScenarioError, WORLD_SIZE_MAX,
 };
 
@@ -228,9 +228,8 @@ fn collective(
         ));
     }
     let phantom = c.phantom;
-    let real_bytes = (world_size as u64)
-        .saturating_mul(max_bytes)
-        .saturating_mul(2);
+    // Inputs and working buffers of every rank, plus the reference.
+    let real_bytes = (2 * world_size as u64 + 1).saturating_mul(max_bytes);
     if !phantom && real_bytes > REAL_DATA_BYTES_MAX {
         return Err(src.at(
             &c.max_bytes,
@@ -243,8 +242,10 @@ fn collective(
         ));
     }
     let max_count = usize::try_from(max_bytes / dtype.size_bytes() as u64).unwrap_or(usize::MAX);
-    let messages = ring_allreduce_messages(max_count, world_size, dtype.size_bytes(), chunk_bytes);
-    if messages > MESSAGES_PER_CALL_MAX {
+    let calls = u64::from(warmup + iters);
+    let per_call = ring_allreduce_messages(max_count, world_size, dtype.size_bytes(), chunk_bytes);
+    let messages = per_call.saturating_mul(calls);
+    if messages > MESSAGES_PER_POINT_MAX {
         let at = c
             .chunk_bytes
             .as_ref()
@@ -252,8 +253,8 @@ fn collective(
         return Err(src.error(
             Some(at),
             format!(
-                "one call at max_bytes = {max_bytes} with chunk_bytes = {chunk_bytes} on {world_size} ranks sends {messages} messages, \
-                 more than the {MESSAGES_PER_CALL_MAX} limit; use a larger chunk_bytes"
+                "{calls} calls at max_bytes = {max_bytes} with chunk_bytes = {chunk_bytes} on {world_size} ranks send {messages} messages, \
+                 more than the {MESSAGES_PER_POINT_MAX} limit; use a larger chunk_bytes, fewer iterations or fewer ranks"
             ),
         ));
     }
@@ -294,9 +295,13 @@ fn inject(
             Ok(Inject::ExtraRecv { rank, from })
         }
         "skip" => Ok(Inject::Skip { rank }),
+        "count_mismatch" => Ok(Inject::CountMismatch { rank }),
+        "corrupt_result" => Ok(Inject::CorruptResult { rank }),
         other => Err(src.at(
             &i.kind,
-            format!("unknown inject kind `{other}`; expected \"extra_recv\" or \"skip\""),
+            format!(
+                "unknown inject kind `{other}`; expected one of extra_recv, skip, count_mismatch, corrupt_result"
+            ),
         )),
     }
 }

@@ -10,25 +10,22 @@
 //! sequential reference; `#wrong` counts differing elements over all ranks.
 
 mod inputs;
+mod program;
 
+use std::ops::ControlFlow;
 use std::rc::Rc;
 
 use algorithms::reference::rank_order_reference;
-use algorithms::{
-    CollectiveError, Fabric, Payload, RingAllreduce, Shape, Tag, Time, ring_allreduce,
-};
+use algorithms::{CollectiveError, Payload, ReduceOp, Time};
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 
 use crate::deadlock::DeadlockReport;
 use crate::executor::run;
-use crate::fabric::SimFabric;
 use crate::scenario::{CollectiveSpec, Inject, Scenario};
 use crate::world::{EngineStats, WorldConfig};
 
-/// The tag of receives injected by [`Inject::ExtraRecv`]; no collective
-/// uses it.
-pub const INJECTED_TAG: Tag = Tag(u64::MAX);
+pub use program::INJECTED_TAG;
 
 /// One line of the results table.
 #[derive(Clone, Debug, PartialEq)]
@@ -60,13 +57,18 @@ pub struct Row {
 pub enum Failure {
     /// Nothing was left to happen but some ranks had not finished.
     Deadlock(DeadlockReport),
-    /// A rank's collective returned an error.
+    /// A rank's collective returned an error (the lowest such rank).
     RankError {
         /// The rank.
         rank: usize,
         /// What it returned.
         error: CollectiveError,
+        /// What the other ranks were left waiting for, if any were.
+        stalled: Option<DeadlockReport>,
     },
+    /// Virtual time passed its end (2^64 ps, about 213 days): the link or
+    /// compute parameters are unrealistic for the sizes asked for.
+    OutOfTime,
 }
 
 /// The identity of one point of a study, for error messages.
@@ -79,11 +81,12 @@ pub struct Point {
 }
 
 /// Runs every collective of `scenario` at every size, calling `on_row` as
-/// each row is ready. Stops at the first failure.
+/// each row is ready; `on_row` may stop the study early by returning
+/// `ControlFlow::Break`. Stops at the first failure.
 pub fn run_scenario(
     scenario: &Scenario,
-    mut on_row: impl FnMut(&Row),
-) -> Result<Vec<Row>, (Point, Failure)> {
+    mut on_row: impl FnMut(&Row) -> ControlFlow<()>,
+) -> Result<Vec<Row>, Box<(Point, Failure)>> {
     let mut rows = Vec::new();
     for (ci, spec) in scenario.collectives.iter().enumerate() {
         for (si, size) in spec.sizes().into_iter().enumerate() {
@@ -94,18 +97,17 @@ pub fn run_scenario(
                 size_bytes: size,
             };
             let row = run_point(scenario, spec, size, &mut rng)
-                .map_err(|f| (point, f))?
+                .map_err(|f| Box::new((point, f)))?
                 .0;
-            on_row(&row);
+            let flow = on_row(&row);
             rows.push(row);
+            if flow.is_break() {
+                return Ok(rows);
+            }
         }
     }
     Ok(rows)
 }
-
-/// What one rank's program returns: when each call ended and its final
-/// buffer, or `None` if the rank skipped the collectives.
-type RankOutput = Result<Option<(Vec<Time>, Payload)>, CollectiveError>;
 
 /// Runs one collective at one size; returns the row and the engine counters.
 pub fn run_point(
@@ -117,11 +119,19 @@ pub fn run_point(
     let n = scenario.topology.world_size;
     let count =
         usize::try_from(size_bytes / spec.dtype.size_bytes() as u64).expect("sizes fit in memory");
+    let injects = &scenario.injects;
+    // A rank with a count mismatch works on one element more than the rest.
+    let count_of = |rank: usize| {
+        let wrong_size = injects.contains(&Inject::CountMismatch { rank });
+        count + usize::from(wrong_size)
+    };
     let inputs: Rc<Vec<Payload>> = Rc::new(if spec.phantom {
-        vec![Payload::phantom(spec.dtype, count); n]
+        (0..n)
+            .map(|r| Payload::phantom(spec.dtype, count_of(r)))
+            .collect()
     } else {
         (0..n)
-            .map(|_| inputs::draw(rng, spec.dtype, spec.op, count))
+            .map(|r| inputs::draw(rng, spec.dtype, spec.op, count_of(r)))
             .collect()
     });
     let config = WorldConfig {
@@ -129,54 +139,39 @@ pub fn run_point(
         link: scenario.topology.link,
         reduce_bytes_per_s: scenario.reduce_bytes_per_s,
     };
-    let calls = spec.warmup + spec.iters;
-    let injects = &scenario.injects;
-    let exec = run(config, |fabric: SimFabric| {
-        let inputs = Rc::clone(&inputs);
-        async move {
-            let me = fabric.rank();
-            for inject in injects {
-                match *inject {
-                    Inject::Skip { rank } if rank == me => return Ok(None),
-                    Inject::ExtraRecv { rank, from } if rank == me => {
-                        fabric
-                            .recv(from, INJECTED_TAG, Shape::new(spec.dtype, 0))
-                            .await?;
-                    }
-                    _ => {}
-                }
-            }
-            let mut ends = Vec::with_capacity(calls as usize);
-            // One buffer, refilled from the input before every call: the
-            // copy costs wall time only, not virtual time.
-            let mut buf = inputs[me].clone();
-            for call in 0..calls {
-                if call > 0 {
-                    let whole = 0..buf.len();
-                    buf.copy_from(whole, &inputs[me])?;
-                }
-                let params = RingAllreduce {
-                    chunk_bytes: spec.chunk_bytes,
-                    slots: spec.slots,
-                    tag: Tag(u64::from(call)),
-                };
-                ring_allreduce(&fabric, &mut buf, spec.op, params).await?;
-                ends.push(fabric.now());
-            }
-            RankOutput::Ok(Some((ends, buf)))
-        }
+    let exec = run(config, |fabric| {
+        program::rank_program(fabric, spec, injects, Rc::clone(&inputs))
     });
+    let mut finished = Vec::with_capacity(n);
+    let mut first_error = None;
+    for (rank, out) in exec.outputs.into_iter().enumerate() {
+        match out {
+            Some(Ok(Some(done))) => finished.push(done),
+            Some(Ok(None)) | None => {} // skipped the collectives, or blocked
+            Some(Err(error)) => {
+                first_error.get_or_insert(Failure::RankError {
+                    rank,
+                    error,
+                    stalled: None,
+                });
+            }
+        }
+    }
+    // A rank's error is the root cause of whatever its peers then wait for.
+    if let Some(Failure::RankError { rank, error, .. }) = first_error {
+        return Err(Failure::RankError {
+            rank,
+            error,
+            stalled: exec.deadlock,
+        });
+    }
+    if exec.out_of_time {
+        return Err(Failure::OutOfTime);
+    }
     if let Some(report) = exec.deadlock {
         return Err(Failure::Deadlock(report));
     }
-    let mut finished = Vec::with_capacity(n);
-    for (rank, out) in exec.outputs.into_iter().enumerate() {
-        match out.expect("no deadlock, so every rank finished") {
-            Ok(Some(done)) => finished.push(done),
-            Ok(None) => {} // a skipping rank that did not block anyone
-            Err(error) => return Err(Failure::RankError { rank, error }),
-        }
-    }
+    let calls = (spec.warmup + spec.iters) as usize;
     let latest = |call: usize| {
         finished
             .iter()
@@ -189,17 +184,9 @@ pub fn run_point(
     } else {
         latest(spec.warmup as usize - 1)
     };
-    let end = latest(calls as usize - 1);
+    let end = latest(calls - 1);
     let time_ps = (end.as_ps() - start.as_ps()) / u64::from(spec.iters);
-    let wrong = (spec.check && !spec.phantom).then(|| {
-        let expected = rank_order_reference(&inputs, spec.op);
-        let wrong: usize = finished
-            .iter()
-            .map(|(_, buf)| buf.count_wrong(&expected))
-            .sum();
-        // A rank that skipped the collective holds no result at all.
-        (wrong + (n - finished.len()) * count) as u64
-    });
+    let wrong = (spec.check && !spec.phantom).then(|| count_wrong(&inputs, &finished, spec.op));
     let size = count as u64 * spec.dtype.size_bytes() as u64;
     let algbw = if time_ps == 0 {
         0.0
@@ -219,4 +206,22 @@ pub fn run_point(
         wrong,
     };
     Ok((row, exec.stats))
+}
+
+/// Elements, over all ranks that finished, that differ bit for bit from the
+/// rank-order reference. Ranks that skipped the collectives hold no result:
+/// all their elements count as wrong; so do all elements when ranks worked
+/// on different counts, since no correct result exists then.
+fn count_wrong(inputs: &[Payload], finished: &[(Vec<Time>, Payload)], op: ReduceOp) -> u64 {
+    let n = inputs.len();
+    let count = inputs[0].len();
+    if inputs.iter().any(|p| p.len() != count) {
+        return inputs.iter().map(|p| p.len() as u64).sum();
+    }
+    let expected = rank_order_reference(inputs, op);
+    let wrong: usize = finished
+        .iter()
+        .map(|(_, buf)| buf.count_wrong(&expected))
+        .sum();
+    (wrong + (n - finished.len()) * count) as u64
 }

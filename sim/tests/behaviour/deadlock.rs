@@ -57,7 +57,7 @@ fn waiting_on_a_finished_rank_is_a_chain_not_a_cycle() {
     assert_eq!(report.cycle, None);
     let text = report.to_string();
     assert!(
-        text.contains("rank 1 waits for rank 0, tag 1, 4 bytes (rank already finished)"),
+        text.contains("rank 1 waits for rank 0, tag 1, 4 bytes (rank already returned)"),
         "{text}"
     );
 }
@@ -100,7 +100,7 @@ fn a_rank_that_skips_the_collective_leaves_a_chain_of_waits() {
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert_eq!(out.status.code(), Some(3), "{stdout}");
     assert!(
-        stdout.contains("rank 2 waits for rank 1, tag 0, 16 bytes (rank already finished)"),
+        stdout.contains("rank 2 waits for rank 1, tag 0, 16 bytes (rank already returned)"),
         "{stdout}"
     );
     assert!(stdout.contains("no cycle"), "{stdout}");

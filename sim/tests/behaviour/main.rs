@@ -4,6 +4,7 @@
 mod closed_form;
 mod deadlock;
 mod determinism;
+mod failure_exits;
 mod golden;
 mod ring_allreduce_reference;
 mod scenario_errors;
