@@ -1,7 +1,9 @@
 //! [`CollectiveError`]: why a collective did not complete on this rank.
 
+use crate::collective::{Algorithm, Collective};
 use crate::dtype::{DType, ReduceOp};
 use crate::fabric::FabricError;
+use crate::fabric::Rank;
 use crate::payload::PayloadMismatch;
 
 /// Why a collective failed on one rank.
@@ -22,4 +24,36 @@ pub enum CollectiveError {
     /// A received payload did not fit the local buffer.
     #[error(transparent)]
     Payload(#[from] PayloadMismatch),
+    /// The root is not a rank of the world.
+    #[error("root {root} is out of range for world size {world_size}")]
+    InvalidRoot {
+        /// The root asked for.
+        root: Rank,
+        /// The number of ranks.
+        world_size: usize,
+    },
+    /// The element count does not suit the collective (alltoall needs a
+    /// multiple of the world size).
+    #[error("{collective} of {count} elements on {world_size} ranks: {why}")]
+    InvalidCount {
+        /// The collective.
+        collective: Collective,
+        /// The element count given.
+        count: usize,
+        /// The number of ranks.
+        world_size: usize,
+        /// What was expected.
+        why: &'static str,
+    },
+    /// The algorithm does not implement that collective.
+    #[error("algorithm `{algorithm}` does not implement {collective}; valid: {}", collective.algorithms().iter().map(|a| a.name()).collect::<Vec<_>>().join(", "))]
+    NoSuchAlgorithm {
+        /// The collective asked for.
+        collective: Collective,
+        /// The algorithm asked for.
+        algorithm: Algorithm,
+    },
+    /// Placeholder while an algorithm is being written (never in a release).
+    #[error("not implemented yet")]
+    NotImplemented,
 }

@@ -21,6 +21,22 @@ pub type Rank = usize;
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct Tag(pub u64);
 
+impl Tag {
+    /// Bits of a tag reserved for phases; callers' own tags stay below.
+    const PHASE_SHIFT: u32 = 56;
+
+    /// The tag of phase `phase` of the operation tagged `self`, for an
+    /// algorithm made of sub-collectives that must keep their messages
+    /// apart. The phase goes in the top 8 bits, so for a caller's tag below
+    /// 2^56 the phases `0..=254` are distinct from each other and from the
+    /// tag itself. Phases do not nest.
+    pub fn phase(self, phase: u8) -> Tag {
+        assert!(phase < u8::MAX, "phases are 0..=254");
+        let low = self.0 & ((1 << Self::PHASE_SHIFT) - 1);
+        Tag(low | ((u64::from(phase) + 1) << Self::PHASE_SHIFT))
+    }
+}
+
 impl fmt::Display for Tag {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{}", self.0)

@@ -7,15 +7,29 @@
 //! and on real transports (`realnet`).
 //!
 //! # Map of the crate
+//! Foundations:
 //! - [`fabric`]: what one rank sees of the network: [`Rank`], [`Tag`],
 //!   [`Time`], the [`Fabric`] trait and its errors.
 //! - [`dtype`]: element types ([`DType`]), reduction operators
 //!   ([`ReduceOp`]) and the [`Element`] trait that implements them.
 //! - [`payload`]: what travels: a [`Payload`] is real typed data or a
 //!   size-only phantom.
-//! - [`ring`]: the chunked, pipelined ring allreduce.
-//! - [`reference`](mod@reference): sequential reference results used to check collectives.
-//! - [`error`]: [`CollectiveError`], what a collective returns when it fails.
+//! - [`layout`]: how a buffer splits into per-rank blocks.
+//! - [`group`]: a [`Fabric`] over a subset of ranks, for hierarchical algorithms.
+//! - [`cost`]: the alpha-beta-gamma [`CostModel`].
+//! - [`reference`](mod@reference): sequential references and reduction [`Order`](reference::Order)s.
+//! - [`error`]: [`CollectiveError`].
+//!
+//! The catalogue:
+//! - [`collective`]: [`Collective`], [`Algorithm`], [`Params`], the
+//!   [`CATALOGUE`](collective::CATALOGUE) and the entry points
+//!   [`run`](collective::run), [`cost_ps`](collective::cost_ps) and
+//!   [`reference`](collective::reference).
+//! - One module per collective, one file per algorithm, each with the same
+//!   four items: `FORMULA`, `run`, `cost_ps`, `reference`:
+//!   [`allreduce`], [`reduce_scatter`], [`allgather`], [`broadcast`],
+//!   [`reduce`], [`alltoall`], [`barrier`], [`gather`], [`scatter`].
+//! - [`tuner`]: picks an algorithm and chunk size from the cost model.
 //!
 //! # Writing a collective
 //! A collective is an `async fn` generic over `F: Fabric`. It exchanges
@@ -24,15 +38,29 @@
 //! payloads. It must not read a clock or spawn threads: concurrency inside a
 //! rank is expressed by joining futures (`futures_util::join!`).
 
+pub mod allgather;
+pub mod allreduce;
+pub mod alltoall;
+pub mod barrier;
+pub mod broadcast;
+pub mod collective;
+pub mod cost;
 pub mod dtype;
 pub mod error;
 pub mod fabric;
+pub mod gather;
+pub mod group;
+pub mod layout;
 pub mod payload;
+pub mod reduce;
+pub mod reduce_scatter;
 pub mod reference;
-pub mod ring;
+pub mod scatter;
+pub mod tuner;
 
+pub use collective::{Algorithm, Collective, Params};
+pub use cost::CostModel;
 pub use dtype::{DType, Element, ReduceOp};
 pub use error::CollectiveError;
 pub use fabric::{Fabric, FabricError, Rank, Tag, Time, Work};
 pub use payload::{Payload, Shape};
-pub use ring::{RingAllreduce, ring_allreduce, ring_allreduce_messages};

@@ -171,6 +171,20 @@ impl Payload {
         Payload::Phantom(Shape::new(dtype, count))
     }
 
+    /// `count` zero elements of `dtype`, or a phantom of that shape.
+    pub fn zeros(dtype: DType, count: usize, phantom: bool) -> Payload {
+        if phantom {
+            return Payload::phantom(dtype, count);
+        }
+        Payload::Data(match dtype {
+            DType::F32 => Buffer::F32(vec![0.0; count]),
+            DType::F64 => Buffer::F64(vec![0.0; count]),
+            DType::I32 => Buffer::I32(vec![0; count]),
+            DType::I64 => Buffer::I64(vec![0; count]),
+            DType::U8 => Buffer::U8(vec![0; count]),
+        })
+    }
+
     /// Real data from a typed vector.
     pub fn from_vec<T: IntoBuffer>(v: Vec<T>) -> Payload {
         Payload::Data(T::into_buffer(v))

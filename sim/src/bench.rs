@@ -5,7 +5,7 @@
 
 use std::time::Instant;
 
-use algorithms::{DType, Payload, ReduceOp, RingAllreduce, ring_allreduce};
+use algorithms::{Algorithm, Collective, DType, Params, Payload, ReduceOp, collective};
 use topologies::LinkSpec;
 
 use crate::executor::run;
@@ -35,11 +35,19 @@ pub fn ring_allreduce_phantom(ranks: usize, bytes: u64, chunk_bytes: u64) -> Ben
     let started = Instant::now();
     let exec = run(config, |fabric| async move {
         let mut buf = Payload::phantom(DType::F32, count);
-        let params = RingAllreduce {
+        let params = Params {
             chunk_bytes,
-            ..RingAllreduce::default()
+            ..Params::default()
         };
-        ring_allreduce(&fabric, &mut buf, ReduceOp::Sum, params).await
+        collective::run(
+            &fabric,
+            Collective::Allreduce,
+            Algorithm::Ring,
+            &mut buf,
+            ReduceOp::Sum,
+            &params,
+        )
+        .await
     });
     let wall_s = started.elapsed().as_secs_f64();
     assert!(exec.deadlock.is_none(), "ring allreduce does not deadlock");

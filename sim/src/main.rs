@@ -238,7 +238,7 @@ fn bench(ranks: usize, bytes: ByteSize, chunk: ByteSize, repeat: u32) -> io::Res
         eprintln!("error: --chunk must be at least 4K");
         return Ok(ExitCode::from(EXIT_INPUT));
     }
-    let messages = algorithms::ring_allreduce_messages((bytes.0 / 4) as usize, ranks, 4, chunk.0);
+    let messages = algorithms::allreduce::ring::messages((bytes.0 / 4) as usize, ranks, 4, chunk.0);
     if messages > sim::scenario::MESSAGES_PER_POINT_MAX {
         eprintln!(
             "error: {ranks} ranks at {} bytes would send {messages} messages; use fewer ranks or a larger --chunk",

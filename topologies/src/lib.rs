@@ -52,21 +52,7 @@ impl LinkSpec {
     }
 }
 
-/// Time to move `bytes` at `bytes_per_s`, in picoseconds, rounded up so that
-/// non-empty work never takes zero time.
-///
-/// Computed as `ceil(bytes * 1e12 / bytes_per_s)`; when the rate is a whole
-/// number of bytes per second this is exact integer arithmetic.
-pub fn duration_ps(bytes: u64, bytes_per_s: f64) -> u64 {
-    if bytes_per_s.fract() == 0.0 && bytes_per_s >= 1.0 && bytes_per_s <= u64::MAX as f64 {
-        let ps = (bytes as u128 * 1_000_000_000_000).div_ceil(bytes_per_s as u128);
-        u64::try_from(ps).unwrap_or(u64::MAX)
-    } else {
-        (bytes as f64 * 1e12 / bytes_per_s)
-            .ceil()
-            .min(u64::MAX as f64) as u64
-    }
-}
+pub use algorithms::cost::duration_ps;
 
 /// `world_size` ranks where each ordered pair `(a, b)`, `a != b`, has its
 /// own link `a -> b` with the same [`LinkSpec`]. A rank sending to itself

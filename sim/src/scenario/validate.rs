@@ -4,7 +4,8 @@
 use std::ops::Range;
 use std::path::Path;
 
-use algorithms::{DType, ReduceOp, ring_allreduce_messages};
+use algorithms::allreduce::ring::messages as ring_allreduce_messages;
+use algorithms::{DType, ReduceOp};
 use toml::Spanned;
 use topologies::{FullMesh, LinkSpec};
 
@@ -219,7 +220,7 @@ fn collective(
     };
     let slots = match &c.slots {
         Some(v) => src.count(v, "slots", 1, 1 << 16)? as usize,
-        None => algorithms::ring::NCCL_STEPS,
+        None => algorithms::allreduce::ring::NCCL_STEPS,
     };
     if c.phantom && c.check == Some(true) {
         return Err(src.error(

@@ -5,8 +5,8 @@
 use std::rc::Rc;
 
 use algorithms::{
-    CollectiveError, DType, Fabric, Payload, ReduceOp, RingAllreduce, Shape, Tag, Time,
-    ring_allreduce,
+    Algorithm, Collective, CollectiveError, DType, Fabric, Params, Payload, ReduceOp, Shape, Tag,
+    Time, collective,
 };
 
 use crate::fabric::SimFabric;
@@ -49,12 +49,14 @@ pub async fn rank_program(
             let whole = 0..buf.len();
             buf.copy_from(whole, &inputs[me])?;
         }
-        let params = RingAllreduce {
+        let params = Params {
             chunk_bytes: spec.chunk_bytes,
             slots: spec.slots,
             tag: Tag(u64::from(call)),
+            ..Params::default()
         };
-        ring_allreduce(&fabric, &mut buf, spec.op, params).await?;
+        let (c, a) = (Collective::Allreduce, Algorithm::Ring);
+        collective::run(&fabric, c, a, &mut buf, spec.op, &params).await?;
         ends.push(fabric.now());
     }
     if injects.contains(&Inject::CorruptResult { rank: me }) && !buf.is_empty() && !buf.is_phantom()

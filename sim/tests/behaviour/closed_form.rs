@@ -7,7 +7,7 @@
 //! which is the textbook `2(N-1)·α + 2(N-1)/N · n/B` when each segment is
 //! one chunk, and `2(N-1)/N · n/B + α` once the pipeline hides the latency.
 
-use algorithms::{DType, Payload, ReduceOp, RingAllreduce, Tag, Time, ring_allreduce};
+use algorithms::{Algorithm, Collective, DType, Params, Payload, ReduceOp, Tag, Time, collective};
 use sim::{WorldConfig, run};
 
 use crate::support::link;
@@ -34,12 +34,14 @@ fn simulate(c: Case) -> Time {
     };
     let exec = run(config, |fabric| async move {
         let mut buf = Payload::phantom(DType::F32, c.count);
-        let params = RingAllreduce {
+        let params = Params {
             chunk_bytes: c.chunk_bytes,
             slots: c.slots,
             tag: Tag(0),
+            ..Params::default()
         };
-        ring_allreduce(&fabric, &mut buf, ReduceOp::Sum, params).await
+        let (coll, alg) = (Collective::Allreduce, Algorithm::Ring);
+        collective::run(&fabric, coll, alg, &mut buf, ReduceOp::Sum, &params).await
     });
     assert!(exec.deadlock.is_none());
     let finished: Vec<Time> = exec

@@ -1,6 +1,7 @@
 //! Behaviour tests of the simulator and the `sim` command, one file per
 //! behaviour.
 
+mod catalogue;
 mod closed_form;
 mod deadlock;
 mod determinism;

@@ -4,7 +4,9 @@
 
 use algorithms::payload::IntoBuffer;
 use algorithms::reference::ring_allreduce_reference;
-use algorithms::{DType, Fabric, Payload, ReduceOp, RingAllreduce, Tag, ring_allreduce};
+use algorithms::{
+    Algorithm, Collective, DType, Fabric, Params, Payload, ReduceOp, Tag, collective,
+};
 use proptest::prelude::*;
 use rand::{Rng, RngCore, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -67,14 +69,22 @@ fn check(
     let exec = run(config, |fabric| {
         let mut buf = inputs[fabric.rank()].clone();
         async move {
-            let params = RingAllreduce {
+            let params = Params {
                 chunk_bytes,
                 slots,
                 tag: Tag(3),
+                ..Params::default()
             };
-            ring_allreduce(&fabric, &mut buf, op, params)
-                .await
-                .map(|()| buf)
+            collective::run(
+                &fabric,
+                Collective::Allreduce,
+                Algorithm::Ring,
+                &mut buf,
+                op,
+                &params,
+            )
+            .await
+            .map(|()| buf)
         }
     });
     assert!(
@@ -145,7 +155,8 @@ fn an_unsupported_op_is_an_error_not_a_wrong_result() {
     };
     let exec = run(config, |fabric| async move {
         let mut buf = Payload::from_vec(vec![1i32, 2, 3]);
-        ring_allreduce(&fabric, &mut buf, ReduceOp::Avg, RingAllreduce::default()).await
+        let (c, a) = (Collective::Allreduce, Algorithm::Ring);
+        collective::run(&fabric, c, a, &mut buf, ReduceOp::Avg, &Params::default()).await
     });
     for out in exec.outputs {
         let err = out.expect("finished").expect_err("avg on int32 fails");

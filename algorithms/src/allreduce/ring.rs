@@ -56,57 +56,25 @@
 
 use std::ops::Range;
 
-use crate::dtype::ReduceOp;
+use crate::collective::Params;
+use crate::cost::CostModel;
+use crate::dtype::{DType, ReduceOp};
 use crate::error::CollectiveError;
-use crate::fabric::{Fabric, Rank, Tag, Work};
+use crate::fabric::{Fabric, Rank, Work};
+use crate::layout::block_range;
 use crate::payload::{Payload, Shape};
-
-/// Parameters of [`ring_allreduce`].
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct RingAllreduce {
-    /// Largest chunk in bytes; rounded down to whole elements, at least one.
-    pub chunk_bytes: u64,
-    /// Pipeline depth: how many chunks a rank may send ahead of what it has
-    /// received (at least one).
-    pub slots: usize,
-    /// The tag every message of this collective carries.
-    pub tag: Tag,
-}
+use crate::reference::ring_allreduce_reference;
 
 /// NCCL's `NCCL_STEPS`: the number of slots per connection (`src/include/device.h`).
 pub const NCCL_STEPS: usize = 8;
 
-impl Default for RingAllreduce {
-    /// 512 KiB chunks (NCCL's default 4 MiB `NCCL_BUFFSIZE` divided into
-    /// its 8 `NCCL_STEPS`), 8 slots, tag 0.
-    fn default() -> Self {
-        RingAllreduce {
-            chunk_bytes: 512 * 1024,
-            slots: NCCL_STEPS,
-            tag: Tag(0),
-        }
-    }
-}
+/// The cost formula, for the catalogue listing.
+pub const FORMULA: &str = "M·t + α + ⌊(M-1)/W⌋·max(0, α-(W-1)·t), M = 2(N-1)·K, t = chunk/B, W = min(slots, K); K = 1: 2(N-1)(α + n/(N·B)) + (N-1)·γ·n/N";
 
-/// The elements of segment `j` when `count` elements are split among
-/// `world_size` ranks: the first `count % world_size` segments get one more.
-pub fn segment_range(count: usize, world_size: usize, j: usize) -> Range<usize> {
-    let base = count / world_size;
-    let rem = count % world_size;
-    let start = j * base + j.min(rem);
-    let len = base + usize::from(j < rem);
-    start..start + len
-}
-
-/// Number of messages one ring allreduce call sends in total over all
-/// ranks: each of the `N` ranks sends `K` chunks at each of `2(N-1)` steps
-/// (zero for `N = 1` or an empty buffer).
-pub fn ring_allreduce_messages(
-    count: usize,
-    world_size: usize,
-    elem_bytes: usize,
-    chunk_bytes: u64,
-) -> u64 {
+/// Number of messages one call sends in total over all ranks: each of the
+/// `N` ranks sends `K` chunks at each of `2(N-1)` steps (zero for `N = 1`
+/// or an empty buffer).
+pub fn messages(count: usize, world_size: usize, elem_bytes: usize, chunk_bytes: u64) -> u64 {
     if world_size <= 1 || count == 0 {
         return 0;
     }
@@ -114,6 +82,34 @@ pub fn ring_allreduce_messages(
     let n = world_size as u64;
     n.saturating_mul(2 * (n - 1))
         .saturating_mul(plan.chunks_per_segment as u64)
+}
+
+/// Modelled time of one call under ideal links: the closed form of the
+/// module docs with `t` for the largest chunk, plus one reduction of a
+/// segment's worth of chunks per reduce-scatter step (exact for `K = 1` or
+/// no reduction cost, when `N` divides the count and the chunk divides a
+/// segment).
+pub fn cost_ps(model: &CostModel, n: usize, count: usize, dtype: DType, params: &Params) -> u64 {
+    if n <= 1 || count == 0 {
+        return 0;
+    }
+    let elem = dtype.size_bytes();
+    let plan = Plan::new(count, n, elem, params.chunk_bytes);
+    let k = plan.chunks_per_segment as u64;
+    let m = 2 * (n as u64 - 1) * k;
+    let w = (params.slots.max(1) as u64).min(k);
+    let chunk_bytes = (plan.chunk_elems * elem) as u64;
+    let t = model.wire_ps(chunk_bytes);
+    let alpha = model.latency_ps;
+    let exposed = alpha.saturating_sub((w - 1).saturating_mul(t));
+    let seg_bytes = (block_range(count, n, 0).len() * elem) as u64;
+    let gamma = (n as u64 - 1) * model.reduce_ps(seg_bytes);
+    m * t + alpha + (m - 1) / w * exposed + gamma
+}
+
+/// Every rank's buffer after the call: the ring's reduction order.
+pub fn reference(inputs: &[Payload], op: ReduceOp, _params: &Params) -> Vec<Payload> {
+    vec![ring_allreduce_reference(inputs, op); inputs.len()]
 }
 
 /// The chunking of one ring allreduce: segment bounds and chunk size.
@@ -127,7 +123,7 @@ struct Plan {
 
 impl Plan {
     fn new(count: usize, world_size: usize, elem_bytes: usize, chunk_bytes: u64) -> Plan {
-        let largest = segment_range(count, world_size, 0).len();
+        let largest = block_range(count, world_size, 0).len();
         // Never more than a segment, so chunk arithmetic cannot overflow.
         let chunk_elems = usize::try_from(chunk_bytes / elem_bytes as u64)
             .unwrap_or(usize::MAX)
@@ -142,7 +138,7 @@ impl Plan {
 
     /// Elements of chunk `k` of segment `j` (possibly empty).
     fn chunk(&self, j: usize, k: usize) -> Range<usize> {
-        let seg = segment_range(self.count, self.world_size, j);
+        let seg = block_range(self.count, self.world_size, j);
         let start = seg
             .start
             .saturating_add(k.saturating_mul(self.chunk_elems))
@@ -159,11 +155,11 @@ impl Plan {
 /// Works for any world size (1 is a no-op) and any count, including zero
 /// and counts smaller than the world size. See the module docs for the
 /// schedule, the reduction order and the cost.
-pub async fn ring_allreduce<F: Fabric>(
+pub async fn run<F: Fabric>(
     fabric: &F,
     buf: &mut Payload,
     op: ReduceOp,
-    params: RingAllreduce,
+    params: &Params,
 ) -> Result<(), CollectiveError> {
     let shape = buf.shape();
     if !op.supports(shape.dtype) {
@@ -234,29 +230,14 @@ mod tests {
     use super::*;
 
     #[test]
-    fn segments_cover_the_buffer_in_order() {
-        for count in 0..40 {
-            for n in 1..9 {
-                let mut next = 0;
-                for j in 0..n {
-                    let seg = segment_range(count, n, j);
-                    assert_eq!(seg.start, next);
-                    next = seg.end;
-                }
-                assert_eq!(next, count);
-            }
-        }
-    }
-
-    #[test]
     fn chunks_tile_each_segment() {
         let plan = Plan::new(103, 4, 4, 40); // 10 elements per chunk
         assert_eq!(plan.chunks_per_segment, 3); // largest segment has 26
         assert_eq!(plan.chunk(0, 0), 0..10);
         assert_eq!(plan.chunk(0, 2), 20..26);
         assert_eq!(plan.chunk(3, 2), 98..103); // the last segment has 25
-        assert_eq!(ring_allreduce_messages(103, 4, 4, 40), 4 * 6 * 3);
-        assert_eq!(ring_allreduce_messages(0, 4, 4, 40), 0);
+        assert_eq!(messages(103, 4, 4, 40), 4 * 6 * 3);
+        assert_eq!(messages(0, 4, 4, 40), 0);
         let tiny = Plan::new(2, 4, 8, 1); // count < N, chunk below one element
         assert_eq!(tiny.chunk_elems, 1);
         assert_eq!(tiny.chunk(3, 0), 2..2);

@@ -1,0 +1,5 @@
+//! Allgather algorithms; see [`crate::collective`] for the buffer conventions.
+
+pub mod bruck;
+pub mod recursive_doubling;
+pub mod ring;

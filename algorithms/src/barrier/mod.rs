@@ -1,0 +1,3 @@
+//! Barrier algorithms; see [`crate::collective`] for the buffer conventions.
+
+pub mod dissemination;

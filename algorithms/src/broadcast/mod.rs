@@ -1,0 +1,4 @@
+//! Broadcast algorithms; see [`crate::collective`] for the buffer conventions.
+
+pub mod binomial;
+pub mod chain;

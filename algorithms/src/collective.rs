@@ -1,0 +1,385 @@
+//! The catalogue: which collectives exist, which algorithms implement each,
+//! and one entry point that runs, costs or checks any of them.
+//!
+//! # Buffer conventions
+//! Every algorithm works **in place** on one buffer of `count` elements per
+//! rank, the collective's full size (what nccl-tests calls the size), split
+//! into per-rank blocks by [`crate::layout::block_range`]:
+//!
+//! | collective | input | output (the part [`defined_output`] names) |
+//! | --- | --- | --- |
+//! | allreduce | whole buffer | whole buffer: the reduction |
+//! | reduce-scatter | whole buffer | block `r`: the reduction of every rank's block `r` |
+//! | allgather | block `r` | whole buffer: block `j` from rank `j` |
+//! | broadcast | root's buffer | whole buffer |
+//! | reduce | whole buffer | root's whole buffer; other ranks' buffers are scratch |
+//! | alltoall | block `j` goes to rank `j` (count divisible by `N`) | block `j` came from rank `j` |
+//! | gather | block `r` | root's whole buffer |
+//! | scatter | root's whole buffer | block `r` |
+//! | barrier | nothing | nothing |
+//!
+//! [`run_out_of_place`] wraps these for callers with separate input and
+//! output buffers (the input is never modified).
+
+use std::fmt;
+use std::ops::Range;
+use std::str::FromStr;
+
+use crate::cost::CostModel;
+use crate::dtype::{DType, ReduceOp};
+use crate::error::CollectiveError;
+use crate::fabric::{Fabric, Rank, Tag};
+use crate::layout::block_range;
+use crate::payload::Payload;
+
+macro_rules! named_enum {
+    ($(#[$meta:meta])* $name:ident { $($(#[$vmeta:meta])* $variant:ident = $text:literal),* $(,)? }) => {
+        $(#[$meta])*
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+        pub enum $name {
+            $($(#[$vmeta])* $variant),*
+        }
+
+        impl $name {
+            /// Every value, in catalogue order.
+            pub const ALL: &'static [$name] = &[$($name::$variant),*];
+
+            /// The name used in scenarios, reports and `NCCL_ALGO`.
+            pub fn name(self) -> &'static str {
+                match self {
+                    $($name::$variant => $text),*
+                }
+            }
+        }
+
+        impl fmt::Display for $name {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str(self.name())
+            }
+        }
+
+        impl FromStr for $name {
+            type Err = String;
+
+            fn from_str(s: &str) -> Result<Self, Self::Err> {
+                let wanted = s.to_ascii_lowercase().replace('-', "_");
+                $name::ALL
+                    .iter()
+                    .copied()
+                    .find(|v| v.name() == wanted)
+                    .ok_or_else(|| {
+                        let names: Vec<&str> = $name::ALL.iter().map(|v| v.name()).collect();
+                        format!("unknown {} `{s}`; valid: {}", stringify!($name).to_ascii_lowercase(), names.join(", "))
+                    })
+            }
+        }
+    };
+}
+
+named_enum! {
+    /// A collective operation.
+    Collective {
+        /// Every rank ends with the reduction of all ranks' buffers.
+        Allreduce = "allreduce",
+        /// Rank `r` ends with the reduction of every rank's block `r`.
+        ReduceScatter = "reduce_scatter",
+        /// Every rank ends with every rank's block.
+        Allgather = "allgather",
+        /// Every rank ends with the root's buffer.
+        Broadcast = "broadcast",
+        /// The root ends with the reduction of all ranks' buffers.
+        Reduce = "reduce",
+        /// Rank `r`'s block `j` goes to rank `j`'s block `r`.
+        Alltoall = "alltoall",
+        /// No rank returns before every rank has entered.
+        Barrier = "barrier",
+        /// The root ends with every rank's block.
+        Gather = "gather",
+        /// Rank `r` ends with the root's block `r`.
+        Scatter = "scatter",
+    }
+}
+
+named_enum! {
+    /// An algorithm; see [`CATALOGUE`] for which collectives each implements.
+    Algorithm {
+        /// Ring (pipelined, chunked).
+        Ring = "ring",
+        /// Recursive doubling (pairwise exchanges at distance 1, 2, 4, ...).
+        RecursiveDoubling = "recursive_doubling",
+        /// Recursive halving (pairwise exchanges at distance N/2, N/4, ...).
+        RecursiveHalving = "recursive_halving",
+        /// Rabenseifner: recursive-halving reduce-scatter + recursive-doubling allgather.
+        Rabenseifner = "rabenseifner",
+        /// NCCL-style double binary tree, pipelined.
+        Tree = "tree",
+        /// Reduce-scatter in a node, allreduce across nodes, allgather in a node.
+        Hierarchical = "hierarchical",
+        /// Bruck's algorithm (log-step, non-power-of-two friendly).
+        Bruck = "bruck",
+        /// Binomial tree rooted at the root.
+        Binomial = "binomial",
+        /// Pipelined chain from (or to) the root, chunked.
+        Chain = "chain",
+        /// Pairwise exchange.
+        Pairwise = "pairwise",
+        /// Dissemination.
+        Dissemination = "dissemination",
+        /// Root talks to every rank directly.
+        Linear = "linear",
+    }
+}
+
+impl Collective {
+    /// nccl-tests' bus-bandwidth factor for `n` ranks: busbw = algbw x
+    /// factor (nccl-tests `doc/PERFORMANCE.md`).
+    pub fn busbw_factor(self, n: usize) -> f64 {
+        let n = n as f64;
+        match self {
+            Collective::Allreduce => 2.0 * (n - 1.0) / n,
+            Collective::ReduceScatter | Collective::Allgather | Collective::Alltoall => {
+                (n - 1.0) / n
+            }
+            Collective::Gather | Collective::Scatter => (n - 1.0) / n,
+            Collective::Broadcast | Collective::Reduce | Collective::Barrier => 1.0,
+        }
+    }
+
+    /// Whether the collective combines values with a [`ReduceOp`].
+    pub fn reduces(self) -> bool {
+        matches!(
+            self,
+            Collective::Allreduce | Collective::ReduceScatter | Collective::Reduce
+        )
+    }
+
+    /// Whether the collective has a root rank.
+    pub fn has_root(self) -> bool {
+        matches!(
+            self,
+            Collective::Broadcast | Collective::Reduce | Collective::Gather | Collective::Scatter
+        )
+    }
+
+    /// The algorithms that implement this collective, in catalogue order.
+    pub fn algorithms(self) -> Vec<Algorithm> {
+        CATALOGUE
+            .iter()
+            .filter(|e| e.collective == self)
+            .map(|e| e.algorithm)
+            .collect()
+    }
+}
+
+/// Parameters every algorithm receives (each uses the ones it needs).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Params {
+    /// Largest pipeline chunk in bytes (pipelined algorithms).
+    pub chunk_bytes: u64,
+    /// Chunks a rank may send ahead of what it has received.
+    pub slots: usize,
+    /// The tag of this call; algorithms derive phase tags from it.
+    pub tag: Tag,
+    /// The root of rooted collectives.
+    pub root: Rank,
+    /// Ranks per node for hierarchical algorithms (consecutive ranks share
+    /// a node; the last node may be smaller).
+    pub ranks_per_node: usize,
+}
+
+impl Default for Params {
+    /// 512 KiB chunks (NCCL's default 4 MiB `NCCL_BUFFSIZE` over its 8
+    /// `NCCL_STEPS`), 8 slots, tag 0, root 0, 8 ranks per node.
+    fn default() -> Self {
+        Params {
+            chunk_bytes: 512 * 1024,
+            slots: crate::allreduce::ring::NCCL_STEPS,
+            tag: Tag(0),
+            root: 0,
+            ranks_per_node: 8,
+        }
+    }
+}
+
+/// The part of rank `rank`'s buffer that `collective` defines on return.
+pub fn defined_output(
+    collective: Collective,
+    rank: Rank,
+    n: usize,
+    count: usize,
+    root: Rank,
+) -> Range<usize> {
+    match collective {
+        Collective::Allreduce
+        | Collective::Allgather
+        | Collective::Broadcast
+        | Collective::Alltoall => 0..count,
+        Collective::ReduceScatter | Collective::Scatter => block_range(count, n, rank),
+        Collective::Reduce | Collective::Gather if rank == root => 0..count,
+        Collective::Reduce | Collective::Gather | Collective::Barrier => 0..0,
+    }
+}
+
+/// What every rank's buffer must hold after a collective that only moves
+/// data (allgather, broadcast, alltoall, gather, scatter, barrier), given
+/// every rank's buffer before it. Parts outside [`defined_output`] keep the
+/// input.
+pub fn movement_reference(collective: Collective, inputs: &[Payload], root: Rank) -> Vec<Payload> {
+    let n = inputs.len();
+    let count = inputs[0].len();
+    let block = |j| block_range(count, n, j);
+    (0..n)
+        .map(|r| {
+            let mut out = inputs[r].clone();
+            let mut place = |dst: Range<usize>, src: &Payload, from: Range<usize>| {
+                out.copy_from(dst, &src.extract(from))
+                    .expect("reference buffers share a shape");
+            };
+            match collective {
+                Collective::Allgather => (0..n).for_each(|j| place(block(j), &inputs[j], block(j))),
+                Collective::Broadcast => place(0..count, &inputs[root], 0..count),
+                Collective::Alltoall => (0..n).for_each(|j| place(block(j), &inputs[j], block(r))),
+                Collective::Gather if r == root => {
+                    (0..n).for_each(|j| place(block(j), &inputs[j], block(j)))
+                }
+                Collective::Scatter => place(block(r), &inputs[root], block(r)),
+                _ => {}
+            }
+            out
+        })
+        .collect()
+}
+
+/// One entry of the catalogue.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Entry {
+    /// The collective.
+    pub collective: Collective,
+    /// The algorithm.
+    pub algorithm: Algorithm,
+    /// Its cost under the alpha-beta-gamma model, as a formula for people
+    /// (`n` bytes in total, `N` ranks, `K` chunks; see the module docs).
+    pub formula: &'static str,
+}
+
+macro_rules! catalogue {
+    ($($coll:ident, $alg:ident => $module:path;)*) => {
+        /// Every implemented (collective, algorithm) pair with its cost
+        /// formula, in the order `sim algorithms` lists them.
+        pub const CATALOGUE: &[Entry] = &[$(Entry {
+            collective: Collective::$coll,
+            algorithm: Algorithm::$alg,
+            formula: { use $module as m; m::FORMULA },
+        }),*];
+
+        /// Runs `algorithm` for `collective` in place on `buf` (see the
+        /// module docs for what `buf` holds before and after).
+        pub async fn run<F: Fabric>(
+            fabric: &F,
+            collective: Collective,
+            algorithm: Algorithm,
+            buf: &mut Payload,
+            op: ReduceOp,
+            params: &Params,
+        ) -> Result<(), CollectiveError> {
+            if collective.reduces() && !op.supports(buf.shape().dtype) {
+                return Err(CollectiveError::UnsupportedOp { op, dtype: buf.shape().dtype });
+            }
+            if collective.has_root() && params.root >= fabric.world_size() {
+                return Err(CollectiveError::InvalidRoot { root: params.root, world_size: fabric.world_size() });
+            }
+            match (collective, algorithm) {
+                $((Collective::$coll, Algorithm::$alg) => { use $module as m; m::run(fabric, buf, op, params).await })*
+                _ => Err(CollectiveError::NoSuchAlgorithm { collective, algorithm }),
+            }
+        }
+
+        /// The modelled time of one call, in picoseconds, under ideal links
+        /// (`None` for a pair not in the catalogue).
+        pub fn cost_ps(
+            collective: Collective,
+            algorithm: Algorithm,
+            model: &CostModel,
+            n: usize,
+            count: usize,
+            dtype: DType,
+            params: &Params,
+        ) -> Option<u64> {
+            match (collective, algorithm) {
+                $((Collective::$coll, Algorithm::$alg) => { use $module as m; Some(m::cost_ps(model, n, count, dtype, params)) })*
+                _ => None,
+            }
+        }
+
+        /// What every rank's buffer holds after the call, bit for bit, given
+        /// every rank's buffer before it (`None` for a pair not in the
+        /// catalogue). Only [`defined_output`] is meaningful.
+        pub fn reference(
+            collective: Collective,
+            algorithm: Algorithm,
+            inputs: &[Payload],
+            op: ReduceOp,
+            params: &Params,
+        ) -> Option<Vec<Payload>> {
+            match (collective, algorithm) {
+                $((Collective::$coll, Algorithm::$alg) => { use $module as m; Some(m::reference(inputs, op, params)) })*
+                _ => None,
+            }
+        }
+    };
+}
+
+catalogue! {
+    Allreduce, Ring => crate::allreduce::ring;
+    Allreduce, RecursiveDoubling => crate::allreduce::recursive_doubling;
+    Allreduce, Rabenseifner => crate::allreduce::rabenseifner;
+    Allreduce, Tree => crate::allreduce::tree;
+    Allreduce, Hierarchical => crate::allreduce::hierarchical;
+    ReduceScatter, Ring => crate::reduce_scatter::ring;
+    ReduceScatter, RecursiveHalving => crate::reduce_scatter::recursive_halving;
+    Allgather, Ring => crate::allgather::ring;
+    Allgather, RecursiveDoubling => crate::allgather::recursive_doubling;
+    Allgather, Bruck => crate::allgather::bruck;
+    Broadcast, Binomial => crate::broadcast::binomial;
+    Broadcast, Chain => crate::broadcast::chain;
+    Reduce, Binomial => crate::reduce::binomial;
+    Reduce, Chain => crate::reduce::chain;
+    Alltoall, Pairwise => crate::alltoall::pairwise;
+    Alltoall, Bruck => crate::alltoall::bruck;
+    Barrier, Dissemination => crate::barrier::dissemination;
+    Gather, Binomial => crate::gather::binomial;
+    Gather, Linear => crate::gather::linear;
+    Scatter, Binomial => crate::scatter::binomial;
+    Scatter, Linear => crate::scatter::linear;
+}
+
+/// Runs a collective with separate input and output buffers; `input` is
+/// never modified. `output_count` is the full size of the collective (the
+/// input of allgather and gather is this rank's block of it).
+pub async fn run_out_of_place<F: Fabric>(
+    fabric: &F,
+    collective: Collective,
+    algorithm: Algorithm,
+    input: &Payload,
+    output_count: usize,
+    op: ReduceOp,
+    params: &Params,
+) -> Result<Payload, CollectiveError> {
+    let n = fabric.world_size();
+    let r = fabric.rank();
+    let mut work = match collective {
+        Collective::Allgather | Collective::Gather => {
+            let mut work = Payload::zeros(input.shape().dtype, output_count, input.is_phantom());
+            work.copy_from(block_range(output_count, n, r), input)?;
+            work
+        }
+        _ => input.clone(),
+    };
+    run(fabric, collective, algorithm, &mut work, op, params).await?;
+    Ok(match collective {
+        Collective::ReduceScatter | Collective::Scatter => {
+            work.extract(block_range(work.len(), n, r))
+        }
+        _ => work,
+    })
+}

@@ -1,0 +1,69 @@
+//! [`Group`]: a [`Fabric`] over a subset of ranks, so that an algorithm
+//! can run a collective among some ranks only (the ranks of one node, one
+//! rank per node) with ranks renumbered `0..members`.
+
+use crate::fabric::{Fabric, FabricError, Rank, Tag, Time, Work};
+use crate::payload::{Payload, Shape};
+
+/// The ranks `members` of an underlying fabric, seen as a world of their
+/// own. Local rank `i` is global rank `members[i]`. Tags pass through
+/// unchanged: an algorithm that runs several sub-collectives gives each its
+/// own tag (see [`Tag::phase`]) so their messages never match by mistake.
+#[derive(Debug)]
+pub struct Group<'a, F> {
+    fabric: &'a F,
+    members: Vec<Rank>,
+    index: usize,
+}
+
+impl<'a, F: Fabric> Group<'a, F> {
+    /// The group of `members` (global ranks, which must include the calling
+    /// rank). Returns `None` if the caller is not a member.
+    pub fn new(fabric: &'a F, members: Vec<Rank>) -> Option<Group<'a, F>> {
+        let index = members.iter().position(|&r| r == fabric.rank())?;
+        Some(Group {
+            fabric,
+            members,
+            index,
+        })
+    }
+
+    fn global(&self, local: Rank) -> Result<Rank, FabricError> {
+        self.members
+            .get(local)
+            .copied()
+            .ok_or(FabricError::PeerOutOfRange {
+                rank: self.index,
+                peer: local,
+                world_size: self.members.len(),
+            })
+    }
+}
+
+impl<F: Fabric> Fabric for Group<'_, F> {
+    fn rank(&self) -> Rank {
+        self.index
+    }
+
+    fn world_size(&self) -> usize {
+        self.members.len()
+    }
+
+    fn now(&self) -> Time {
+        self.fabric.now()
+    }
+
+    async fn send(&self, to: Rank, tag: Tag, payload: Payload) -> Result<(), FabricError> {
+        let to = self.global(to)?;
+        self.fabric.send(to, tag, payload).await
+    }
+
+    async fn recv(&self, from: Rank, tag: Tag, expect: Shape) -> Result<Payload, FabricError> {
+        let from = self.global(from)?;
+        self.fabric.recv(from, tag, expect).await
+    }
+
+    async fn compute(&self, work: Work) -> Result<(), FabricError> {
+        self.fabric.compute(work).await
+    }
+}

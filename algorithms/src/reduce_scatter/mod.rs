@@ -1,0 +1,4 @@
+//! Reduce-scatter algorithms; see [`crate::collective`] for the buffer conventions.
+
+pub mod recursive_halving;
+pub mod ring;

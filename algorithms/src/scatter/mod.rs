@@ -1,0 +1,4 @@
+//! Scatter algorithms; see [`crate::collective`] for the buffer conventions.
+
+pub mod binomial;
+pub mod linear;

@@ -1,0 +1,362 @@
+//! Every (collective, algorithm) pair of the catalogue, checked the same
+//! way:
+//! - against its sequential reference, bit for bit, on every rank, for
+//!   random world sizes 1..=64, counts, dtypes, ops, roots, chunk sizes,
+//!   slots and ranks per node, in place and out of place;
+//! - against its closed-form cost, to the picosecond, under ideal links on
+//!   a fixed grid of world sizes and sizes where the formula is exact.
+//!
+//! One test per pair per property (`<collective>_<algorithm>_matches_reference`,
+//! `<collective>_<algorithm>_closed_form`), so a pair can be run alone.
+
+use algorithms::collective::{self, defined_output, run_out_of_place};
+use algorithms::payload::IntoBuffer;
+use algorithms::{
+    Algorithm, Collective, CostModel, DType, Fabric, Params, Payload, ReduceOp, Tag, Time,
+};
+use proptest::prelude::*;
+use rand::{Rng, RngCore, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use sim::{WorldConfig, run};
+
+use crate::support::link;
+
+/// A float of random sign and mantissa with magnitude in `[2^-3, 2^3)`, or
+/// zero (including `-0.0`): products of 64 stay finite and non-NaN, so a
+/// comparison is about reduction order only.
+fn float(rng: &mut ChaCha8Rng) -> f64 {
+    match rng.random_range(0..16) {
+        0 => 0.0,
+        1 => -0.0,
+        _ => {
+            let mantissa = 1.0 + rng.random::<f64>();
+            let sign = if rng.random::<bool>() { -1.0 } else { 1.0 };
+            sign * mantissa * 2f64.powi(rng.random_range(-3..3))
+        }
+    }
+}
+
+/// One rank's random input.
+pub fn draw(rng: &mut ChaCha8Rng, dtype: DType, count: usize) -> Payload {
+    fn ints<T: IntoBuffer>(rng: &mut ChaCha8Rng, count: usize) -> Payload {
+        Payload::from_vec(
+            (0..count)
+                .map(|_| T::from_i64(rng.next_u64() as i64))
+                .collect::<Vec<T>>(),
+        )
+    }
+    match dtype {
+        DType::F32 => Payload::from_vec((0..count).map(|_| float(rng) as f32).collect::<Vec<_>>()),
+        DType::F64 => Payload::from_vec((0..count).map(|_| float(rng)).collect::<Vec<_>>()),
+        DType::I32 => ints::<i32>(rng, count),
+        DType::I64 => ints::<i64>(rng, count),
+        DType::U8 => ints::<u8>(rng, count),
+    }
+}
+
+/// One randomised check of a pair.
+#[derive(Clone, Debug)]
+pub struct Case {
+    /// World size.
+    pub n: usize,
+    /// Full element count.
+    pub count: usize,
+    /// Element type.
+    pub dtype: DType,
+    /// Reduction.
+    pub op: ReduceOp,
+    /// Algorithm parameters.
+    pub params: Params,
+    /// In place or out of place.
+    pub in_place: bool,
+    /// Input seed.
+    pub seed: u64,
+}
+
+/// Runs `case` in the simulator and compares every rank's defined output
+/// with the reference, bit for bit.
+pub fn check_reference(collective: Collective, algorithm: Algorithm, case: &Case) {
+    let Case {
+        n,
+        count,
+        dtype,
+        op,
+        params,
+        in_place,
+        seed,
+    } = case.clone();
+    let count = if collective == Collective::Alltoall {
+        count / n * n
+    } else {
+        count
+    };
+    let mut rng = ChaCha8Rng::seed_from_u64(seed);
+    let inputs: Vec<Payload> = (0..n).map(|_| draw(&mut rng, dtype, count)).collect();
+    let expected = collective::reference(collective, algorithm, &inputs, op, &params)
+        .expect("in the catalogue");
+    let config = WorldConfig {
+        world_size: n,
+        link: link(1_000_000, 10_000_000_000),
+        reduce_bytes_per_s: Some(50e9),
+    };
+    let exec = run(config, |fabric| {
+        let input = inputs[fabric.rank()].clone();
+        async move {
+            let r = fabric.rank();
+            if in_place {
+                let mut buf = input;
+                collective::run(&fabric, collective, algorithm, &mut buf, op, &params).await?;
+                Ok((buf, defined_output(collective, r, n, count, params.root)))
+            } else {
+                // Out of place: the input is this rank's block for
+                // allgather and gather, the whole buffer otherwise.
+                let own = algorithms::layout::block_range(count, n, r);
+                let arg = match collective {
+                    Collective::Allgather | Collective::Gather => input.extract(own.clone()),
+                    _ => input.clone(),
+                };
+                let before = arg.clone();
+                let out =
+                    run_out_of_place(&fabric, collective, algorithm, &arg, count, op, &params)
+                        .await?;
+                assert_eq!(arg, before, "out of place must not modify the input");
+                // Outputs of reduce-scatter and scatter are just block r.
+                let (full, range) = match collective {
+                    Collective::ReduceScatter | Collective::Scatter => {
+                        let mut full = inputs_placeholder(&out, count);
+                        full.copy_from(own.clone(), &out).expect("block fits");
+                        (full, own)
+                    }
+                    _ => (out, defined_output(collective, r, n, count, params.root)),
+                };
+                Ok::<_, algorithms::CollectiveError>((full, range))
+            }
+        }
+    });
+    assert!(
+        exec.deadlock.is_none(),
+        "{collective} {algorithm} deadlocked on {case:?}:\n{}",
+        exec.deadlock.unwrap()
+    );
+    for (r, out) in exec.outputs.into_iter().enumerate() {
+        let (buf, range) = out
+            .expect("finished")
+            .unwrap_or_else(|e| panic!("rank {r}: {e} on {case:?}"));
+        let got = buf.extract(range.clone());
+        let want = expected[r].extract(range.clone());
+        let wrong = got.count_wrong(&want);
+        assert_eq!(
+            wrong,
+            0,
+            "{collective} {algorithm}: rank {r}, {wrong} of {} elements differ on {case:?}",
+            range.len()
+        );
+    }
+}
+
+/// A zero buffer of `count` elements shaped like `like`.
+fn inputs_placeholder(like: &Payload, count: usize) -> Payload {
+    Payload::zeros(like.shape().dtype, count, like.is_phantom())
+}
+
+/// The time the last rank finishes a phantom f32 call of `count` elements.
+pub fn simulate_time(
+    collective: Collective,
+    algorithm: Algorithm,
+    n: usize,
+    count: usize,
+    model: &CostModel,
+    params: &Params,
+) -> Time {
+    let config = WorldConfig {
+        world_size: n,
+        link: topologies::LinkSpec::new(model.latency_ps, model.bandwidth_bytes_per_s).unwrap(),
+        reduce_bytes_per_s: model.reduce_bytes_per_s,
+    };
+    let exec = run(config, |fabric| async move {
+        let mut buf = Payload::phantom(DType::F32, count);
+        collective::run(
+            &fabric,
+            collective,
+            algorithm,
+            &mut buf,
+            ReduceOp::Sum,
+            params,
+        )
+        .await
+    });
+    assert!(
+        exec.deadlock.is_none(),
+        "{collective} {algorithm} deadlocked"
+    );
+    for out in &exec.outputs {
+        if let Some(Err(e)) = out {
+            panic!("{collective} {algorithm} failed: {e}");
+        }
+    }
+    exec.finished_at
+        .iter()
+        .map(|t| t.expect("finished"))
+        .max()
+        .unwrap_or(Time::ZERO)
+}
+
+/// The closed-form grid: world sizes (powers of two and not), block sizes,
+/// single-chunk and multi-chunk pipelines, with and without reduction cost,
+/// two roots and two node sizes. Every pair's `cost_ps` must equal the
+/// simulated time on all of it.
+pub fn check_closed_form(collective: Collective, algorithm: Algorithm) {
+    let bw = 100_000_000_000u64; // 10 ps per byte
+    let mut checked = 0;
+    for n in [1usize, 2, 3, 4, 5, 6, 7, 8, 12, 16] {
+        for block in [1usize, 64, 1024] {
+            for (chunk_bytes, reduce) in [(u64::MAX, None), (u64::MAX, Some(400e9)), (256, None)] {
+                for (root, ranks_per_node) in [(0, 2), (n - 1, 4)] {
+                    for latency_ps in [1_000_000u64, 5_000] {
+                        let model = CostModel {
+                            latency_ps,
+                            bandwidth_bytes_per_s: bw as f64,
+                            reduce_bytes_per_s: reduce,
+                        };
+                        let params = Params {
+                            chunk_bytes,
+                            slots: 4,
+                            tag: Tag(0),
+                            root,
+                            ranks_per_node,
+                        };
+                        let count = n * block;
+                        let got =
+                            simulate_time(collective, algorithm, n, count, &model, &params).as_ps();
+                        let want = collective::cost_ps(
+                            collective,
+                            algorithm,
+                            &model,
+                            n,
+                            count,
+                            DType::F32,
+                            &params,
+                        )
+                        .expect("in the catalogue");
+                        assert_eq!(
+                            got, want,
+                            "{collective} {algorithm}: simulated {got} ps, formula {want} ps for n={n} count={count} {params:?} {model:?}"
+                        );
+                        checked += 1;
+                    }
+                }
+            }
+        }
+    }
+    assert!(checked > 0);
+}
+
+fn case_strategy(collective: Collective) -> impl Strategy<Value = Case> {
+    let dtypes = prop::sample::select(DType::ALL.to_vec());
+    let ops = prop::sample::select(ReduceOp::ALL.to_vec());
+    (
+        1usize..=64,
+        prop_oneof![0usize..=8, 0usize..=200, 0usize..=3000],
+        dtypes,
+        ops,
+        any::<prop::sample::Index>(),
+        prop_oneof![1u64..=64, 1u64..=4096, Just(u64::MAX)],
+        1usize..=9,
+        1usize..=9,
+        any::<bool>(),
+        any::<u64>(),
+    )
+        .prop_map(
+            move |(
+                n,
+                count,
+                dtype,
+                op,
+                root,
+                chunk_bytes,
+                slots,
+                ranks_per_node,
+                in_place,
+                seed,
+            )| {
+                let op = if op.supports(dtype) {
+                    op
+                } else {
+                    ReduceOp::Sum
+                };
+                let _ = collective;
+                Case {
+                    n,
+                    count,
+                    dtype,
+                    op,
+                    params: Params {
+                        chunk_bytes,
+                        slots,
+                        tag: Tag(11),
+                        root: root.index(n),
+                        ranks_per_node,
+                    },
+                    in_place,
+                    seed,
+                }
+            },
+        )
+}
+
+macro_rules! catalogue_tests {
+    ($($name:ident: $coll:ident, $alg:ident;)*) => {
+        $(
+            mod $name {
+                use super::*;
+
+                proptest! {
+                    #![proptest_config(ProptestConfig { cases: 48, ..ProptestConfig::default() })]
+
+                    #[test]
+                    fn matches_reference(case in case_strategy(Collective::$coll)) {
+                        check_reference(Collective::$coll, Algorithm::$alg, &case);
+                    }
+                }
+
+                #[test]
+                fn closed_form() {
+                    check_closed_form(Collective::$coll, Algorithm::$alg);
+                }
+            }
+        )*
+
+        /// The list above covers the whole catalogue.
+        #[test]
+        fn every_catalogue_entry_is_tested() {
+            let tested = [$((Collective::$coll, Algorithm::$alg)),*];
+            for e in collective::CATALOGUE {
+                assert!(tested.contains(&(e.collective, e.algorithm)), "{} {} has no tests", e.collective, e.algorithm);
+            }
+        }
+    };
+}
+
+catalogue_tests! {
+    allreduce_ring: Allreduce, Ring;
+    allreduce_recursive_doubling: Allreduce, RecursiveDoubling;
+    allreduce_rabenseifner: Allreduce, Rabenseifner;
+    allreduce_tree: Allreduce, Tree;
+    allreduce_hierarchical: Allreduce, Hierarchical;
+    reduce_scatter_ring: ReduceScatter, Ring;
+    reduce_scatter_recursive_halving: ReduceScatter, RecursiveHalving;
+    allgather_ring: Allgather, Ring;
+    allgather_recursive_doubling: Allgather, RecursiveDoubling;
+    allgather_bruck: Allgather, Bruck;
+    broadcast_binomial: Broadcast, Binomial;
+    broadcast_chain: Broadcast, Chain;
+    reduce_binomial: Reduce, Binomial;
+    reduce_chain: Reduce, Chain;
+    alltoall_pairwise: Alltoall, Pairwise;
+    alltoall_bruck: Alltoall, Bruck;
+    barrier_dissemination: Barrier, Dissemination;
+    gather_binomial: Gather, Binomial;
+    gather_linear: Gather, Linear;
+    scatter_binomial: Scatter, Binomial;
+    scatter_linear: Scatter, Linear;
+}
