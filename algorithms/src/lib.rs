@@ -18,7 +18,7 @@
 //! - [`group`]: a [`Fabric`] over a subset of ranks, for hierarchical algorithms.
 //! - [`cost`]: the alpha-beta-gamma [`CostModel`].
 //! - [`reference`](mod@reference): sequential references and reduction [`Order`](reference::Order)s.
-//! - [`error`]: [`CollectiveError`].
+//! - [`error`], with [`CollectiveError`], what a failed collective returns.
 //!
 //! The catalogue:
 //! - [`collective`]: [`Collective`], [`Algorithm`], [`Params`], the
