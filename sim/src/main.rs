@@ -15,8 +15,9 @@ use std::process::ExitCode;
 use algorithms::CollectiveError;
 use clap::{Parser, Subcommand};
 use sim::report::{table_header, table_row, write_csv};
-use sim::scenario::{ByteSize, Scenario, WORLD_SIZE_MAX};
-use sim::study::{Failure, Point, Row, run_scenario};
+use sim::scenario::{ByteSize, CollectiveSpec, Scenario, WORLD_SIZE_MAX};
+use sim::study::{Failure, Point, Progress, Row, run_scenario};
+use sim::tuning::AlgoFilter;
 
 /// mimalloc keeps freed pages for reuse; with the system allocator, the
 /// simulator's stream of large, short-lived message buffers is returned to
@@ -57,6 +58,8 @@ enum Command {
         #[arg(long, value_name = "FILE")]
         csv: Option<PathBuf>,
     },
+    /// List the algorithm catalogue: collective, algorithm, cost formula.
+    Algorithms,
     /// Benchmark the engine: a phantom ring allreduce, events per second.
     BenchEngine {
         /// Number of ranks.
@@ -78,6 +81,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Run { scenario, csv } => run(&scenario, csv.as_deref()),
+        Command::Algorithms => list_algorithms(),
         Command::BenchEngine {
             ranks,
             bytes,
@@ -105,35 +109,33 @@ fn run(path: &Path, csv: Option<&Path>) -> io::Result<ExitCode> {
         }
     };
     debug_assert!(scenario.topology.world_size <= WORLD_SIZE_MAX);
+    let filter = match std::env::var("NCCL_ALGO") {
+        Ok(value) => match AlgoFilter::parse(&value) {
+            Ok(f) => f,
+            Err(e) => {
+                eprintln!("error: {e}");
+                return Ok(ExitCode::from(EXIT_INPUT));
+            }
+        },
+        Err(_) => AlgoFilter::default(),
+    };
     let mut out = io::stdout().lock();
     writeln!(out, "# sim run {}", path.display())?;
     writeln!(out, "# {scenario}")?;
-    for c in &scenario.collectives {
-        writeln!(
-            out,
-            "# {} {} {} {}: {}..{} bytes x{}, chunk {} bytes, {} slots, {} warm-up + {} timed iterations{}",
-            c.kind.name(),
-            c.algorithm.name(),
-            c.dtype,
-            c.op,
-            c.min_bytes,
-            c.max_bytes,
-            c.step_factor,
-            c.chunk_bytes,
-            c.slots,
-            c.warmup,
-            c.iters,
-            if c.phantom { ", phantom payloads" } else { "" }
-        )?;
+    if let Some(value) = &filter.source {
+        writeln!(out, "# NCCL_ALGO={value} restricts the tuner")?;
     }
-    write!(out, "#\n{}", table_header())?;
     out.flush()?;
     let mut write_error = None;
-    let result = run_scenario(&scenario, |row| {
-        match out
-            .write_all(table_row(row).as_bytes())
-            .and_then(|()| out.flush())
-        {
+    let result = run_scenario(&scenario, &filter, |progress| {
+        let text = match progress {
+            Progress::Section(index) => {
+                let what = describe(&scenario.collectives[index]);
+                format!("#\n# {what}\n{}", table_header())
+            }
+            Progress::Row(row) => table_row(row),
+        };
+        match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
             Ok(()) => ControlFlow::Continue(()),
             Err(e) => {
                 write_error = Some(e);
@@ -158,6 +160,34 @@ fn run(path: &Path, csv: Option<&Path>) -> io::Result<ExitCode> {
         }
     }
     summarise(&mut out, path, &scenario, &rows)
+}
+
+/// One line describing a scenario's collective entry.
+fn describe(c: &CollectiveSpec) -> String {
+    let algorithm = c.algorithm.map_or("auto (tuner)", |a| a.name());
+    let root = if c.kind.has_root() {
+        format!(", root {}", c.root)
+    } else {
+        String::new()
+    };
+    let data = if c.kind.reduces() {
+        format!("{} {}", c.dtype, c.op)
+    } else {
+        c.dtype.to_string()
+    };
+    format!(
+        "{} on {} ranks, {data}{root}, {}..{} bytes x{}, algorithm {algorithm}, chunk {} bytes, {} slots, {} warm-up + {} timed iterations{}",
+        c.kind,
+        c.world_size,
+        c.min_bytes,
+        c.max_bytes,
+        c.step_factor,
+        c.chunk_bytes,
+        c.slots,
+        c.warmup,
+        c.iters,
+        if c.phantom { ", phantom payloads" } else { "" }
+    )
 }
 
 /// Prints the `#wrong` summary line and picks the exit status.
@@ -231,6 +261,29 @@ fn report_failure(
     };
     out.flush()?;
     Ok(ExitCode::from(code))
+}
+
+/// Prints the catalogue, one algorithm per line.
+fn list_algorithms() -> io::Result<ExitCode> {
+    let mut out = io::stdout().lock();
+    writeln!(
+        out,
+        "# collective       algorithm            cost (alpha-beta-gamma; n bytes, N ranks)"
+    )?;
+    for e in algorithms::collective::CATALOGUE {
+        writeln!(
+            out,
+            "{:<17} {:<20} {}",
+            e.collective.name(),
+            e.algorithm.name(),
+            e.formula
+        )?;
+    }
+    writeln!(
+        out,
+        "# A scenario names one with `algorithm = \"...\"`, or leaves it out (or says \"auto\") for the tuner; NCCL_ALGO restricts the tuner."
+    )?;
+    Ok(ExitCode::SUCCESS)
 }
 
 fn bench(ranks: usize, bytes: ByteSize, chunk: ByteSize, repeat: u32) -> io::Result<ExitCode> {

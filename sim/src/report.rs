@@ -2,10 +2,12 @@
 //! stdout and the same rows as CSV.
 //!
 //! Columns follow nccl-tests: size (bytes), count (elements), type, redop,
-//! time (us), algbw and busbw (GB/s, 1 GB = 1e9 bytes) and #wrong. algbw is
-//! `size / time`; busbw is algbw times the collective's bus factor (for
-//! allreduce `2(N-1)/N`). Every number is formatted with a fixed number of
-//! decimals, so the output is byte-identical for the same scenario and seed.
+//! root, time (us), algbw and busbw (GB/s, 1 GB = 1e9 bytes) and #wrong,
+//! then the algorithm used (marked `*` when the tuner chose it). algbw is
+//! `size / time`; busbw is algbw times the collective's bus factor
+//! ([`algorithms::Collective::busbw_factor`]). Every number is formatted
+//! with a fixed number of decimals, so the output is byte-identical for the
+//! same scenario and seed.
 
 use std::io::{self, Write};
 
@@ -14,38 +16,45 @@ use crate::study::Row;
 /// The table's column headers, two lines as nccl-tests prints them.
 pub fn table_header() -> String {
     format!(
-        "#{:>11} {:>13} {:>9} {:>6} {:>10} {:>9} {:>9} {:>7}\n#{:>11} {:>13} {:>9} {:>6} {:>10} {:>9} {:>9} {:>7}\n",
+        "#{:>11} {:>13} {:>9} {:>6} {:>5} {:>10} {:>9} {:>9} {:>7}  {}\n#{:>11} {:>13} {:>9} {:>6} {:>5} {:>10} {:>9} {:>9} {:>7}  {}\n",
         "size",
         "count",
         "type",
         "redop",
+        "root",
         "time",
         "algbw",
         "busbw",
         "#wrong",
+        "algorithm",
         "(B)",
         "(elements)",
+        "",
         "",
         "",
         "(us)",
         "(GB/s)",
         "(GB/s)",
-        ""
+        "",
+        "(* tuned)"
     )
 }
 
 /// One table line.
 pub fn table_row(row: &Row) -> String {
     format!(
-        "{:>12} {:>13} {:>9} {:>6} {:>10.2} {:>9.2} {:>9.2} {:>7}\n",
+        "{:>12} {:>13} {:>9} {:>6} {:>5} {:>10.2} {:>9.2} {:>9.2} {:>7}  {}{}\n",
         row.size_bytes,
         row.count,
         row.dtype,
         row.redop,
+        root_text(row),
         row.time_ps as f64 / 1e6,
         row.algbw_gb_per_s,
         row.busbw_gb_per_s,
-        wrong_text(row)
+        wrong_text(row),
+        row.algorithm,
+        if row.tuned { "*" } else { "" }
     )
 }
 
@@ -54,22 +63,31 @@ fn wrong_text(row: &Row) -> String {
         .map_or_else(|| "N/A".to_string(), |w| w.to_string())
 }
 
+fn root_text(row: &Row) -> String {
+    row.root.map_or_else(|| "-1".to_string(), |r| r.to_string())
+}
+
 /// The CSV column names, in order.
-pub const CSV_HEADER: [&str; 10] = [
+pub const CSV_HEADER: [&str; 15] = [
     "collective",
     "algorithm",
+    "tuned",
+    "chunk_bytes",
+    "ranks",
     "size_bytes",
     "count",
     "type",
     "redop",
+    "root",
     "time_us",
     "algbw_gb_per_s",
     "busbw_gb_per_s",
     "wrong",
+    "time_ps",
 ];
 
 /// Writes `rows` as CSV with a header line. Times keep picosecond
-/// precision (six decimals of a microsecond).
+/// precision (six decimals of a microsecond, and `time_ps` exactly).
 pub fn write_csv(out: impl Write, rows: &[Row]) -> io::Result<()> {
     let mut w = csv::Writer::from_writer(out);
     w.write_record(CSV_HEADER)?;
@@ -77,14 +95,19 @@ pub fn write_csv(out: impl Write, rows: &[Row]) -> io::Result<()> {
         w.write_record([
             r.collective.to_string(),
             r.algorithm.to_string(),
+            r.tuned.to_string(),
+            r.chunk_bytes.to_string(),
+            r.ranks.to_string(),
             r.size_bytes.to_string(),
             r.count.to_string(),
             r.dtype.to_string(),
             r.redop.to_string(),
+            root_text(r),
             format!("{:.6}", r.time_ps as f64 / 1e6),
             format!("{:.6}", r.algbw_gb_per_s),
             format!("{:.6}", r.busbw_gb_per_s),
             wrong_text(r),
+            r.time_ps.to_string(),
         ])?;
     }
     w.flush()
@@ -98,10 +121,14 @@ mod tests {
         Row {
             collective: "allreduce",
             algorithm: "ring",
+            tuned: true,
+            chunk_bytes: 524288,
+            ranks: 8,
             size_bytes: 1024,
             count: 256,
             dtype: "float",
             redop: "sum",
+            root: None,
             time_ps: 12_345_678,
             algbw_gb_per_s: 0.0829,
             busbw_gb_per_s: 0.146,
@@ -113,15 +140,15 @@ mod tests {
     fn table_and_csv_have_fixed_formats() {
         assert_eq!(
             table_row(&row()),
-            "        1024           256     float    sum      12.35      0.08      0.15       0\n"
+            "        1024           256     float    sum    -1      12.35      0.08      0.15       0  ring*\n"
         );
         let mut out = Vec::new();
         write_csv(&mut out, &[row()]).unwrap();
         let text = String::from_utf8(out).unwrap();
         assert_eq!(
             text,
-            "collective,algorithm,size_bytes,count,type,redop,time_us,algbw_gb_per_s,busbw_gb_per_s,wrong\n\
-             allreduce,ring,1024,256,float,sum,12.345678,0.082900,0.146000,0\n"
+            "collective,algorithm,tuned,chunk_bytes,ranks,size_bytes,count,type,redop,root,time_us,algbw_gb_per_s,busbw_gb_per_s,wrong,time_ps\n\
+             allreduce,ring,true,524288,8,1024,256,float,sum,-1,12.345678,0.082900,0.146000,0,12345678\n"
         );
         assert_eq!(table_header().lines().count(), 2);
     }

@@ -96,15 +96,19 @@ pub fn cost_ps(model: &CostModel, n: usize, count: usize, dtype: DType, params: 
     let elem = dtype.size_bytes();
     let plan = Plan::new(count, n, elem, params.chunk_bytes);
     let k = plan.chunks_per_segment as u64;
-    let m = 2 * (n as u64 - 1) * k;
+    let m = 2 * (n as u64 - 1).saturating_mul(k);
     let w = (params.slots.max(1) as u64).min(k);
     let chunk_bytes = (plan.chunk_elems * elem) as u64;
     let t = model.wire_ps(chunk_bytes);
     let alpha = model.latency_ps;
     let exposed = alpha.saturating_sub((w - 1).saturating_mul(t));
     let seg_bytes = (block_range(count, n, 0).len() * elem) as u64;
-    let gamma = (n as u64 - 1) * model.reduce_ps(seg_bytes);
-    m * t + alpha + (m - 1) / w * exposed + gamma
+    let gamma = (n as u64 - 1).saturating_mul(model.reduce_ps(seg_bytes));
+    // Saturating: absurd link parameters must give a huge cost, not a panic.
+    m.saturating_mul(t)
+        .saturating_add(alpha)
+        .saturating_add(((m - 1) / w).saturating_mul(exposed))
+        .saturating_add(gamma)
 }
 
 /// Every rank's buffer after the call: the ring's reduction order.

@@ -46,7 +46,7 @@ mod validate;
 use std::fmt;
 use std::path::{Path, PathBuf};
 
-use algorithms::{DType, Rank, ReduceOp};
+use algorithms::{Algorithm, Collective, DType, Rank, ReduceOp};
 use topologies::FullMesh;
 
 pub use size::ByteSize;
@@ -85,52 +85,19 @@ pub struct Scenario {
     pub injects: Vec<Inject>,
 }
 
-/// The collective operations a scenario can name.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum CollectiveKind {
-    /// Every rank ends with the reduction of all ranks' buffers.
-    Allreduce,
-}
-
-impl CollectiveKind {
-    /// The name used in scenarios and reports.
-    pub fn name(self) -> &'static str {
-        match self {
-            CollectiveKind::Allreduce => "allreduce",
-        }
-    }
-
-    /// nccl-tests' bus-bandwidth factor: busbw = algbw * factor.
-    pub fn busbw_factor(self, world_size: usize) -> f64 {
-        match self {
-            CollectiveKind::Allreduce => 2.0 * (world_size as f64 - 1.0) / world_size as f64,
-        }
-    }
-}
-
-/// The algorithms a scenario can name.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Algorithm {
-    /// Chunked, pipelined ring.
-    Ring,
-}
-
-impl Algorithm {
-    /// The name used in scenarios and reports.
-    pub fn name(self) -> &'static str {
-        match self {
-            Algorithm::Ring => "ring",
-        }
-    }
-}
-
 /// One `[[collective]]` entry: a collective run over a range of sizes.
 #[derive(Clone, Debug, PartialEq)]
 pub struct CollectiveSpec {
     /// Which collective.
-    pub kind: CollectiveKind,
-    /// Which algorithm implements it.
-    pub algorithm: Algorithm,
+    pub kind: Collective,
+    /// Which algorithm implements it; `None` lets the tuner choose per size.
+    pub algorithm: Option<Algorithm>,
+    /// Number of ranks (the scenario's `world_size` unless overridden).
+    pub world_size: usize,
+    /// Root of rooted collectives.
+    pub root: Rank,
+    /// Ranks per node, for hierarchical algorithms.
+    pub ranks_per_node: usize,
     /// Smallest message size in bytes.
     pub min_bytes: u64,
     /// Largest message size in bytes.
@@ -157,10 +124,17 @@ pub struct CollectiveSpec {
 
 impl CollectiveSpec {
     /// The sizes in bytes to run, nccl-tests style: `min, min*f, ...` up to
-    /// `max`, each rounded down to whole elements. A zero minimum yields
-    /// one empty run, then continues from one element.
+    /// `max`, each rounded down to whole elements (for alltoall, to whole
+    /// elements per rank). A zero minimum yields one empty run, then
+    /// continues from one element. A barrier moves no data: one size, 0.
     pub fn sizes(&self) -> Vec<u64> {
-        let elem = self.dtype.size_bytes() as u64;
+        if self.kind == Collective::Barrier {
+            return vec![0];
+        }
+        let mut elem = self.dtype.size_bytes() as u64;
+        if self.kind == Collective::Alltoall {
+            elem *= self.world_size as u64;
+        }
         let mut sizes = Vec::new();
         let mut size = self.min_bytes;
         if size == 0 {

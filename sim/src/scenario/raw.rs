@@ -47,6 +47,12 @@ pub struct RawCollective {
     pub kind: Spanned<String>,
     #[serde(default)]
     pub algorithm: Option<Spanned<String>>,
+    #[serde(default)]
+    pub world_size: Option<Spanned<i64>>,
+    #[serde(default)]
+    pub root: Option<Spanned<i64>>,
+    #[serde(default)]
+    pub ranks_per_node: Option<Spanned<i64>>,
     pub min_bytes: Spanned<ByteSize>,
     pub max_bytes: Spanned<ByteSize>,
     #[serde(default)]

@@ -5,14 +5,14 @@ use std::ops::Range;
 use std::path::Path;
 
 use algorithms::allreduce::ring::messages as ring_allreduce_messages;
-use algorithms::{DType, ReduceOp};
+use algorithms::{Algorithm, Collective, DType, ReduceOp};
 use toml::Spanned;
 use topologies::{FullMesh, LinkSpec};
 
 use super::raw::{RawCollective, RawInject, RawScenario};
 use super::{
-    Algorithm, CollectiveKind, CollectiveSpec, Inject, MESSAGES_PER_POINT_MAX, REAL_DATA_BYTES_MAX,
-    Scenario, ScenarioError, WORLD_SIZE_MAX,
+    CollectiveSpec, Inject, MESSAGES_PER_POINT_MAX, REAL_DATA_BYTES_MAX, Scenario, ScenarioError,
+    WORLD_SIZE_MAX,
 };
 
 /// The file being validated, for turning byte spans into line:column.
@@ -155,27 +155,32 @@ fn collective(
     world_size: usize,
 ) -> Result<CollectiveSpec, ScenarioError> {
     let c = spanned.get_ref();
-    let kind = match c.kind.get_ref().as_str() {
-        "allreduce" => CollectiveKind::Allreduce,
-        other => {
-            return Err(src.at(
-                &c.kind,
-                format!("unknown collective `{other}`; expected \"allreduce\""),
-            ));
+    let kind: Collective = src.parsed(&c.kind)?;
+    let algorithm = match &c.algorithm {
+        None => None,
+        Some(a) if a.get_ref() == "auto" => None,
+        Some(a) => {
+            let algorithm: Algorithm = a
+                .get_ref()
+                .parse()
+                .map_err(|_| src.at(a, unknown_algorithm(kind, a.get_ref())))?;
+            if !kind.algorithms().contains(&algorithm) {
+                return Err(src.at(a, unknown_algorithm(kind, a.get_ref())));
+            }
+            Some(algorithm)
         }
     };
-    let algorithm = match c.algorithm.as_ref().map(|a| a.get_ref().as_str()) {
-        None | Some("ring") => Algorithm::Ring,
-        Some(other) => {
-            let at = c.algorithm.as_ref().expect("matched Some");
-            return Err(src.at(
-                at,
-                format!(
-                    "unknown algorithm `{other}` for {}; valid: ring",
-                    kind.name()
-                ),
-            ));
-        }
+    let world_size = match &c.world_size {
+        Some(w) => src.count(w, "world_size", 1, WORLD_SIZE_MAX as i64)? as usize,
+        None => world_size,
+    };
+    let root = match &c.root {
+        Some(r) => src.count(r, "root", 0, world_size as i64 - 1)? as usize,
+        None => 0,
+    };
+    let ranks_per_node = match &c.ranks_per_node {
+        Some(r) => src.count(r, "ranks_per_node", 1, WORLD_SIZE_MAX as i64)? as usize,
+        None => 8,
     };
     let dtype: DType = match &c.dtype {
         Some(d) => src.parsed(d)?,
@@ -262,6 +267,9 @@ fn collective(
     Ok(CollectiveSpec {
         kind,
         algorithm,
+        world_size,
+        root,
+        ranks_per_node,
         min_bytes,
         max_bytes,
         step_factor,
@@ -305,4 +313,14 @@ fn inject(
             ),
         )),
     }
+}
+
+/// The message for an algorithm name that does not exist for `kind`,
+/// listing the valid ones.
+fn unknown_algorithm(kind: Collective, name: &str) -> String {
+    let valid: Vec<&str> = kind.algorithms().iter().map(|a| a.name()).collect();
+    format!(
+        "unknown algorithm `{name}` for {kind}; valid: {} (or \"auto\" to let the tuner choose)",
+        valid.join(", ")
+    )
 }

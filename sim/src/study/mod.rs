@@ -1,13 +1,15 @@
 //! Runs a scenario's collectives over their size ranges, like nccl-tests
 //! does on real hardware, and checks the results.
 //!
-//! For each collective and each size a fresh simulated world is built. Every
-//! rank runs `warmup + iters` back-to-back calls of the collective (each on
-//! a fresh copy of its input, with its own tag), and records the virtual
-//! time at which each call returned. The reported time per call is
-//! `(max over ranks of the last end - max over ranks of the end of the
-//! warm-up) / iters`. The last call's buffers are checked against a
-//! sequential reference; `#wrong` counts differing elements over all ranks.
+//! For each collective and each size a fresh simulated world is built. The
+//! algorithm is the scenario's, or the tuner's choice for that size (with
+//! its chunk size), restricted by `NCCL_ALGO` if set. Every rank runs
+//! `warmup + iters` back-to-back calls (each on a fresh copy of its input,
+//! with its own tag) and records the virtual time at which each returned.
+//! The reported time per call is `(max over ranks of the last end - max
+//! over ranks of the end of the warm-up) / iters`. The last call's buffers
+//! are checked against the algorithm's sequential reference; `#wrong` counts
+//! differing elements over all ranks.
 
 mod inputs;
 mod program;
@@ -15,14 +17,16 @@ mod program;
 use std::ops::ControlFlow;
 use std::rc::Rc;
 
-use algorithms::reference::rank_order_reference;
-use algorithms::{CollectiveError, Payload, ReduceOp, Time};
+use algorithms::collective::{self, defined_output};
+use algorithms::tuner;
+use algorithms::{Algorithm, CollectiveError, CostModel, Params, Payload, Time};
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 
 use crate::deadlock::DeadlockReport;
 use crate::executor::run;
 use crate::scenario::{CollectiveSpec, Inject, Scenario};
+use crate::tuning::AlgoFilter;
 use crate::world::{EngineStats, WorldConfig};
 
 pub use program::INJECTED_TAG;
@@ -34,14 +38,22 @@ pub struct Row {
     pub collective: &'static str,
     /// Algorithm name.
     pub algorithm: &'static str,
-    /// Message size in bytes.
+    /// Whether the tuner chose the algorithm (and chunk size).
+    pub tuned: bool,
+    /// Pipeline chunk size used.
+    pub chunk_bytes: u64,
+    /// Number of ranks.
+    pub ranks: usize,
+    /// Message size in bytes (the collective's full buffer).
     pub size_bytes: u64,
-    /// Elements per rank.
+    /// Elements of the full buffer.
     pub count: usize,
     /// Element type name.
     pub dtype: &'static str,
-    /// Reduction name.
+    /// Reduction name (`none` for collectives that do not reduce).
     pub redop: &'static str,
+    /// Root of a rooted collective.
+    pub root: Option<usize>,
     /// Virtual time per call.
     pub time_ps: u64,
     /// Algorithm bandwidth, GB/s.
@@ -80,15 +92,28 @@ pub struct Point {
     pub size_bytes: u64,
 }
 
-/// Runs every collective of `scenario` at every size, calling `on_row` as
-/// each row is ready; `on_row` may stop the study early by returning
-/// `ControlFlow::Break`. Stops at the first failure.
+/// What a study reports as it goes.
+#[derive(Clone, Copy, Debug)]
+pub enum Progress<'a> {
+    /// The scenario's collective entry with this index starts.
+    Section(usize),
+    /// A row is ready.
+    Row(&'a Row),
+}
+
+/// Runs every collective of `scenario` at every size, telling `on_progress`
+/// as each entry starts and each row is ready; it may stop the study early
+/// by returning `ControlFlow::Break`. Stops at the first failure.
 pub fn run_scenario(
     scenario: &Scenario,
-    mut on_row: impl FnMut(&Row) -> ControlFlow<()>,
+    filter: &AlgoFilter,
+    mut on_progress: impl FnMut(Progress) -> ControlFlow<()>,
 ) -> Result<Vec<Row>, Box<(Point, Failure)>> {
     let mut rows = Vec::new();
     for (ci, spec) in scenario.collectives.iter().enumerate() {
+        if on_progress(Progress::Section(ci)).is_break() {
+            return Ok(rows);
+        }
         for (si, size) in spec.sizes().into_iter().enumerate() {
             let mut rng = ChaCha8Rng::seed_from_u64(scenario.seed);
             rng.set_stream(((ci as u64) << 32) | si as u64);
@@ -96,10 +121,10 @@ pub fn run_scenario(
                 collective: spec.kind.name(),
                 size_bytes: size,
             };
-            let row = run_point(scenario, spec, size, &mut rng)
+            let row = run_point(scenario, spec, filter, size, &mut rng)
                 .map_err(|f| Box::new((point, f)))?
                 .0;
-            let flow = on_row(&row);
+            let flow = on_progress(Progress::Row(&row));
             rows.push(row);
             if flow.is_break() {
                 return Ok(rows);
@@ -109,14 +134,72 @@ pub fn run_scenario(
     Ok(rows)
 }
 
+/// The cost model of a scenario's links, for the tuner.
+pub fn cost_model(scenario: &Scenario) -> CostModel {
+    CostModel {
+        latency_ps: scenario.topology.link.latency_ps,
+        bandwidth_bytes_per_s: scenario.topology.link.bandwidth_bytes_per_s,
+        reduce_bytes_per_s: scenario.reduce_bytes_per_s,
+    }
+}
+
+/// The algorithm and parameters for one size: the scenario's choice, or
+/// the tuner's among the algorithms `filter` allows.
+pub fn select(
+    scenario: &Scenario,
+    spec: &CollectiveSpec,
+    filter: &AlgoFilter,
+    count: usize,
+) -> (Algorithm, Params, bool) {
+    let params = Params {
+        chunk_bytes: spec.chunk_bytes,
+        slots: spec.slots,
+        root: spec.root,
+        ranks_per_node: spec.ranks_per_node,
+        ..Params::default()
+    };
+    if let Some(algorithm) = spec.algorithm {
+        return (algorithm, params, false);
+    }
+    let allowed = filter.allowed(spec.kind);
+    let model = cost_model(scenario);
+    let choice = tuner::choose(
+        spec.kind,
+        &allowed,
+        &model,
+        spec.world_size,
+        count,
+        spec.dtype,
+        &params,
+    )
+    .or_else(|| {
+        tuner::choose(
+            spec.kind,
+            &[],
+            &model,
+            spec.world_size,
+            count,
+            spec.dtype,
+            &params,
+        )
+    })
+    .expect("every collective has at least one algorithm");
+    let params = Params {
+        chunk_bytes: choice.chunk_bytes,
+        ..params
+    };
+    (choice.algorithm, params, true)
+}
+
 /// Runs one collective at one size; returns the row and the engine counters.
 pub fn run_point(
     scenario: &Scenario,
     spec: &CollectiveSpec,
+    filter: &AlgoFilter,
     size_bytes: u64,
     rng: &mut ChaCha8Rng,
 ) -> Result<(Row, EngineStats), Failure> {
-    let n = scenario.topology.world_size;
+    let n = spec.world_size;
     let count =
         usize::try_from(size_bytes / spec.dtype.size_bytes() as u64).expect("sizes fit in memory");
     let injects = &scenario.injects;
@@ -134,48 +217,26 @@ pub fn run_point(
             .map(|r| inputs::draw(rng, spec.dtype, spec.op, count_of(r)))
             .collect()
     });
+    let (algorithm, params, tuned) = select(scenario, spec, filter, count);
     let config = WorldConfig {
         world_size: n,
         link: scenario.topology.link,
         reduce_bytes_per_s: scenario.reduce_bytes_per_s,
     };
+    let call = program::Call {
+        spec,
+        algorithm,
+        params,
+    };
     let exec = run(config, |fabric| {
-        program::rank_program(fabric, spec, injects, Rc::clone(&inputs))
+        program::rank_program(fabric, call, injects, Rc::clone(&inputs))
     });
-    let mut finished = Vec::with_capacity(n);
-    let mut first_error = None;
-    for (rank, out) in exec.outputs.into_iter().enumerate() {
-        match out {
-            Some(Ok(Some(done))) => finished.push(done),
-            Some(Ok(None)) | None => {} // skipped the collectives, or blocked
-            Some(Err(error)) => {
-                first_error.get_or_insert(Failure::RankError {
-                    rank,
-                    error,
-                    stalled: None,
-                });
-            }
-        }
-    }
-    // A rank's error is the root cause of whatever its peers then wait for.
-    if let Some(Failure::RankError { rank, error, .. }) = first_error {
-        return Err(Failure::RankError {
-            rank,
-            error,
-            stalled: exec.deadlock,
-        });
-    }
-    if exec.out_of_time {
-        return Err(Failure::OutOfTime);
-    }
-    if let Some(report) = exec.deadlock {
-        return Err(Failure::Deadlock(report));
-    }
+    let finished = outcome(exec.outputs, exec.deadlock, exec.out_of_time)?;
     let calls = (spec.warmup + spec.iters) as usize;
     let latest = |call: usize| {
         finished
             .iter()
-            .map(|(ends, _)| ends[call])
+            .map(|(_, (ends, _))| ends[call])
             .max()
             .unwrap_or(Time::ZERO)
     };
@@ -184,9 +245,9 @@ pub fn run_point(
     } else {
         latest(spec.warmup as usize - 1)
     };
-    let end = latest(calls - 1);
-    let time_ps = (end.as_ps() - start.as_ps()) / u64::from(spec.iters);
-    let wrong = (spec.check && !spec.phantom).then(|| count_wrong(&inputs, &finished, spec.op));
+    let time_ps = (latest(calls - 1).as_ps() - start.as_ps()) / u64::from(spec.iters);
+    let wrong = (spec.check && !spec.phantom)
+        .then(|| count_wrong(spec, algorithm, &params, &inputs, &finished));
     let size = count as u64 * spec.dtype.size_bytes() as u64;
     let algbw = if time_ps == 0 {
         0.0
@@ -195,11 +256,19 @@ pub fn run_point(
     };
     let row = Row {
         collective: spec.kind.name(),
-        algorithm: spec.algorithm.name(),
+        algorithm: algorithm.name(),
+        tuned,
+        chunk_bytes: params.chunk_bytes,
+        ranks: n,
         size_bytes: size,
         count,
         dtype: spec.dtype.name(),
-        redop: spec.op.name(),
+        redop: if spec.kind.reduces() {
+            spec.op.name()
+        } else {
+            "none"
+        },
+        root: spec.kind.has_root().then_some(spec.root),
         time_ps,
         algbw_gb_per_s: algbw,
         busbw_gb_per_s: algbw * spec.kind.busbw_factor(n),
@@ -208,20 +277,68 @@ pub fn run_point(
     Ok((row, exec.stats))
 }
 
-/// Elements, over all ranks that finished, that differ bit for bit from the
-/// rank-order reference. Ranks that skipped the collectives hold no result:
-/// all their elements count as wrong; so do all elements when ranks worked
-/// on different counts, since no correct result exists then.
-fn count_wrong(inputs: &[Payload], finished: &[(Vec<Time>, Payload)], op: ReduceOp) -> u64 {
+/// What the ranks that finished returned: `(rank, (call end times, buffer))`.
+type Finished = Vec<(usize, (Vec<Time>, Payload))>;
+
+/// Sorts a run's outputs into the ranks' results or the failure that
+/// explains them. A rank's error is the root cause of whatever its peers
+/// then wait for, so it is reported before a deadlock.
+fn outcome(
+    outputs: Vec<Option<program::RankOutput>>,
+    deadlock: Option<DeadlockReport>,
+    out_of_time: bool,
+) -> Result<Finished, Failure> {
+    let mut finished = Vec::with_capacity(outputs.len());
+    for (rank, out) in outputs.into_iter().enumerate() {
+        match out {
+            Some(Ok(Some(done))) => finished.push((rank, done)),
+            Some(Ok(None)) | None => {} // skipped the collectives, or blocked
+            Some(Err(error)) => {
+                return Err(Failure::RankError {
+                    rank,
+                    error,
+                    stalled: deadlock,
+                });
+            }
+        }
+    }
+    if out_of_time {
+        return Err(Failure::OutOfTime);
+    }
+    if let Some(report) = deadlock {
+        return Err(Failure::Deadlock(report));
+    }
+    Ok(finished)
+}
+
+/// Elements in the defined outputs of the ranks that finished that differ
+/// bit for bit from the reference. A rank that skipped the collectives
+/// holds no result: its whole defined output counts as wrong; so does
+/// everything when ranks worked on different counts, since no correct
+/// result exists then.
+fn count_wrong(
+    spec: &CollectiveSpec,
+    algorithm: Algorithm,
+    params: &Params,
+    inputs: &[Payload],
+    finished: &Finished,
+) -> u64 {
     let n = inputs.len();
     let count = inputs[0].len();
+    let defined = |r| defined_output(spec.kind, r, n, count, params.root);
     if inputs.iter().any(|p| p.len() != count) {
         return inputs.iter().map(|p| p.len() as u64).sum();
     }
-    let expected = rank_order_reference(inputs, op);
-    let wrong: usize = finished
-        .iter()
-        .map(|(_, buf)| buf.count_wrong(&expected))
-        .sum();
-    (wrong + (n - finished.len()) * count) as u64
+    let expected = collective::reference(spec.kind, algorithm, inputs, spec.op, params)
+        .expect("the algorithm was validated against the catalogue");
+    let mut wrong = (0..n).map(|r| defined(r).len()).sum::<usize>();
+    for (r, (_, buf)) in finished {
+        let range = defined(*r);
+        let right = range.len()
+            - buf
+                .extract(range.clone())
+                .count_wrong(&expected[*r].extract(range));
+        wrong -= right;
+    }
+    wrong as u64
 }

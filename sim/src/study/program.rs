@@ -5,8 +5,8 @@
 use std::rc::Rc;
 
 use algorithms::{
-    Algorithm, Collective, CollectiveError, DType, Fabric, Params, Payload, ReduceOp, Shape, Tag,
-    Time, collective,
+    Algorithm, CollectiveError, DType, Fabric, Params, Payload, ReduceOp, Shape, Tag, Time,
+    collective,
 };
 
 use crate::fabric::SimFabric;
@@ -20,13 +20,26 @@ pub const INJECTED_TAG: Tag = Tag(u64::MAX);
 /// buffer, or `None` if the rank skipped the collectives.
 pub type RankOutput = Result<Option<(Vec<Time>, Payload)>, CollectiveError>;
 
+/// What every rank calls: the scenario's collective with the algorithm and
+/// parameters chosen for this size.
+#[derive(Clone, Copy, Debug)]
+pub struct Call<'a> {
+    /// The scenario's entry.
+    pub spec: &'a CollectiveSpec,
+    /// The algorithm.
+    pub algorithm: Algorithm,
+    /// Its parameters (the tag is set per call).
+    pub params: Params,
+}
+
 /// Runs one rank's share of a study point.
 pub async fn rank_program(
     fabric: SimFabric,
-    spec: &CollectiveSpec,
+    call: Call<'_>,
     injects: &[Inject],
     inputs: Rc<Vec<Payload>>,
 ) -> RankOutput {
+    let spec = call.spec;
     let me = fabric.rank();
     for inject in injects {
         match *inject {
@@ -44,19 +57,24 @@ pub async fn rank_program(
     // One buffer, refilled from the input before every call: the copy costs
     // wall time only, not virtual time.
     let mut buf = inputs[me].clone();
-    for call in 0..calls {
-        if call > 0 {
+    for index in 0..calls {
+        if index > 0 {
             let whole = 0..buf.len();
             buf.copy_from(whole, &inputs[me])?;
         }
         let params = Params {
-            chunk_bytes: spec.chunk_bytes,
-            slots: spec.slots,
-            tag: Tag(u64::from(call)),
-            ..Params::default()
+            tag: Tag(u64::from(index)),
+            ..call.params
         };
-        let (c, a) = (Collective::Allreduce, Algorithm::Ring);
-        collective::run(&fabric, c, a, &mut buf, spec.op, &params).await?;
+        collective::run(
+            &fabric,
+            spec.kind,
+            call.algorithm,
+            &mut buf,
+            spec.op,
+            &params,
+        )
+        .await?;
         ends.push(fabric.now());
     }
     if injects.contains(&Inject::CorruptResult { rank: me }) && !buf.is_empty() && !buf.is_phantom()

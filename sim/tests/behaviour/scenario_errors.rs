@@ -95,10 +95,28 @@ fn each_mistake_is_located() {
             "op `avg` is only defined for float and double",
         ),
         (
-            &VALID.replace("min_bytes = 8", "min_bytes = 8\nalgorithm = \"tree\""),
+            &VALID.replace("min_bytes = 8", "min_bytes = 8\nalgorithm = \"bruck\""),
             8,
             13,
-            "unknown algorithm `tree` for allreduce; valid: ring",
+            "unknown algorithm `bruck` for allreduce; valid: ring, recursive_doubling, rabenseifner, tree, hierarchical",
+        ),
+        (
+            &VALID.replace("min_bytes = 8", "min_bytes = 8\nalgorithm = \"fastest\""),
+            8,
+            13,
+            "unknown algorithm `fastest` for allreduce; valid:",
+        ),
+        (
+            &VALID.replace("kind = \"allreduce\"", "kind = \"allreduce_v\""),
+            6,
+            8,
+            "unknown collective `allreduce_v`; valid: allreduce, reduce_scatter",
+        ),
+        (
+            &VALID.replace("min_bytes = 8", "min_bytes = 8\nroot = 4"),
+            8,
+            8,
+            "root must be between 0 and 3, got 4",
         ),
         (
             &VALID.replace("min_bytes = 8", "min_bytes = 8\ndtype = \"half\""),
