@@ -250,6 +250,28 @@ pub fn movement_reference(collective: Collective, inputs: &[Payload], root: Rank
         .collect()
 }
 
+/// Whether every algorithm's cost for this call certainly fits in a `u64`
+/// of picoseconds, so that the formulas can use plain integer arithmetic.
+///
+/// No algorithm of the catalogue sends more than `2·N²·(K+2)` messages per
+/// call (`K` chunks of the whole buffer; the ring's `2N(N-1)K` is the most),
+/// nor a message larger than the whole buffer, nor reduces more than that
+/// per message; so `2·N²·(K+2)·(α + n/B + n/R)` bounds every cost and every
+/// partial sum in it. Only absurd links or sizes fail this check.
+pub fn cost_fits(model: &CostModel, n: usize, count: usize, dtype: DType, params: &Params) -> bool {
+    let bytes = (count as u128) * dtype.size_bytes() as u128;
+    let chunks = bytes.div_ceil(u128::from(params.chunk_bytes.max(1))) + 2;
+    let per_message = u128::from(model.message_ps(u64::try_from(bytes).unwrap_or(u64::MAX)))
+        + u128::from(model.reduce_ps(u64::try_from(bytes).unwrap_or(u64::MAX)));
+    let n = n as u128;
+    let bound = 2u128
+        .saturating_mul(n)
+        .saturating_mul(n)
+        .saturating_mul(chunks)
+        .saturating_mul(per_message);
+    bound < u128::from(u64::MAX / 2)
+}
+
 /// One entry of the catalogue.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Entry {
@@ -295,7 +317,8 @@ macro_rules! catalogue {
         }
 
         /// The modelled time of one call, in picoseconds, under ideal links
-        /// (`None` for a pair not in the catalogue).
+        /// (`None` for a pair not in the catalogue, or when the time could
+        /// exceed what a `u64` of picoseconds holds: see [`cost_fits`]).
         pub fn cost_ps(
             collective: Collective,
             algorithm: Algorithm,
@@ -305,6 +328,9 @@ macro_rules! catalogue {
             dtype: DType,
             params: &Params,
         ) -> Option<u64> {
+            if !cost_fits(model, n, count, dtype, params) {
+                return None;
+            }
             match (collective, algorithm) {
                 $((Collective::$coll, Algorithm::$alg) => { use $module as m; Some(m::cost_ps(model, n, count, dtype, params)) })*
                 _ => None,

@@ -1,37 +1,203 @@
-//! Allgather, recursive doubling algorithm. (Placeholder: being written.)
+//! Allgather by recursive doubling, for any number of ranks.
+//!
+//! # Schedule
+//! Let `p` be the largest power of two `≤ N` and `e = N - p` the extra
+//! ranks. The standard non-power-of-two handling folds them in first and
+//! out last:
+//!
+//! 1. **Fold in.** For `i < e`, rank `2i` sends its block to rank `2i + 1`
+//!    and sits out. The `p` remaining ranks get new numbers: rank `2i + 1`
+//!    is `i` (`i < e`), rank `r ≥ 2e` is `r - e`. New rank `i` holds the
+//!    blocks of the ranks it stands for (`2i, 2i+1` for `i < e`, else
+//!    `i + e`), so the blocks of new ranks `lo..hi` are one contiguous
+//!    range of the buffer.
+//! 2. **Doubling.** For `m = 1, 2, 4, ..., p/2`, new rank `i` exchanges
+//!    with `i XOR m` the blocks of its aligned group of `m` new ranks for
+//!    those of the partner's group (send joined with receive). Message
+//!    sizes double every step.
+//! 3. **Fold out.** New rank `i < e` sends rank `2i` everything except
+//!    block `2i` (two ranges, one message).
+//!
+//! Chunking (`chunk_bytes`) is not used. Nothing is reduced.
+//!
+//! # Cost (ideal links)
+//! With `N` dividing the buffer of `n` bytes, a power-of-two `N` costs
+//!
+//! ```text
+//! T = log2(N)·α + (N-1)/N · n/B
+//! ```
+//!
+//! Otherwise the fold-in adds `α + n/(N·B)` on the folded ranks (their
+//! partners in the first exchanges wait for them) and the fold-out
+//! `α + (N-1)/N · n/B`. [`cost_ps`] evaluates the schedule exactly in the
+//! ideal-link model, which is the closed form above for a power of two.
 
-use crate::collective::Params;
+use std::ops::Range;
+
+use crate::collective::{Collective, Params, movement_reference};
 use crate::cost::CostModel;
 use crate::dtype::{DType, ReduceOp};
 use crate::error::CollectiveError;
-use crate::fabric::Fabric;
+use crate::fabric::{Fabric, Rank};
+use crate::layout::blocks_range;
 use crate::payload::Payload;
+use crate::reduce_scatter::recursive_halving::schedule::{self, Combine, Part, Step};
 
 /// The cost formula, for the catalogue listing.
-pub const FORMULA: &str = "(not yet written)";
+pub const FORMULA: &str = "N = 2^k: log2(N)·α + (N-1)/N·n/B; otherwise + α + n/(N·B) (fold in) + α + (N-1)/N·n/B (fold out)";
 
-/// Runs the algorithm in place on `buf`.
-pub async fn run<F: Fabric>(
-    _fabric: &F,
-    _buf: &mut Payload,
-    _op: ReduceOp,
-    _params: &Params,
-) -> Result<(), CollectiveError> {
-    Err(CollectiveError::NotImplemented)
+/// Modelled time of one call in picoseconds under ideal links: the
+/// schedule of the module docs evaluated exactly (zero for `N = 1` or an
+/// empty buffer).
+pub fn cost_ps(model: &CostModel, n: usize, count: usize, dtype: DType, _params: &Params) -> u64 {
+    if n <= 1 || count == 0 {
+        return 0;
+    }
+    let fold = Fold::new(n, count);
+    let plans: Vec<Vec<Step>> = (0..n).map(|r| fold.steps(r)).collect();
+    schedule::simulate(model, dtype.size_bytes(), &plans)
 }
 
-/// Modelled time of one call in picoseconds under ideal links.
-pub fn cost_ps(
-    _model: &CostModel,
-    _n: usize,
-    _count: usize,
-    _dtype: DType,
-    _params: &Params,
-) -> u64 {
-    u64::MAX
-}
-
-/// Every rank's buffer after the call.
+/// Every rank's buffer after the call: block `j` from rank `j`.
 pub fn reference(inputs: &[Payload], _op: ReduceOp, _params: &Params) -> Vec<Payload> {
-    inputs.to_vec()
+    movement_reference(Collective::Allgather, inputs, 0)
+}
+
+/// Recursive-doubling allgather, in place: on entry block `r` of rank
+/// `r`'s `buf` (see [`crate::layout::block_range`]) holds its
+/// contribution; on return every rank's `buf` holds block `j` of rank `j`
+/// for every `j`. Works for any world size and count; see the module docs.
+pub async fn run<F: Fabric>(
+    fabric: &F,
+    buf: &mut Payload,
+    op: ReduceOp,
+    params: &Params,
+) -> Result<(), CollectiveError> {
+    let n = fabric.world_size();
+    let count = buf.len();
+    if n == 1 || count == 0 {
+        return Ok(());
+    }
+    let steps = Fold::new(n, count).steps(fabric.rank());
+    schedule::execute(fabric, buf, op, params.tag, &steps).await
+}
+
+/// The non-power-of-two fold of the module docs.
+#[derive(Clone, Copy, Debug)]
+struct Fold {
+    n: usize,
+    count: usize,
+    /// The largest power of two not above `n`.
+    p: usize,
+    /// Ranks folded in: `n - p`.
+    extra: usize,
+}
+
+impl Fold {
+    fn new(n: usize, count: usize) -> Fold {
+        let p = 1 << n.ilog2();
+        Fold {
+            n,
+            count,
+            p,
+            extra: n - p,
+        }
+    }
+
+    /// The rank that new rank `i` is.
+    fn rank_of(&self, i: usize) -> Rank {
+        if i < self.extra {
+            2 * i + 1
+        } else {
+            i + self.extra
+        }
+    }
+
+    /// The new rank of `r`, or `None` for a rank that sits out.
+    fn new_rank(&self, r: Rank) -> Option<usize> {
+        if r >= 2 * self.extra {
+            Some(r - self.extra)
+        } else {
+            (r % 2 == 1).then_some(r / 2)
+        }
+    }
+
+    /// The first block held by new rank `i` (`N` for `i = p`).
+    fn first_block(&self, i: usize) -> usize {
+        if i < self.extra {
+            2 * i
+        } else {
+            i + self.extra
+        }
+    }
+
+    /// The buffer elements of the `m` new ranks from `lo`.
+    fn held(&self, lo: usize, m: usize) -> Range<usize> {
+        let first = self.first_block(lo);
+        blocks_range(self.count, self.n, first, self.first_block(lo + m) - first)
+    }
+
+    /// The elements of block `j`.
+    fn block(&self, j: usize) -> Range<usize> {
+        blocks_range(self.count, self.n, j, 1)
+    }
+
+    /// Everything but block `j`, as the two ranges around it.
+    fn all_but(&self, j: usize) -> Vec<Range<usize>> {
+        let own = self.block(j);
+        vec![0..own.start, own.end..self.count]
+    }
+
+    /// Rank `r`'s steps.
+    fn steps(&self, r: Rank) -> Vec<Step> {
+        let Some(i) = self.new_rank(r) else {
+            // A folded rank hands its block over and gets the rest back.
+            let rest = Part {
+                peer: r + 1,
+                ranges: self.all_but(r),
+            };
+            return vec![
+                Step::Move {
+                    send: Some(Part::one(r + 1, self.block(r))),
+                    recv: None,
+                },
+                Step::Move {
+                    send: None,
+                    recv: Some((rest, Combine::Copy)),
+                },
+            ];
+        };
+        let mut steps = Vec::new();
+        if i < self.extra {
+            let recv = Part::one(r - 1, self.block(r - 1));
+            steps.push(Step::Move {
+                send: None,
+                recv: Some((recv, Combine::Copy)),
+            });
+        }
+        let mut m = 1;
+        while m < self.p {
+            let partner = i ^ m;
+            let peer = self.rank_of(partner);
+            let mine = self.held(i & !(m - 1), m);
+            let theirs = self.held(partner & !(m - 1), m);
+            steps.push(Step::exchange(
+                Part::one(peer, mine),
+                Part::one(peer, theirs),
+                Combine::Copy,
+            ));
+            m *= 2;
+        }
+        if i < self.extra {
+            let rest = Part {
+                peer: r - 1,
+                ranges: self.all_but(r - 1),
+            };
+            steps.push(Step::Move {
+                send: Some(rest),
+                recv: None,
+            });
+        }
+        steps
+    }
 }

@@ -1,37 +1,82 @@
-//! Allgather, ring algorithm. (Placeholder: being written.)
+//! Allgather around the ring `r -> r+1 (mod N)`.
+//!
+//! # Schedule
+//! There are `N-1` steps. At step `s`, rank `r` sends block `(r - s) mod N`
+//! to `r+1` and receives block `(r - s - 1) mod N` from `r-1`, which it
+//! stores; the send is joined with the receive, and every received block
+//! is forwarded at the next step. Blocks follow
+//! [`crate::layout::block_range`]; an empty block (count below `N`) still
+//! travels as a zero-byte message, so every rank runs the same schedule.
+//! Chunking (`chunk_bytes`) is not used. Nothing is reduced.
+//!
+//! # Cost (ideal links)
+//! Every step moves one block of `n/N` bytes and all ranks move in
+//! lockstep, so
+//!
+//! ```text
+//! T = (N-1)·(α + n/(N·B))
+//! ```
+//!
+//! exactly (the wire term rounded up to a picosecond) when `N` divides the
+//! count; with uneven blocks [`cost_ps`] uses the largest block.
 
-use crate::collective::Params;
+use crate::collective::{Collective, Params, movement_reference};
 use crate::cost::CostModel;
 use crate::dtype::{DType, ReduceOp};
 use crate::error::CollectiveError;
-use crate::fabric::Fabric;
+use crate::fabric::{Fabric, Rank};
+use crate::layout::block_range;
 use crate::payload::Payload;
+use crate::reduce_scatter::recursive_halving::schedule::{self, Combine, Part, Step};
 
 /// The cost formula, for the catalogue listing.
-pub const FORMULA: &str = "(not yet written)";
+pub const FORMULA: &str = "(N-1)·(α + n/(N·B))";
 
-/// Runs the algorithm in place on `buf`.
-pub async fn run<F: Fabric>(
-    _fabric: &F,
-    _buf: &mut Payload,
-    _op: ReduceOp,
-    _params: &Params,
-) -> Result<(), CollectiveError> {
-    Err(CollectiveError::NotImplemented)
+/// Modelled time of one call in picoseconds under ideal links: the closed
+/// form of the module docs with the largest block (zero for `N = 1` or an
+/// empty buffer).
+pub fn cost_ps(model: &CostModel, n: usize, count: usize, dtype: DType, _params: &Params) -> u64 {
+    if n <= 1 || count == 0 {
+        return 0;
+    }
+    let bytes = (block_range(count, n, 0).len() * dtype.size_bytes()) as u64;
+    (n as u64 - 1) * model.message_ps(bytes)
 }
 
-/// Modelled time of one call in picoseconds under ideal links.
-pub fn cost_ps(
-    _model: &CostModel,
-    _n: usize,
-    _count: usize,
-    _dtype: DType,
-    _params: &Params,
-) -> u64 {
-    u64::MAX
-}
-
-/// Every rank's buffer after the call.
+/// Every rank's buffer after the call: block `j` from rank `j`.
 pub fn reference(inputs: &[Payload], _op: ReduceOp, _params: &Params) -> Vec<Payload> {
-    inputs.to_vec()
+    movement_reference(Collective::Allgather, inputs, 0)
+}
+
+/// Ring allgather, in place: on entry block `r` of rank `r`'s `buf` (see
+/// [`crate::layout::block_range`]) holds its contribution; on return every
+/// rank's `buf` holds block `j` of rank `j` for every `j`. Works for any
+/// world size and count; see the module docs.
+pub async fn run<F: Fabric>(
+    fabric: &F,
+    buf: &mut Payload,
+    op: ReduceOp,
+    params: &Params,
+) -> Result<(), CollectiveError> {
+    let n = fabric.world_size();
+    let count = buf.len();
+    if n == 1 || count == 0 {
+        return Ok(());
+    }
+    let steps = steps(n, count, fabric.rank());
+    schedule::execute(fabric, buf, op, params.tag, &steps).await
+}
+
+/// Rank `r`'s `N-1` ring steps.
+fn steps(n: usize, count: usize, r: Rank) -> Vec<Step> {
+    let next = (r + 1) % n;
+    let prev = (r + n - 1) % n;
+    let block = |j: usize| block_range(count, n, j % n);
+    (0..n - 1)
+        .map(|s| {
+            let send = Part::one(next, block(r + n - s));
+            let recv = Part::one(prev, block(r + 2 * n - s - 1));
+            Step::exchange(send, recv, Combine::Copy)
+        })
+        .collect()
 }

@@ -1,37 +1,734 @@
-//! Allreduce, tree algorithm. (Placeholder: being written.)
+//! Double-binary-tree allreduce, NCCL style: two complementary binary
+//! trees each reduce half of the buffer to their root and broadcast it back,
+//! chunked and pipelined.
+//!
+//! # The two trees
+//! Tree 0 is NCCL's `ncclGetBtree` on ranks `0..N` (`src/graph/trees.cc`):
+//! rank `i > 0` with lowest set bit `b` has parent `(i ^ b) | 2b` (or
+//! `i ^ b` if that is out of range) and children `i - b/2` and
+//! `i + b/2` (halving the offset until it is in range); rank 0 is the root
+//! and its only child is the largest power of two below `N`. It is an
+//! in-order tree: the left subtree of `i` holds smaller ranks, the right one
+//! larger. Its interior ranks are exactly the even ranks.
+//!
+//! Tree 1 follows NCCL's `ncclGetDtree`:
+//! - `N` even: the mirror image, the same tree on index `N - 1 - rank`;
+//!   its interior ranks are the odd ranks.
+//! - `N` odd: NCCL shifts the tree by one rank, which leaves rank 0
+//!   interior in both trees. Instead, the tree here is the same tree on
+//!   index `rank - 1` over the `N - 1` ranks `1..N` (interior: the odd
+//!   ranks), and rank 0 hangs off its root, rank 1, as a left child (the
+//!   root has only a right child otherwise), i.e. at index `-1`.
+//!
+//! Either way every rank is a leaf in one tree and interior in the other
+//! (for `N >= 2`), so each rank reduces for one tree only. Tree `t` carries
+//! half `t` of the buffer (`block_range(count, 2, t)`); its chunks travel
+//! with tag `params.tag.phase(t)` and its credits (below) with
+//! `params.tag.phase(2 + t)`. Within a tree a directed pair of ranks carries
+//! only up or only down chunks.
+//!
+//! # Pipeline
+//! Each half is cut into `K` chunks of at most `chunk_bytes` (as many as the
+//! larger half needs; chunks of the smaller half may be empty and are still
+//! sent). Per tree and chunk `c` a rank has up to two groups of operations:
+//! - **up(c)**: a non-root first waits for the parent's credit for chunk
+//!   `c - W` (if `c >= W`); an interior node receives chunk `c` from its
+//!   left child and reduces it, then from its right child and reduces it;
+//!   then it sends the partial chunk to its parent or, at the root, divides
+//!   it for [`ReduceOp::Avg`] and sends the final chunk to its children;
+//!   last it sends each child a zero-byte credit for chunk `c` (if
+//!   `c + W < K`): that child's slot is free again.
+//! - **down(c)** (non-roots): receive the final chunk from the parent and
+//!   forward it to the children.
+//!
+//! `W = min(slots, K)` is the number of slots per connection, NCCL's
+//! `NCCL_STEPS`: a child has at most `W` chunks in flight to its parent,
+//! and the flow control is hop by hop, like NCCL's, so the window needs to
+//! cover one hop's round trip, not the whole tree's.
+//!
+//! Each rank runs one sequential program: all its groups ordered by a
+//! planned time, in units of `1/W` hop, `2c + W·(H_t - depth)` for up(c)
+//! and `2c + W·(H_t + depth)` for down(c) (`H_t` the tree's height; ties in
+//! order of chunk, then tree), i.e. chunks enter every `2/W` hops, the rate
+//! the credits allow when latency dominates. Sends are posted joined with
+//! the receive that follows them. Every message goes from a group to one
+//! planned `W` units (one hop) later, credits included, and every rank
+//! runs its groups in planned order, so by induction on the planned time
+//! no rank waits forever: the program cannot deadlock, whatever the
+//! parameters. A single program per rank also fixes the order of the
+//! messages on every link, which is what makes the cost exact.
+//!
+//! # Reduction order (floating point)
+//! Node `v` of a tree computes `S(v) = (S(left) ⊕ x_v) ⊕ S(right)`,
+//! leaving out missing children, so the root's result is the tree's
+//! in-order fold: over ranks `0, 1, ..., N-1` for tree 0, bracketed by the
+//! tree; for tree 1 over ranks `N-1, ..., 0` (`N` even) or `0, ..., N-1`
+//! (`N` odd). For [`ReduceOp::Avg`] the root divides by `N` once and
+//! broadcasts the quotient, so every rank holds the same bits.
+//!
+//! # Cost (ideal links)
+//! Every operation of a rank's program ends at a time given by a max-plus
+//! recurrence: a send of `b` bytes on link `u -> v` posted at `τ` occupies
+//! the link from `max(τ, F_uv)` to `F_uv' = max(τ, F_uv) + t(b)`
+//! (`t(b) = b/B`) and arrives at `F_uv' + α`; a receive posted at `τ` ends
+//! at `max(τ, arrival)`, plus `γ·b` if it reduces; every operation starts
+//! when the previous one of its rank ended. The completion time is the
+//! longest path through this system, which [`cost_ps`] evaluates exactly,
+//! operation by operation (linear in `N·K`), for every `N`, count and chunk
+//! size.
+//!
+//! In closed form, for `K = 1` and `γ = 0` the critical path is the chunk
+//! going up and down the deeper tree:
+//!
+//! ```text
+//! T = 2·H·(α + t),   H = max(H_0, H_1) ≈ log2 N,   t = ⌈n/2⌉/B
+//! ```
+//!
+//! (a unit test checks it for `N <= 64`). With `γ > 0` each interior node
+//! on the critical path adds one `γ·n/2` per child. With `K` chunks of `c`
+//! bytes the same path takes `2H·(α + t(c))` and the pipeline then streams
+//! a chunk every `max(t(c), (2α + t(c))/W)` roughly (a hop and its credit
+//! per `W` chunks, or the link), so `T ≈ 2H·(α + t(c)) + (K-1)·max(t(c),
+//! (2α + t(c))/W)`; the exact value is the evaluated longest path.
+
+use std::collections::{HashMap, VecDeque};
+use std::ops::Range;
 
 use crate::collective::Params;
 use crate::cost::CostModel;
 use crate::dtype::{DType, ReduceOp};
 use crate::error::CollectiveError;
-use crate::fabric::Fabric;
-use crate::payload::Payload;
+use crate::fabric::{Fabric, Rank, Tag, Work};
+use crate::layout::block_range;
+use crate::payload::{Payload, Shape};
+use crate::reference::{Order, fold_reference};
 
 /// The cost formula, for the catalogue listing.
-pub const FORMULA: &str = "(not yet written)";
+pub const FORMULA: &str = "K = 1, γ = 0: 2H·(α + n/(2B)), H = tree height ≈ log2 N; K chunks of c bytes: ≈ 2H·(α + c/B) + (K-1)·max(c/B, (2α + c/B)/W) (exact: longest path of the max-plus system)";
 
-/// Runs the algorithm in place on `buf`.
+/// Double-binary-tree allreduce, in place: on return every rank's `buf`
+/// holds the reduction of all ranks' inputs, in the order of the module
+/// docs. All ranks must call it with buffers of the same shape, the same
+/// `op` and the same parameters. Works for any world size and any count.
 pub async fn run<F: Fabric>(
-    _fabric: &F,
-    _buf: &mut Payload,
-    _op: ReduceOp,
-    _params: &Params,
+    fabric: &F,
+    buf: &mut Payload,
+    op: ReduceOp,
+    params: &Params,
 ) -> Result<(), CollectiveError> {
-    Err(CollectiveError::NotImplemented)
+    let shape = buf.shape();
+    if !op.supports(shape.dtype) {
+        return Err(CollectiveError::UnsupportedOp {
+            op,
+            dtype: shape.dtype,
+        });
+    }
+    let n = fabric.world_size();
+    if n == 1 || shape.count == 0 {
+        return Ok(());
+    }
+    let plan = Plan::new(shape.count, n, shape.dtype.size_bytes(), params);
+    let ops = program(&plan, fabric.rank());
+    let mut sends = Vec::new();
+    for step in ops {
+        match step {
+            Op::Send {
+                to,
+                tree,
+                chunk,
+                credit,
+            } => {
+                let range = plan.range(tree, chunk, credit);
+                let tag = params.tag.phase(stream(tree, credit));
+                sends.push((to, tag, buf.extract(range)));
+            }
+            Op::Recv {
+                from,
+                tree,
+                chunk,
+                action,
+            } => {
+                let credit = action == Action::Credit;
+                let range = plan.range(tree, chunk, credit);
+                let expect = Shape::new(shape.dtype, range.len());
+                let tag = params.tag.phase(stream(tree, credit));
+                let recv = fabric.recv(from, tag, expect);
+                let (sent, received) = futures_util::join!(send_all(fabric, &mut sends), recv);
+                sent?;
+                apply(fabric, buf, range, received?, op, action).await?;
+            }
+            Op::Average { tree, chunk } if op == ReduceOp::Avg => {
+                buf.divide(plan.chunk(tree, chunk), n);
+            }
+            Op::Average { .. } => {}
+        }
+    }
+    send_all(fabric, &mut sends).await
 }
 
-/// Modelled time of one call in picoseconds under ideal links.
-pub fn cost_ps(
-    _model: &CostModel,
-    _n: usize,
-    _count: usize,
-    _dtype: DType,
-    _params: &Params,
-) -> u64 {
-    u64::MAX
+/// Modelled time of one call in picoseconds under ideal links: the longest
+/// path of the max-plus system of the module docs, evaluated exactly.
+pub fn cost_ps(model: &CostModel, n: usize, count: usize, dtype: DType, params: &Params) -> u64 {
+    if n <= 1 || count == 0 {
+        return 0;
+    }
+    let plan = Plan::new(count, n, dtype.size_bytes(), params);
+    let programs: Vec<Vec<Op>> = (0..n).map(|r| program(&plan, r)).collect();
+    Evaluation::new(model, &plan, dtype.size_bytes() as u64).run(&programs)
 }
 
-/// Every rank's buffer after the call.
-pub fn reference(inputs: &[Payload], _op: ReduceOp, _params: &Params) -> Vec<Payload> {
-    inputs.to_vec()
+/// Every rank's buffer after the call: half `t` folded in tree `t`'s
+/// in-order bracketing, the same on every rank.
+pub fn reference(inputs: &[Payload], op: ReduceOp, _params: &Params) -> Vec<Payload> {
+    let n = inputs.len();
+    let count = inputs[0].len();
+    if n == 1 {
+        return inputs.to_vec();
+    }
+    let parts: Vec<(Range<usize>, Order)> = (0..2u8)
+        .map(|t| {
+            let half = block_range(count, 2, usize::from(t));
+            (half, subtree_order(n, t, root(n, t)))
+        })
+        .collect();
+    vec![fold_reference(inputs, op, &parts); n]
+}
+
+/// `S(v)`: the order in which the subtree of `v` in tree `tree` is folded.
+fn subtree_order(n: usize, tree: u8, v: Rank) -> Order {
+    let node = node(n, tree, v);
+    let mut order = Order::Rank(v);
+    if let Some(left) = node.left {
+        order = Order::combine(subtree_order(n, tree, left), order);
+    }
+    if let Some(right) = node.right {
+        order = Order::combine(order, subtree_order(n, tree, right));
+    }
+    order
+}
+
+/// One rank's place in one tree.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+struct Node {
+    parent: Option<Rank>,
+    left: Option<Rank>,
+    right: Option<Rank>,
+}
+
+impl Node {
+    /// The children, left first.
+    fn children(self) -> impl Iterator<Item = Rank> {
+        self.left.into_iter().chain(self.right)
+    }
+
+    /// The node with every rank renamed by `f`.
+    fn map(self, f: impl Fn(usize) -> usize) -> Node {
+        Node {
+            parent: self.parent.map(&f),
+            left: self.left.map(&f),
+            right: self.right.map(&f),
+        }
+    }
+}
+
+/// NCCL's `ncclGetBtree`: node `i` of the in-order binary tree on `0..m`
+/// rooted at 0.
+fn btree(m: usize, i: usize) -> Node {
+    if i == 0 {
+        let right = (m > 1).then(|| m.next_power_of_two() / 2);
+        return Node {
+            right,
+            ..Node::default()
+        };
+    }
+    let bit = 1 << i.trailing_zeros();
+    let up = (i ^ bit) | (bit << 1);
+    let parent = if up < m { up } else { i ^ bit };
+    let mut low = bit / 2;
+    let left = (low > 0).then(|| i - low);
+    while low > 0 && i + low >= m {
+        low /= 2;
+    }
+    let right = (low > 0).then(|| i + low);
+    Node {
+        parent: Some(parent),
+        left,
+        right,
+    }
+}
+
+/// Rank `rank`'s node in tree `tree` of a world of `n >= 2` ranks.
+fn node(n: usize, tree: u8, rank: Rank) -> Node {
+    match (tree, n % 2) {
+        (0, _) => btree(n, rank),
+        (_, 0) => btree(n, n - 1 - rank).map(|i| n - 1 - i),
+        _ if rank == 0 => Node {
+            parent: Some(1),
+            ..Node::default()
+        },
+        _ => {
+            let mut node = btree(n - 1, rank - 1).map(|i| i + 1);
+            if rank == 1 {
+                node.left = Some(0);
+            }
+            node
+        }
+    }
+}
+
+/// The root of tree `tree`.
+fn root(n: usize, tree: u8) -> Rank {
+    if tree == 0 || n % 2 == 1 {
+        tree as Rank
+    } else {
+        n - 1
+    }
+}
+
+/// The chunking of one call.
+#[derive(Clone, Copy, Debug)]
+struct Plan {
+    count: usize,
+    world_size: usize,
+    chunk_elems: usize,
+    chunks: usize,
+    window: usize,
+    /// The height `H_t` of each tree.
+    heights: [usize; 2],
+}
+
+impl Plan {
+    fn new(count: usize, world_size: usize, elem_bytes: usize, params: &Params) -> Plan {
+        let largest = block_range(count, 2, 0).len().max(1);
+        // Never more than a half, so chunk arithmetic cannot overflow.
+        let chunk_elems = usize::try_from(params.chunk_bytes / elem_bytes as u64)
+            .unwrap_or(usize::MAX)
+            .clamp(1, largest);
+        let chunks = largest.div_ceil(chunk_elems);
+        Plan {
+            count,
+            world_size,
+            chunk_elems,
+            chunks,
+            window: params.slots.clamp(1, chunks),
+            heights: [0, 1].map(|t| height(world_size, t, root(world_size, t))),
+        }
+    }
+
+    /// The planned time of an event `offset` hops into the life of chunk
+    /// `c`, in units of `1/W` hop: chunks start `2/W` hops apart, the
+    /// credit-limited rate of `W` chunks per two hops.
+    fn key(&self, c: usize, offset: usize) -> usize {
+        2 * c + self.window * offset
+    }
+
+    /// What a message of chunk `chunk` of half `tree` carries: the chunk,
+    /// or nothing for a credit.
+    fn range(&self, tree: u8, chunk: usize, credit: bool) -> Range<usize> {
+        let range = self.chunk(tree, chunk);
+        if credit {
+            range.start..range.start
+        } else {
+            range
+        }
+    }
+
+    /// Elements of chunk `k` of half `tree` (possibly empty).
+    fn chunk(&self, tree: u8, k: usize) -> Range<usize> {
+        let half = block_range(self.count, 2, usize::from(tree));
+        let start = half
+            .start
+            .saturating_add(k.saturating_mul(self.chunk_elems))
+            .min(half.end);
+        let end = start.saturating_add(self.chunk_elems).min(half.end);
+        start..end
+    }
+}
+
+/// What a receive does with the incoming chunk.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Action {
+    /// `incoming ⊕ local` (from a left child).
+    ReduceLeft,
+    /// `local ⊕ incoming` (from a right child).
+    ReduceRight,
+    /// Overwrite with the final result (from the parent).
+    Copy,
+    /// Nothing: a credit (from the parent) that frees a slot.
+    Credit,
+}
+
+/// The tag phase of tree `tree`'s chunks (`0`, `1`) or credits (`2`, `3`).
+fn stream(tree: u8, credit: bool) -> u8 {
+    tree + 2 * u8::from(credit)
+}
+
+/// One operation of a rank's program.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Op {
+    /// Send chunk `chunk` of half `tree` to `to`, or the credit that
+    /// says it has been consumed.
+    Send {
+        to: Rank,
+        tree: u8,
+        chunk: usize,
+        credit: bool,
+    },
+    /// Receive chunk `chunk` of half `tree` from `from`.
+    Recv {
+        from: Rank,
+        tree: u8,
+        chunk: usize,
+        action: Action,
+    },
+    /// At the root: the chunk is complete (divide it for an average).
+    Average { tree: u8, chunk: usize },
+}
+
+/// The sequential program of rank `rank`: every group of operations at its
+/// planned time (see the module docs), earliest first.
+fn program(plan: &Plan, rank: Rank) -> Vec<Op> {
+    let n = plan.world_size;
+    let places = [Place::new(n, 0, rank), Place::new(n, 1, rank)];
+    let mut timed: Vec<(usize, Op)> = Vec::new();
+    let mut at = |key: usize, group: Vec<Op>| timed.extend(group.into_iter().map(|op| (key, op)));
+    for c in 0..plan.chunks {
+        for (t, place) in (0..2u8).zip(places) {
+            let height = plan.heights[usize::from(t)];
+            let up = Up {
+                node: place.node,
+                tree: t,
+                chunk: c,
+                window: plan.window,
+                chunks: plan.chunks,
+            };
+            at(plan.key(c, height - place.depth), up.ops());
+            if place.node.parent.is_some() {
+                at(
+                    plan.key(c, height + place.depth),
+                    down_chunk(place.node, t, c),
+                );
+            }
+        }
+    }
+    // Stable, so each group stays whole and in generation order on ties.
+    timed.sort_by_key(|&(key, _)| key);
+    timed.into_iter().map(|(_, op)| op).collect()
+}
+
+/// A rank's place in one tree: its node and depth (root 0).
+#[derive(Clone, Copy, Debug)]
+struct Place {
+    node: Node,
+    depth: usize,
+}
+
+impl Place {
+    fn new(n: usize, tree: u8, rank: Rank) -> Place {
+        let me = node(n, tree, rank);
+        let mut depth = 0;
+        let mut up = me.parent;
+        while let Some(p) = up {
+            depth += 1;
+            up = node(n, tree, p).parent;
+        }
+        Place { node: me, depth }
+    }
+}
+
+/// The height of `v`'s subtree in tree `tree` (0 for a leaf).
+fn height(n: usize, tree: u8, v: Rank) -> usize {
+    node(n, tree, v)
+        .children()
+        .map(|c| 1 + height(n, tree, c))
+        .max()
+        .unwrap_or(0)
+}
+
+/// The reduce-up of one chunk of one tree at one rank.
+#[derive(Clone, Copy, Debug)]
+struct Up {
+    node: Node,
+    tree: u8,
+    chunk: usize,
+    window: usize,
+    chunks: usize,
+}
+
+impl Up {
+    /// A non-root first waits for the credit of chunk `chunk - W` (its slot
+    /// at the parent is free again); an interior node receives and reduces
+    /// its children's chunks (left, then right); then the partial result
+    /// goes to the parent, or at the root the complete chunk goes down to
+    /// the children; finally each child gets a credit for this chunk if it
+    /// has a chunk `chunk + W` to send.
+    fn ops(self) -> Vec<Op> {
+        let Up {
+            node, tree, chunk, ..
+        } = self;
+        let mut ops = Vec::new();
+        let recv = |from, chunk, action| Op::Recv {
+            from,
+            tree,
+            chunk,
+            action,
+        };
+        let send = |to, credit| Op::Send {
+            to,
+            tree,
+            chunk,
+            credit,
+        };
+        if let (Some(parent), Some(slot)) = (node.parent, chunk.checked_sub(self.window)) {
+            ops.push(recv(parent, slot, Action::Credit));
+        }
+        ops.extend(node.left.map(|c| recv(c, chunk, Action::ReduceLeft)));
+        ops.extend(node.right.map(|c| recv(c, chunk, Action::ReduceRight)));
+        match node.parent {
+            Some(to) => ops.push(send(to, false)),
+            None => {
+                ops.push(Op::Average { tree, chunk });
+                ops.extend(node.children().map(|to| send(to, false)));
+            }
+        }
+        if chunk + self.window < self.chunks {
+            ops.extend(node.children().map(|to| send(to, true)));
+        }
+        ops
+    }
+}
+
+/// The broadcast-down of chunk `chunk` of tree `tree` at a non-root `node`:
+/// receive the final chunk from the parent and forward it to the children.
+fn down_chunk(node: Node, tree: u8, chunk: usize) -> Vec<Op> {
+    let from = node.parent.expect("only non-roots receive from above");
+    let mut ops = vec![Op::Recv {
+        from,
+        tree,
+        chunk,
+        action: Action::Copy,
+    }];
+    ops.extend(node.children().map(|to| Op::Send {
+        to,
+        tree,
+        chunk,
+        credit: false,
+    }));
+    ops
+}
+
+/// Posts every queued send, in order (sends are eager, so this is quick).
+async fn send_all<F: Fabric>(
+    fabric: &F,
+    sends: &mut Vec<(Rank, Tag, Payload)>,
+) -> Result<(), CollectiveError> {
+    for (to, tag, payload) in sends.drain(..) {
+        fabric.send(to, tag, payload).await?;
+    }
+    Ok(())
+}
+
+/// Applies a received chunk to `buf[range]` and charges any reduction.
+async fn apply<F: Fabric>(
+    fabric: &F,
+    buf: &mut Payload,
+    range: Range<usize>,
+    incoming: Payload,
+    op: ReduceOp,
+    action: Action,
+) -> Result<(), CollectiveError> {
+    let bytes = incoming.shape().bytes();
+    match action {
+        Action::Copy => return Ok(buf.copy_from(range, &incoming)?),
+        Action::Credit => return Ok(()),
+        Action::ReduceLeft => buf.reduce_from(range, &incoming, op)?,
+        Action::ReduceRight => {
+            // `reduce_from` puts its argument on the left, so fold the
+            // local part into the incoming one and copy the result back.
+            let mut acc = incoming;
+            acc.reduce_from(0..range.len(), &buf.extract(range.clone()), op)?;
+            buf.copy_from(range, &acc)?;
+        }
+    }
+    fabric.compute(Work::Reduce { bytes }).await?;
+    Ok(())
+}
+
+/// The max-plus evaluation of every rank's program under ideal links:
+/// each rank runs until it must wait for a message not yet sent, and
+/// rounds repeat until every program has finished.
+struct Evaluation<'a> {
+    model: &'a CostModel,
+    plan: &'a Plan,
+    elem_bytes: u64,
+    link_free: HashMap<(Rank, Rank), u64>,
+    /// Arrival times of messages sent but not yet received, per
+    /// `(from, to, stream)` in FIFO order.
+    inbox: HashMap<(Rank, Rank, u8), VecDeque<u64>>,
+}
+
+impl<'a> Evaluation<'a> {
+    fn new(model: &'a CostModel, plan: &'a Plan, elem_bytes: u64) -> Evaluation<'a> {
+        Evaluation {
+            model,
+            plan,
+            elem_bytes,
+            link_free: HashMap::new(),
+            inbox: HashMap::new(),
+        }
+    }
+
+    /// When the last rank finishes its program.
+    fn run(mut self, programs: &[Vec<Op>]) -> u64 {
+        let n = programs.len();
+        let mut clock = vec![0u64; n];
+        let mut pc = vec![0usize; n];
+        loop {
+            let mut progressed = false;
+            for r in 0..n {
+                while let Some(&op) = programs[r].get(pc[r]) {
+                    match self.advance(r, clock[r], op) {
+                        Some(t) => clock[r] = t,
+                        None => break,
+                    }
+                    pc[r] += 1;
+                    progressed = true;
+                }
+            }
+            if !progressed {
+                break;
+            }
+        }
+        assert!(
+            (0..n).all(|r| pc[r] == programs[r].len()),
+            "tree schedule must not deadlock"
+        );
+        clock.into_iter().max().unwrap_or(0)
+    }
+
+    /// Runs `op` on rank `r` at time `now`: its end time, or `None` if it
+    /// waits for a message that has not been sent yet.
+    fn advance(&mut self, r: Rank, now: u64, op: Op) -> Option<u64> {
+        match op {
+            Op::Send {
+                to,
+                tree,
+                chunk,
+                credit,
+            } => {
+                let bytes = self.bytes(tree, chunk, credit);
+                let free = self.link_free.entry((r, to)).or_insert(0);
+                let done = now.max(*free).saturating_add(self.model.wire_ps(bytes));
+                *free = done;
+                let arrival = done.saturating_add(self.model.latency_ps);
+                self.inbox
+                    .entry((r, to, stream(tree, credit)))
+                    .or_default()
+                    .push_back(arrival);
+                Some(now)
+            }
+            Op::Recv {
+                from,
+                tree,
+                chunk,
+                action,
+            } => {
+                let credit = action == Action::Credit;
+                let key = (from, r, stream(tree, credit));
+                let arrival = self.inbox.get_mut(&key)?.pop_front()?;
+                let reduce = match action {
+                    Action::Copy | Action::Credit => 0,
+                    Action::ReduceLeft | Action::ReduceRight => {
+                        self.model.reduce_ps(self.bytes(tree, chunk, false))
+                    }
+                };
+                Some(now.max(arrival).saturating_add(reduce))
+            }
+            Op::Average { .. } => Some(now),
+        }
+    }
+
+    /// Payload bytes of a message.
+    fn bytes(&self, tree: u8, chunk: usize, credit: bool) -> u64 {
+        self.plan.range(tree, chunk, credit).len() as u64 * self.elem_bytes
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The in-order traversal of tree `tree`'s subtree at `v`.
+    fn in_order(n: usize, tree: u8, v: Rank, out: &mut Vec<Rank>) {
+        let node = node(n, tree, v);
+        if let Some(l) = node.left {
+            assert_eq!(super::node(n, tree, l).parent, Some(v));
+            in_order(n, tree, l, out);
+        }
+        out.push(v);
+        if let Some(r) = node.right {
+            assert_eq!(super::node(n, tree, r).parent, Some(v));
+            in_order(n, tree, r, out);
+        }
+    }
+
+    #[test]
+    fn trees_span_all_ranks_in_order_and_complement_each_other() {
+        for n in 2..=70 {
+            for tree in 0..2 {
+                let mut seen = Vec::new();
+                in_order(n, tree, root(n, tree), &mut seen);
+                let mut want: Vec<Rank> = (0..n).collect();
+                if tree == 1 && n % 2 == 0 {
+                    want.reverse();
+                }
+                assert_eq!(seen, want, "n={n} tree={tree}");
+                assert_eq!(node(n, tree, root(n, tree)).parent, None);
+            }
+            for r in 0..n {
+                let interior = (0..2)
+                    .filter(|&t| node(n, t, r).children().next().is_some())
+                    .count();
+                assert_eq!(interior, 1, "n={n} rank={r}");
+            }
+        }
+    }
+
+    #[test]
+    fn one_chunk_goes_up_and_down_the_deeper_tree() {
+        for latency_ps in [1_000_000, 5_000, 0] {
+            let model = CostModel {
+                latency_ps,
+                bandwidth_bytes_per_s: 1e11,
+                reduce_bytes_per_s: None,
+            };
+            let params = Params {
+                chunk_bytes: u64::MAX,
+                ..Params::default()
+            };
+            for n in 2..=64 {
+                let h = (0..2).map(|t| height(n, t, root(n, t))).max().unwrap() as u64;
+                for count in [1, n, 64 * n + 1] {
+                    let t = model.wire_ps(4 * count.div_ceil(2) as u64);
+                    let want = 2 * h * (latency_ps + t);
+                    assert_eq!(
+                        cost_ps(&model, n, count, DType::F32, &params),
+                        want,
+                        "n={n}"
+                    );
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn nccl_btree_of_fourteen() {
+        // The illustration in NCCL's trees.cc.
+        assert_eq!(btree(14, 0).right, Some(8));
+        assert_eq!(btree(14, 8).left, Some(4));
+        assert_eq!(btree(14, 8).right, Some(12));
+        assert_eq!(btree(14, 12).right, Some(13));
+        assert_eq!(btree(14, 13).parent, Some(12));
+        assert_eq!(btree(14, 5).parent, Some(6));
+    }
 }

@@ -1,37 +1,100 @@
-//! Barrier, dissemination algorithm. (Placeholder: being written.)
+//! Dissemination barrier (Hensgen, Finkel and Manber, 1988).
+//!
+//! # Schedule
+//! `R = ⌈log2 N⌉` rounds. In round `k` rank `r` sends a zero-byte message to
+//! `r + 2^k (mod N)` and waits for the one from `r - 2^k (mod N)`, sending
+//! and receiving concurrently. By induction, after round `k` rank `r` has
+//! (transitively) heard from the `2^(k+1) - 1` ranks before it, so after
+//! `R` rounds it has heard from all `N - 1` others: no rank returns before
+//! every rank has entered. Works for any `N`, not only powers of two.
+//!
+//! Every message carries the call's tag: the partners `r - 2^k` of the
+//! different rounds are distinct ranks (as `2^k < N`), so a receive can
+//! only match the message of its own round, and back-to-back barriers with
+//! the same tag stay apart because a link delivers in order.
+//!
+//! # Cost (ideal links)
+//! Every rank runs the same schedule, so all enter round `k` together; a
+//! zero-byte message occupies no wire time and arrives `α` after it is
+//! sent, so each round takes exactly `α`:
+//!
+//! ```text
+//! T = ⌈log2 N⌉ · α
+//! ```
 
-use crate::collective::Params;
+use crate::collective::{Collective, Params, movement_reference};
 use crate::cost::CostModel;
 use crate::dtype::{DType, ReduceOp};
 use crate::error::CollectiveError;
 use crate::fabric::Fabric;
-use crate::payload::Payload;
+use crate::payload::{Payload, Shape};
 
 /// The cost formula, for the catalogue listing.
-pub const FORMULA: &str = "(not yet written)";
+pub const FORMULA: &str = "⌈log2 N⌉·α";
 
-/// Runs the algorithm in place on `buf`.
+/// Dissemination barrier: returns on each rank only once every rank has
+/// entered. The buffer is ignored and left unchanged. All ranks must call
+/// it with the same parameters. Works for any world size (1 returns at
+/// once).
 pub async fn run<F: Fabric>(
-    _fabric: &F,
+    fabric: &F,
     _buf: &mut Payload,
     _op: ReduceOp,
-    _params: &Params,
+    params: &Params,
 ) -> Result<(), CollectiveError> {
-    Err(CollectiveError::NotImplemented)
+    let n = fabric.world_size();
+    for k in 0..rounds(n) {
+        round(fabric, 1 << k, params).await?;
+    }
+    Ok(())
 }
 
-/// Modelled time of one call in picoseconds under ideal links.
-pub fn cost_ps(
-    _model: &CostModel,
-    _n: usize,
-    _count: usize,
-    _dtype: DType,
-    _params: &Params,
-) -> u64 {
-    u64::MAX
+/// One round: a zero-byte token to the rank `distance` ahead, joined with
+/// waiting for the token from the rank `distance` behind.
+async fn round<F: Fabric>(
+    fabric: &F,
+    distance: usize,
+    params: &Params,
+) -> Result<(), CollectiveError> {
+    let n = fabric.world_size();
+    let r = fabric.rank();
+    let token = Shape::new(DType::U8, 0);
+    let send = fabric.send(
+        (r + distance) % n,
+        params.tag,
+        Payload::phantom(DType::U8, 0),
+    );
+    let recv = fabric.recv((r + n - distance) % n, params.tag, token);
+    let (sent, received) = futures_util::join!(send, recv);
+    sent?;
+    received?;
+    Ok(())
 }
 
-/// Every rank's buffer after the call.
-pub fn reference(inputs: &[Payload], _op: ReduceOp, _params: &Params) -> Vec<Payload> {
-    inputs.to_vec()
+/// `⌈log2 N⌉`, the number of rounds (zero for one rank).
+fn rounds(n: usize) -> u32 {
+    n.max(1).next_power_of_two().trailing_zeros()
+}
+
+/// Modelled time of one call under ideal links: `⌈log2 N⌉` rounds of one
+/// zero-byte message each. Exact for every `N`; the buffer size and type do
+/// not matter.
+pub fn cost_ps(model: &CostModel, n: usize, _count: usize, _dtype: DType, _params: &Params) -> u64 {
+    u64::from(rounds(n)) * model.message_ps(0)
+}
+
+/// Every rank's buffer after the call: unchanged.
+pub fn reference(inputs: &[Payload], _op: ReduceOp, params: &Params) -> Vec<Payload> {
+    movement_reference(Collective::Barrier, inputs, params.root)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rounds_is_ceil_log2() {
+        let got: Vec<u32> = [1, 2, 3, 4, 5, 8, 9, 64].map(rounds).to_vec();
+        assert_eq!(got, [0, 1, 2, 2, 3, 3, 4, 6]);
+    }
 }

@@ -163,32 +163,21 @@ pub fn select(
     }
     let allowed = filter.allowed(spec.kind);
     let model = cost_model(scenario);
-    let choice = tuner::choose(
-        spec.kind,
-        &allowed,
-        &model,
-        spec.world_size,
-        count,
-        spec.dtype,
-        &params,
-    )
-    .or_else(|| {
-        tuner::choose(
-            spec.kind,
-            &[],
-            &model,
-            spec.world_size,
-            count,
-            spec.dtype,
-            &params,
-        )
-    })
-    .expect("every collective has at least one algorithm");
-    let params = Params {
-        chunk_bytes: choice.chunk_bytes,
-        ..params
-    };
-    (choice.algorithm, params, true)
+    let n = spec.world_size;
+    let choice = tuner::choose(spec.kind, &allowed, &model, n, count, spec.dtype, &params)
+        .or_else(|| tuner::choose(spec.kind, &[], &model, n, count, spec.dtype, &params));
+    match choice {
+        Some(choice) => {
+            let params = Params {
+                chunk_bytes: choice.chunk_bytes,
+                ..params
+            };
+            (choice.algorithm, params, true)
+        }
+        // No cost fits in virtual time: run the first algorithm, and let
+        // the simulation report that time ran out.
+        None => (spec.kind.algorithms()[0], params, true),
+    }
 }
 
 /// Runs one collective at one size; returns the row and the engine counters.

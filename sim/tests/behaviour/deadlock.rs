@@ -92,7 +92,7 @@ fn a_rank_that_skips_the_collective_leaves_a_chain_of_waits() {
     std::fs::write(
         &path,
         "world_size = 4\n[links]\nlatency_us = 1\nbandwidth_gb_per_s = 10\n\
-         [[collective]]\nkind = \"allreduce\"\nmin_bytes = 64\nmax_bytes = 64\n\
+         [[collective]]\nkind = \"allreduce\"\nalgorithm = \"ring\"\nmin_bytes = 64\nmax_bytes = 64\n\
          [[inject]]\nkind = \"skip\"\nrank = 1\n",
     )
     .unwrap();
