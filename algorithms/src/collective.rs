@@ -253,23 +253,23 @@ pub fn movement_reference(collective: Collective, inputs: &[Payload], root: Rank
 /// Whether every algorithm's cost for this call certainly fits in a `u64`
 /// of picoseconds, so that the formulas can use plain integer arithmetic.
 ///
-/// No algorithm of the catalogue sends more than `2·N²·(K+2)` messages per
-/// call (`K` chunks of the whole buffer; the ring's `2N(N-1)K` is the most),
-/// nor a message larger than the whole buffer, nor reduces more than that
-/// per message; so `2·N²·(K+2)·(α + n/B + n/R)` bounds every cost and every
-/// partial sum in it. Only absurd links or sizes fail this check.
+/// On any chain of dependent events, no algorithm of the catalogue sends
+/// more than `2N·(K+2)` messages (`K` chunks of the whole buffer; the
+/// ring's `2(N-1)·K` is the most) nor moves or reduces more than `4N` times
+/// the buffer's `n` bytes (recursive doubling's `n·log2 N` is the most). So
+/// `2N·(K+2)·α + 4N·(n/B + n/R)` bounds every cost; a margin of 64 covers
+/// the partial sums inside the formulas. Only absurd links or sizes fail.
 pub fn cost_fits(model: &CostModel, n: usize, count: usize, dtype: DType, params: &Params) -> bool {
     let bytes = (count as u128) * dtype.size_bytes() as u128;
     let chunks = bytes.div_ceil(u128::from(params.chunk_bytes.max(1))) + 2;
-    let per_message = u128::from(model.message_ps(u64::try_from(bytes).unwrap_or(u64::MAX)))
-        + u128::from(model.reduce_ps(u64::try_from(bytes).unwrap_or(u64::MAX)));
+    let whole = u64::try_from(bytes).unwrap_or(u64::MAX);
+    let per_byte_pass = u128::from(model.wire_ps(whole)) + u128::from(model.reduce_ps(whole));
     let n = n as u128;
-    let bound = 2u128
-        .saturating_mul(n)
-        .saturating_mul(n)
+    let latencies = (2 * n)
         .saturating_mul(chunks)
-        .saturating_mul(per_message);
-    bound < u128::from(u64::MAX / 2)
+        .saturating_mul(u128::from(model.latency_ps));
+    let transfers = (4 * n).saturating_mul(per_byte_pass);
+    latencies.saturating_add(transfers) < u128::from(u64::MAX / 64)
 }
 
 /// One entry of the catalogue.

@@ -53,7 +53,4 @@ pub enum CollectiveError {
         /// The algorithm asked for.
         algorithm: Algorithm,
     },
-    /// Placeholder while an algorithm is being written (never in a release).
-    #[error("not implemented yet")]
-    NotImplemented,
 }

@@ -6,6 +6,12 @@
 //! cheapest; ties go to the earlier algorithm in catalogue order, then to
 //! the larger chunk. Nothing here is a hard-coded threshold: crossovers
 //! move with the latency, bandwidth and world size.
+//!
+//! Chunk sizes are tried from 16 KiB to 4 MiB, but only those that cut the
+//! buffer into at most [`CHUNKS_MAX`] chunks (the largest candidate is
+//! always tried): NCCL likewise grows its chunks with the message, and some
+//! cost functions (the pipelined tree's) take time proportional to the
+//! number of chunks.
 
 use crate::collective::{Algorithm, Collective, Params, cost_ps};
 use crate::cost::CostModel;
@@ -23,6 +29,9 @@ pub const CHUNK_CANDIDATES: [u64; 9] = [
     2 << 20,
     4 << 20,
 ];
+
+/// The most chunks a candidate chunk size may cut the buffer into.
+pub const CHUNKS_MAX: u64 = 256;
 
 /// The tuner's decision for one call.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -52,9 +61,17 @@ pub fn choose(
         .into_iter()
         .filter(|a| allowed.is_empty() || allowed.contains(a))
         .collect();
+    let bytes = count as u64 * dtype.size_bytes() as u64;
+    let largest = CHUNK_CANDIDATES[CHUNK_CANDIDATES.len() - 1];
+    let chunks: Vec<u64> = CHUNK_CANDIDATES
+        .iter()
+        .rev()
+        .copied()
+        .filter(|&c| c == largest || bytes.div_ceil(c) <= CHUNKS_MAX)
+        .collect();
     let mut best: Option<Choice> = None;
     for algorithm in candidates {
-        for &chunk_bytes in CHUNK_CANDIDATES.iter().rev() {
+        for &chunk_bytes in &chunks {
             let p = Params {
                 chunk_bytes,
                 ..*params
@@ -72,4 +89,105 @@ pub fn choose(
         }
     }
     best
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::collective::Algorithm::*;
+
+    /// One 200 Gb/s port per rank and 5 us per message, as in
+    /// `scenarios/allreduce_algorithms.toml`.
+    fn model() -> CostModel {
+        CostModel {
+            latency_ps: 5_000_000,
+            bandwidth_bytes_per_s: 25e9,
+            reduce_bytes_per_s: Some(1e12),
+        }
+    }
+
+    fn log2_ceil(n: usize) -> u64 {
+        u64::from(n.next_power_of_two().trailing_zeros())
+    }
+
+    fn pick(c: Collective, allowed: &[Algorithm], n: usize, count: usize) -> Choice {
+        let p = Params::default();
+        choose(c, allowed, &model(), n, count, DType::F32, &p).expect("a choice")
+    }
+
+    #[test]
+    fn small_allreduce_pays_logarithmically_many_latencies() {
+        for n in [8, 64, 1000] {
+            let choice = pick(Collective::Allreduce, &[], n, 2);
+            // A latency-bound choice: a handful of message latencies per
+            // doubling of N, where the ring pays 2(N-1) of them.
+            let latencies = choice.cost_ps / model().latency_ps;
+            assert!(latencies <= 2 * log2_ceil(n) + 2, "n={n}: {choice:?}");
+            let ring = pick(Collective::Allreduce, &[Ring], n, 2);
+            assert!(
+                choice.cost_ps * 4 < ring.cost_ps,
+                "n={n}: {choice:?} vs {ring:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn large_allreduce_moves_each_byte_a_bounded_number_of_times() {
+        let count = 1 << 26; // 256 MiB of floats
+        let bytes = 4 * count as u64;
+        for n in [8, 64, 256] {
+            let choice = pick(Collective::Allreduce, &[], n, count);
+            // Bandwidth-bound: no worse than the ring's 2(N-1)/N · n/B plus
+            // latencies, whereas recursive doubling sends all n bytes
+            // log2(N) times.
+            let ring = pick(Collective::Allreduce, &[Ring], n, count);
+            assert!(
+                choice.cost_ps <= ring.cost_ps,
+                "n={n}: {choice:?} vs {ring:?}"
+            );
+            assert_ne!(choice.algorithm, RecursiveDoubling, "n={n}");
+            let one_pass = model().wire_ps(bytes);
+            assert!(choice.cost_ps < 3 * one_pass, "n={n}: {choice:?}");
+        }
+    }
+
+    #[test]
+    fn broadcast_switches_from_the_binomial_tree_to_the_chain() {
+        for n in [8, 64] {
+            assert_eq!(
+                pick(Collective::Broadcast, &[], n, 1).algorithm,
+                Binomial,
+                "n={n}"
+            );
+            assert_eq!(
+                pick(Collective::Broadcast, &[], n, 1 << 28).algorithm,
+                Chain,
+                "n={n}"
+            );
+        }
+    }
+
+    #[test]
+    fn the_choice_respects_restrictions_and_is_the_cheapest() {
+        let only = pick(Collective::Allreduce, &[Rabenseifner], 64, 1000);
+        assert_eq!(only.algorithm, Rabenseifner);
+        let free = pick(Collective::Allreduce, &[], 64, 1000);
+        for a in Collective::Allreduce.algorithms() {
+            assert!(free.cost_ps <= pick(Collective::Allreduce, &[a], 64, 1000).cost_ps);
+        }
+        // Restricting to algorithms of another collective leaves nothing.
+        let p = Params::default();
+        assert_eq!(
+            choose(
+                Collective::Allreduce,
+                &[Bruck],
+                &model(),
+                8,
+                8,
+                DType::F32,
+                &p
+            ),
+            None
+        );
+    }
 }

@@ -579,24 +579,37 @@ impl<'a> Evaluation<'a> {
     }
 
     /// When the last rank finishes its program.
+    ///
+    /// Ranks run until they block on a message not yet sent; a send wakes
+    /// the rank blocked on its stream, so every operation is visited once.
+    /// The result does not depend on the order ranks run in: each link has
+    /// one sender, which uses it in program order.
     fn run(mut self, programs: &[Vec<Op>]) -> u64 {
         let n = programs.len();
         let mut clock = vec![0u64; n];
         let mut pc = vec![0usize; n];
-        loop {
-            let mut progressed = false;
-            for r in 0..n {
-                while let Some(&op) = programs[r].get(pc[r]) {
-                    match self.advance(r, clock[r], op) {
-                        Some(t) => clock[r] = t,
-                        None => break,
+        let mut ready: VecDeque<Rank> = (0..n).collect();
+        let mut blocked: HashMap<(Rank, Rank, u8), Rank> = HashMap::new();
+        while let Some(r) = ready.pop_front() {
+            while let Some(&op) = programs[r].get(pc[r]) {
+                let Some(t) = self.advance(r, clock[r], op) else {
+                    if let Op::Recv {
+                        from, tree, action, ..
+                    } = op
+                    {
+                        blocked.insert((from, r, stream(tree, action == Action::Credit)), r);
                     }
-                    pc[r] += 1;
-                    progressed = true;
+                    break;
+                };
+                clock[r] = t;
+                pc[r] += 1;
+                if let Op::Send {
+                    to, tree, credit, ..
+                } = op
+                    && let Some(waiter) = blocked.remove(&(r, to, stream(tree, credit)))
+                {
+                    ready.push_back(waiter);
                 }
-            }
-            if !progressed {
-                break;
             }
         }
         assert!(

@@ -360,3 +360,70 @@ catalogue_tests! {
     scatter_binomial: Scatter, Binomial;
     scatter_linear: Scatter, Linear;
 }
+
+#[test]
+fn alltoall_rejects_a_count_that_does_not_split_evenly() {
+    for algorithm in Collective::Alltoall.algorithms() {
+        let config = WorldConfig {
+            world_size: 3,
+            link: link(1_000, 1_000_000_000),
+            reduce_bytes_per_s: None,
+        };
+        let exec = run(config, |fabric| async move {
+            let mut buf = Payload::from_vec(vec![0i32; 7]);
+            collective::run(
+                &fabric,
+                Collective::Alltoall,
+                algorithm,
+                &mut buf,
+                ReduceOp::Sum,
+                &Params::default(),
+            )
+            .await
+        });
+        for out in exec.outputs {
+            let err = out
+                .expect("returns at once")
+                .expect_err("7 elements do not split over 3 ranks");
+            assert!(
+                err.to_string()
+                    .contains("alltoall of 7 elements on 3 ranks"),
+                "{algorithm}: {err}"
+            );
+        }
+    }
+}
+
+#[test]
+fn no_rank_leaves_a_barrier_before_the_last_one_enters() {
+    // Rank `late` computes for 1 ms before entering; nobody may leave
+    // before then.
+    let late_ps = 1_000_000_000u64;
+    for n in [2usize, 3, 5, 8, 13] {
+        for late in [0, n / 2, n - 1] {
+            let config = WorldConfig {
+                world_size: n,
+                link: link(1_000, 1_000_000_000),
+                reduce_bytes_per_s: Some(1e9),
+            };
+            let exec = run(config, |fabric| async move {
+                if fabric.rank() == late {
+                    // 1e6 bytes at 1 GB/s: 1 ms of local work.
+                    fabric
+                        .compute(algorithms::Work::Reduce { bytes: 1_000_000 })
+                        .await?;
+                }
+                let mut buf = Payload::phantom(DType::U8, 0);
+                let (c, a) = (Collective::Barrier, Algorithm::Dissemination);
+                collective::run(&fabric, c, a, &mut buf, ReduceOp::Sum, &Params::default()).await
+            });
+            for (r, t) in exec.finished_at.iter().enumerate() {
+                let t = t.expect("finished").as_ps();
+                assert!(
+                    t >= late_ps,
+                    "n={n}: rank {r} left at {t} ps, before rank {late} entered at {late_ps} ps"
+                );
+            }
+        }
+    }
+}
