@@ -250,6 +250,22 @@ pub fn movement_reference(collective: Collective, inputs: &[Payload], root: Rank
         .collect()
 }
 
+/// The common start of every reducing algorithm: rejects an operator the
+/// buffer's type does not support, and says whether the call has nothing
+/// to do (one rank, or no elements), so that algorithm modules called
+/// directly are as safe as [`run`].
+pub(crate) fn reduction_is_trivial<F: Fabric>(
+    fabric: &F,
+    buf: &Payload,
+    op: ReduceOp,
+) -> Result<bool, CollectiveError> {
+    let dtype = buf.shape().dtype;
+    if !op.supports(dtype) {
+        return Err(CollectiveError::UnsupportedOp { op, dtype });
+    }
+    Ok(fabric.world_size() == 1 || buf.is_empty())
+}
+
 /// Whether every algorithm's cost for this call certainly fits in a `u64`
 /// of picoseconds, so that the formulas can use plain integer arithmetic.
 ///

@@ -42,6 +42,7 @@ pub mod allgather;
 pub mod allreduce;
 pub mod alltoall;
 pub mod barrier;
+mod binomial;
 pub mod broadcast;
 pub mod collective;
 pub mod cost;

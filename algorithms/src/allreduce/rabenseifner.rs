@@ -55,7 +55,7 @@
 use std::ops::Range;
 
 use super::recursive_doubling::{Fold, Link, Message, Timeline, exchange_reduce};
-use crate::collective::Params;
+use crate::collective::{Params, reduction_is_trivial};
 use crate::cost::CostModel;
 use crate::dtype::{DType, ReduceOp};
 use crate::error::CollectiveError;
@@ -79,17 +79,11 @@ pub async fn run<F: Fabric>(
     op: ReduceOp,
     params: &Params,
 ) -> Result<(), CollectiveError> {
-    let shape = buf.shape();
-    if !op.supports(shape.dtype) {
-        return Err(CollectiveError::UnsupportedOp {
-            op,
-            dtype: shape.dtype,
-        });
-    }
-    let n = fabric.world_size();
-    if n == 1 || shape.count == 0 {
+    if reduction_is_trivial(fabric, buf, op)? {
         return Ok(());
     }
+    let shape = buf.shape();
+    let n = fabric.world_size();
     let fold = Fold::new(n);
     let Some(core) = fold.fold_in(fabric, buf, op, params.tag).await? else {
         return fold.fold_out(fabric, buf, params.tag).await;

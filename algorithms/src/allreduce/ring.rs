@@ -56,7 +56,7 @@
 
 use std::ops::Range;
 
-use crate::collective::Params;
+use crate::collective::{Params, reduction_is_trivial};
 use crate::cost::CostModel;
 use crate::dtype::{DType, ReduceOp};
 use crate::error::CollectiveError;
@@ -165,17 +165,11 @@ pub async fn run<F: Fabric>(
     op: ReduceOp,
     params: &Params,
 ) -> Result<(), CollectiveError> {
-    let shape = buf.shape();
-    if !op.supports(shape.dtype) {
-        return Err(CollectiveError::UnsupportedOp {
-            op,
-            dtype: shape.dtype,
-        });
-    }
-    let n = fabric.world_size();
-    if n == 1 || shape.count == 0 {
+    if reduction_is_trivial(fabric, buf, op)? {
         return Ok(());
     }
+    let shape = buf.shape();
+    let n = fabric.world_size();
     let r: Rank = fabric.rank();
     let next = (r + 1) % n;
     let prev = (r + n - 1) % n;

@@ -28,11 +28,12 @@
 //!
 //! exactly (there is no reduction and no link carries two messages).
 
+use crate::binomial::{absolute, children, lowest_bit, relative};
 use crate::collective::{Collective, Params, movement_reference};
 use crate::cost::CostModel;
 use crate::dtype::{DType, ReduceOp};
 use crate::error::CollectiveError;
-use crate::fabric::{Fabric, Rank};
+use crate::fabric::Fabric;
 use crate::payload::Payload;
 
 /// The cost formula, for the catalogue listing.
@@ -79,37 +80,6 @@ pub fn cost_ps(model: &CostModel, n: usize, count: usize, dtype: DType, _params:
 /// Every rank's buffer after the call: the root's input everywhere.
 pub fn reference(inputs: &[Payload], _op: ReduceOp, params: &Params) -> Vec<Payload> {
     movement_reference(Collective::Broadcast, inputs, params.root)
-}
-
-/// The rank `r` numbered relative to `root`.
-fn relative(r: Rank, root: Rank, n: usize) -> usize {
-    (r + n - root) % n
-}
-
-/// The rank whose number relative to `root` is `v`.
-fn absolute(v: usize, root: Rank, n: usize) -> Rank {
-    (v + root) % n
-}
-
-/// The lowest set bit of `v`; for the root (`v = 0`) a bit above every
-/// rank, so that every power of two below `N` gives it a child.
-fn lowest_bit(v: usize) -> usize {
-    if v == 0 {
-        usize::MAX
-    } else {
-        v & v.wrapping_neg()
-    }
-}
-
-/// The children of relative rank `v`, largest subtree first.
-fn children(v: usize, n: usize) -> impl Iterator<Item = usize> {
-    let below = lowest_bit(v);
-    let mut masks: Vec<usize> = (0..usize::BITS)
-        .map(|k| 1usize << k)
-        .take_while(|&m| m < below && v + m < n)
-        .collect();
-    masks.reverse();
-    masks.into_iter().map(move |m| v + m)
 }
 
 #[cfg(test)]

@@ -37,14 +37,15 @@
 //! T = log2 N · α + (N - 1)/N · n/B
 //! ```
 
-use std::ops::Range;
+use crate::binomial::{
+    absolute, children, lowest_bit, pack, relative, runs_len, subtree_runs, unpack,
+};
 
 use crate::collective::{Collective, Params, movement_reference};
 use crate::cost::CostModel;
 use crate::dtype::{DType, ReduceOp};
 use crate::error::CollectiveError;
-use crate::fabric::{Fabric, Rank};
-use crate::layout::blocks_range;
+use crate::fabric::Fabric;
 use crate::payload::{Payload, Shape};
 
 /// The cost formula, for the catalogue listing.
@@ -108,95 +109,4 @@ pub fn cost_ps(model: &CostModel, n: usize, count: usize, dtype: DType, params: 
 /// `j`; other ranks keep their input.
 pub fn reference(inputs: &[Payload], _op: ReduceOp, params: &Params) -> Vec<Payload> {
     movement_reference(Collective::Gather, inputs, params.root)
-}
-
-/// The rank `r` numbered relative to `root`.
-fn relative(r: Rank, root: Rank, n: usize) -> usize {
-    (r + n - root) % n
-}
-
-/// The rank whose number relative to `root` is `v`.
-fn absolute(v: usize, root: Rank, n: usize) -> Rank {
-    (v + root) % n
-}
-
-/// The lowest set bit of `v`; for the root (`v = 0`) a bit above every
-/// rank, so that every power of two below `N` gives it a child.
-fn lowest_bit(v: usize) -> usize {
-    if v == 0 {
-        usize::MAX
-    } else {
-        v & v.wrapping_neg()
-    }
-}
-
-/// The children of relative rank `v`.
-fn children(v: usize, n: usize) -> impl Iterator<Item = usize> {
-    let below = lowest_bit(v);
-    (0..usize::BITS)
-        .map(|k| 1usize << k)
-        .take_while(move |&m| m < below && v + m < n)
-        .map(move |m| v + m)
-}
-
-/// The number of ranks in the subtree of relative rank `v`.
-fn subtree_size(v: usize, n: usize) -> usize {
-    lowest_bit(v).min(n - v)
-}
-
-/// The buffer positions of the blocks of the subtree of relative rank `v`,
-/// in relative order: at most two runs, the second empty unless the
-/// subtree's absolute ranks wrap past `N - 1`.
-fn subtree_runs(count: usize, n: usize, root: Rank, v: usize) -> [Range<usize>; 2] {
-    let first = absolute(v, root, n);
-    let blocks = subtree_size(v, n);
-    let before_wrap = blocks.min(n - first);
-    [
-        blocks_range(count, n, first, before_wrap),
-        blocks_range(count, n, 0, blocks - before_wrap),
-    ]
-}
-
-/// The total number of elements in `runs`.
-fn runs_len(runs: &[Range<usize>]) -> usize {
-    runs.iter().map(|r| r.len()).sum()
-}
-
-/// The elements of `runs` of `buf`, concatenated into one message.
-fn pack(buf: &Payload, runs: &[Range<usize>]) -> Result<Payload, CollectiveError> {
-    let mut message = Payload::zeros(buf.shape().dtype, runs_len(runs), buf.is_phantom());
-    let mut at = 0;
-    for run in runs {
-        message.copy_from(at..at + run.len(), &buf.extract(run.clone()))?;
-        at += run.len();
-    }
-    Ok(message)
-}
-
-/// Places a message made by [`pack`] back at `runs` of `buf`.
-fn unpack(
-    buf: &mut Payload,
-    runs: &[Range<usize>],
-    message: &Payload,
-) -> Result<(), CollectiveError> {
-    let mut at = 0;
-    for run in runs {
-        buf.copy_from(run.clone(), &message.extract(at..at + run.len()))?;
-        at += run.len();
-    }
-    Ok(())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn subtree_runs_wrap_around_the_buffer() {
-        // 10 elements on 4 ranks: blocks 0..3, 3..6, 6..8, 8..10.
-        assert_eq!(subtree_runs(10, 4, 3, 0), [8..10, 0..8]);
-        assert_eq!(subtree_runs(10, 4, 3, 2), [3..8, 0..0]);
-        assert_eq!(subtree_runs(10, 4, 3, 1), [0..3, 0..0]);
-        assert_eq!(subtree_runs(10, 4, 0, 2), [6..10, 0..0]);
-    }
 }

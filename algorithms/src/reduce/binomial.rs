@@ -41,7 +41,8 @@
 //! T = log2 N · (α + n/B + γ·n)
 //! ```
 
-use crate::collective::Params;
+use crate::binomial::{absolute, children, lowest_bit, relative};
+use crate::collective::{Params, reduction_is_trivial};
 use crate::cost::CostModel;
 use crate::dtype::{DType, ReduceOp};
 use crate::error::CollectiveError;
@@ -64,17 +65,11 @@ pub async fn run<F: Fabric>(
     op: ReduceOp,
     params: &Params,
 ) -> Result<(), CollectiveError> {
-    let shape = buf.shape();
-    if !op.supports(shape.dtype) {
-        return Err(CollectiveError::UnsupportedOp {
-            op,
-            dtype: shape.dtype,
-        });
-    }
-    let n = fabric.world_size();
-    if n == 1 || shape.count == 0 {
+    if reduction_is_trivial(fabric, buf, op)? {
         return Ok(());
     }
+    let shape = buf.shape();
+    let n = fabric.world_size();
     let root = params.root;
     let me = relative(fabric.rank(), root, n);
     for child in children(me, n) {
@@ -131,35 +126,6 @@ fn subtree_order(v: usize, n: usize, root: Rank) -> Order {
     children(v, n).fold(Order::Rank(absolute(v, root, n)), |acc, c| {
         Order::combine(subtree_order(c, n, root), acc)
     })
-}
-
-/// The rank `r` numbered relative to `root`.
-fn relative(r: Rank, root: Rank, n: usize) -> usize {
-    (r + n - root) % n
-}
-
-/// The rank whose number relative to `root` is `v`.
-fn absolute(v: usize, root: Rank, n: usize) -> Rank {
-    (v + root) % n
-}
-
-/// The lowest set bit of `v`; for the root (`v = 0`) a bit above every
-/// rank, so that every power of two below `N` gives it a child.
-fn lowest_bit(v: usize) -> usize {
-    if v == 0 {
-        usize::MAX
-    } else {
-        v & v.wrapping_neg()
-    }
-}
-
-/// The children of relative rank `v`.
-fn children(v: usize, n: usize) -> impl Iterator<Item = usize> {
-    let below = lowest_bit(v);
-    (0..usize::BITS)
-        .map(|k| 1usize << k)
-        .take_while(move |&m| m < below && v + m < n)
-        .map(move |m| v + m)
 }
 
 #[cfg(test)]

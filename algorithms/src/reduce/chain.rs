@@ -69,7 +69,7 @@
 
 use std::ops::Range;
 
-use crate::collective::Params;
+use crate::collective::{Params, reduction_is_trivial};
 use crate::cost::CostModel;
 use crate::dtype::{DType, ReduceOp};
 use crate::error::CollectiveError;
@@ -91,17 +91,11 @@ pub async fn run<F: Fabric>(
     op: ReduceOp,
     params: &Params,
 ) -> Result<(), CollectiveError> {
-    let shape = buf.shape();
-    if !op.supports(shape.dtype) {
-        return Err(CollectiveError::UnsupportedOp {
-            op,
-            dtype: shape.dtype,
-        });
-    }
-    let n = fabric.world_size();
-    if n == 1 || shape.count == 0 {
+    if reduction_is_trivial(fabric, buf, op)? {
         return Ok(());
     }
+    let shape = buf.shape();
+    let n = fabric.world_size();
     let plan = Plan::new(shape.count, shape.dtype.size_bytes(), params);
     let p = (fabric.rank() + n - params.root) % n;
     let upstream = (p + 1 < n).then(|| (fabric.rank() + 1) % n);
