@@ -67,13 +67,12 @@
 //! to a chunk, which slows its sender further; the real time is then
 //! larger than this formula.
 
-use std::ops::Range;
-
 use crate::collective::{Params, reduction_is_trivial};
 use crate::cost::CostModel;
 use crate::dtype::{DType, ReduceOp};
 use crate::error::CollectiveError;
 use crate::fabric::{Fabric, Rank, Tag, Work};
+use crate::layout::ChainPlan as Plan;
 use crate::payload::{Payload, Shape};
 use crate::reference::{Order, fold_reference};
 
@@ -210,61 +209,4 @@ pub fn reference(inputs: &[Payload], op: ReduceOp, params: &Params) -> Vec<Paylo
     let mut out = inputs.to_vec();
     out[root] = fold_reference(inputs, op, &[(0..count, order)]);
     out
-}
-
-/// The chunking of one call: chunk size, number of chunks and window.
-#[derive(Clone, Copy, Debug)]
-struct Plan {
-    count: usize,
-    chunk_elems: usize,
-    chunks: usize,
-    window: usize,
-}
-
-impl Plan {
-    /// The plan for a non-empty buffer of `count` elements of
-    /// `elem_bytes` bytes each.
-    fn new(count: usize, elem_bytes: usize, params: &Params) -> Plan {
-        // Never more than the buffer, so chunk arithmetic cannot overflow.
-        let chunk_elems = usize::try_from(params.chunk_bytes / elem_bytes as u64)
-            .unwrap_or(usize::MAX)
-            .clamp(1, count.max(1));
-        let chunks = count.div_ceil(chunk_elems).max(1);
-        Plan {
-            count,
-            chunk_elems,
-            chunks,
-            window: params.slots.clamp(1, chunks),
-        }
-    }
-
-    /// The elements of chunk `i`.
-    fn chunk(&self, i: usize) -> Range<usize> {
-        let start = i * self.chunk_elems;
-        start..(start + self.chunk_elems).min(self.count)
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn chunks_tile_the_buffer() {
-        let params = Params {
-            chunk_bytes: 40,
-            slots: 8,
-            ..Params::default()
-        };
-        let plan = Plan::new(103, 4, &params); // 10 elements per chunk
-        assert_eq!(plan.chunks, 11);
-        assert_eq!(plan.window, 8);
-        assert_eq!(plan.chunk(10), 100..103);
-        let below_one = Params {
-            chunk_bytes: 4,
-            ..params
-        };
-        let tiny = Plan::new(3, 8, &below_one); // a chunk below one element
-        assert_eq!((tiny.chunk_elems, tiny.chunks, tiny.window), (1, 3, 3));
-    }
 }
