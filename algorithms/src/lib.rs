@@ -57,6 +57,7 @@ pub mod reduce;
 pub mod reduce_scatter;
 pub mod reference;
 pub mod scatter;
+mod schedule;
 pub mod tuner;
 
 pub use collective::{Algorithm, Collective, Params};

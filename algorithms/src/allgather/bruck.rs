@@ -35,7 +35,7 @@ use crate::error::CollectiveError;
 use crate::fabric::{Fabric, Rank};
 use crate::layout::blocks_range;
 use crate::payload::Payload;
-use crate::reduce_scatter::recursive_halving::schedule::{self, Combine, Part, Step};
+use crate::schedule::{self, Combine, Part, Step};
 
 /// The cost formula, for the catalogue listing.
 pub const FORMULA: &str =

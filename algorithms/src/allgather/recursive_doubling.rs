@@ -41,7 +41,7 @@ use crate::error::CollectiveError;
 use crate::fabric::{Fabric, Rank};
 use crate::layout::blocks_range;
 use crate::payload::Payload;
-use crate::reduce_scatter::recursive_halving::schedule::{self, Combine, Part, Step};
+use crate::schedule::{self, Combine, Part, Step};
 
 /// The cost formula, for the catalogue listing.
 pub const FORMULA: &str = "N = 2^k: log2(N)·α + (N-1)/N·n/B; otherwise + α + n/(N·B) (fold in) + α + (N-1)/N·n/B (fold out)";

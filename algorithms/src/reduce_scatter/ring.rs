@@ -35,8 +35,8 @@ use crate::error::CollectiveError;
 use crate::fabric::{Fabric, Rank};
 use crate::layout::block_range;
 use crate::payload::Payload;
-use crate::reduce_scatter::recursive_halving::schedule::{self, Combine, Part, Step};
 use crate::reference::{Order, fold_reference};
+use crate::schedule::{self, Combine, Part, Step};
 
 /// The cost formula, for the catalogue listing.
 pub const FORMULA: &str = "(N-1)·(α + n/(N·B) + n·γ/N)";
