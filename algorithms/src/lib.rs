@@ -49,6 +49,7 @@ pub mod cost;
 pub mod dtype;
 pub mod error;
 pub mod fabric;
+mod fold;
 pub mod gather;
 pub mod group;
 pub mod layout;

@@ -39,6 +39,7 @@ use crate::cost::CostModel;
 use crate::dtype::{DType, ReduceOp};
 use crate::error::CollectiveError;
 use crate::fabric::{Fabric, Rank};
+use crate::fold::Fold;
 use crate::layout::blocks_range;
 use crate::payload::Payload;
 use crate::schedule::{self, Combine, Part, Step};
@@ -54,7 +55,7 @@ pub fn cost_ps(model: &CostModel, n: usize, count: usize, dtype: DType, _params:
         return 0;
     }
     let fold = Fold::new(n, count);
-    let plans: Vec<Vec<Step>> = (0..n).map(|r| fold.steps(r)).collect();
+    let plans: Vec<Vec<Step>> = (0..n).map(|r| fold.allgather_steps(r)).collect();
     schedule::simulate(model, dtype.size_bytes(), &plans)
 }
 
@@ -78,65 +79,12 @@ pub async fn run<F: Fabric>(
     if n == 1 || count == 0 {
         return Ok(());
     }
-    let steps = Fold::new(n, count).steps(fabric.rank());
+    let steps = Fold::new(n, count).allgather_steps(fabric.rank());
     schedule::execute(fabric, buf, op, params.tag, &steps).await
 }
 
-/// The non-power-of-two fold of the module docs.
-#[derive(Clone, Copy, Debug)]
-struct Fold {
-    n: usize,
-    count: usize,
-    /// The largest power of two not above `n`.
-    p: usize,
-    /// Ranks folded in: `n - p`.
-    extra: usize,
-}
-
+/// This algorithm's use of the shared [`Fold`].
 impl Fold {
-    fn new(n: usize, count: usize) -> Fold {
-        let p = 1 << n.ilog2();
-        Fold {
-            n,
-            count,
-            p,
-            extra: n - p,
-        }
-    }
-
-    /// The rank that new rank `i` is.
-    fn rank_of(&self, i: usize) -> Rank {
-        if i < self.extra {
-            2 * i + 1
-        } else {
-            i + self.extra
-        }
-    }
-
-    /// The new rank of `r`, or `None` for a rank that sits out.
-    fn new_rank(&self, r: Rank) -> Option<usize> {
-        if r >= 2 * self.extra {
-            Some(r - self.extra)
-        } else {
-            (r % 2 == 1).then_some(r / 2)
-        }
-    }
-
-    /// The first block held by new rank `i` (`N` for `i = p`).
-    fn first_block(&self, i: usize) -> usize {
-        if i < self.extra {
-            2 * i
-        } else {
-            i + self.extra
-        }
-    }
-
-    /// The buffer elements of the `m` new ranks from `lo`.
-    fn held(&self, lo: usize, m: usize) -> Range<usize> {
-        let first = self.first_block(lo);
-        blocks_range(self.count, self.n, first, self.first_block(lo + m) - first)
-    }
-
     /// The elements of block `j`.
     fn block(&self, j: usize) -> Range<usize> {
         blocks_range(self.count, self.n, j, 1)
@@ -149,7 +97,7 @@ impl Fold {
     }
 
     /// Rank `r`'s steps.
-    fn steps(&self, r: Rank) -> Vec<Step> {
+    fn allgather_steps(&self, r: Rank) -> Vec<Step> {
         let Some(i) = self.new_rank(r) else {
             // A folded rank hands its block over and gets the rest back.
             let rest = Part {
@@ -179,8 +127,8 @@ impl Fold {
         while m < self.p {
             let partner = i ^ m;
             let peer = self.rank_of(partner);
-            let mine = self.held(i & !(m - 1), m);
-            let theirs = self.held(partner & !(m - 1), m);
+            let mine = self.owned(i & !(m - 1), (i & !(m - 1)) + m);
+            let theirs = self.owned(partner & !(m - 1), (partner & !(m - 1)) + m);
             steps.push(Step::exchange(
                 Part::one(peer, mine),
                 Part::one(peer, theirs),

@@ -46,13 +46,12 @@
 //! `⌈b·γ⌉` on the receiver), which is the closed form above in the
 //! power-of-two case. Chunking (`chunk_bytes`) is not used.
 
-use std::ops::Range;
-
 use crate::collective::Params;
 use crate::cost::CostModel;
 use crate::dtype::{DType, ReduceOp};
 use crate::error::CollectiveError;
 use crate::fabric::{Fabric, Rank};
+use crate::fold::Fold;
 use crate::layout::blocks_range;
 use crate::payload::Payload;
 use crate::reference::{Order, fold_reference};
@@ -69,7 +68,9 @@ pub fn cost_ps(model: &CostModel, n: usize, count: usize, dtype: DType, _params:
     if n <= 1 || count == 0 {
         return 0;
     }
-    let plans: Vec<Vec<Step>> = (0..n).map(|r| Fold::new(n, count).steps(r)).collect();
+    let plans: Vec<Vec<Step>> = (0..n)
+        .map(|r| Fold::new(n, count).reduce_scatter_steps(r))
+        .collect();
     schedule::simulate(model, dtype.size_bytes(), &plans)
 }
 
@@ -98,67 +99,14 @@ pub async fn run<F: Fabric>(
     if n == 1 || count == 0 {
         return Ok(());
     }
-    let steps = Fold::new(n, count).steps(fabric.rank());
+    let steps = Fold::new(n, count).reduce_scatter_steps(fabric.rank());
     schedule::execute(fabric, buf, op, params.tag, &steps).await
 }
 
-/// The non-power-of-two fold shared by the schedule and the reference.
-#[derive(Clone, Copy, Debug)]
-struct Fold {
-    n: usize,
-    count: usize,
-    /// The largest power of two not above `n`.
-    p: usize,
-    /// Ranks folded in: `n - p`.
-    extra: usize,
-}
-
+/// This algorithm's use of the shared [`Fold`].
 impl Fold {
-    fn new(n: usize, count: usize) -> Fold {
-        let p = 1 << n.ilog2();
-        Fold {
-            n,
-            count,
-            p,
-            extra: n - p,
-        }
-    }
-
-    /// The rank that new rank `i` is.
-    fn rank_of(&self, i: usize) -> Rank {
-        if i < self.extra {
-            2 * i + 1
-        } else {
-            i + self.extra
-        }
-    }
-
-    /// The new rank of `r`, or `None` for a rank that sits out.
-    fn new_rank(&self, r: Rank) -> Option<usize> {
-        if r >= 2 * self.extra {
-            Some(r - self.extra)
-        } else {
-            (r % 2 == 1).then_some(r / 2)
-        }
-    }
-
-    /// The first block owned by new rank `i` (`N` for `i = p`).
-    fn first_block(&self, i: usize) -> usize {
-        if i < self.extra {
-            2 * i
-        } else {
-            i + self.extra
-        }
-    }
-
-    /// The buffer elements owned by new ranks `lo..hi`.
-    fn owned(&self, lo: usize, hi: usize) -> Range<usize> {
-        let first = self.first_block(lo);
-        blocks_range(self.count, self.n, first, self.first_block(hi) - first)
-    }
-
     /// Rank `r`'s steps.
-    fn steps(&self, r: Rank) -> Vec<Step> {
+    fn reduce_scatter_steps(&self, r: Rank) -> Vec<Step> {
         let whole = 0..self.count;
         let Some(i) = self.new_rank(r) else {
             // A folded rank hands its buffer over and gets its block back.
