@@ -30,6 +30,9 @@
 //!   [`allreduce`], [`reduce_scatter`], [`allgather`], [`broadcast`],
 //!   [`reduce`], [`alltoall`], [`barrier`], [`gather`], [`scatter`].
 //! - [`tuner`]: picks an algorithm and chunk size from the cost model.
+//! - Private helpers shared by several algorithms: `binomial` (binomial
+//!   tree arithmetic), `fold` (the non-power-of-two fold), `schedule`
+//!   (schedules as data, executed and timed from one description).
 //!
 //! # Writing a collective
 //! A collective is an `async fn` generic over `F: Fabric`. It exchanges
