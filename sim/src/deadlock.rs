@@ -27,6 +27,10 @@ pub struct BlockedRank {
     /// Its pending receives, in the order they were posted (empty if it is
     /// stuck on something that is not a receive).
     pub waiting_for: Vec<PendingRecv>,
+    /// Whether it waits for the other ranks at the simulator's
+    /// synchronisation before a call (it finished the previous call, or
+    /// has not started the first).
+    pub at_sync: bool,
 }
 
 /// Nothing is left to happen but some ranks have not finished.
@@ -63,7 +67,13 @@ impl fmt::Display for DeadlockReport {
             self.blocked.len()
         )?;
         for b in &self.blocked {
-            if b.waiting_for.is_empty() {
+            if b.at_sync {
+                writeln!(
+                    f,
+                    "  rank {} waits for the other ranks at the synchronisation before a call",
+                    b.rank
+                )?;
+            } else if b.waiting_for.is_empty() {
                 writeln!(f, "  rank {} is blocked but has no pending receive", b.rank)?;
             }
             for w in &b.waiting_for {
@@ -173,6 +183,7 @@ mod tests {
                     from_finished: false,
                 })
                 .collect(),
+            at_sync: false,
         }
     }
 

@@ -161,6 +161,7 @@ where
                         from_finished: wait.from < n && tasks[wait.from].is_none(),
                     })
                     .collect(),
+                at_sync: w.sync.waiting.iter().any(|(r, _)| *r == rank),
             })
             .collect();
         DeadlockReport::new(w.now, blocked, n)

@@ -33,6 +33,19 @@ impl SimFabric {
         }
     }
 
+    /// Waits until every rank has called `sync_all` as many times as this
+    /// one, at no cost in virtual time: the last rank to arrive releases
+    /// everyone at its own time. This is the simulator's own coordination,
+    /// outside the modelled network (like the host-side synchronisation
+    /// between nccl-tests iterations); collectives never use it.
+    pub async fn sync_all(&self) {
+        SyncAll {
+            fabric: self,
+            generation: None,
+        }
+        .await
+    }
+
     fn check_peer(&self, peer: Rank) -> Result<(), FabricError> {
         if peer < self.world_size {
             Ok(())
@@ -153,6 +166,42 @@ impl Drop for Recv<'_> {
             && let Ok(mut world) = self.fabric.world.try_borrow_mut()
         {
             world.remove_wait(self.fabric.rank, id);
+        }
+    }
+}
+
+/// Waits at the synchronisation point until every rank has arrived.
+struct SyncAll<'a> {
+    fabric: &'a SimFabric,
+    generation: Option<u64>,
+}
+
+impl Future for SyncAll<'_> {
+    type Output = ();
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        let mut world = self.fabric.world.borrow_mut();
+        let generation = match self.generation {
+            Some(g) => g,
+            None => {
+                let g = world.arrive_at_sync(self.fabric.rank, cx.waker());
+                drop(world);
+                self.generation = Some(g);
+                return self.poll(cx);
+            }
+        };
+        if world.sync.generation > generation {
+            Poll::Ready(())
+        } else {
+            if let Some(entry) = world
+                .sync
+                .waiting
+                .iter_mut()
+                .find(|(r, _)| *r == self.fabric.rank)
+            {
+                entry.1 = cx.waker().clone();
+            }
+            Poll::Pending
         }
     }
 }

@@ -81,6 +81,18 @@ pub(crate) struct World {
     /// Set when something would have happened after the end of virtual
     /// time (2^64 ps); the run then stops and reports it.
     pub out_of_time: bool,
+    /// The synchronisation point between calls (see [`crate::SimFabric::sync_all`]).
+    pub sync: SyncPoint,
+}
+
+/// A zero-cost synchronisation of every rank: the simulator's own, outside
+/// the modelled network, used to start the calls of a study together.
+#[derive(Debug, Default)]
+pub(crate) struct SyncPoint {
+    /// Completed synchronisations so far.
+    pub generation: u64,
+    /// Ranks waiting in the current one.
+    pub waiting: Vec<(Rank, Waker)>,
 }
 
 impl World {
@@ -99,6 +111,7 @@ impl World {
             compute_free_at: vec![Time::ZERO; config.world_size],
             events: 0,
             out_of_time: false,
+            sync: SyncPoint::default(),
         }
     }
 
@@ -215,6 +228,21 @@ impl World {
                 }
             }
         }
+    }
+
+    /// Rank `rank` arrives at the synchronisation point: returns the
+    /// generation it waits for the end of, releasing everyone if it is the
+    /// last to arrive (then the returned generation is already over).
+    pub fn arrive_at_sync(&mut self, rank: Rank, waker: &Waker) -> u64 {
+        let generation = self.sync.generation;
+        self.sync.waiting.push((rank, waker.clone()));
+        if self.sync.waiting.len() == self.config.world_size {
+            self.sync.generation += 1;
+            for (_, w) in self.sync.waiting.drain(..) {
+                w.wake();
+            }
+        }
+        generation
     }
 
     /// Counters so far.

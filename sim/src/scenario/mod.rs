@@ -158,7 +158,7 @@ impl CollectiveSpec {
 /// A programming mistake injected into one rank's program.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Inject {
-    /// Before its first collective, `rank` posts a receive from `from`
+    /// At the start of its first call, `rank` posts a receive from `from`
     /// that no rank ever sends.
     ExtraRecv {
         /// The rank that makes the mistake.

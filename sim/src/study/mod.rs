@@ -4,10 +4,11 @@
 //! For each collective and each size a fresh simulated world is built. The
 //! algorithm is the scenario's, or the tuner's choice for that size (with
 //! its chunk size), restricted by `NCCL_ALGO` if set. Every rank runs
-//! `warmup + iters` back-to-back calls (each on a fresh copy of its input,
-//! with its own tag) and records the virtual time at which each returned.
-//! The reported time per call is `(max over ranks of the last end - max
-//! over ranks of the end of the warm-up) / iters`. The last call's buffers
+//! `warmup + iters` calls (each on a fresh copy of its input, with its own
+//! tag), all ranks starting each call together after a zero-cost
+//! synchronisation, and records when each call returned. A call's time is
+//! from that common start to the last rank's return; the reported time is
+//! the mean over the timed calls. The last call's buffers
 //! are checked against the algorithm's sequential reference; `#wrong` counts
 //! differing elements over all ranks.
 
@@ -222,19 +223,14 @@ pub fn run_point(
     });
     let finished = outcome(exec.outputs, exec.deadlock, exec.out_of_time)?;
     let calls = (spec.warmup + spec.iters) as usize;
-    let latest = |call: usize| {
-        finished
-            .iter()
-            .map(|(_, (ends, _))| ends[call])
-            .max()
-            .unwrap_or(Time::ZERO)
+    // A call lasts from its common start to the last rank's return.
+    let call_ps = |call: usize| {
+        let start = finished.iter().map(|(_, (spans, _))| spans[call].0).max();
+        let end = finished.iter().map(|(_, (spans, _))| spans[call].1).max();
+        end.unwrap_or(Time::ZERO).as_ps() - start.unwrap_or(Time::ZERO).as_ps()
     };
-    let start = if spec.warmup == 0 {
-        Time::ZERO
-    } else {
-        latest(spec.warmup as usize - 1)
-    };
-    let time_ps = (latest(calls - 1).as_ps() - start.as_ps()) / u64::from(spec.iters);
+    let timed: u64 = (spec.warmup as usize..calls).map(call_ps).sum();
+    let time_ps = timed / u64::from(spec.iters);
     let wrong = (spec.check && !spec.phantom)
         .then(|| count_wrong(spec, algorithm, &params, &inputs, &finished));
     let size = count as u64 * spec.dtype.size_bytes() as u64;
@@ -266,8 +262,8 @@ pub fn run_point(
     Ok((row, exec.stats))
 }
 
-/// What the ranks that finished returned: `(rank, (call end times, buffer))`.
-type Finished = Vec<(usize, (Vec<Time>, Payload))>;
+/// What the ranks that finished returned: `(rank, (call spans, buffer))`.
+type Finished = Vec<(usize, (Vec<(Time, Time)>, Payload))>;
 
 /// Sorts a run's outputs into the ranks' results or the failure that
 /// explains them. A rank's error is the root cause of whatever its peers

@@ -1,6 +1,7 @@
 //! The program every simulated rank runs in a study: the scenario's
-//! injected mistakes, then `warmup + iters` back-to-back calls of the
-//! collective, each on a fresh copy of the rank's input with its own tag.
+//! injected mistakes, then `warmup + iters` calls of the collective, each
+//! started on every rank at once (a zero-cost synchronisation between
+//! calls), on a fresh copy of the rank's input, with its own tag.
 
 use std::rc::Rc;
 
@@ -16,9 +17,9 @@ use crate::scenario::{CollectiveSpec, Inject};
 /// uses it.
 pub const INJECTED_TAG: Tag = Tag(u64::MAX);
 
-/// What one rank's program returns: when each call ended and its final
-/// buffer, or `None` if the rank skipped the collectives.
-pub type RankOutput = Result<Option<(Vec<Time>, Payload)>, CollectiveError>;
+/// What one rank's program returns: when each call started and ended, and
+/// its final buffer; or `None` if the rank skipped the collectives.
+pub type RankOutput = Result<Option<(Vec<(Time, Time)>, Payload)>, CollectiveError>;
 
 /// What every rank calls: the scenario's collective with the algorithm and
 /// parameters chosen for this size.
@@ -41,19 +42,14 @@ pub async fn rank_program(
 ) -> RankOutput {
     let spec = call.spec;
     let me = fabric.rank();
-    for inject in injects {
-        match *inject {
-            Inject::Skip { rank } if rank == me => return Ok(None),
-            Inject::ExtraRecv { rank, from } if rank == me => {
-                fabric
-                    .recv(from, INJECTED_TAG, Shape::new(spec.dtype, 0))
-                    .await?;
-            }
-            _ => {}
-        }
+    if injects.contains(&Inject::Skip { rank: me }) {
+        // Reaches the start of the first call with everyone, then never
+        // makes it.
+        fabric.sync_all().await;
+        return Ok(None);
     }
     let calls = spec.warmup + spec.iters;
-    let mut ends = Vec::with_capacity(calls as usize);
+    let mut spans = Vec::with_capacity(calls as usize);
     // One buffer, refilled from the input before every call: the copy costs
     // wall time only, not virtual time.
     let mut buf = inputs[me].clone();
@@ -66,6 +62,14 @@ pub async fn rank_program(
             tag: Tag(u64::from(index)),
             ..call.params
         };
+        // Every call starts on every rank at once, as nccl-tests' calls
+        // start after the host has synchronised: with eager sends and no
+        // flow control, ranks would otherwise run calls ahead of each other.
+        fabric.sync_all().await;
+        let start = fabric.now();
+        if index == 0 {
+            extra_receives(&fabric, injects, spec).await?;
+        }
         collective::run(
             &fabric,
             spec.kind,
@@ -75,13 +79,31 @@ pub async fn rank_program(
             &params,
         )
         .await?;
-        ends.push(fabric.now());
+        spans.push((start, fabric.now()));
     }
     if injects.contains(&Inject::CorruptResult { rank: me }) && !buf.is_empty() && !buf.is_phantom()
     {
         buf.reduce_from(0..1, &one(spec.dtype), ReduceOp::Sum)?;
     }
-    Ok(Some((ends, buf)))
+    Ok(Some((spans, buf)))
+}
+
+/// The receives nobody sends that `injects` make this rank post at the
+/// start of its first call.
+async fn extra_receives(
+    fabric: &SimFabric,
+    injects: &[Inject],
+    spec: &CollectiveSpec,
+) -> Result<(), CollectiveError> {
+    for inject in injects {
+        if let Inject::ExtraRecv { rank, from } = *inject
+            && rank == fabric.rank()
+        {
+            let expect = Shape::new(spec.dtype, 0);
+            fabric.recv(from, INJECTED_TAG, expect).await?;
+        }
+    }
+    Ok(())
 }
 
 /// A one-element payload holding 1.
