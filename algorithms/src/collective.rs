@@ -183,7 +183,8 @@ pub struct Params {
     /// The root of rooted collectives.
     pub root: Rank,
     /// Ranks per node for hierarchical algorithms (consecutive ranks share
-    /// a node; the last node may be smaller).
+    /// a node; when it does not divide the world size, the hierarchical
+    /// allreduce falls back to the flat ring).
     pub ranks_per_node: usize,
 }
 
@@ -277,6 +278,9 @@ pub(crate) fn reduction_is_trivial<F: Fabric>(
 /// the partial sums inside the formulas. Only absurd links or sizes fail.
 pub fn cost_fits(model: &CostModel, n: usize, count: usize, dtype: DType, params: &Params) -> bool {
     let bytes = (count as u128) * dtype.size_bytes() as u128;
+    if bytes > u128::from(u64::MAX) {
+        return false;
+    }
     let chunks = bytes.div_ceil(u128::from(params.chunk_bytes.max(1))) + 2;
     let whole = u64::try_from(bytes).unwrap_or(u64::MAX);
     let per_byte_pass = u128::from(model.wire_ps(whole)) + u128::from(model.reduce_ps(whole));
@@ -286,6 +290,40 @@ pub fn cost_fits(model: &CostModel, n: usize, count: usize, dtype: DType, params
         .saturating_mul(u128::from(model.latency_ps));
     let transfers = (4 * n).saturating_mul(per_byte_pass);
     latencies.saturating_add(transfers) < u128::from(u64::MAX / 64)
+}
+
+/// What every rank's buffer must hold after `collective`, when the inputs
+/// make every reduction exact (so its order does not matter, as with the
+/// simulator's generated data): the rank-order reduction for reducing
+/// collectives, [`movement_reference`] for the others. Cheap for any world
+/// size, unlike the per-algorithm [`reference`]s that reproduce an order.
+/// `None` for no ranks or a root outside the world.
+pub fn exact_reference(
+    collective: Collective,
+    inputs: &[Payload],
+    op: ReduceOp,
+    root: Rank,
+) -> Option<Vec<Payload>> {
+    if inputs.is_empty() || (collective.has_root() && root >= inputs.len()) {
+        return None;
+    }
+    if collective.reduces() {
+        let reduced = crate::reference::rank_order_reference(inputs, op);
+        return Some(vec![reduced; inputs.len()]);
+    }
+    Some(movement_reference(collective, inputs, root))
+}
+
+/// Whether the pair cuts its buffer into `Params::chunk_bytes` pieces, so
+/// that its cost depends on the chunk size (the tuner tries chunk sizes
+/// only for these).
+pub fn uses_chunks(collective: Collective, algorithm: Algorithm) -> bool {
+    use Algorithm::{Chain, Hierarchical, Ring, Tree};
+    matches!(
+        (collective, algorithm),
+        (Collective::Allreduce, Ring | Tree | Hierarchical)
+            | (Collective::Broadcast | Collective::Reduce, Chain)
+    )
 }
 
 /// One entry of the catalogue.
@@ -363,6 +401,9 @@ macro_rules! catalogue {
             op: ReduceOp,
             params: &Params,
         ) -> Option<Vec<Payload>> {
+            if inputs.is_empty() || (collective.has_root() && params.root >= inputs.len()) {
+                return None;
+            }
             match (collective, algorithm) {
                 $((Collective::$coll, Algorithm::$alg) => { use $module as m; Some(m::reference(inputs, op, params)) })*
                 _ => None,

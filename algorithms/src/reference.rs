@@ -23,6 +23,9 @@ pub enum Order {
     Rank(usize),
     /// The combination of two partial results, left operand first.
     Combine(Box<Order>, Box<Order>),
+    /// `((r0 ⊕ r1) ⊕ r2) ⊕ ...` over the ranks in this order: a left fold
+    /// kept flat, so that folds over many ranks need no deep recursion.
+    LeftFold(Vec<usize>),
 }
 
 impl Order {
@@ -33,17 +36,18 @@ impl Order {
 
     /// `((r0 ⊕ r1) ⊕ r2) ⊕ ...` over `ranks` in the order given.
     pub fn left_fold(ranks: impl IntoIterator<Item = usize>) -> Order {
-        let mut ranks = ranks.into_iter();
-        let first = ranks.next().expect("a fold needs at least one rank");
-        ranks.fold(Order::Rank(first), |acc, r| {
-            Order::combine(acc, Order::Rank(r))
-        })
+        let ranks: Vec<usize> = ranks.into_iter().collect();
+        assert!(!ranks.is_empty(), "a fold needs at least one rank");
+        Order::LeftFold(ranks)
     }
 
     fn eval<T: IntoBuffer>(&self, inputs: &[&[T]], i: usize, op: ReduceOp) -> T {
         match self {
             Order::Rank(r) => inputs[*r][i],
             Order::Combine(a, b) => T::combine(op, a.eval(inputs, i, op), b.eval(inputs, i, op)),
+            Order::LeftFold(ranks) => ranks[1..].iter().fold(inputs[ranks[0]][i], |acc, &r| {
+                T::combine(op, acc, inputs[r][i])
+            }),
         }
     }
 }
@@ -62,7 +66,7 @@ fn fold_typed<T: IntoBuffer>(
         })
         .collect();
     let mut out: Vec<T> = slices[0].to_vec();
-    for (range, order) in parts {
+    for (range, order) in parts.iter().filter(|(range, _)| !range.is_empty()) {
         for i in range.clone() {
             let v = order.eval(&slices, i, op);
             out[i] = if op == ReduceOp::Avg { v.divide(n) } else { v };
@@ -110,4 +114,39 @@ pub fn ring_allreduce_reference(inputs: &[Payload], op: ReduceOp) -> Payload {
         })
         .collect();
     fold_reference(inputs, op, &parts)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn folds_over_many_ranks_need_no_deep_recursion() {
+        let n = 200_000;
+        let inputs: Vec<Payload> = (0..n)
+            .map(|r| Payload::from_vec(vec![(r % 7) as i64]))
+            .collect();
+        let sum = rank_order_reference(&inputs, ReduceOp::Sum);
+        let want: i64 = (0..n).map(|r| (r % 7) as i64).sum();
+        assert_eq!(sum.as_slice::<i64>().unwrap(), &[want]);
+    }
+
+    #[test]
+    fn operand_order_is_kept() {
+        // min(+0, -0) keeps the right operand: order is visible in the bits.
+        let inputs = vec![
+            Payload::from_vec(vec![0.0f32]),
+            Payload::from_vec(vec![-0.0f32]),
+        ];
+        let a = fold_reference(&inputs, ReduceOp::Min, &[(0..1, Order::left_fold([0, 1]))]);
+        let b = fold_reference(
+            &inputs,
+            ReduceOp::Min,
+            &[(0..1, Order::combine(Order::Rank(1), Order::Rank(0)))],
+        );
+        assert_ne!(
+            a.as_slice::<f32>().unwrap()[0].to_bits(),
+            b.as_slice::<f32>().unwrap()[0].to_bits()
+        );
+    }
 }

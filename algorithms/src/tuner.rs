@@ -13,7 +13,7 @@
 //! cost functions (the pipelined tree's) take time proportional to the
 //! number of chunks.
 
-use crate::collective::{Algorithm, Collective, Params, cost_ps};
+use crate::collective::{Algorithm, Collective, Params, cost_ps, uses_chunks};
 use crate::cost::CostModel;
 use crate::dtype::DType;
 
@@ -71,7 +71,12 @@ pub fn choose(
         .collect();
     let mut best: Option<Choice> = None;
     for algorithm in candidates {
-        for &chunk_bytes in &chunks {
+        let tried: &[u64] = if uses_chunks(collective, algorithm) {
+            &chunks
+        } else {
+            &chunks[..1]
+        };
+        for &chunk_bytes in tried {
             let p = Params {
                 chunk_bytes,
                 ..*params
@@ -164,6 +169,39 @@ mod tests {
                 Chain,
                 "n={n}"
             );
+        }
+    }
+
+    #[test]
+    fn only_pipelined_algorithms_depend_on_the_chunk_size() {
+        for e in crate::collective::CATALOGUE {
+            if uses_chunks(e.collective, e.algorithm) {
+                continue;
+            }
+            for (n, count) in [(8, 1 << 20), (13, 12_345), (64, 1 << 16)] {
+                let cost = |chunk_bytes| {
+                    let p = Params {
+                        chunk_bytes,
+                        ..Params::default()
+                    };
+                    cost_ps(
+                        e.collective,
+                        e.algorithm,
+                        &model(),
+                        n,
+                        count,
+                        DType::F32,
+                        &p,
+                    )
+                };
+                assert_eq!(
+                    cost(16 << 10),
+                    cost(4 << 20),
+                    "{} {}",
+                    e.collective,
+                    e.algorithm
+                );
+            }
         }
     }
 

@@ -54,8 +54,11 @@
 //! the receive that follows them. Every message goes from a group to one
 //! planned `W` units (one hop) later, credits included, and every rank
 //! runs its groups in planned order, so by induction on the planned time
-//! no rank waits forever: the program cannot deadlock, whatever the
-//! parameters. A single program per rank also fixes the order of the
+//! no rank waits forever: with eager sends (as the simulator's) the
+//! program cannot deadlock, whatever the parameters. With rendezvous sends
+//! it can: a rank sends its queued messages one after another, so a send
+//! may wait for a receive its peer has not posted yet (found by review;
+//! the model checker is the tool to map this out). A single program per rank also fixes the order of the
 //! messages on every link, which is what makes the cost exact.
 //!
 //! # Reduction order (floating point)

@@ -66,6 +66,11 @@ pub const REAL_DATA_BYTES_MAX: u64 = 8 << 30;
 /// iteration count is almost certainly a mistake.
 pub const MESSAGES_PER_POINT_MAX: u64 = 1 << 30;
 
+/// The most chunks `chunk_bytes` may cut the largest buffer into: pipelined
+/// algorithms hold per-chunk state (the tree's schedule), so a one-byte
+/// chunk on a large buffer would exhaust memory.
+pub const CHUNKS_PER_BUFFER_MAX: u64 = 1 << 20;
+
 /// A validated scenario.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Scenario {

@@ -11,8 +11,8 @@ use topologies::{FullMesh, LinkSpec};
 
 use super::raw::{RawCollective, RawInject, RawScenario};
 use super::{
-    CollectiveSpec, Inject, MESSAGES_PER_POINT_MAX, REAL_DATA_BYTES_MAX, Scenario, ScenarioError,
-    WORLD_SIZE_MAX,
+    CHUNKS_PER_BUFFER_MAX, CollectiveSpec, Inject, MESSAGES_PER_POINT_MAX, REAL_DATA_BYTES_MAX,
+    Scenario, ScenarioError, WORLD_SIZE_MAX,
 };
 
 /// The file being validated, for turning byte spans into line:column.
@@ -223,6 +223,18 @@ fn collective(
         Some(b) => b.get_ref().0,
         None => 512 * 1024,
     };
+    if max_bytes / chunk_bytes > CHUNKS_PER_BUFFER_MAX {
+        let at = c
+            .chunk_bytes
+            .as_ref()
+            .map_or(c.max_bytes.span(), |b| b.span());
+        return Err(src.error(
+            Some(at),
+            format!(
+                "chunk_bytes = {chunk_bytes} cuts max_bytes = {max_bytes} into more than {CHUNKS_PER_BUFFER_MAX} chunks; use a larger chunk_bytes"
+            ),
+        ));
+    }
     let slots = match &c.slots {
         Some(v) => src.count(v, "slots", 1, 1 << 16)? as usize,
         None => algorithms::allreduce::ring::NCCL_STEPS,
