@@ -296,7 +296,7 @@ pub fn cost_fits(model: &CostModel, n: usize, count: usize, dtype: DType, params
 /// make every reduction exact (so its order does not matter, as with the
 /// simulator's generated data): the rank-order reduction for reducing
 /// collectives, [`movement_reference`] for the others. Cheap for any world
-/// size, unlike the per-algorithm [`reference`]s that reproduce an order.
+/// size, unlike the per-algorithm [`reference`](fn@reference)s that reproduce an order.
 /// `None` for no ranks or a root outside the world.
 pub fn exact_reference(
     collective: Collective,
