@@ -10,3 +10,4 @@ mod golden;
 mod ring_allreduce_reference;
 mod scenario_errors;
 mod support;
+mod tuner_cli;

@@ -18,6 +18,7 @@ pub fn sim(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_sim"))
         .args(args)
         .current_dir(repo_root())
+        .env_remove("NCCL_ALGO")
         .output()
         .expect("the sim binary runs")
 }
