@@ -57,8 +57,8 @@
 //! no rank waits forever: with eager sends (as the simulator's) the
 //! program cannot deadlock, whatever the parameters. With rendezvous sends
 //! it can: a rank sends its queued messages one after another, so a send
-//! may wait for a receive its peer has not posted yet (found by review;
-//! the model checker is the tool to map this out). A single program per rank also fixes the order of the
+//! may wait for a receive its peer has not posted yet; mapping which
+//! buffering each algorithm needs is the model checker's job. A single program per rank also fixes the order of the
 //! messages on every link, which is what makes the cost exact.
 //!
 //! # Reduction order (floating point)
