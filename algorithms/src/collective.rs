@@ -314,6 +314,37 @@ pub fn exact_reference(
     Some(movement_reference(collective, inputs, root))
 }
 
+/// An upper bound on the messages one call of the pair sends over all
+/// ranks, for `count` elements of `elem_bytes` bytes in chunks of at most
+/// `chunk_bytes`: `N(N-1)`-like for rings and pairwise exchanges,
+/// `N·log N`-like for the log-step algorithms, `N` per chunk for the
+/// pipelined tree and chains (credits included). `None` (no algorithm
+/// named) takes the largest, the ring's. Used to refuse runs that would
+/// take hours.
+pub fn messages_bound(
+    collective: Collective,
+    algorithm: Option<Algorithm>,
+    n: usize,
+    count: usize,
+    elem_bytes: usize,
+    chunk_bytes: u64,
+) -> u64 {
+    use Algorithm::*;
+    let n64 = n as u64;
+    let ring = crate::allreduce::ring::messages(count, n, elem_bytes, chunk_bytes)
+        .max(2 * n64 * n64.saturating_sub(1));
+    let log = u64::from(n.next_power_of_two().trailing_zeros());
+    let chunks = (count as u64 * elem_bytes as u64).div_ceil(chunk_bytes.max(1)) + 1;
+    let per_rank = match (collective, algorithm) {
+        (_, None | Some(Ring | Pairwise)) => return ring,
+        (Collective::Allreduce, Some(Hierarchical)) => return ring,
+        (_, Some(Tree | Chain)) => 6u64.saturating_mul(chunks),
+        (_, Some(Linear | Binomial)) => 2,
+        _ => 2 * log + 4,
+    };
+    n64.saturating_mul(per_rank)
+}
+
 /// Whether the pair cuts its buffer into `Params::chunk_bytes` pieces, so
 /// that its cost depends on the chunk size (the tuner tries chunk sizes
 /// only for these).

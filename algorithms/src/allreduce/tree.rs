@@ -308,7 +308,7 @@ impl Plan {
             chunk_elems,
             chunks,
             window: params.slots.clamp(1, chunks),
-            heights: [0, 1].map(|t| height(world_size, t, root(world_size, t))),
+            heights: tree_heights(world_size),
         }
     }
 
@@ -431,6 +431,23 @@ impl Place {
         }
         Place { node: me, depth }
     }
+}
+
+/// The heights of both trees on `n` ranks. Every rank of every call needs
+/// them and walking a tree takes `O(N)`, so they are computed once per
+/// world size and thread and kept (a pure function of `n`: the cache
+/// cannot change any result).
+fn tree_heights(n: usize) -> [usize; 2] {
+    thread_local! {
+        static HEIGHTS: std::cell::RefCell<std::collections::BTreeMap<usize, [usize; 2]>> =
+            const { std::cell::RefCell::new(std::collections::BTreeMap::new()) };
+    }
+    HEIGHTS.with(|cache| {
+        *cache
+            .borrow_mut()
+            .entry(n)
+            .or_insert_with(|| [0, 1].map(|t| height(n, t, root(n, t))))
+    })
 }
 
 /// The height of `v`'s subtree in tree `tree` (0 for a leaf).

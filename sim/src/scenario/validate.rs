@@ -4,7 +4,6 @@
 use std::ops::Range;
 use std::path::Path;
 
-use algorithms::allreduce::ring::messages as ring_allreduce_messages;
 use algorithms::{Algorithm, Collective, DType, ReduceOp};
 use toml::Spanned;
 use topologies::{FullMesh, LinkSpec};
@@ -261,7 +260,14 @@ fn collective(
     }
     let max_count = usize::try_from(max_bytes / dtype.size_bytes() as u64).unwrap_or(usize::MAX);
     let calls = u64::from(warmup + iters);
-    let per_call = ring_allreduce_messages(max_count, world_size, dtype.size_bytes(), chunk_bytes);
+    let per_call = algorithms::collective::messages_bound(
+        kind,
+        algorithm,
+        world_size,
+        max_count,
+        dtype.size_bytes(),
+        chunk_bytes,
+    );
     let messages = per_call.saturating_mul(calls);
     if messages > MESSAGES_PER_POINT_MAX {
         let at = c
