@@ -256,6 +256,26 @@ impl Payload {
         Ok(())
     }
 
+    /// Sets `self[range] = self[range] ⊕ incoming` element by element: the
+    /// local value is the left operand (the mirror of [`Payload::reduce_from`]).
+    pub fn reduce_from_right(
+        &mut self,
+        range: Range<usize>,
+        incoming: &Payload,
+        op: ReduceOp,
+    ) -> Result<(), PayloadMismatch> {
+        self.check_fits(&range, incoming)?;
+        if let (Payload::Data(dst), Payload::Data(src)) = (self, incoming) {
+            with_vec!(dst, d, T => {
+                let s = T::slice_of(src).expect("dtypes checked by check_fits");
+                for (x, &y) in d[range].iter_mut().zip(s) {
+                    *x = T::combine(op, *x, y);
+                }
+            });
+        }
+        Ok(())
+    }
+
     /// Sets `self[range] = incoming`.
     pub fn copy_from(
         &mut self,
@@ -326,6 +346,20 @@ mod tests {
         let inc = Payload::from_vec(vec![10.0f32, 20.0]);
         p.reduce_from(1..3, &inc, ReduceOp::Sum).unwrap();
         assert_eq!(p.as_slice::<f32>().unwrap(), &[1.0, 12.0, 23.0]);
+        // min(+0, -0) keeps its right operand, so the two orders differ.
+        let mut left = Payload::from_vec(vec![0.0f32]);
+        let mut right = left.clone();
+        let neg = Payload::from_vec(vec![-0.0f32]);
+        left.reduce_from(0..1, &neg, ReduceOp::Min).unwrap();
+        right.reduce_from_right(0..1, &neg, ReduceOp::Min).unwrap();
+        assert_eq!(
+            left.as_slice::<f32>().unwrap()[0].to_bits(),
+            0.0f32.to_bits()
+        );
+        assert_eq!(
+            right.as_slice::<f32>().unwrap()[0].to_bits(),
+            (-0.0f32).to_bits()
+        );
         let mut q = Payload::from_vec(vec![8i64]);
         q.reduce_from(0..1, &Payload::from_vec(vec![2i64]), ReduceOp::Prod)
             .unwrap();

@@ -180,11 +180,7 @@ fn scatter(
             Combine::Copy => buf.copy_from(range.clone(), &piece)?,
             Combine::IncomingLeft => buf.reduce_from(range.clone(), &piece, op)?,
             Combine::IncomingRight => {
-                // `reduce_from` puts its argument on the left, so the
-                // local elements reduce into the incoming copy.
-                let mut result = piece;
-                result.reduce_from(0..range.len(), &buf.extract(range.clone()), op)?;
-                buf.copy_from(range.clone(), &result)?;
+                buf.reduce_from_right(range.clone(), &piece, op)?;
             }
         }
     }

@@ -313,11 +313,7 @@ pub(crate) async fn reduce_into<F: Fabric>(
     if incoming_left {
         buf.reduce_from(range, &incoming, op)?;
     } else {
-        // `reduce_from` puts its argument on the left, so fold the local
-        // part into the incoming one and copy the result back.
-        let mut acc = incoming;
-        acc.reduce_from(0..range.len(), &buf.extract(range.clone()), op)?;
-        buf.copy_from(range, &acc)?;
+        buf.reduce_from_right(range, &incoming, op)?;
     }
     fabric.compute(Work::Reduce { bytes }).await?;
     Ok(())

@@ -557,11 +557,7 @@ async fn apply<F: Fabric>(
         Action::Credit => return Ok(()),
         Action::ReduceLeft => buf.reduce_from(range, &incoming, op)?,
         Action::ReduceRight => {
-            // `reduce_from` puts its argument on the left, so fold the
-            // local part into the incoming one and copy the result back.
-            let mut acc = incoming;
-            acc.reduce_from(0..range.len(), &buf.extract(range.clone()), op)?;
-            buf.copy_from(range, &acc)?;
+            buf.reduce_from_right(range, &incoming, op)?;
         }
     }
     fabric.compute(Work::Reduce { bytes }).await?;
