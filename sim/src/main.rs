@@ -153,11 +153,11 @@ fn run(path: &Path, csv: Option<&Path>) -> io::Result<ExitCode> {
             return report_failure(&mut out, path, &scenario, &point, failure);
         }
     };
-    if let Some(csv_path) = csv {
-        if let Err(e) = File::create(csv_path).and_then(|f| write_csv(BufWriter::new(f), &rows)) {
-            eprintln!("error: {}: cannot write CSV: {e}", csv_path.display());
-            return Ok(ExitCode::from(EXIT_IO));
-        }
+    if let Some(csv_path) = csv
+        && let Err(e) = File::create(csv_path).and_then(|f| write_csv(BufWriter::new(f), &rows))
+    {
+        eprintln!("error: {}: cannot write CSV: {e}", csv_path.display());
+        return Ok(ExitCode::from(EXIT_IO));
     }
     summarise(&mut out, path, &scenario, &rows)
 }

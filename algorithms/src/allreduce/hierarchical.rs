@@ -168,7 +168,7 @@ impl Nodes {
     /// when the last node would be smaller (the fallback case).
     fn new(n: usize, ranks_per_node: usize) -> Option<Nodes> {
         let size = ranks_per_node.clamp(1, n);
-        (n % size == 0).then_some(Nodes {
+        n.is_multiple_of(size).then_some(Nodes {
             size,
             count: n / size,
         })

@@ -102,7 +102,7 @@ async fn step<F: Fabric>(
 
 /// Rejects a count that does not split into `n` equal blocks.
 pub(crate) fn check_count(count: usize, n: usize) -> Result<(), CollectiveError> {
-    if count % n == 0 {
+    if count.is_multiple_of(n) {
         return Ok(());
     }
     Err(CollectiveError::InvalidCount {
