@@ -84,6 +84,40 @@ impl Step {
     }
 }
 
+/// Runs this rank's part of a collective described by `steps(n, count,
+/// rank)`: nothing for one rank or an empty buffer.
+pub(crate) async fn run<F: Fabric>(
+    fabric: &F,
+    buf: &mut Payload,
+    op: ReduceOp,
+    tag: Tag,
+    steps: impl FnOnce(usize, usize, Rank) -> Vec<Step>,
+) -> Result<(), CollectiveError> {
+    let n = fabric.world_size();
+    let count = buf.len();
+    if n == 1 || count == 0 {
+        return Ok(());
+    }
+    let mine = steps(n, count, fabric.rank());
+    execute(fabric, buf, op, tag, &mine).await
+}
+
+/// The modelled time of a collective described by `steps(rank)`, every
+/// rank's steps timed together: zero for one rank or an empty buffer.
+pub(crate) fn cost(
+    model: &CostModel,
+    n: usize,
+    count: usize,
+    elem_bytes: usize,
+    steps: impl Fn(Rank) -> Vec<Step>,
+) -> u64 {
+    if n <= 1 || count == 0 {
+        return 0;
+    }
+    let plans: Vec<Vec<Step>> = (0..n).map(steps).collect();
+    simulate(model, elem_bytes, &plans)
+}
+
 /// Runs `steps` on this rank, all messages tagged `tag`.
 pub(crate) async fn execute<F: Fabric>(
     fabric: &F,

@@ -45,11 +45,7 @@ pub const FORMULA: &str =
 /// schedule of the module docs evaluated exactly (zero for `N = 1` or an
 /// empty buffer).
 pub fn cost_ps(model: &CostModel, n: usize, count: usize, dtype: DType, _params: &Params) -> u64 {
-    if n <= 1 || count == 0 {
-        return 0;
-    }
-    let plans: Vec<Vec<Step>> = (0..n).map(|r| steps(n, count, r)).collect();
-    schedule::simulate(model, dtype.size_bytes(), &plans)
+    schedule::cost(model, n, count, dtype.size_bytes(), |r| steps(n, count, r))
 }
 
 /// Every rank's buffer after the call: block `j` from rank `j`.
@@ -67,13 +63,10 @@ pub async fn run<F: Fabric>(
     op: ReduceOp,
     params: &Params,
 ) -> Result<(), CollectiveError> {
-    let n = fabric.world_size();
-    let count = buf.len();
-    if n == 1 || count == 0 {
-        return Ok(());
-    }
-    let steps = steps(n, count, fabric.rank());
-    schedule::execute(fabric, buf, op, params.tag, &steps).await
+    schedule::run(fabric, buf, op, params.tag, |n, count, r| {
+        steps(n, count, r)
+    })
+    .await
 }
 
 /// Rank `r`'s steps, one per distance `d = 1, 2, 4, ... < N`.

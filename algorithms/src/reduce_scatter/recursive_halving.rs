@@ -65,13 +65,10 @@ pub const FORMULA: &str = "N = 2^k: log2(N)·α + (N-1)/N·n/B + (N-1)/N·n·γ;
 /// schedule of the module docs evaluated exactly (zero for `N = 1` or an
 /// empty buffer).
 pub fn cost_ps(model: &CostModel, n: usize, count: usize, dtype: DType, _params: &Params) -> u64 {
-    if n <= 1 || count == 0 {
-        return 0;
-    }
-    let plans: Vec<Vec<Step>> = (0..n)
-        .map(|r| Fold::new(n, count).reduce_scatter_steps(r))
-        .collect();
-    schedule::simulate(model, dtype.size_bytes(), &plans)
+    let fold = Fold::new(n.max(1), count);
+    schedule::cost(model, n, count, dtype.size_bytes(), |r| {
+        fold.reduce_scatter_steps(r)
+    })
 }
 
 /// Every rank's buffer after the call: each element reduced by the tree of
@@ -94,13 +91,10 @@ pub async fn run<F: Fabric>(
     op: ReduceOp,
     params: &Params,
 ) -> Result<(), CollectiveError> {
-    let n = fabric.world_size();
-    let count = buf.len();
-    if n == 1 || count == 0 {
-        return Ok(());
-    }
-    let steps = Fold::new(n, count).reduce_scatter_steps(fabric.rank());
-    schedule::execute(fabric, buf, op, params.tag, &steps).await
+    schedule::run(fabric, buf, op, params.tag, |n, count, r| {
+        Fold::new(n, count).reduce_scatter_steps(r)
+    })
+    .await
 }
 
 /// This algorithm's use of the shared [`Fold`].

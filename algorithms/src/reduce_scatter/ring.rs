@@ -77,13 +77,10 @@ pub async fn run<F: Fabric>(
     op: ReduceOp,
     params: &Params,
 ) -> Result<(), CollectiveError> {
-    let n = fabric.world_size();
-    let count = buf.len();
-    if n == 1 || count == 0 {
-        return Ok(());
-    }
-    let steps = steps(n, count, fabric.rank());
-    schedule::execute(fabric, buf, op, params.tag, &steps).await
+    schedule::run(fabric, buf, op, params.tag, |n, count, r| {
+        steps(n, count, r)
+    })
+    .await
 }
 
 /// Rank `r`'s steps: `N-1` ring steps, then the average's division of the
