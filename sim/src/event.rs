@@ -30,6 +30,8 @@ pub enum EventKind {
         /// The timer that holds the waiting future's waker.
         timer: TimerId,
     },
+    /// Something happens in the network model.
+    Net(crate::network::NetEvent),
 }
 
 /// An event with its firing time and scheduling sequence number.
@@ -115,7 +117,7 @@ mod tests {
         let order: Vec<_> = std::iter::from_fn(|| q.pop())
             .map(|e| match e.kind {
                 EventKind::Deliver { message } => message,
-                EventKind::ComputeDone { .. } => unreachable!(),
+                _ => unreachable!(),
             })
             .collect();
         assert_eq!(order, vec![1, 3, 0, 2]);

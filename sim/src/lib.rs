@@ -31,6 +31,7 @@ pub mod event;
 pub mod executor;
 pub mod fabric;
 pub mod links;
+pub mod network;
 pub mod report;
 pub mod scenario;
 pub mod slab;

@@ -227,6 +227,7 @@ impl World {
                     waker.wake();
                 }
             }
+            EventKind::Net(_) => unreachable!("network models are wired in next"),
         }
     }
 

@@ -1,15 +1,34 @@
-//! Hardware descriptions: which ranks are connected by which links.
+//! Hardware descriptions: which devices are connected by which links, and
+//! which way traffic between two ranks goes.
 //!
-//! This crate is data, with no simulation logic. For now it holds the one
-//! topology the simulator's first link model needs: a full mesh in which
-//! every ordered pair of ranks has its own full-duplex link with the same
-//! [`LinkSpec`]. Switches, NVLink/PCIe/InfiniBand/RoCE link kinds, presets
-//! and routing on petgraph come with the hardware-models work.
+//! This crate is data, with no simulation logic: the simulator's link
+//! models read a [`Topology`] and its [`Route`]s.
 //!
 //! # Map of the crate
-//! - [`LinkSpec`]: the latency and bandwidth of one link direction.
-//! - [`FullMesh`]: `N` ranks, one dedicated link per ordered pair.
-//! - [`duration_ps`]: how long moving some bytes at some rate takes.
+//! - [`vertex`]: [`Vertex`] and [`VertexKind`] (GPU, CPU, NIC, NVSwitch,
+//!   PCIe switch, socket, leaf, spine).
+//! - [`kind`]: [`LinkKind`] (NVLink, PCIe, InfiniBand, RoCE, Ethernet, SMP)
+//!   and the default [`Link`] parameters with their sources.
+//! - [`graph`]: [`Topology`], the petgraph graph of vertices and link
+//!   directions ([`LinkId`]).
+//! - [`presets`]: DGX A100/H100 nodes, a PCIe box, a rail-optimised
+//!   fat-tree, a leaf-spine cluster, a ring and a 2-D torus.
+//! - [`nvsmi`]: importer for the matrix `nvidia-smi topo -m` prints.
+//! - [`routing`]: rank placement, shortest-path routes with deterministic
+//!   ECMP, cached per flow.
+//! - [`LinkSpec`] and [`FullMesh`]: the ideal model's one-link-per-pair mesh.
+
+pub mod graph;
+pub mod kind;
+pub mod nvsmi;
+pub mod presets;
+pub mod routing;
+pub mod vertex;
+
+pub use graph::{LinkId, Topology, VertexId};
+pub use kind::{IbRate, Link, LinkKind};
+pub use routing::{Placement, Route, Router};
+pub use vertex::{Vertex, VertexKind};
 
 /// Why a topology or link description is invalid.
 #[derive(Clone, Debug, PartialEq, thiserror::Error)]
@@ -17,9 +36,21 @@ pub enum TopologyError {
     /// A bandwidth that is zero, negative or not a number.
     #[error("bandwidth must be a positive number of bytes per second, got {0}")]
     Bandwidth(f64),
+    /// A link with a zero MTU.
+    #[error("a link's MTU must be at least one byte")]
+    Mtu,
     /// A topology with no ranks.
     #[error("a topology needs at least one rank")]
     NoRanks,
+    /// Two vertices with one name.
+    #[error("two vertices are named {0:?}")]
+    DuplicateVertex(String),
+    /// A link from a vertex to itself.
+    #[error("a link from {0:?} to itself")]
+    SelfLink(String),
+    /// A preset parameter out of range.
+    #[error("{0}")]
+    Parameter(String),
 }
 
 /// The parameters of one direction of a link: a message of `b` bytes

@@ -1,0 +1,186 @@
+//! [`Topology`]: a directed multigraph of [`Vertex`]es joined by full-duplex
+//! [`Link`]s, stored on petgraph.
+//!
+//! Each full-duplex link is two directed edges, one per direction, added
+//! together: a direction is a [`LinkId`] (an egress port of its source
+//! vertex) and [`Topology::reverse`] gives the other one. Ids are dense
+//! (`0..link_count()`), so per-link state lives in `Vec`s indexed by
+//! [`LinkId::index`], and iteration order is insertion order.
+
+use petgraph::graph::{DiGraph, EdgeIndex, NodeIndex};
+use petgraph::visit::EdgeRef;
+
+use crate::TopologyError;
+use crate::kind::Link;
+use crate::vertex::Vertex;
+
+/// A vertex of a [`Topology`].
+pub type VertexId = NodeIndex<u32>;
+
+/// One direction of a link of a [`Topology`]: the egress port of its
+/// source vertex.
+pub type LinkId = EdgeIndex<u32>;
+
+/// A hardware graph: devices and the links between them.
+#[derive(Clone, Debug, Default)]
+pub struct Topology {
+    graph: DiGraph<Vertex, Link, u32>,
+    /// `reverse[l]` is the other direction of link direction `l`.
+    reverse: Vec<LinkId>,
+}
+
+impl Topology {
+    /// An empty topology.
+    pub fn new() -> Topology {
+        Topology::default()
+    }
+
+    /// Adds a vertex; names must be unique.
+    pub fn add_vertex(&mut self, vertex: Vertex) -> Result<VertexId, TopologyError> {
+        if self.find(&vertex.name).is_some() {
+            return Err(TopologyError::DuplicateVertex(vertex.name));
+        }
+        Ok(self.graph.add_node(vertex))
+    }
+
+    /// Adds a full-duplex link between `a` and `b` and returns its two
+    /// directions, `a -> b` first. Parallel links are allowed; a link from
+    /// a vertex to itself is not.
+    pub fn add_link(
+        &mut self,
+        a: VertexId,
+        b: VertexId,
+        link: Link,
+    ) -> Result<(LinkId, LinkId), TopologyError> {
+        if a == b {
+            return Err(TopologyError::SelfLink(self.graph[a].name.clone()));
+        }
+        if !(link.bandwidth_bytes_per_s.is_finite() && link.bandwidth_bytes_per_s > 0.0) {
+            return Err(TopologyError::Bandwidth(link.bandwidth_bytes_per_s));
+        }
+        if link.mtu_bytes == 0 {
+            return Err(TopologyError::Mtu);
+        }
+        let ab = self.graph.add_edge(a, b, link);
+        let ba = self.graph.add_edge(b, a, link);
+        self.reverse.push(ba);
+        self.reverse.push(ab);
+        Ok((ab, ba))
+    }
+
+    /// The vertex `id`.
+    pub fn vertex(&self, id: VertexId) -> &Vertex {
+        &self.graph[id]
+    }
+
+    /// The parameters of link direction `id`.
+    pub fn link(&self, id: LinkId) -> &Link {
+        &self.graph[id]
+    }
+
+    /// The source and target vertices of link direction `id`.
+    pub fn ends(&self, id: LinkId) -> (VertexId, VertexId) {
+        self.graph
+            .edge_endpoints(id)
+            .expect("link ids come from this topology")
+    }
+
+    /// The other direction of link direction `id`.
+    pub fn reverse(&self, id: LinkId) -> LinkId {
+        self.reverse[id.index()]
+    }
+
+    /// `"src->dst"` with vertex names, for reports.
+    pub fn link_name(&self, id: LinkId) -> String {
+        let (a, b) = self.ends(id);
+        format!("{}->{}", self.graph[a].name, self.graph[b].name)
+    }
+
+    /// Number of vertices.
+    pub fn vertex_count(&self) -> usize {
+        self.graph.node_count()
+    }
+
+    /// Number of full-duplex links (half the number of [`LinkId`]s).
+    pub fn link_count(&self) -> usize {
+        self.graph.edge_count() / 2
+    }
+
+    /// Number of link directions: every [`LinkId`] is below it.
+    pub fn link_direction_count(&self) -> usize {
+        self.graph.edge_count()
+    }
+
+    /// Every vertex id, in insertion order.
+    pub fn vertex_ids(&self) -> impl Iterator<Item = VertexId> + '_ {
+        self.graph.node_indices()
+    }
+
+    /// Every link direction, in insertion order.
+    pub fn link_ids(&self) -> impl Iterator<Item = LinkId> + '_ {
+        self.graph.edge_indices()
+    }
+
+    /// The link directions leaving `v`, in insertion order (petgraph lists
+    /// them newest first; this sorts them so that order never depends on
+    /// how the graph stores them).
+    pub fn out_links(&self, v: VertexId) -> Vec<LinkId> {
+        let mut out: Vec<LinkId> = self.graph.edges(v).map(|e| e.id()).collect();
+        out.sort_unstable();
+        out
+    }
+
+    /// The vertices ranks can run on (GPUs and CPU endpoints), in insertion
+    /// order: the default placement puts rank `i` on the `i`-th.
+    pub fn endpoints(&self) -> Vec<VertexId> {
+        self.graph
+            .node_indices()
+            .filter(|&v| self.graph[v].kind.is_endpoint())
+            .collect()
+    }
+
+    /// The vertex named `name`.
+    pub fn find(&self, name: &str) -> Option<VertexId> {
+        self.graph
+            .node_indices()
+            .find(|&v| self.graph[v].name == name)
+    }
+
+    /// The underlying petgraph graph (read only).
+    pub fn graph(&self) -> &DiGraph<Vertex, Link, u32> {
+        &self.graph
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::kind::LinkKind;
+    use crate::vertex::VertexKind;
+
+    #[test]
+    fn links_are_two_directions_with_dense_ids() {
+        let mut t = Topology::new();
+        let g0 = t.add_vertex(Vertex::new("gpu0", VertexKind::Gpu)).unwrap();
+        let sw = t
+            .add_vertex(Vertex::new("sw", VertexKind::NvSwitch))
+            .unwrap();
+        let g1 = t.add_vertex(Vertex::new("gpu1", VertexKind::Gpu)).unwrap();
+        let nv = LinkKind::parse("nvlink4").unwrap();
+        let (a, b) = t.add_link(g0, sw, Link::bundle(nv, 18)).unwrap();
+        let (c, _) = t.add_link(sw, g1, Link::bundle(nv, 18)).unwrap();
+        assert_eq!((a.index(), b.index(), c.index()), (0, 1, 2));
+        assert_eq!(t.reverse(a), b);
+        assert_eq!(t.reverse(b), a);
+        assert_eq!(t.ends(c), (sw, g1));
+        assert_eq!(t.link_name(b), "sw->gpu0");
+        assert_eq!(t.link_count(), 2);
+        assert_eq!(t.endpoints(), vec![g0, g1]);
+        assert_eq!(t.out_links(sw).len(), 2);
+        assert!(matches!(
+            t.add_vertex(Vertex::new("sw", VertexKind::Leaf)),
+            Err(TopologyError::DuplicateVertex(_))
+        ));
+        assert!(t.add_link(sw, sw, Link::bundle(nv, 1)).is_err());
+    }
+}

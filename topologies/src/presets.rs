@@ -1,0 +1,1 @@
+//! Preset topologies. (To be written by the presets work.)
