@@ -9,6 +9,7 @@ use algorithms::{Algorithm, Collective, DType, Params, Payload, ReduceOp, collec
 use topologies::LinkSpec;
 
 use crate::executor::run;
+use crate::network::NetworkConfig;
 use crate::world::{EngineStats, WorldConfig};
 
 /// What one benchmark repetition measured.
@@ -27,7 +28,10 @@ pub struct BenchResult {
 pub fn ring_allreduce_phantom(ranks: usize, bytes: u64, chunk_bytes: u64) -> BenchResult {
     let config = WorldConfig {
         world_size: ranks,
-        link: LinkSpec::new(1_000_000, 100e9).expect("constant link parameters are valid"),
+        network: NetworkConfig::Ideal(
+            LinkSpec::new(1_000_000, 100e9).expect("constant link parameters are valid"),
+        ),
+        trace: false,
         reduce_bytes_per_s: None,
     };
     let count = usize::try_from(bytes / 4).expect("sizes fit in memory");

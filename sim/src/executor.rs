@@ -28,6 +28,8 @@ use algorithms::{Rank, Time};
 
 use crate::deadlock::{BlockedRank, DeadlockReport, PendingRecv};
 use crate::fabric::SimFabric;
+use crate::network::LinkUsage;
+use crate::trace::TraceLog;
 use crate::world::{EngineStats, World, WorldConfig};
 
 /// Ranks whose tasks were woken and must be polled, without duplicates.
@@ -89,6 +91,11 @@ pub struct Execution<T> {
     pub out_of_time: bool,
     /// Engine counters.
     pub stats: EngineStats,
+    /// Per-link-direction counters of a topology model (`None` with ideal
+    /// links), indexed by `LinkId::index`.
+    pub link_usage: Option<Vec<LinkUsage>>,
+    /// What the run recorded, if the config asked for a trace.
+    pub trace: Option<TraceLog>,
 }
 
 /// Runs `program` on every rank of a world described by `config`, each as a
@@ -145,7 +152,7 @@ where
         w.apply(event.kind);
     }
 
-    let w = world.borrow();
+    let mut w = world.borrow_mut();
     let out_of_time = w.out_of_time;
     let deadlock = (!out_of_time && tasks.iter().any(Option::is_some)).then(|| {
         let blocked = (0..n)
@@ -173,5 +180,7 @@ where
         deadlock,
         out_of_time,
         stats: w.stats(),
+        link_usage: w.link_usage(),
+        trace: w.take_trace(),
     }
 }

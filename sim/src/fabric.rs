@@ -13,6 +13,7 @@ use std::task::{Context, Poll};
 
 use algorithms::{Fabric, FabricError, Payload, Rank, Shape, Tag, Time, Work};
 
+use crate::trace::{Span, SpanKind};
 use crate::world::World;
 
 /// One rank's view of a simulated run.
@@ -44,6 +45,23 @@ impl SimFabric {
             generation: None,
         }
         .await
+    }
+
+    /// Records a span of this rank from `start` to now in the trace, if
+    /// one is being recorded.
+    pub(crate) fn record(&self, kind: SpanKind, peer: Option<Rank>, bytes: u64, start: Time) {
+        let mut world = self.world.borrow_mut();
+        let end = world.now;
+        if let Some(trace) = &mut world.trace {
+            trace.spans.push(Span {
+                rank: self.rank,
+                kind,
+                peer,
+                bytes,
+                start,
+                end,
+            });
+        }
     }
 
     fn check_peer(&self, peer: Rank) -> Result<(), FabricError> {
@@ -80,6 +98,7 @@ impl Fabric for SimFabric {
 
     async fn recv(&self, from: Rank, tag: Tag, expect: Shape) -> Result<Payload, FabricError> {
         self.check_peer(from)?;
+        let posted = self.now();
         let payload = Recv {
             fabric: self,
             from,
@@ -88,6 +107,7 @@ impl Fabric for SimFabric {
             wait: None,
         }
         .await;
+        self.record(SpanKind::Recv, Some(from), payload.shape().bytes(), posted);
         let got = payload.shape();
         if got != expect {
             return Err(FabricError::ShapeMismatch {
@@ -121,6 +141,8 @@ impl Fabric for SimFabric {
             armed: false,
         }
         .await;
+        let start = Time(done.as_ps() - work_ps);
+        self.record(SpanKind::Reduce, None, bytes, start);
         Ok(())
     }
 }

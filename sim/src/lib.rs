@@ -30,12 +30,14 @@ pub mod deadlock;
 pub mod event;
 pub mod executor;
 pub mod fabric;
+pub mod link_report;
 pub mod links;
 pub mod network;
 pub mod report;
 pub mod scenario;
 pub mod slab;
 pub mod study;
+pub mod trace;
 pub mod tuning;
 pub mod world;
 

@@ -14,10 +14,15 @@ use std::process::ExitCode;
 
 use algorithms::CollectiveError;
 use clap::{Parser, Subcommand};
+use sim::link_report::{LinkCsv, busiest};
+use sim::network::NetworkConfig;
 use sim::report::{table_header, table_row, write_csv};
 use sim::scenario::{ByteSize, CollectiveSpec, Scenario};
-use sim::study::{Failure, Point, Progress, Row, run_scenario};
+use sim::study::{Detail, Failure, Options, Point, Progress, Row, run_scenario};
+use sim::trace::{TracedRun, write_chrome_trace};
 use sim::tuning::AlgoFilter;
+use std::sync::Arc;
+use topologies::Topology;
 
 /// mimalloc keeps freed pages for reuse; with the system allocator, the
 /// simulator's stream of large, short-lived message buffers is returned to
@@ -57,6 +62,12 @@ enum Command {
         /// Also write the rows as CSV to this file.
         #[arg(long, value_name = "FILE")]
         csv: Option<PathBuf>,
+        /// Write per-link counters (topology scenarios) as CSV to this file.
+        #[arg(long, value_name = "FILE")]
+        links_csv: Option<PathBuf>,
+        /// Write a Chrome trace (JSON, for Perfetto) of every run to this file.
+        #[arg(long, value_name = "FILE")]
+        trace: Option<PathBuf>,
     },
     /// List the algorithm catalogue: collective, algorithm, cost formula.
     Algorithms,
@@ -80,7 +91,19 @@ enum Command {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
-        Command::Run { scenario, csv } => run(&scenario, csv.as_deref()),
+        Command::Run {
+            scenario,
+            csv,
+            links_csv,
+            trace,
+        } => run(
+            &scenario,
+            &Outputs {
+                csv,
+                links_csv,
+                trace,
+            },
+        ),
         Command::Algorithms => list_algorithms(),
         Command::BenchEngine {
             ranks,
@@ -100,7 +123,39 @@ fn main() -> ExitCode {
     }
 }
 
-fn run(path: &Path, csv: Option<&Path>) -> io::Result<ExitCode> {
+/// The files `sim run` writes besides stdout.
+struct Outputs {
+    csv: Option<PathBuf>,
+    links_csv: Option<PathBuf>,
+    trace: Option<PathBuf>,
+}
+
+/// Creates an output file, or says why it cannot be.
+fn create(path: &Path, what: &str) -> Result<BufWriter<File>, ExitCode> {
+    File::create(path).map(BufWriter::new).map_err(|e| {
+        eprintln!("error: {}: cannot write {what}: {e}", path.display());
+        ExitCode::from(EXIT_IO)
+    })
+}
+
+/// The busiest links of a run, as one comment line.
+fn busiest_line(row: &Row, detail: &Detail, topology: &Topology) -> Option<String> {
+    let links = busiest(detail, topology, 3);
+    if links.is_empty() {
+        return None;
+    }
+    let list: Vec<String> = links
+        .iter()
+        .map(|&(l, u)| format!("{} {:.1}%", topology.link_name(l), u * 100.0))
+        .collect();
+    Some(format!(
+        "# busiest links at {} B (average utilisation over the run): {}\n",
+        row.size_bytes,
+        list.join(", ")
+    ))
+}
+
+fn run(path: &Path, outputs: &Outputs) -> io::Result<ExitCode> {
     let scenario = match Scenario::load(path) {
         Ok(s) => s,
         Err(e) => {
@@ -118,6 +173,40 @@ fn run(path: &Path, csv: Option<&Path>) -> io::Result<ExitCode> {
         },
         Err(_) => AlgoFilter::default(),
     };
+    // Open every output before the (possibly long) run, so a bad path fails
+    // at once.
+    let csv_file = match outputs.csv.as_deref().map(|p| create(p, "CSV")).transpose() {
+        Ok(f) => f,
+        Err(code) => return Ok(code),
+    };
+    let topology = match &scenario.network {
+        NetworkConfig::Topology(t) => Some(Arc::clone(&t.topology)),
+        NetworkConfig::Ideal(_) => None,
+    };
+    let mut links_csv = match outputs
+        .links_csv
+        .as_deref()
+        .map(|p| create(p, "links CSV"))
+        .transpose()
+    {
+        Ok(None) => None,
+        Ok(Some(f)) => Some(LinkCsv::new(f)?),
+        Err(code) => return Ok(code),
+    };
+    let trace_file = match outputs
+        .trace
+        .as_deref()
+        .map(|p| create(p, "trace"))
+        .transpose()
+    {
+        Ok(f) => f,
+        Err(code) => return Ok(code),
+    };
+    let options = Options {
+        trace: trace_file.is_some(),
+    };
+    let mut traced: Vec<TracedRun> = Vec::new();
+    let mut section = 0;
     let mut out = io::stdout().lock();
     writeln!(out, "# sim run {}", path.display())?;
     writeln!(out, "# {scenario}")?;
@@ -126,13 +215,34 @@ fn run(path: &Path, csv: Option<&Path>) -> io::Result<ExitCode> {
     }
     out.flush()?;
     let mut write_error = None;
-    let result = run_scenario(&scenario, &filter, |progress| {
+    let mut pending_summary: Option<String> = None;
+    let result = run_scenario(&scenario, &filter, options, |progress| {
         let text = match progress {
             Progress::Section(index) => {
+                section = index;
                 let what = describe(&scenario.collectives[index]);
-                format!("#\n# {what}\n{}", table_header())
+                let summary = pending_summary.take().unwrap_or_default();
+                format!("{summary}#\n# {what}\n{}", table_header())
             }
-            Progress::Row(row) => table_row(row),
+            Progress::Row(row, detail) => {
+                if let Some(t) = &topology {
+                    pending_summary = busiest_line(row, detail, t);
+                    if let Some(w) = &mut links_csv
+                        && let Err(e) = w.write_point(section, row, detail, t)
+                    {
+                        write_error = Some(e);
+                        return ControlFlow::Break(());
+                    }
+                }
+                if let Some(log) = &detail.trace {
+                    traced.push(TracedRun {
+                        label: format!("{} {} {} B", row.collective, row.algorithm, row.size_bytes),
+                        ranks: row.ranks,
+                        log: log.clone(),
+                    });
+                }
+                table_row(row)
+            }
         };
         match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
             Ok(()) => ControlFlow::Continue(()),
@@ -145,6 +255,16 @@ fn run(path: &Path, csv: Option<&Path>) -> io::Result<ExitCode> {
     if let Some(e) = write_error {
         return Err(e);
     }
+    if let Some(summary) = pending_summary {
+        out.write_all(summary.as_bytes())?;
+    }
+    if let (Some(mut f), Some(p)) = (trace_file, outputs.trace.as_deref())
+        && let Err(e) =
+            write_chrome_trace(&mut f, &traced, topology.as_deref()).and_then(|()| f.flush())
+    {
+        eprintln!("error: {}: cannot write trace: {e}", p.display());
+        return Ok(ExitCode::from(EXIT_IO));
+    }
     let rows = match result {
         Ok(rows) => rows,
         Err(failed) => {
@@ -152,8 +272,8 @@ fn run(path: &Path, csv: Option<&Path>) -> io::Result<ExitCode> {
             return report_failure(&mut out, path, &scenario, &point, failure);
         }
     };
-    if let Some(csv_path) = csv
-        && let Err(e) = File::create(csv_path).and_then(|f| write_csv(BufWriter::new(f), &rows))
+    if let (Some(f), Some(csv_path)) = (csv_file, outputs.csv.as_deref())
+        && let Err(e) = write_csv(f, &rows)
     {
         eprintln!("error: {}: cannot write CSV: {e}", csv_path.display());
         return Ok(ExitCode::from(EXIT_IO));

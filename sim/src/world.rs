@@ -11,22 +11,25 @@ use std::task::Waker;
 
 use algorithms::{Payload, Rank, Shape, Tag, Time};
 
-use crate::event::{EventKind, EventQueue};
-use crate::links::{IdealLinks, LinkStats};
+use crate::event::{EventKind, EventQueue, MessageId};
+use crate::links::LinkStats;
+use crate::network::{LinkUsage, Network, NetworkConfig, Sent};
 use crate::slab::Slab;
-use topologies::LinkSpec;
+use crate::trace::{Span, SpanKind, TraceLog};
 
-/// What a run simulates: how many ranks, their links and the cost of local
-/// work.
-#[derive(Clone, Copy, Debug, PartialEq)]
+/// What a run simulates: how many ranks, their network and the cost of
+/// local work.
+#[derive(Clone, Debug)]
 pub struct WorldConfig {
     /// Number of ranks.
     pub world_size: usize,
-    /// Parameters of every rank-to-rank link (ideal model).
-    pub link: LinkSpec,
+    /// The network: ideal links or a topology model.
+    pub network: NetworkConfig,
     /// Reduction throughput of one rank in bytes per second; `None` makes
     /// reductions free.
     pub reduce_bytes_per_s: Option<f64>,
+    /// Whether to record a trace (rank spans, link backlogs).
+    pub trace: bool,
 }
 
 /// A message on its way.
@@ -36,6 +39,7 @@ struct Message {
     dst: Rank,
     tag: Tag,
     payload: Payload,
+    sent_at: Time,
 }
 
 /// A receive that is waiting for a message.
@@ -53,7 +57,7 @@ pub(crate) struct Wait {
 pub struct EngineStats {
     /// Events popped from the queue.
     pub events: u64,
-    /// Link traffic.
+    /// Message traffic (self-sends excluded).
     pub links: LinkStats,
 }
 
@@ -66,7 +70,12 @@ pub(crate) struct World {
     pub config: WorldConfig,
     pub now: Time,
     pub queue: EventQueue,
-    links: IdealLinks,
+    network: Network,
+    traffic: LinkStats,
+    /// Messages a network event just delivered (reused buffer).
+    delivered: Vec<MessageId>,
+    /// What the trace records, when asked for.
+    pub trace: Option<TraceLog>,
     in_flight: Slab<Message>,
     /// Looked up by key only; never iterated.
     mailbox: Mailbox,
@@ -97,18 +106,22 @@ pub(crate) struct SyncPoint {
 
 impl World {
     pub fn new(config: WorldConfig) -> World {
+        let n = config.world_size;
         World {
-            config,
+            network: Network::new(&config.network, n, config.trace),
+            traffic: LinkStats::default(),
+            delivered: Vec::new(),
+            trace: config.trace.then(TraceLog::default),
             now: Time::ZERO,
             queue: EventQueue::new(),
-            links: IdealLinks::new(config.link),
             in_flight: Slab::default(),
             mailbox: HashMap::new(),
             spare_queues: Vec::new(),
-            waits: (0..config.world_size).map(|_| Vec::new()).collect(),
+            waits: (0..n).map(|_| Vec::new()).collect(),
             next_wait_id: 0,
             timers: Slab::default(),
-            compute_free_at: vec![Time::ZERO; config.world_size],
+            compute_free_at: vec![Time::ZERO; n],
+            config,
             events: 0,
             out_of_time: false,
             sync: SyncPoint::default(),
@@ -120,17 +133,25 @@ impl World {
     /// having run out of time instead.
     pub fn send(&mut self, src: Rank, dst: Rank, tag: Tag, payload: Payload) {
         let bytes = payload.shape().bytes();
-        let Some(arrive) = self.links.transmit(self.now, src, dst, bytes) else {
-            self.out_of_time = true;
-            return;
-        };
         let message = self.in_flight.insert(Message {
             src,
             dst,
             tag,
             payload,
+            sent_at: self.now,
         });
-        self.queue.schedule(arrive, EventKind::Deliver { message });
+        if src != dst {
+            self.traffic.messages += 1;
+            self.traffic.bytes += bytes;
+        }
+        let sent = self
+            .network
+            .send(self.now, message, src, dst, bytes, &mut self.queue);
+        match sent {
+            Ok(Sent::ArrivesAt(at)) => self.queue.schedule(at, EventKind::Deliver { message }),
+            Ok(Sent::InFlight) => {}
+            Err(_) => self.out_of_time = true,
+        }
     }
 
     /// Takes the oldest arrived message from `src` to `dst` with `tag`.
@@ -205,29 +226,55 @@ impl World {
     pub fn apply(&mut self, kind: EventKind) {
         self.events += 1;
         match kind {
-            EventKind::Deliver { message } => {
-                let m = self
-                    .in_flight
-                    .remove(message)
-                    .expect("a delivery event names a message in flight");
-                let key = (m.dst, m.src, m.tag);
-                let spare = &mut self.spare_queues;
-                self.mailbox
-                    .entry(key)
-                    .or_insert_with(|| spare.pop().unwrap_or_default())
-                    .push_back(m.payload);
-                for w in &self.waits[m.dst] {
-                    if w.from == m.src && w.tag == m.tag {
-                        w.waker.wake_by_ref();
-                    }
-                }
-            }
+            EventKind::Deliver { message } => self.deliver(message),
             EventKind::ComputeDone { timer, .. } => {
                 if let Some(waker) = self.timers.remove(timer) {
                     waker.wake();
                 }
             }
-            EventKind::Net(_) => unreachable!("network models are wired in next"),
+            EventKind::Net(event) => {
+                let mut delivered = std::mem::take(&mut self.delivered);
+                let handled = self
+                    .network
+                    .handle(self.now, event, &mut self.queue, &mut delivered);
+                if handled.is_err() {
+                    self.out_of_time = true;
+                }
+                for message in delivered.drain(..) {
+                    self.deliver(message);
+                }
+                self.delivered = delivered;
+            }
+        }
+    }
+
+    /// A message has fully arrived: it joins its receiver's mailbox and
+    /// wakes the receives that may match it.
+    fn deliver(&mut self, message: MessageId) {
+        let m = self
+            .in_flight
+            .remove(message)
+            .expect("a delivery names a message in flight");
+        if let Some(trace) = &mut self.trace {
+            trace.spans.push(Span {
+                rank: m.src,
+                kind: SpanKind::Send,
+                peer: Some(m.dst),
+                bytes: m.payload.shape().bytes(),
+                start: m.sent_at,
+                end: self.now,
+            });
+        }
+        let key = (m.dst, m.src, m.tag);
+        let spare = &mut self.spare_queues;
+        self.mailbox
+            .entry(key)
+            .or_insert_with(|| spare.pop().unwrap_or_default())
+            .push_back(m.payload);
+        for w in &self.waits[m.dst] {
+            if w.from == m.src && w.tag == m.tag {
+                w.waker.wake_by_ref();
+            }
         }
     }
 
@@ -250,7 +297,22 @@ impl World {
     pub fn stats(&self) -> EngineStats {
         EngineStats {
             events: self.events,
-            links: self.links.stats(),
+            links: LinkStats {
+                links_used: self.network.links_used(),
+                ..self.traffic
+            },
         }
+    }
+
+    /// Per-link-direction counters of a topology model.
+    pub fn link_usage(&self) -> Option<Vec<LinkUsage>> {
+        self.network.usage()
+    }
+
+    /// Takes the trace recorded so far, with the network's link samples.
+    pub fn take_trace(&mut self) -> Option<TraceLog> {
+        let mut trace = self.trace.take()?;
+        trace.links = self.network.take_samples();
+        Some(trace)
     }
 }

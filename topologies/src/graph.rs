@@ -61,6 +61,12 @@ impl Topology {
         if link.mtu_bytes == 0 {
             return Err(TopologyError::Mtu);
         }
+        if link.buffer_bytes < link.mtu_bytes {
+            return Err(TopologyError::Buffer {
+                buffer_bytes: link.buffer_bytes,
+                mtu_bytes: link.mtu_bytes,
+            });
+        }
         let ab = self.graph.add_edge(a, b, link);
         let ba = self.graph.add_edge(b, a, link);
         self.reverse.push(ba);

@@ -39,6 +39,14 @@ pub enum TopologyError {
     /// A link with a zero MTU.
     #[error("a link's MTU must be at least one byte")]
     Mtu,
+    /// An egress buffer that cannot hold one packet.
+    #[error("a link's buffer ({buffer_bytes} B) must hold at least one MTU packet ({mtu_bytes} B)")]
+    Buffer {
+        /// The buffer.
+        buffer_bytes: u64,
+        /// The MTU.
+        mtu_bytes: u64,
+    },
     /// A topology with no ranks.
     #[error("a topology needs at least one rank")]
     NoRanks,

@@ -17,10 +17,13 @@ pub mod flow;
 pub mod packet;
 pub mod path;
 
-use algorithms::Time;
-use topologies::{LinkId, Route};
+use std::sync::Arc;
 
-use crate::event::MessageId;
+use algorithms::{Rank, Time};
+use topologies::{LinkId, LinkSpec, Route, Router, Topology, VertexId};
+
+use crate::event::{EventQueue, MessageId};
+use crate::links::IdealLinks;
 
 /// A message handed to a network model.
 #[derive(Clone, Debug)]
@@ -31,6 +34,8 @@ pub struct Transfer {
     pub bytes: u64,
     /// The link directions it crosses, source first (never empty).
     pub route: Route,
+    /// Messages of one flow are sent one after another, in order.
+    pub flow: u64,
 }
 
 /// An event of a network model.
@@ -70,4 +75,205 @@ pub struct LinkSample {
     pub link: LinkId,
     /// The new backlog (same unit as [`LinkUsage::max_queue`]).
     pub queue: u64,
+}
+
+/// Which network a run simulates.
+#[derive(Clone, Debug)]
+pub enum NetworkConfig {
+    /// One dedicated full-duplex link per rank pair (see [`crate::links`]).
+    Ideal(LinkSpec),
+    /// A hardware topology at packet or flow level.
+    Topology(TopologyConfig),
+}
+
+/// A hardware topology, where the ranks sit in it, and how to model it.
+#[derive(Clone, Debug)]
+pub struct TopologyConfig {
+    /// The hardware graph.
+    pub topology: Arc<Topology>,
+    /// `placement[rank]` is the vertex the rank runs on (at least as many
+    /// entries as ranks; every pair already checked to be connected).
+    pub placement: Arc<[VertexId]>,
+    /// Packet- or flow-level.
+    pub level: ModelLevel,
+    /// Salts the ECMP hash.
+    pub seed: u64,
+}
+
+/// The granularity of a topology model.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ModelLevel {
+    /// [`packet`]: every MTU packet through every egress queue.
+    Packet,
+    /// [`flow`]: max-min fair bandwidth shares of whole messages.
+    Flow,
+}
+
+impl ModelLevel {
+    /// The scenario name.
+    pub fn name(self) -> &'static str {
+        match self {
+            ModelLevel::Packet => "packet",
+            ModelLevel::Flow => "flow",
+        }
+    }
+}
+
+/// What happened to a message handed to [`Network::send`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Sent {
+    /// It arrives at this time (known at once: the ideal model, or a
+    /// message to oneself).
+    ArrivesAt(Time),
+    /// The model will report its arrival from one of its events.
+    InFlight,
+}
+
+/// The network of one run: the ideal links or a topology model with its
+/// router.
+#[derive(Debug)]
+pub(crate) enum Network {
+    Ideal(IdealLinks),
+    Packet(Routed<packet::PacketNetwork>),
+    Flow(Routed<flow::FlowNetwork>),
+}
+
+/// A topology model with the routes and placement it needs.
+#[derive(Debug)]
+pub(crate) struct Routed<M> {
+    model: M,
+    router: Router,
+    placement: Arc<[VertexId]>,
+    world_size: usize,
+}
+
+impl Network {
+    /// The network `config` describes for `world_size` ranks; with
+    /// `sample_links` a topology model records link backlogs for traces.
+    pub fn new(config: &NetworkConfig, world_size: usize, sample_links: bool) -> Network {
+        match config {
+            NetworkConfig::Ideal(spec) => Network::Ideal(IdealLinks::new(*spec)),
+            NetworkConfig::Topology(t) => {
+                let router = Router::new(Arc::clone(&t.topology), t.seed);
+                let placement = Arc::clone(&t.placement);
+                let topology = Arc::clone(&t.topology);
+                match t.level {
+                    ModelLevel::Packet => Network::Packet(Routed {
+                        model: packet::PacketNetwork::new(topology, sample_links),
+                        router,
+                        placement,
+                        world_size,
+                    }),
+                    ModelLevel::Flow => Network::Flow(Routed {
+                        model: flow::FlowNetwork::new(topology, sample_links),
+                        router,
+                        placement,
+                        world_size,
+                    }),
+                }
+            }
+        }
+    }
+
+    /// Sends message `message` of `bytes` from `src` to `dst` at `now`.
+    pub fn send(
+        &mut self,
+        now: Time,
+        message: MessageId,
+        src: Rank,
+        dst: Rank,
+        bytes: u64,
+        queue: &mut EventQueue,
+    ) -> Result<Sent, OutOfTime> {
+        match self {
+            Network::Ideal(links) => links
+                .transmit(now, src, dst, bytes)
+                .map(Sent::ArrivesAt)
+                .ok_or(OutOfTime),
+            Network::Packet(r) => {
+                let Some(t) = r.transfer(message, src, dst, bytes) else {
+                    return Ok(Sent::ArrivesAt(now));
+                };
+                r.model.start(now, t, queue).map(|()| Sent::InFlight)
+            }
+            Network::Flow(r) => {
+                let Some(t) = r.transfer(message, src, dst, bytes) else {
+                    return Ok(Sent::ArrivesAt(now));
+                };
+                r.model.start(now, t, queue).map(|()| Sent::InFlight)
+            }
+        }
+    }
+
+    /// Applies a network event, pushing arrived messages onto `delivered`.
+    pub fn handle(
+        &mut self,
+        now: Time,
+        event: NetEvent,
+        queue: &mut EventQueue,
+        delivered: &mut Vec<MessageId>,
+    ) -> Result<(), OutOfTime> {
+        match (self, event) {
+            (Network::Packet(r), NetEvent::Packet(e)) => r.model.handle(now, e, queue, delivered),
+            (Network::Flow(r), NetEvent::Flow(e)) => r.model.handle(now, e, queue, delivered),
+            _ => unreachable!("a model only schedules its own events"),
+        }
+    }
+
+    /// Per-link-direction counters of a topology model (`None` for the
+    /// ideal links).
+    pub fn usage(&self) -> Option<Vec<LinkUsage>> {
+        match self {
+            Network::Ideal(_) => None,
+            Network::Packet(r) => Some(r.model.usage().to_vec()),
+            Network::Flow(r) => Some(r.model.usage().to_vec()),
+        }
+    }
+
+    /// Number of link directions that carried anything.
+    pub fn links_used(&self) -> u64 {
+        let used = |u: &[LinkUsage]| u.iter().filter(|l| l.units > 0).count() as u64;
+        match self {
+            Network::Ideal(links) => links.stats().links_used,
+            Network::Packet(r) => used(r.model.usage()),
+            Network::Flow(r) => used(r.model.usage()),
+        }
+    }
+
+    /// The link backlog samples recorded so far.
+    pub fn take_samples(&mut self) -> Vec<LinkSample> {
+        match self {
+            Network::Ideal(_) => Vec::new(),
+            Network::Packet(r) => r.model.take_samples(),
+            Network::Flow(r) => r.model.take_samples(),
+        }
+    }
+}
+
+impl<M> Routed<M> {
+    /// The transfer for a message between two ranks, or `None` for a
+    /// message to oneself (it crosses no link).
+    fn transfer(
+        &mut self,
+        message: MessageId,
+        src: Rank,
+        dst: Rank,
+        bytes: u64,
+    ) -> Option<Transfer> {
+        let (a, b) = (self.placement[src], self.placement[dst]);
+        if a == b {
+            return None;
+        }
+        let flow = (src * self.world_size + dst) as u64;
+        let route = self
+            .router
+            .route(a, b, flow)
+            .expect("every pair of placed ranks was checked to be connected");
+        Some(Transfer {
+            message,
+            bytes,
+            route,
+            flow,
+        })
+    }
 }

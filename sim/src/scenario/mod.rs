@@ -41,13 +41,16 @@
 
 mod raw;
 pub mod size;
+mod topology;
 mod validate;
 
 use std::fmt;
 use std::path::{Path, PathBuf};
 
 use algorithms::{Algorithm, Collective, DType, Rank, ReduceOp};
-use topologies::FullMesh;
+use topologies::LinkSpec;
+
+use crate::network::NetworkConfig;
 
 pub use size::ByteSize;
 
@@ -72,7 +75,7 @@ pub const MESSAGES_PER_POINT_MAX: u64 = 1 << 30;
 pub const CHUNKS_PER_BUFFER_MAX: u64 = 1 << 20;
 
 /// A validated scenario.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug)]
 pub struct Scenario {
     /// Where it was read from.
     pub path: PathBuf,
@@ -80,8 +83,15 @@ pub struct Scenario {
     pub name: String,
     /// The seed of the run's random number generator.
     pub seed: u64,
-    /// Ranks and links.
-    pub topology: FullMesh,
+    /// Number of ranks.
+    pub world_size: usize,
+    /// The network: ideal links or a topology model.
+    pub network: NetworkConfig,
+    /// One line describing the network, for the report header.
+    pub network_description: String,
+    /// The alpha-beta link the tuner assumes: the ideal link, or on a
+    /// topology the slowest route between ring neighbours.
+    pub tuner_link: LinkSpec,
     /// Reduction throughput per rank in bytes per second (`None`: free).
     pub reduce_bytes_per_s: Option<f64>,
     /// The collectives to run, in order.
@@ -233,15 +243,10 @@ impl Scenario {
 
 impl fmt::Display for Scenario {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let link = self.topology.link;
         write!(
             f,
-            "{}: {} ranks, seed {}, ideal links (latency {:.3} us, {:.2} GB/s per direction)",
-            self.name,
-            self.topology.world_size,
-            self.seed,
-            link.latency_ps as f64 / 1e6,
-            link.bandwidth_bytes_per_s / 1e9
+            "{}: {} ranks, seed {}, {}",
+            self.name, self.world_size, self.seed, self.network_description
         )
     }
 }

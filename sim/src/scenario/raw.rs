@@ -11,10 +11,14 @@ use super::size::ByteSize;
 #[serde(deny_unknown_fields)]
 pub struct RawScenario {
     pub name: Option<String>,
-    pub world_size: Spanned<i64>,
+    #[serde(default)]
+    pub world_size: Option<Spanned<i64>>,
     #[serde(default)]
     pub seed: u64,
-    pub links: Spanned<RawLinks>,
+    #[serde(default)]
+    pub links: Option<Spanned<RawLinks>>,
+    #[serde(default)]
+    pub topology: Option<Spanned<RawTopology>>,
     #[serde(default)]
     pub compute: Option<RawCompute>,
     #[serde(default)]
@@ -83,4 +87,102 @@ pub struct RawInject {
     pub rank: Spanned<i64>,
     #[serde(default)]
     pub from: Option<Spanned<i64>>,
+}
+
+/// `[topology]`: a preset with its parameters, an `nvidia-smi topo -m`
+/// file, or an explicit list of vertices and links. Which parameters apply
+/// depends on the preset; validation rejects the others.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawTopology {
+    pub preset: Spanned<String>,
+    #[serde(default)]
+    pub model: Option<Spanned<String>>,
+    #[serde(default)]
+    pub placement: Option<Spanned<Vec<Spanned<i64>>>>,
+    // Nodes and fat-trees.
+    #[serde(default)]
+    pub nodes: Option<Spanned<i64>>,
+    #[serde(default)]
+    pub gpus_per_node: Option<Spanned<i64>>,
+    #[serde(default)]
+    pub style: Option<Spanned<String>>,
+    #[serde(default)]
+    pub leaves: Option<Spanned<i64>>,
+    #[serde(default)]
+    pub spines: Option<Spanned<i64>>,
+    #[serde(default)]
+    pub oversubscription: Option<Spanned<f64>>,
+    #[serde(default)]
+    pub nic: Option<Spanned<String>>,
+    // PCIe box.
+    #[serde(default)]
+    pub sockets: Option<Spanned<i64>>,
+    #[serde(default)]
+    pub switches_per_socket: Option<Spanned<i64>>,
+    #[serde(default)]
+    pub gpus_per_switch: Option<Spanned<i64>>,
+    #[serde(default)]
+    pub pcie: Option<Spanned<String>>,
+    #[serde(default)]
+    pub smp_links: Option<Spanned<i64>>,
+    // Leaf-spine.
+    #[serde(default)]
+    pub hosts: Option<Spanned<i64>>,
+    #[serde(default)]
+    pub hosts_per_leaf: Option<Spanned<i64>>,
+    // Ring and torus.
+    #[serde(default)]
+    pub gpus: Option<Spanned<i64>>,
+    #[serde(default)]
+    pub x: Option<Spanned<i64>>,
+    #[serde(default)]
+    pub y: Option<Spanned<i64>>,
+    #[serde(default)]
+    pub kind: Option<Spanned<String>>,
+    #[serde(default)]
+    pub links_per_pair: Option<Spanned<i64>>,
+    // nvidia-smi import.
+    #[serde(default)]
+    pub file: Option<Spanned<String>>,
+    #[serde(default)]
+    pub nvlink: Option<Spanned<String>>,
+    // Explicit.
+    #[serde(default)]
+    pub vertex: Vec<Spanned<RawVertex>>,
+    #[serde(default)]
+    pub link: Vec<Spanned<RawLink>>,
+}
+
+/// One `[[topology.vertex]]` of an explicit topology.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawVertex {
+    pub name: Spanned<String>,
+    pub kind: Spanned<String>,
+    #[serde(default)]
+    pub forwards: Option<bool>,
+    #[serde(default)]
+    pub forward_latency_ns: Option<Spanned<f64>>,
+}
+
+/// One `[[topology.link]]` of an explicit topology.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawLink {
+    pub from: Spanned<String>,
+    pub to: Spanned<String>,
+    pub kind: Spanned<String>,
+    #[serde(default)]
+    pub count: Option<Spanned<i64>>,
+    #[serde(default)]
+    pub bandwidth_gb_per_s: Option<Spanned<f64>>,
+    #[serde(default)]
+    pub latency_ns: Option<Spanned<f64>>,
+    #[serde(default)]
+    pub mtu_bytes: Option<Spanned<i64>>,
+    #[serde(default)]
+    pub buffer_bytes: Option<Spanned<i64>>,
+    #[serde(default)]
+    pub lossless: Option<bool>,
 }

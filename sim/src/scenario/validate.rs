@@ -6,22 +6,24 @@ use std::path::Path;
 
 use algorithms::{Algorithm, Collective, DType, ReduceOp};
 use toml::Spanned;
-use topologies::{FullMesh, LinkSpec};
+use topologies::LinkSpec;
 
-use super::raw::{RawCollective, RawInject, RawScenario};
+use crate::network::NetworkConfig;
+
+use super::raw::{RawCollective, RawInject, RawLinks, RawScenario};
 use super::{
     CHUNKS_PER_BUFFER_MAX, CollectiveSpec, Inject, MESSAGES_PER_POINT_MAX, REAL_DATA_BYTES_MAX,
     Scenario, ScenarioError, WORLD_SIZE_MAX,
 };
 
 /// The file being validated, for turning byte spans into line:column.
-struct Source<'a> {
-    path: &'a Path,
-    text: &'a str,
+pub(super) struct Source<'a> {
+    pub path: &'a Path,
+    pub text: &'a str,
 }
 
 impl Source<'_> {
-    fn error(&self, span: Option<Range<usize>>, message: impl Into<String>) -> ScenarioError {
+    pub fn error(&self, span: Option<Range<usize>>, message: impl Into<String>) -> ScenarioError {
         let offset = span.map_or(0, |s| s.start).min(self.text.len());
         let before = &self.text[..offset];
         let line = before.matches('\n').count() + 1;
@@ -34,12 +36,12 @@ impl Source<'_> {
         }
     }
 
-    fn at<T>(&self, value: &Spanned<T>, message: impl Into<String>) -> ScenarioError {
+    pub fn at<T>(&self, value: &Spanned<T>, message: impl Into<String>) -> ScenarioError {
         self.error(Some(value.span()), message)
     }
 
     /// A count that must lie in `min..=max`.
-    fn count(
+    pub fn count(
         &self,
         v: &Spanned<i64>,
         what: &str,
@@ -57,7 +59,12 @@ impl Source<'_> {
     }
 
     /// A rate or duration that must be finite, and positive or non-negative.
-    fn number(&self, v: &Spanned<f64>, what: &str, zero_ok: bool) -> Result<f64, ScenarioError> {
+    pub fn number(
+        &self,
+        v: &Spanned<f64>,
+        what: &str,
+        zero_ok: bool,
+    ) -> Result<f64, ScenarioError> {
         let x = *v.get_ref();
         let ok = x.is_finite() && (x > 0.0 || (zero_ok && x == 0.0));
         if !ok {
@@ -84,30 +91,23 @@ pub fn parse(path: &Path, text: &str) -> Result<Scenario, ScenarioError> {
     let src = Source { path, text };
     let raw: RawScenario = toml::from_str(text)
         .map_err(|e| src.error(e.span(), e.message().trim_end().to_string()))?;
-    let world_size = src.count(&raw.world_size, "world_size", 1, WORLD_SIZE_MAX as i64)? as usize;
-
-    let links = raw.links.get_ref();
-    if let Some(model) = &links.model
-        && model.get_ref() != "ideal"
-    {
-        return Err(src.at(
-            model,
-            format!(
-                "unknown link model `{}`; expected \"ideal\"",
-                model.get_ref()
-            ),
-        ));
-    }
-    let latency_us = src.number(&links.latency_us, "latency_us", true)?;
-    let bandwidth = src.number(&links.bandwidth_gb_per_s, "bandwidth_gb_per_s", false)?;
-    let latency_ps = (latency_us * 1e6).round();
-    if latency_ps > 1e18 {
-        return Err(src.at(&links.latency_us, "latency_us is unreasonably large"));
-    }
-    let link = LinkSpec::new(latency_ps as u64, bandwidth * 1e9)
-        .map_err(|e| src.at(&links.bandwidth_gb_per_s, e.to_string()))?;
-    let topology =
-        FullMesh::new(world_size, link).map_err(|e| src.at(&raw.world_size, e.to_string()))?;
+    let network = match (&raw.links, &raw.topology) {
+        (Some(links), None) => ideal(&src, &raw, links)?,
+        (None, Some(t)) => super::topology::network(&src, t, raw.world_size.as_ref(), raw.seed)?,
+        (Some(_), Some(t)) => {
+            return Err(src.at(
+                t,
+                "give either [links] (ideal links) or [topology] (a hardware model), not both",
+            ));
+        }
+        (None, None) => {
+            return Err(src.error(
+                None,
+                "the scenario needs [links] (ideal links) or [topology] (a hardware model)",
+            ));
+        }
+    };
+    let world_size = network.world_size;
 
     let reduce_bytes_per_s = match &raw.compute {
         Some(c) => Some(src.number(&c.reduce_gb_per_s, "reduce_gb_per_s", false)? * 1e9),
@@ -141,10 +141,58 @@ pub fn parse(path: &Path, text: &str) -> Result<Scenario, ScenarioError> {
         path: path.to_path_buf(),
         name,
         seed: raw.seed,
-        topology,
+        world_size,
+        network: network.config,
+        network_description: network.description,
+        tuner_link: network.tuner_link,
         reduce_bytes_per_s,
         collectives,
         injects,
+    })
+}
+
+/// Validates `[links]`: ideal links, with a world size of its own.
+fn ideal(
+    src: &Source,
+    raw: &RawScenario,
+    spanned: &Spanned<RawLinks>,
+) -> Result<super::topology::Network, ScenarioError> {
+    let Some(world_size) = &raw.world_size else {
+        return Err(src.at(
+            spanned,
+            "ideal links need a world_size (the number of ranks)",
+        ));
+    };
+    let world_size = src.count(world_size, "world_size", 1, WORLD_SIZE_MAX as i64)? as usize;
+    let links = spanned.get_ref();
+    if let Some(model) = &links.model
+        && model.get_ref() != "ideal"
+    {
+        return Err(src.at(
+            model,
+            format!(
+                "unknown link model `{}`; expected \"ideal\" (packet and flow models need a [topology])",
+                model.get_ref()
+            ),
+        ));
+    }
+    let latency_us = src.number(&links.latency_us, "latency_us", true)?;
+    let bandwidth = src.number(&links.bandwidth_gb_per_s, "bandwidth_gb_per_s", false)?;
+    let latency_ps = (latency_us * 1e6).round();
+    if latency_ps > 1e18 {
+        return Err(src.at(&links.latency_us, "latency_us is unreasonably large"));
+    }
+    let link = LinkSpec::new(latency_ps as u64, bandwidth * 1e9)
+        .map_err(|e| src.at(&links.bandwidth_gb_per_s, e.to_string()))?;
+    Ok(super::topology::Network {
+        config: NetworkConfig::Ideal(link),
+        world_size,
+        description: format!(
+            "ideal links (latency {:.3} us, {:.2} GB/s per direction)",
+            link.latency_ps as f64 / 1e6,
+            link.bandwidth_bytes_per_s / 1e9
+        ),
+        tuner_link: link,
     })
 }
 

@@ -26,7 +26,9 @@ use rand_chacha::ChaCha8Rng;
 
 use crate::deadlock::DeadlockReport;
 use crate::executor::run;
+use crate::network::LinkUsage;
 use crate::scenario::{CollectiveSpec, Inject, Scenario};
+use crate::trace::TraceLog;
 use crate::tuning::AlgoFilter;
 use crate::world::{EngineStats, WorldConfig};
 
@@ -98,8 +100,28 @@ pub struct Point {
 pub enum Progress<'a> {
     /// The scenario's collective entry with this index starts.
     Section(usize),
-    /// A row is ready.
-    Row(&'a Row),
+    /// A row is ready, with what the run behind it measured.
+    Row(&'a Row, &'a Detail),
+}
+
+/// What one point's run measured besides its row.
+#[derive(Clone, Debug, Default)]
+pub struct Detail {
+    /// Engine counters.
+    pub stats: EngineStats,
+    /// Virtual time at which the run's last event happened.
+    pub end_time: Time,
+    /// Per-link-direction counters of a topology model.
+    pub link_usage: Option<Vec<LinkUsage>>,
+    /// The run's trace, when the study records one.
+    pub trace: Option<TraceLog>,
+}
+
+/// How to run a study.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Options {
+    /// Record a trace of every run.
+    pub trace: bool,
 }
 
 /// Runs every collective of `scenario` at every size, telling `on_progress`
@@ -108,6 +130,7 @@ pub enum Progress<'a> {
 pub fn run_scenario(
     scenario: &Scenario,
     filter: &AlgoFilter,
+    options: Options,
     mut on_progress: impl FnMut(Progress) -> ControlFlow<()>,
 ) -> Result<Vec<Row>, Box<(Point, Failure)>> {
     let mut rows = Vec::new();
@@ -122,10 +145,9 @@ pub fn run_scenario(
                 collective: spec.kind.name(),
                 size_bytes: size,
             };
-            let row = run_point(scenario, spec, filter, size, &mut rng)
-                .map_err(|f| Box::new((point, f)))?
-                .0;
-            let flow = on_progress(Progress::Row(&row));
+            let (row, detail) = run_point(scenario, spec, filter, options, size, &mut rng)
+                .map_err(|f| Box::new((point, f)))?;
+            let flow = on_progress(Progress::Row(&row, &detail));
             rows.push(row);
             if flow.is_break() {
                 return Ok(rows);
@@ -135,11 +157,12 @@ pub fn run_scenario(
     Ok(rows)
 }
 
-/// The cost model of a scenario's links, for the tuner.
+/// The cost model of a scenario's links, for the tuner (see
+/// [`Scenario::tuner_link`]).
 pub fn cost_model(scenario: &Scenario) -> CostModel {
     CostModel {
-        latency_ps: scenario.topology.link.latency_ps,
-        bandwidth_bytes_per_s: scenario.topology.link.bandwidth_bytes_per_s,
+        latency_ps: scenario.tuner_link.latency_ps,
+        bandwidth_bytes_per_s: scenario.tuner_link.bandwidth_bytes_per_s,
         reduce_bytes_per_s: scenario.reduce_bytes_per_s,
     }
 }
@@ -181,14 +204,16 @@ pub fn select(
     }
 }
 
-/// Runs one collective at one size; returns the row and the engine counters.
+/// Runs one collective at one size; returns the row and what the run
+/// measured.
 pub fn run_point(
     scenario: &Scenario,
     spec: &CollectiveSpec,
     filter: &AlgoFilter,
+    options: Options,
     size_bytes: u64,
     rng: &mut ChaCha8Rng,
-) -> Result<(Row, EngineStats), Failure> {
+) -> Result<(Row, Detail), Failure> {
     let n = spec.world_size;
     let count =
         usize::try_from(size_bytes / spec.dtype.size_bytes() as u64).expect("sizes fit in memory");
@@ -210,8 +235,9 @@ pub fn run_point(
     let (algorithm, params, tuned) = select(scenario, spec, filter, count);
     let config = WorldConfig {
         world_size: n,
-        link: scenario.topology.link,
+        network: scenario.network.clone(),
         reduce_bytes_per_s: scenario.reduce_bytes_per_s,
+        trace: options.trace,
     };
     let call = program::Call {
         spec,
@@ -259,7 +285,13 @@ pub fn run_point(
         busbw_gb_per_s: algbw * spec.kind.busbw_factor(n),
         wrong,
     };
-    Ok((row, exec.stats))
+    let detail = Detail {
+        stats: exec.stats,
+        end_time: exec.end_time,
+        link_usage: exec.link_usage,
+        trace: exec.trace,
+    };
+    Ok((row, detail))
 }
 
 /// What the ranks that finished returned: `(rank, (call spans, buffer))`.

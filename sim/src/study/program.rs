@@ -12,6 +12,7 @@ use algorithms::{
 
 use crate::fabric::SimFabric;
 use crate::scenario::{CollectiveSpec, Inject};
+use crate::trace::SpanKind;
 
 /// The tag of receives injected by [`Inject::ExtraRecv`]; no collective
 /// uses it.
@@ -79,6 +80,8 @@ pub async fn rank_program(
             &params,
         )
         .await?;
+        let bytes = (buf.len() * spec.dtype.size_bytes()) as u64;
+        fabric.record(SpanKind::Call(spec.kind.name()), None, bytes, start);
         spans.push((start, fabric.now()));
     }
     if injects.contains(&Inject::CorruptResult { rank: me }) && !buf.is_empty() && !buf.is_phantom()

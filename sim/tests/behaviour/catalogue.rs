@@ -96,7 +96,8 @@ pub fn check_reference(collective: Collective, algorithm: Algorithm, case: &Case
         .expect("in the catalogue");
     let config = WorldConfig {
         world_size: n,
-        link: link(1_000_000, 10_000_000_000),
+        network: sim::network::NetworkConfig::Ideal(link(1_000_000, 10_000_000_000)),
+        trace: false,
         reduce_bytes_per_s: Some(50e9),
     };
     let exec = run(config, |fabric| {
@@ -170,7 +171,10 @@ pub fn simulate_time(
 ) -> Time {
     let config = WorldConfig {
         world_size: n,
-        link: topologies::LinkSpec::new(model.latency_ps, model.bandwidth_bytes_per_s).unwrap(),
+        network: sim::network::NetworkConfig::Ideal(
+            topologies::LinkSpec::new(model.latency_ps, model.bandwidth_bytes_per_s).unwrap(),
+        ),
+        trace: false,
         reduce_bytes_per_s: model.reduce_bytes_per_s,
     };
     let exec = run(config, |fabric| async move {
@@ -366,7 +370,8 @@ fn alltoall_rejects_a_count_that_does_not_split_evenly() {
     for algorithm in Collective::Alltoall.algorithms() {
         let config = WorldConfig {
             world_size: 3,
-            link: link(1_000, 1_000_000_000),
+            network: sim::network::NetworkConfig::Ideal(link(1_000, 1_000_000_000)),
+            trace: false,
             reduce_bytes_per_s: None,
         };
         let exec = run(config, |fabric| async move {
@@ -403,7 +408,8 @@ fn no_rank_leaves_a_barrier_before_the_last_one_enters() {
         for late in [0, n / 2, n - 1] {
             let config = WorldConfig {
                 world_size: n,
-                link: link(1_000, 1_000_000_000),
+                network: sim::network::NetworkConfig::Ideal(link(1_000, 1_000_000_000)),
+                trace: false,
                 reduce_bytes_per_s: Some(1e9),
             };
             let exec = run(config, |fabric| async move {

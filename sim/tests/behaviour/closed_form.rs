@@ -29,7 +29,8 @@ struct Case {
 fn simulate(c: Case) -> Time {
     let config = WorldConfig {
         world_size: c.n,
-        link: link(c.latency_ps, c.bw),
+        network: sim::network::NetworkConfig::Ideal(link(c.latency_ps, c.bw)),
+        trace: false,
         reduce_bytes_per_s: c.reduce_bw,
     };
     let exec = run(config, |fabric| async move {

@@ -9,7 +9,8 @@ use crate::support::{link, sim};
 fn config(n: usize) -> WorldConfig {
     WorldConfig {
         world_size: n,
-        link: link(1_000, 1_000_000_000),
+        network: sim::network::NetworkConfig::Ideal(link(1_000, 1_000_000_000)),
+        trace: false,
         reduce_bytes_per_s: None,
     }
 }

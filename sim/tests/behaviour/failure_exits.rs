@@ -167,7 +167,7 @@ proptest! {
         );
         let scenario = Scenario::parse(Path::new("random.toml"), &text).unwrap();
         let filter = sim::tuning::AlgoFilter::default();
-        let rows = run_scenario(&scenario, &filter, |_| std::ops::ControlFlow::Continue(())).unwrap();
+        let rows = run_scenario(&scenario, &filter, sim::study::Options::default(), |_| std::ops::ControlFlow::Continue(())).unwrap();
         prop_assert!(!rows.is_empty());
         for row in rows {
             prop_assert_eq!(row.wrong, Some(0), "{:?}", row);

@@ -63,7 +63,8 @@ fn check(
     let expected = ring_allreduce_reference(&inputs, op);
     let config = WorldConfig {
         world_size: n,
-        link: link(1_000_000, 10_000_000_000),
+        network: sim::network::NetworkConfig::Ideal(link(1_000_000, 10_000_000_000)),
+        trace: false,
         reduce_bytes_per_s: Some(50e9),
     };
     let exec = run(config, |fabric| {
@@ -150,7 +151,8 @@ fn every_dtype_and_op_on_awkward_shapes() {
 fn an_unsupported_op_is_an_error_not_a_wrong_result() {
     let config = WorldConfig {
         world_size: 2,
-        link: link(0, 1_000_000_000),
+        network: sim::network::NetworkConfig::Ideal(link(0, 1_000_000_000)),
+        trace: false,
         reduce_bytes_per_s: None,
     };
     let exec = run(config, |fabric| async move {

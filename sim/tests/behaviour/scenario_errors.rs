@@ -36,7 +36,7 @@ fn error_of(text: &str) -> (usize, usize, String) {
 #[test]
 fn the_valid_base_parses() {
     let s = Scenario::parse(Path::new("ok.toml"), VALID).unwrap();
-    assert_eq!(s.topology.world_size, 4);
+    assert_eq!(s.world_size, 4);
     assert_eq!(s.collectives[0].sizes().len(), 18);
 }
 
