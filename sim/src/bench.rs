@@ -6,10 +6,12 @@
 use std::time::Instant;
 
 use algorithms::{Algorithm, Collective, DType, Params, Payload, ReduceOp, collective};
-use topologies::LinkSpec;
+use std::sync::Arc;
+
+use topologies::{LinkSpec, presets};
 
 use crate::executor::run;
-use crate::network::NetworkConfig;
+use crate::network::{ModelLevel, NetworkConfig, TopologyConfig};
 use crate::world::{EngineStats, WorldConfig};
 
 /// What one benchmark repetition measured.
@@ -23,14 +25,54 @@ pub struct BenchResult {
     pub stats: EngineStats,
 }
 
+/// Which network the benchmark simulates.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum BenchNetwork {
+    /// Ideal per-pair links (1 us latency, 100 GB/s).
+    Ideal,
+    /// The fat-tree preset (DGX H100 nodes, IB NDR), packet-level model.
+    Packet,
+    /// The fat-tree preset (DGX H100 nodes, IB NDR), flow-level model.
+    Flow,
+}
+
+/// The network of `ranks` ranks: ideal links, or the default fat-tree
+/// preset with `ceil(ranks / 8)` nodes, ranks placed in order.
+pub fn bench_network(network: BenchNetwork, ranks: usize) -> NetworkConfig {
+    let level = match network {
+        BenchNetwork::Ideal => {
+            return NetworkConfig::Ideal(
+                LinkSpec::new(1_000_000, 100e9).expect("constant link parameters are valid"),
+            );
+        }
+        BenchNetwork::Packet => ModelLevel::Packet,
+        BenchNetwork::Flow => ModelLevel::Flow,
+    };
+    let params = presets::FatTree {
+        nodes: ranks.div_ceil(8),
+        ..presets::FatTree::default()
+    };
+    let topology = Arc::new(presets::fat_tree(&params).expect("the default fat-tree builds"));
+    let placement: Arc<[_]> = topology.endpoints()[..ranks].into();
+    NetworkConfig::Topology(TopologyConfig {
+        topology,
+        placement,
+        level,
+        seed: 1,
+    })
+}
+
 /// Simulates one phantom float-sum ring allreduce of `bytes` on `ranks`
-/// ranks (NVLink-like links: 1 us latency, 100 GB/s) and times it.
-pub fn ring_allreduce_phantom(ranks: usize, bytes: u64, chunk_bytes: u64) -> BenchResult {
+/// ranks of `network` and times it.
+pub fn ring_allreduce_phantom(
+    network: NetworkConfig,
+    ranks: usize,
+    bytes: u64,
+    chunk_bytes: u64,
+) -> BenchResult {
     let config = WorldConfig {
         world_size: ranks,
-        network: NetworkConfig::Ideal(
-            LinkSpec::new(1_000_000, 100e9).expect("constant link parameters are valid"),
-        ),
+        network,
         trace: false,
         reduce_bytes_per_s: None,
     };

@@ -14,6 +14,7 @@ use std::process::ExitCode;
 
 use algorithms::CollectiveError;
 use clap::{Parser, Subcommand};
+use sim::bench::BenchNetwork;
 use sim::link_report::{LinkCsv, busiest};
 use sim::network::NetworkConfig;
 use sim::report::{table_header, table_row, write_csv};
@@ -85,6 +86,10 @@ enum Command {
         /// Repetitions.
         #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..=1000))]
         repeat: u32,
+        /// The network: ideal links, or the fat-tree preset at packet or
+        /// flow level.
+        #[arg(long, value_enum, default_value = "ideal")]
+        network: BenchNetwork,
     },
 }
 
@@ -110,7 +115,8 @@ fn main() -> ExitCode {
             bytes,
             chunk,
             repeat,
-        } => bench(ranks as usize, bytes, chunk, repeat),
+            network,
+        } => bench(ranks as usize, bytes, chunk, repeat, network),
     };
     match result {
         Ok(code) => code,
@@ -405,7 +411,13 @@ fn list_algorithms() -> io::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-fn bench(ranks: usize, bytes: ByteSize, chunk: ByteSize, repeat: u32) -> io::Result<ExitCode> {
+fn bench(
+    ranks: usize,
+    bytes: ByteSize,
+    chunk: ByteSize,
+    repeat: u32,
+    network: BenchNetwork,
+) -> io::Result<ExitCode> {
     if chunk.0 < 4096 {
         eprintln!("error: --chunk must be at least 4K");
         return Ok(ExitCode::from(EXIT_INPUT));
@@ -421,8 +433,14 @@ fn bench(ranks: usize, bytes: ByteSize, chunk: ByteSize, repeat: u32) -> io::Res
     let mut out = io::stdout().lock();
     writeln!(
         out,
-        "# ring allreduce, phantom float payload, {ranks} ranks, {} bytes, chunk {} bytes",
-        bytes.0, chunk.0
+        "# ring allreduce, phantom float payload, {ranks} ranks, {} bytes, chunk {} bytes, {} network",
+        bytes.0,
+        chunk.0,
+        match network {
+            BenchNetwork::Ideal => "ideal",
+            BenchNetwork::Packet => "fat-tree packet-level",
+            BenchNetwork::Flow => "fat-tree flow-level",
+        }
     )?;
     writeln!(
         out,
@@ -430,7 +448,8 @@ fn bench(ranks: usize, bytes: ByteSize, chunk: ByteSize, repeat: u32) -> io::Res
         "rep", "wall (s)", "events", "events/s", "simulated (us)"
     )?;
     for rep in 0..repeat {
-        let r = sim::bench::ring_allreduce_phantom(ranks, bytes.0, chunk.0);
+        let config = sim::bench::bench_network(network, ranks);
+        let r = sim::bench::ring_allreduce_phantom(config, ranks, bytes.0, chunk.0);
         writeln!(
             out,
             "{:>4} {:>12.4} {:>12} {:>14.0} {:>14.3}",

@@ -315,18 +315,145 @@ fn link_kind(
     }
 }
 
+/// A node style parameter, or its default.
+fn style(src: &Source, v: &Option<Spanned<String>>) -> Result<presets::NodeStyle, ScenarioError> {
+    match v.as_ref().map(|s| (s, s.get_ref().as_str())) {
+        None => Ok(presets::NodeStyle::H100),
+        Some((_, "h100")) => Ok(presets::NodeStyle::H100),
+        Some((_, "a100")) => Ok(presets::NodeStyle::A100),
+        Some((s, other)) => Err(src.at(
+            s,
+            format!("unknown node style `{other}`; expected \"a100\" or \"h100\""),
+        )),
+    }
+}
+
+/// A ratio parameter (at least 1), or 1.
+fn oversubscription(src: &Source, v: &Option<Spanned<f64>>) -> Result<f64, ScenarioError> {
+    match v {
+        None => Ok(1.0),
+        Some(v) => {
+            let x = src.number(v, "oversubscription", false)?;
+            if !(1.0..=1024.0).contains(&x) {
+                return Err(src.at(v, format!("oversubscription must be between 1 and 1024, got {x}")));
+            }
+            Ok(x)
+        }
+    }
+}
+
+/// The largest count any preset parameter may have (keeps a typo from
+/// building a graph that exhausts memory).
+const PRESET_COUNT_MAX: i64 = 1 << 16;
+
 fn presets_build(
     src: &Source,
     t: &RawTopology,
     preset: &str,
 ) -> Result<Result<Topology, topologies::TopologyError>, ScenarioError> {
-    let _ = (src, t, preset, count, link_kind);
-    todo!("presets are being written")
+    let max = PRESET_COUNT_MAX;
+    Ok(match preset {
+        "dgx_a100" | "dgx_h100" => {
+            let style = if preset == "dgx_a100" {
+                presets::NodeStyle::A100
+            } else {
+                presets::NodeStyle::H100
+            };
+            let gpus = count(src, &t.gpus_per_node, "gpus_per_node", 8, 8)?;
+            presets::dgx_node(&presets::DgxNode { style, gpus })
+        }
+        "pcie_box" => {
+            let d = presets::PcieBox::default();
+            presets::pcie_box(&presets::PcieBox {
+                sockets: count(src, &t.sockets, "sockets", d.sockets, 64)?,
+                switches_per_socket: count(src, &t.switches_per_socket, "switches_per_socket", d.switches_per_socket, max)?,
+                gpus_per_switch: count(src, &t.gpus_per_switch, "gpus_per_switch", d.gpus_per_switch, max)?,
+                pcie: link_kind(src, &t.pcie, d.pcie)?,
+                smp_links: count(src, &t.smp_links, "smp_links", d.smp_links as usize, 64)? as u32,
+            })
+        }
+        "fat_tree" => {
+            let d = presets::FatTree::default();
+            let spines = match &t.spines {
+                Some(v) => Some(src.count(v, "spines", 1, max)? as usize),
+                None => d.spines,
+            };
+            let leaves = match &t.leaves {
+                Some(v) => Some(src.count(v, "leaves", 1, max)? as usize),
+                None => d.leaves,
+            };
+            let nic = match &t.nic {
+                Some(_) => Some(link_kind(src, &t.nic, LinkKind::Smp)?),
+                None => d.nic,
+            };
+            presets::fat_tree(&presets::FatTree {
+                nodes: count(src, &t.nodes, "nodes", d.nodes, max)?,
+                gpus_per_node: count(src, &t.gpus_per_node, "gpus_per_node", d.gpus_per_node, 8)?,
+                style: if t.style.is_some() { style(src, &t.style)? } else { d.style },
+                leaves,
+                spines,
+                oversubscription: oversubscription(src, &t.oversubscription)?,
+                nic,
+            })
+        }
+        "leaf_spine" => {
+            let d = presets::LeafSpine::default();
+            presets::leaf_spine(&presets::LeafSpine {
+                hosts: count(src, &t.hosts, "hosts", d.hosts, max)?,
+                hosts_per_leaf: count(src, &t.hosts_per_leaf, "hosts_per_leaf", d.hosts_per_leaf, max)?,
+                spines: count(src, &t.spines, "spines", d.spines, max)?,
+                nic: link_kind(src, &t.nic, d.nic)?,
+                oversubscription: oversubscription(src, &t.oversubscription)?,
+            })
+        }
+        "ring" => {
+            let d = presets::RingParams::default();
+            presets::ring(&presets::RingParams {
+                gpus: count(src, &t.gpus, "gpus", d.gpus, max)?,
+                link: link_kind(src, &t.kind, d.link)?,
+                links_per_pair: count(src, &t.links_per_pair, "links_per_pair", d.links_per_pair as usize, 64)? as u32,
+            })
+        }
+        "torus2d" => {
+            let d = presets::Torus::default();
+            presets::torus2d(&presets::Torus {
+                x: count(src, &t.x, "x", d.x, 4096)?,
+                y: count(src, &t.y, "y", d.y, 4096)?,
+                link: link_kind(src, &t.kind, d.link)?,
+                links_per_pair: count(src, &t.links_per_pair, "links_per_pair", d.links_per_pair as usize, 64)? as u32,
+            })
+        }
+        other => unreachable!("preset `{other}` is in PRESETS"),
+    })
 }
 
+/// A topology imported from an `nvidia-smi topo -m` file, named relative
+/// to the scenario's directory; errors in it point into that file.
 fn nvidia_smi(src: &Source, spanned: &Spanned<RawTopology>) -> Result<Topology, ScenarioError> {
-    let _ = (src, spanned);
-    todo!("importer is being written")
+    let t = spanned.get_ref();
+    let Some(file) = &t.file else {
+        return Err(src.at(
+            spanned,
+            "preset nvidia_smi needs `file`, the saved output of `nvidia-smi topo -m`",
+        ));
+    };
+    let dir = src.path.parent().unwrap_or(std::path::Path::new("."));
+    let path = dir.join(file.get_ref());
+    let text = std::fs::read_to_string(&path).map_err(|e| {
+        src.at(file, format!("cannot read {}: {e}", path.display()))
+    })?;
+    let d = topologies::nvsmi::NvsmiOptions::default();
+    let options = topologies::nvsmi::NvsmiOptions {
+        nvlink: link_kind(src, &t.nvlink, d.nvlink)?,
+        pcie: link_kind(src, &t.pcie, d.pcie)?,
+        nic: link_kind(src, &t.nic, d.nic)?,
+    };
+    topologies::nvsmi::import(&text, &options).map_err(|e| ScenarioError::Invalid {
+        path: path.display().to_string(),
+        line: e.line,
+        column: e.column,
+        message: e.message,
+    })
 }
 
 /// An explicit topology: `[[topology.vertex]]` and `[[topology.link]]`.

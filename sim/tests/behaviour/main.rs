@@ -7,6 +7,7 @@ mod deadlock;
 mod determinism;
 mod failure_exits;
 mod golden;
+mod network_models;
 mod ring_allreduce_reference;
 mod scenario_errors;
 mod support;
