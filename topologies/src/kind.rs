@@ -2,11 +2,81 @@
 //!
 //! Each full-duplex link has a [`LinkKind`]; [`LinkKind::defaults`] gives
 //! the per-direction bandwidth, latency, MTU, egress buffer and losslessness
-//! a preset uses unless told otherwise. The numbers and their sources:
+//! a preset uses unless told otherwise. Every number below comes from a
+//! public specification or datasheet, or, where none is published, from a
+//! stated estimate; none was tuned to make a result come out.
 //!
-//! | kind | bandwidth per direction | source |
-//! |---|---|---|
-//! | (filled in with sources by the presets work) | | |
+//! | kind | bandwidth per direction (one link) | latency | MTU | buffer | lossless | source |
+//! |---|---|---|---|---|---|---|
+//! | `nvlink2` | 25 GB/s | 25 ns (est.) | 4 KiB (coalesced) | 64 KiB (est.) | yes | NVIDIA V100 datasheet: 6 NVLink 2 links, 300 GB/s total (bidirectional) |
+//! | `nvlink3` | 25 GB/s | 25 ns (est.) | 4 KiB (coalesced) | 64 KiB (est.) | yes | NVIDIA A100 datasheet: 12 NVLink 3 links, 600 GB/s total |
+//! | `nvlink4` | 25 GB/s | 25 ns (est.) | 4 KiB (coalesced) | 64 KiB (est.) | yes | NVIDIA H100 Tensor Core GPU datasheet: 18 NVLink 4 links, 900 GB/s total |
+//! | `nvlink5` | 50 GB/s | 25 ns (est.) | 4 KiB (coalesced) | 64 KiB (est.) | yes | NVIDIA B200 / HGX B200 datasheet: 18 NVLink 5 links, 1.8 TB/s total |
+//! | `pcie3x<w>` | w x 0.985 GB/s (15.75 GB/s for x16) | 25 ns (est.) | 4 KiB (coalesced) | 64 KiB (est.) | yes | PCI Express Base Spec 3.0: 8 GT/s per lane, 128b/130b encoding |
+//! | `pcie4x<w>` | w x 1.969 GB/s (31.5 GB/s for x16) | 25 ns (est.) | 4 KiB (coalesced) | 64 KiB (est.) | yes | PCI Express Base Spec 4.0: 16 GT/s per lane, 128b/130b |
+//! | `pcie5x<w>` | w x 3.938 GB/s (63.0 GB/s for x16) | 25 ns (est.) | 4 KiB (coalesced) | 64 KiB (est.) | yes | PCI Express Base Spec 5.0: 32 GT/s per lane, 128b/130b |
+//! | `ib_hdr` | 25 GB/s | 150 ns | 4096 B | 64 KiB (derived) | yes | InfiniBand HDR 4x = 200 Gb/s (IBTA roadmap; NVIDIA ConnectX-6 and QM87xx manuals) |
+//! | `ib_ndr` | 50 GB/s | 150 ns | 4096 B | 128 KiB (derived) | yes | InfiniBand NDR 4x = 400 Gb/s (ConnectX-7 and QM97xx manuals) |
+//! | `ib_xdr` | 100 GB/s | 150 ns | 4096 B | 256 KiB (derived) | yes | InfiniBand XDR 4x = 800 Gb/s (NVIDIA Q3200/Q3400 XDR switch manual) |
+//! | `roce<g>` | g/8 GB/s (25 GB/s for 200) | 150 ns | 4096 B | 42 MB x g/6400 (1.31 MB for 200) | yes (PFC assumed) | Ethernet line rate (IEEE 802.3); buffer from the NVIDIA Spectrum-2 switch (42 MB shared, 6.4 Tb/s) |
+//! | `ethernet<g>` | g/8 GB/s | 150 ns | 1500 B | 42 MB x g/6400 | no | Ethernet line rate, standard 1500 B payload MTU (IEEE 802.3) |
+//! | `smp` | 32 GB/s | 25 ns (est.) | 4 KiB (coalesced) | 64 KiB (est.) | yes | Intel UPI 2.0 (4th Gen Xeon Scalable, e.g. the DGX H100's Xeon Platinum 8480C): 16 GT/s x 2 bytes per transfer |
+//!
+//! # How each column was chosen
+//!
+//! **Bandwidth** is one physical link, one direction, after line encoding
+//! and before packet headers. NVLink figures are each datasheet's total
+//! (bidirectional) NVLink bandwidth divided by the number of links and by
+//! two. PCIe is `GT/s x 128/130 / 8` bytes per lane; TLP headers and DLLPs
+//! cost a further 5-20 % in real systems and are not modelled here. The
+//! network kinds use the 4x-port data rate (InfiniBand) or line rate
+//! (Ethernet). `smp` is one Intel UPI 2.0 link: Intel quotes first-
+//! generation UPI at 10.4 GT/s as 20.8 GB/s per direction (2 bytes per
+//! transfer), so UPI 2.0 at 16 GT/s carries 32 GB/s. An AMD xGMI x16 link at
+//! 16 Gb/s per lane (the DGX A100's EPYC 7742 pair) gives the same raw
+//! 16 x 16 / 8 = 32 GB/s, so one `smp` figure serves both nodes.
+//!
+//! **Latency** is the per-link propagation plus PHY latency, one way; the
+//! switching latency of the vertices at either end is separate
+//! ([`crate::VertexKind::default_forward_latency_ps`]). Signals travel at
+//! about 5 ns per metre in copper and fibre (velocity factor about 0.67).
+//! No vendor publishes a per-link PHY latency for NVLink, PCIe or UPI, so
+//! the on-board links use an estimate: 0.5 m of board trace or cable
+//! (2.5 ns) plus about 20 ns of SerDes transmit and receive pipeline,
+//! rounded to 25 ns. The network links assume 10 m of cable (50 ns; in-rack
+//! copper is 1-3 m, leaf-to-spine optics tens of metres) plus about 100 ns
+//! for the RS(544,514) forward error correction that 50 Gb/s-per-lane PAM4
+//! signalling (HDR, 200 GbE) and faster requires: 150 ns. Slower Ethernet
+//! ports without that FEC are given the same figure for simplicity.
+//!
+//! **MTU.** InfiniBand's largest MTU is 4096 bytes and RoCE uses the same
+//! path MTUs; plain Ethernet uses the standard 1500-byte payload. NVLink,
+//! PCIe and UPI move at most 256-512 bytes per packet (a PCIe TLP's max
+//! payload is typically 256 or 512 B; UPI moves 64-byte cache lines), but
+//! **as a modelling simplification the simulator coalesces them into 4 KiB
+//! units** to keep the number of events per message manageable; the
+//! bandwidth is unaffected, only the granularity of interleaving between
+//! flows on one link.
+//!
+//! **Buffer** is the egress buffer of one direction of one physical link
+//! ([`Link::bundle`] multiplies it by the link count). No public figure
+//! exists for NVLink, PCIe or UPI ports: 64 KiB (16 coalesced units) is an
+//! estimate, comfortably above one credit round trip of data (about
+//! 25 GB/s x 0.1 us = 2.5 KB) and small enough that backpressure forms
+//! within a few units. NVIDIA does not publish the per-port buffer of its
+//! Quantum InfiniBand switches either; a credit-based link runs at full
+//! rate when its receive buffer holds one credit round trip, so the
+//! InfiniBand buffer is `rate x 1.33 us` rounded up to a power of two,
+//! where 1.33 us is the round trip over a 100 m cable (the longest NDR
+//! optic listed in the QM97xx manual: 2 x (500 ns + 100 ns FEC)) plus
+//! 130 ns of switch latency. Ethernet switches publish a shared buffer:
+//! the NVIDIA Spectrum-2 has 42 MB shared by 6.4 Tb/s of ports, divided
+//! here in proportion to port bandwidth (1.31 MB for a 200 GbE port).
+//!
+//! **Lossless**: NVLink, PCIe, InfiniBand and UPI use credit-based flow
+//! control and never drop for lack of buffer. RoCE is assumed to run on
+//! lossless Ethernet with priority flow control (PFC); the drop and PFC
+//! model comes later. Plain Ethernet drops.
 
 use std::fmt;
 
@@ -114,35 +184,62 @@ impl LinkKind {
     /// What [`LinkKind::parse`] accepts, for error messages.
     pub const EXPECTED: &'static str = "nvlink2..nvlink5, pcie<gen>x<width> (gen 3-5, width 1/2/4/8/16, e.g. pcie4x16), ib_hdr, ib_ndr, ib_xdr, roce100, roce200, roce400, ethernet<gbps> (e.g. ethernet25), smp";
 
-    /// The default parameters of one link of this kind (`count = 1`).
+    /// The default parameters of one link of this kind (`count = 1`); the
+    /// module docs give each number's source.
     pub fn defaults(self) -> Link {
-        // Placeholder numbers, replaced with cited ones by the presets work.
         let (bandwidth_bytes_per_s, latency_ps, mtu_bytes, buffer_bytes, lossless) = match self {
             LinkKind::NvLink { generation } => {
-                let bw = if generation >= 5 { 50e9 } else { 25e9 };
-                (bw, 100_000, 4096, 64 << 10, true)
-            }
-            LinkKind::Pcie { generation, width } => {
-                let lane = match generation {
-                    3 => 8e9 * 128.0 / 130.0 / 8.0,
-                    4 => 16e9 * 128.0 / 130.0 / 8.0,
-                    _ => 32e9 * 128.0 / 130.0 / 8.0,
+                let bandwidth = if generation >= 5 {
+                    NVLINK5_BYTES_PER_S
+                } else {
+                    NVLINK2_TO_4_BYTES_PER_S
                 };
-                (lane * f64::from(width), 100_000, 4096, 64 << 10, true)
+                (
+                    bandwidth,
+                    ON_BOARD_LATENCY_PS,
+                    COALESCED_MTU_BYTES,
+                    ON_BOARD_BUFFER_BYTES,
+                    true,
+                )
             }
+            LinkKind::Pcie { generation, width } => (
+                pcie_lane_bytes_per_s(generation) * f64::from(width),
+                ON_BOARD_LATENCY_PS,
+                COALESCED_MTU_BYTES,
+                ON_BOARD_BUFFER_BYTES,
+                true,
+            ),
             LinkKind::InfiniBand(rate) => {
-                let gbps = match rate {
-                    IbRate::Hdr => 200.0,
-                    IbRate::Ndr => 400.0,
-                    IbRate::Xdr => 800.0,
-                };
-                (gbps * 1e9 / 8.0, 25_000, 4096, 256 << 10, true)
+                let bandwidth = f64::from(rate.gbps()) * 1e9 / 8.0;
+                (
+                    bandwidth,
+                    NETWORK_LATENCY_PS,
+                    IB_MTU_BYTES,
+                    credit_loop_buffer_bytes(bandwidth),
+                    true,
+                )
             }
-            LinkKind::Roce { gbps } => (f64::from(gbps) * 1e9 / 8.0, 25_000, 4096, 256 << 10, true),
-            LinkKind::Ethernet { gbps } => {
-                (f64::from(gbps) * 1e9 / 8.0, 25_000, 1500, 256 << 10, false)
-            }
-            LinkKind::Smp => (20.8e9, 100_000, 4096, 64 << 10, true),
+            LinkKind::Roce { gbps } => (
+                f64::from(gbps) * 1e9 / 8.0,
+                NETWORK_LATENCY_PS,
+                IB_MTU_BYTES,
+                shared_buffer_share_bytes(gbps),
+                true,
+            ),
+            LinkKind::Ethernet { gbps } => (
+                f64::from(gbps) * 1e9 / 8.0,
+                NETWORK_LATENCY_PS,
+                ETHERNET_MTU_BYTES,
+                shared_buffer_share_bytes(gbps),
+                false,
+            ),
+            LinkKind::Smp => (
+                UPI2_BYTES_PER_S,
+                ON_BOARD_LATENCY_PS,
+                COALESCED_MTU_BYTES,
+                ON_BOARD_BUFFER_BYTES,
+                true,
+            ),
         };
         Link {
             kind: self,
@@ -154,6 +251,77 @@ impl LinkKind {
             lossless,
         }
     }
+
+    /// Whether this kind connects hosts to a network switch (InfiniBand,
+    /// RoCE, Ethernet) rather than devices inside a host.
+    pub fn is_network(self) -> bool {
+        matches!(
+            self,
+            LinkKind::InfiniBand(_) | LinkKind::Roce { .. } | LinkKind::Ethernet { .. }
+        )
+    }
+}
+
+impl IbRate {
+    /// The 4x-port data rate in Gb/s: HDR 200, NDR 400, XDR 800.
+    pub fn gbps(self) -> u32 {
+        match self {
+            IbRate::Hdr => 200,
+            IbRate::Ndr => 400,
+            IbRate::Xdr => 800,
+        }
+    }
+}
+
+/// One NVLink 2, 3 or 4 link, one direction: 25 GB/s (V100: 300 GB/s over
+/// 6 links; A100: 600 GB/s over 12; H100: 900 GB/s over 18; totals count
+/// both directions).
+const NVLINK2_TO_4_BYTES_PER_S: f64 = 25e9;
+/// One NVLink 5 link, one direction: 50 GB/s (B200: 1.8 TB/s over 18).
+const NVLINK5_BYTES_PER_S: f64 = 50e9;
+/// One Intel UPI 2.0 link, one direction: 16 GT/s x 2 bytes.
+const UPI2_BYTES_PER_S: f64 = 32e9;
+/// On-board links (NVLink, PCIe, UPI): 0.5 m at 5 ns/m plus an estimated
+/// 20 ns of SerDes pipeline, rounded: 25 ns.
+const ON_BOARD_LATENCY_PS: u64 = 25_000;
+/// Network links: 10 m at 5 ns/m plus about 100 ns of RS(544,514) FEC.
+const NETWORK_LATENCY_PS: u64 = 150_000;
+/// The simulator's coalescing unit for NVLink, PCIe and UPI packets.
+const COALESCED_MTU_BYTES: u64 = 4096;
+/// InfiniBand's largest MTU, also RoCE's.
+const IB_MTU_BYTES: u64 = 4096;
+/// The standard Ethernet payload MTU.
+const ETHERNET_MTU_BYTES: u64 = 1500;
+/// Estimated egress buffer of an on-board link: 16 coalesced units.
+const ON_BOARD_BUFFER_BYTES: u64 = 64 << 10;
+/// InfiniBand credit round trip over a 100 m cable: 2 x (500 ns
+/// propagation + 100 ns FEC) + 130 ns switch latency.
+const IB_CREDIT_LOOP_S: f64 = 1.33e-6;
+/// NVIDIA Spectrum-2: 42 MB of shared packet buffer...
+const SPECTRUM2_BUFFER_BYTES: u64 = 42_000_000;
+/// ...for 6.4 Tb/s of ports (32 x 200 GbE).
+const SPECTRUM2_CAPACITY_GBPS: u64 = 6400;
+
+/// One PCIe lane, one direction: `GT/s x 128/130 / 8` bytes per second.
+fn pcie_lane_bytes_per_s(generation: u8) -> f64 {
+    let gigatransfers = match generation {
+        3 => 8.0,
+        4 => 16.0,
+        _ => 32.0,
+    };
+    gigatransfers * 1e9 * 128.0 / 130.0 / 8.0
+}
+
+/// The buffer that covers one InfiniBand credit round trip at
+/// `bytes_per_s`, rounded up to a power of two.
+fn credit_loop_buffer_bytes(bytes_per_s: f64) -> u64 {
+    ((bytes_per_s * IB_CREDIT_LOOP_S).ceil() as u64).next_power_of_two()
+}
+
+/// A port's share of the Spectrum-2 shared buffer, in proportion to its
+/// line rate.
+fn shared_buffer_share_bytes(gbps: u32) -> u64 {
+    SPECTRUM2_BUFFER_BYTES * u64::from(gbps) / SPECTRUM2_CAPACITY_GBPS
 }
 
 impl fmt::Display for LinkKind {
@@ -173,12 +341,15 @@ impl fmt::Display for LinkKind {
 
 impl Link {
     /// `count` parallel links of `kind` with its default parameters,
-    /// bundled: the bandwidth is `count` times one link's.
+    /// bundled: the bandwidth and the egress buffer are `count` times one
+    /// link's (each physical link has its own buffer); latency and MTU are
+    /// one link's.
     pub fn bundle(kind: LinkKind, count: u32) -> Link {
         let one = kind.defaults();
         Link {
             count,
             bandwidth_bytes_per_s: one.bandwidth_bytes_per_s * f64::from(count),
+            buffer_bytes: one.buffer_bytes.saturating_mul(u64::from(count)),
             ..one
         }
     }
@@ -223,5 +394,84 @@ mod tests {
         ] {
             assert_eq!(LinkKind::parse(bad), None, "{bad}");
         }
+    }
+
+    /// Each datasheet's total NVLink bandwidth counts both directions.
+    #[test]
+    fn nvlink_bundles_match_the_datasheet_totals() {
+        let per_direction = |name: &str, links: u32| {
+            Link::bundle(LinkKind::parse(name).unwrap(), links).bandwidth_bytes_per_s
+        };
+        assert_eq!(per_direction("nvlink2", 6), 300e9 / 2.0); // V100
+        assert_eq!(per_direction("nvlink3", 12), 600e9 / 2.0); // A100
+        assert_eq!(per_direction("nvlink4", 18), 900e9 / 2.0); // H100
+        assert_eq!(per_direction("nvlink5", 18), 1800e9 / 2.0); // B200
+    }
+
+    #[test]
+    fn pcie_and_network_rates() {
+        let bw = |name: &str| {
+            LinkKind::parse(name)
+                .unwrap()
+                .defaults()
+                .bandwidth_bytes_per_s
+        };
+        // x16: 16 lanes x GT/s x 128/130 bits per transfer / 8 bits per byte.
+        let close = |a: f64, b: f64| (a - b).abs() < 1e-6 * b;
+        assert!(close(bw("pcie3x16"), 15.753_846e9));
+        assert!(close(bw("pcie4x16"), 31.507_692e9));
+        assert!(close(bw("pcie5x16"), 63.015_384e9));
+        assert!(close(bw("pcie4x1") * 16.0, bw("pcie4x16")));
+        assert_eq!(bw("ib_hdr"), 25e9);
+        assert_eq!(bw("ib_ndr"), 50e9);
+        assert_eq!(bw("ib_xdr"), 100e9);
+        assert_eq!(bw("roce400"), 50e9);
+        assert_eq!(bw("ethernet25"), 3.125e9);
+        assert_eq!(bw("smp"), 32e9);
+    }
+
+    #[test]
+    fn mtu_buffer_and_losslessness() {
+        let d = |name: &str| LinkKind::parse(name).unwrap().defaults();
+        for name in ["nvlink4", "pcie5x16", "ib_ndr", "roce200", "smp"] {
+            assert!(d(name).lossless, "{name}");
+            assert_eq!(d(name).mtu_bytes, 4096, "{name}");
+        }
+        assert!(!d("ethernet100").lossless);
+        assert_eq!(d("ethernet100").mtu_bytes, 1500);
+        // An InfiniBand buffer covers one 1.33 us credit round trip, and is
+        // the smallest power of two that does.
+        for name in ["ib_hdr", "ib_ndr", "ib_xdr"] {
+            let l = d(name);
+            let round_trip_bytes = l.bandwidth_bytes_per_s * 1.33e-6;
+            assert!(l.buffer_bytes as f64 >= round_trip_bytes, "{name}");
+            assert!(((l.buffer_bytes / 2) as f64) < round_trip_bytes, "{name}");
+            assert!(l.buffer_bytes.is_power_of_two(), "{name}");
+        }
+        // A 200 GbE port's share of 42 MB over 32 such ports.
+        assert_eq!(d("roce200").buffer_bytes, 42_000_000 / 32);
+        // Every buffer holds several MTUs.
+        for name in [
+            "nvlink2",
+            "pcie3x1",
+            "ib_hdr",
+            "roce100",
+            "ethernet10",
+            "smp",
+        ] {
+            assert!(d(name).buffer_bytes >= 4 * d(name).mtu_bytes, "{name}");
+        }
+    }
+
+    #[test]
+    fn bundles_scale_bandwidth_and_buffer_only() {
+        let one = LinkKind::parse("nvlink4").unwrap().defaults();
+        let b = Link::bundle(one.kind, 18);
+        assert_eq!(b.count, 18);
+        assert_eq!(b.bandwidth_bytes_per_s, 18.0 * one.bandwidth_bytes_per_s);
+        assert_eq!(b.buffer_bytes, 18 * one.buffer_bytes);
+        assert_eq!((b.latency_ps, b.mtu_bytes), (one.latency_ps, one.mtu_bytes));
+        // 4 KiB at 450 GB/s: 4096 / 450e9 s = 9.102 ns, rounded up.
+        assert_eq!(b.serialization_ps(4096), 9103);
     }
 }

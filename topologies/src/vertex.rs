@@ -1,4 +1,21 @@
 //! Vertices of a topology: the devices links connect.
+//!
+//! Each [`VertexKind`] has a default forwarding latency, the time from a
+//! packet's arrival to its departure on the next link when the output is
+//! free ([`VertexKind::default_forward_latency_ps`]):
+//!
+//! | kind | latency | source |
+//! |---|---|---|
+//! | GPU, CPU endpoint | 0 | endpoints (ring and torus GPUs relay with no extra latency) |
+//! | NIC | 300 ns | NVIDIA ConnectX-6 user manual: "sub-600ns latency" end to end, half charged to each of the two NICs a message crosses |
+//! | NVSwitch | 130 ns (stand-in) | no public figure; the cut-through switch ASIC of the same vendor and era (Quantum, below) |
+//! | PCIe switch | 115 ns (Gen5), 105 ns (Gen4) | Broadcom PEX89000 (Gen5) 115 ns; PEX88000 (Gen4) 105 ns cut-through between x16 ports (Broadcom, reported by the Linley Group, Sept. 2019) |
+//! | socket / root complex | 115 ns (stand-in) | no public figure for root-port to root-port forwarding; a PCIe switch hop is used as the lower bound |
+//! | leaf, spine (InfiniBand) | 130 ns | NVIDIA/Mellanox Quantum HDR switch (QM87xx) port-to-port latency; NVIDIA publishes none for Quantum-2 (NDR), third-party figures range from under 150 ns to about 330 ns |
+//! | leaf, spine (Ethernet) | 300 ns | NVIDIA/Mellanox Spectrum-2: 300 ns (Linley Group, July 2017) |
+//!
+//! Leaf and spine vertices default to the InfiniBand figure; presets with
+//! Ethernet switches set [`ETHERNET_SWITCH_LATENCY_PS`] per vertex.
 
 /// What a vertex is. Ranks run on [`VertexKind::Gpu`] and
 /// [`VertexKind::Cpu`] vertices; the others only carry traffic.
@@ -59,6 +76,20 @@ impl VertexKind {
         matches!(self, VertexKind::Gpu | VertexKind::Cpu)
     }
 
+    /// The forwarding latency a preset gives vertices of this kind, in ps;
+    /// the module docs give the sources. Endpoints forward in zero time;
+    /// leaves and spines get the InfiniBand switch figure.
+    pub fn default_forward_latency_ps(self) -> u64 {
+        match self {
+            VertexKind::Gpu | VertexKind::Cpu => 0,
+            VertexKind::Nic => NIC_LATENCY_PS,
+            VertexKind::NvSwitch => NVSWITCH_LATENCY_PS,
+            VertexKind::PcieSwitch => PCIE5_SWITCH_LATENCY_PS,
+            VertexKind::Socket => SOCKET_LATENCY_PS,
+            VertexKind::Leaf | VertexKind::Spine => IB_SWITCH_LATENCY_PS,
+        }
+    }
+
     /// Whether vertices of this kind forward traffic by default: switches,
     /// NICs and sockets do; GPUs and CPU endpoints do not (a preset whose
     /// GPUs relay traffic, such as the ring and torus, says so per vertex).
@@ -66,6 +97,23 @@ impl VertexKind {
         !self.is_endpoint()
     }
 }
+
+/// A ConnectX NIC crossing: half of ConnectX-6's sub-600 ns end-to-end
+/// latency.
+pub const NIC_LATENCY_PS: u64 = 300_000;
+/// An InfiniBand switch hop (Quantum HDR, port to port).
+pub const IB_SWITCH_LATENCY_PS: u64 = 130_000;
+/// An Ethernet switch hop (Spectrum-2).
+pub const ETHERNET_SWITCH_LATENCY_PS: u64 = 300_000;
+/// An NVSwitch hop: no public figure, the Quantum ASIC's as a stand-in.
+pub const NVSWITCH_LATENCY_PS: u64 = IB_SWITCH_LATENCY_PS;
+/// A PCIe Gen5 switch hop (Broadcom PEX89000).
+pub const PCIE5_SWITCH_LATENCY_PS: u64 = 115_000;
+/// A PCIe Gen4 switch hop (Broadcom PEX88000, x16 to x16, cut-through).
+pub const PCIE4_SWITCH_LATENCY_PS: u64 = 105_000;
+/// A hop through a CPU socket's root complex: no public figure, a PCIe
+/// switch hop as the lower bound.
+pub const SOCKET_LATENCY_PS: u64 = PCIE5_SWITCH_LATENCY_PS;
 
 /// One device in a topology.
 #[derive(Clone, Debug, PartialEq)]
@@ -94,6 +142,12 @@ impl Vertex {
         }
     }
 
+    /// A vertex with its kind's default forwarding behaviour and its kind's
+    /// [default forwarding latency](VertexKind::default_forward_latency_ps).
+    pub fn with_default_latency(name: impl Into<String>, kind: VertexKind) -> Vertex {
+        Vertex::new(name, kind).with_forward_latency_ps(kind.default_forward_latency_ps())
+    }
+
     /// The same vertex with a forwarding latency.
     pub fn with_forward_latency_ps(mut self, ps: u64) -> Vertex {
         self.forward_latency_ps = ps;
@@ -104,5 +158,24 @@ impl Vertex {
     pub fn with_forwarding(mut self, forwards: bool) -> Vertex {
         self.forwards = forwards;
         self
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn endpoints_forward_in_zero_time_and_switches_do_not() {
+        for kind in VertexKind::ALL {
+            let latency = kind.default_forward_latency_ps();
+            assert_eq!(latency == 0, kind.is_endpoint(), "{}", kind.name());
+            // Every figure is tens to hundreds of nanoseconds.
+            assert!(latency <= 1_000_000, "{}", kind.name());
+            assert_eq!(VertexKind::parse(kind.name()), Some(kind));
+        }
+        let leaf = Vertex::with_default_latency("leaf0", VertexKind::Leaf);
+        assert_eq!(leaf.forward_latency_ps, 130_000);
+        assert!(leaf.forwards);
     }
 }

@@ -1,1 +1,0 @@
-//! Preset topologies. (To be written by the presets work.)

@@ -1,0 +1,364 @@
+//! Two-level Clos networks: a rail-optimised fat-tree of DGX nodes and an
+//! Ethernet/RoCE leaf-spine cluster of CPU hosts.
+//!
+//! ```text
+//!          spine0           spine1  ...       (uplinks dealt round-robin)
+//!          |     \         /     |
+//!        leaf0    leaf1   ...   leaf7         (fat-tree: leaf g serves rail g)
+//!        /   \       \
+//!  node0/nic0 node1/nic0  node0/nic1 ...      (NIC g of every node)
+//! ```
+//!
+//! **Uplinks.** A leaf with `d` downlinks has `u = ceil(d / oversubscription)`
+//! uplinks of the same link kind as its downlinks (`oversubscription = 1`
+//! is non-blocking). Each leaf deals its uplinks round-robin over the
+//! spines, starting at spine 0: uplink `i` goes to spine `i mod S`. A leaf
+//! therefore has parallel links to a spine when `u > S` (8 uplinks over 4
+//! spines is 2 per spine), every leaf reaches spine 0 (so any two leaves
+//! share a spine and the network is connected), and when `u` is not a
+//! multiple of `S` the low-numbered spines get one more link per leaf.
+//! A spine that would get no link at all (more spines than the largest
+//! leaf's uplinks) is rejected as a parameter error.
+//!
+//! Leaves and spines forward with the InfiniBand switch latency when the
+//! links are InfiniBand and the Ethernet switch latency otherwise
+//! ([`crate::vertex`] has the sources).
+
+use crate::TopologyError;
+use crate::graph::{Topology, VertexId};
+use crate::kind::{Link, LinkKind};
+use crate::vertex::{ETHERNET_SWITCH_LATENCY_PS, IB_SWITCH_LATENCY_PS, Vertex, VertexKind};
+
+use super::dgx::{DgxNode, NodeStyle, add_dgx_node};
+use super::{check_size, parameter};
+
+/// The parameters of [`fat_tree`].
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct FatTree {
+    /// DGX nodes (default 8).
+    pub nodes: usize,
+    /// GPUs (and NICs, and rails) per node, 1..=8 (default 8).
+    pub gpus_per_node: usize,
+    /// Node generation (default H100).
+    pub style: NodeStyle,
+    /// Leaves: a positive multiple of `gpus_per_node`, at most
+    /// `nodes * gpus_per_node`; `None` (default) is one leaf per rail.
+    pub leaves: Option<usize>,
+    /// Spines; `None` (default) is `max(1, gpus_per_node / 2)`, capped at
+    /// the largest leaf's uplink count so that every spine gets a link, or
+    /// none at all when there is a single leaf. Zero is only allowed with
+    /// one leaf; more than the largest leaf's uplinks is rejected.
+    pub spines: Option<usize>,
+    /// Downlinks per uplink at each leaf, finite and at least 1 (default 1:
+    /// non-blocking).
+    pub oversubscription: f64,
+    /// The NICs' and switches' link kind; `None` (default) is the style's
+    /// NIC: `ib_ndr` for H100, `ib_hdr` for A100.
+    pub nic: Option<LinkKind>,
+}
+
+impl Default for FatTree {
+    fn default() -> FatTree {
+        FatTree {
+            nodes: 8,
+            gpus_per_node: 8,
+            style: NodeStyle::H100,
+            leaves: None,
+            spines: None,
+            oversubscription: 1.0,
+            nic: None,
+        }
+    }
+}
+
+/// The parameters of [`leaf_spine`].
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct LeafSpine {
+    /// CPU hosts, one rank each (default 16).
+    pub hosts: usize,
+    /// Hosts per leaf (default 8); the last leaf takes the remainder.
+    pub hosts_per_leaf: usize,
+    /// Spines (default 2); zero is only allowed with one leaf.
+    pub spines: usize,
+    /// The NICs' and switches' link kind (default `roce200`).
+    pub nic: LinkKind,
+    /// Downlinks per uplink at each leaf, finite and at least 1 (default 1).
+    pub oversubscription: f64,
+}
+
+impl Default for LeafSpine {
+    fn default() -> LeafSpine {
+        LeafSpine {
+            hosts: 16,
+            hosts_per_leaf: 8,
+            spines: 2,
+            nic: LinkKind::Roce { gbps: 200 },
+            oversubscription: 1.0,
+        }
+    }
+}
+
+/// A rail-optimised two-level fat-tree of DGX nodes (see [`add_dgx_node`]
+/// for a node's insides). NIC `g` of every node connects to a leaf of rail
+/// `g`. With `k = leaves / gpus_per_node` leaves per rail, leaf `g·k + j`
+/// (named `leaf<g·k + j>`) takes NIC `g` of nodes `j·N/k .. (j+1)·N/k`
+/// (integer division), so nodes are split among a rail's leaves in order.
+/// Uplinks follow the module docs.
+///
+/// With `N` nodes, `G` GPUs per node, `L` leaves, `S` spines and `d_l` the
+/// downlinks of leaf `l`:
+///
+/// - vertices: `N·(2G + ceil(G/2) + 3) + L + S`;
+/// - links: `N·(3G + ceil(G/2) + 1)` inside the nodes, `N·G` NIC-to-leaf,
+///   and `Σ_l ceil(d_l / oversubscription)` leaf-to-spine (none when
+///   `S = 0`); when `k` divides `N` the last term is
+///   `L·ceil((N/k) / oversubscription)`.
+///
+/// Ranks (GPUs) are node-major: rank `n·G + g` is `node<n>/gpu<g>`.
+pub fn fat_tree(params: &FatTree) -> Result<Topology, TopologyError> {
+    let &FatTree {
+        nodes,
+        gpus_per_node,
+        style,
+        leaves,
+        spines,
+        oversubscription,
+        nic,
+    } = params;
+    let node = DgxNode {
+        style,
+        gpus: gpus_per_node,
+    };
+    if nodes == 0 {
+        return Err(parameter("fat_tree: nodes must be at least 1"));
+    }
+    if !(1..=8).contains(&gpus_per_node) {
+        return Err(parameter(format!(
+            "fat_tree: gpus_per_node must be 1..=8, got {gpus_per_node}"
+        )));
+    }
+    check_oversubscription("fat_tree", oversubscription)?;
+    let nic = nic.unwrap_or(style.nic());
+    check_network_kind("fat_tree", nic)?;
+    let leaf_count = leaves.unwrap_or(gpus_per_node);
+    if leaf_count == 0 || leaf_count % gpus_per_node != 0 {
+        return Err(parameter(format!(
+            "fat_tree: leaves must be a positive multiple of gpus_per_node ({gpus_per_node}), \
+             one or more leaves per rail; got {leaf_count}"
+        )));
+    }
+    let per_rail = leaf_count / gpus_per_node;
+    if per_rail > nodes {
+        return Err(parameter(format!(
+            "fat_tree: leaves gives {per_rail} leaves per rail but there are only {nodes} nodes"
+        )));
+    }
+    let max_downlinks = nodes.div_ceil(per_rail);
+    let default_spines = (gpus_per_node / 2)
+        .max(1)
+        .min(uplink_count(max_downlinks, oversubscription));
+    let spine_count = spines.unwrap_or(if leaf_count > 1 { default_spines } else { 0 });
+    check_spines(
+        "fat_tree",
+        spine_count,
+        leaf_count,
+        max_downlinks,
+        oversubscription,
+    )?;
+    let vertices = nodes
+        .checked_mul(node.vertex_count())
+        .and_then(|v| v.checked_add(leaf_count)?.checked_add(spine_count));
+    check_size("fat_tree", vertices)?;
+
+    let mut t = Topology::new();
+    let mut nics = Vec::with_capacity(nodes);
+    for n in 0..nodes {
+        nics.push(add_dgx_node(&mut t, &format!("node{n}"), &node)?.nics);
+    }
+    let switch = |name: String, kind: VertexKind| {
+        Vertex::new(name, kind).with_forward_latency_ps(switch_latency_ps(nic))
+    };
+    let mut leaf_ids = Vec::with_capacity(leaf_count);
+    for l in 0..leaf_count {
+        leaf_ids.push(t.add_vertex(switch(format!("leaf{l}"), VertexKind::Leaf))?);
+    }
+    let spine_ids = (0..spine_count)
+        .map(|s| t.add_vertex(switch(format!("spine{s}"), VertexKind::Spine)))
+        .collect::<Result<Vec<_>, _>>()?;
+
+    let nic_link = Link::bundle(nic, 1);
+    let mut downlinks = Vec::with_capacity(leaf_count);
+    for rail in 0..gpus_per_node {
+        for j in 0..per_rail {
+            let leaf = leaf_ids[rail * per_rail + j];
+            let members = j * nodes / per_rail..(j + 1) * nodes / per_rail;
+            downlinks.push((leaf, members.len()));
+            for node_nics in &nics[members] {
+                t.add_link(node_nics[rail], leaf, nic_link)?;
+            }
+        }
+    }
+    add_uplinks(&mut t, &downlinks, &spine_ids, nic_link, oversubscription)?;
+    Ok(t)
+}
+
+/// An Ethernet (or RoCE, or InfiniBand) leaf-spine cluster of CPU hosts:
+/// host `h` is a [`VertexKind::Cpu`] endpoint `host<h>` linked by PCIe
+/// Gen4 x16 to its NIC `host<h>/nic`, which links to `leaf<h / hosts_per_leaf>`
+/// with `nic`. Uplinks follow the module docs.
+///
+/// With `H` hosts, `L = ceil(H / hosts_per_leaf)` leaves, `S` spines and
+/// `d_l` hosts on leaf `l`: `2H + L + S` vertices and
+/// `2H + Σ_l ceil(d_l / oversubscription)` links (no uplinks when `S = 0`);
+/// when `hosts_per_leaf` divides `H` the sum is
+/// `L·ceil(hosts_per_leaf / oversubscription)`.
+pub fn leaf_spine(params: &LeafSpine) -> Result<Topology, TopologyError> {
+    let &LeafSpine {
+        hosts,
+        hosts_per_leaf,
+        spines,
+        nic,
+        oversubscription,
+    } = params;
+    if hosts == 0 {
+        return Err(parameter("leaf_spine: hosts must be at least 1"));
+    }
+    if hosts_per_leaf == 0 {
+        return Err(parameter("leaf_spine: hosts_per_leaf must be at least 1"));
+    }
+    check_oversubscription("leaf_spine", oversubscription)?;
+    check_network_kind("leaf_spine", nic)?;
+    let leaf_count = hosts.div_ceil(hosts_per_leaf);
+    check_spines(
+        "leaf_spine",
+        spines,
+        leaf_count,
+        hosts.min(hosts_per_leaf),
+        oversubscription,
+    )?;
+    let vertices = hosts
+        .checked_mul(2)
+        .and_then(|v| v.checked_add(leaf_count)?.checked_add(spines));
+    check_size("leaf_spine", vertices)?;
+
+    let mut t = Topology::new();
+    let pcie = Link::bundle(
+        LinkKind::Pcie {
+            generation: 4,
+            width: 16,
+        },
+        1,
+    );
+    let mut nics = Vec::with_capacity(hosts);
+    for h in 0..hosts {
+        let host = t.add_vertex(Vertex::with_default_latency(
+            format!("host{h}"),
+            VertexKind::Cpu,
+        ))?;
+        let card = t.add_vertex(Vertex::with_default_latency(
+            format!("host{h}/nic"),
+            VertexKind::Nic,
+        ))?;
+        t.add_link(host, card, pcie)?;
+        nics.push(card);
+    }
+    let switch = |name: String, kind: VertexKind| {
+        Vertex::new(name, kind).with_forward_latency_ps(switch_latency_ps(nic))
+    };
+    let nic_link = Link::bundle(nic, 1);
+    let mut downlinks = Vec::with_capacity(leaf_count);
+    for (l, members) in nics.chunks(hosts_per_leaf).enumerate() {
+        let leaf = t.add_vertex(switch(format!("leaf{l}"), VertexKind::Leaf))?;
+        for &card in members {
+            t.add_link(card, leaf, nic_link)?;
+        }
+        downlinks.push((leaf, members.len()));
+    }
+    let spine_ids = (0..spines)
+        .map(|s| t.add_vertex(switch(format!("spine{s}"), VertexKind::Spine)))
+        .collect::<Result<Vec<_>, _>>()?;
+    add_uplinks(&mut t, &downlinks, &spine_ids, nic_link, oversubscription)?;
+    Ok(t)
+}
+
+/// Uplinks of a leaf with `downlinks` downlinks: `ceil(downlinks / o)`.
+fn uplink_count(downlinks: usize, oversubscription: f64) -> usize {
+    (downlinks as f64 / oversubscription).ceil() as usize
+}
+
+/// Adds each leaf's uplinks, dealt round-robin over `spines` from spine 0
+/// (none when there are no spines).
+fn add_uplinks(
+    t: &mut Topology,
+    leaves: &[(VertexId, usize)],
+    spines: &[VertexId],
+    link: Link,
+    oversubscription: f64,
+) -> Result<(), TopologyError> {
+    if spines.is_empty() {
+        return Ok(());
+    }
+    for &(leaf, downlinks) in leaves {
+        for i in 0..uplink_count(downlinks, oversubscription) {
+            t.add_link(leaf, spines[i % spines.len()], link)?;
+        }
+    }
+    Ok(())
+}
+
+/// The forwarding latency of a switch whose ports are of kind `nic`.
+fn switch_latency_ps(nic: LinkKind) -> u64 {
+    match nic {
+        LinkKind::InfiniBand(_) => IB_SWITCH_LATENCY_PS,
+        _ => ETHERNET_SWITCH_LATENCY_PS,
+    }
+}
+
+fn check_oversubscription(preset: &str, o: f64) -> Result<(), TopologyError> {
+    if o.is_finite() && o >= 1.0 {
+        Ok(())
+    } else {
+        Err(parameter(format!(
+            "{preset}: oversubscription must be a finite number >= 1 (1 = non-blocking), got {o}"
+        )))
+    }
+}
+
+fn check_network_kind(preset: &str, nic: LinkKind) -> Result<(), TopologyError> {
+    if nic.is_network() {
+        Ok(())
+    } else {
+        Err(parameter(format!(
+            "{preset}: nic must be a network link kind (ib_hdr, ib_ndr, ib_xdr, roce<gbps>, \
+             ethernet<gbps>), got {nic}"
+        )))
+    }
+}
+
+/// Spines must exist when there are several leaves, and each must get a
+/// link: at most as many as the largest leaf (`max_downlinks`) has uplinks.
+fn check_spines(
+    preset: &str,
+    spines: usize,
+    leaves: usize,
+    max_downlinks: usize,
+    oversubscription: f64,
+) -> Result<(), TopologyError> {
+    let max_uplinks = uplink_count(max_downlinks, oversubscription);
+    if spines == 0 && leaves > 1 {
+        Err(parameter(format!(
+            "{preset}: spines must be at least 1 when there are {leaves} leaves"
+        )))
+    } else if spines > max_uplinks {
+        Err(parameter(format!(
+            "{preset}: spines ({spines}) exceeds the most uplinks a leaf has \
+             ({max_uplinks} = ceil({max_downlinks} / oversubscription {oversubscription})), \
+             so some spines would have no link"
+        )))
+    } else {
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests;
