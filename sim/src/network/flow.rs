@@ -1,32 +1,172 @@
-//! The flow-level network model. (To be written: see the API below.)
+//! The flow-level network model.
+//!
+//! # Model
+//! - **A message is a flow** of its `bytes` along its route. Messages of one
+//!   [`Transfer::flow`] (a rank pair) are sent one after another: only the
+//!   oldest unfinished one is active, and the next starts when it has sent
+//!   its last byte (the packet model's rule too: different pairs share the
+//!   links, messages of one pair go in order).
+//! - **Active flows share bandwidth max-min fairly** (progressive filling,
+//!   in the private `maxmin` module): a flow's rate is limited by its most
+//!   contended link, and what it cannot use there goes to the others.
+//! - **Rates change only when flows start or end**, and in batches: a start
+//!   or end marks the links it touches dirty and schedules one `Reallocate`
+//!   event at the current time. Events at equal time fire in scheduling
+//!   order, so every send the ranks make at this instant (before that event
+//!   is popped) shares one recomputation. The recomputation only visits the
+//!   flows connected to the dirty links through shared links: separate
+//!   components have independent allocations. Its cost is
+//!   `O(E log E)` for `E` the (flow, link) incidences of that component.
+//! - **Progress.** Each flow keeps its remaining bytes, its rate and when
+//!   they were last brought up to date. When its rate changes, the
+//!   remaining bytes are advanced to now and a `Finish` event is scheduled
+//!   `ceil(remaining / rate)` ps later, with a new version number so that
+//!   the outdated one is ignored. Flows whose rate did not change keep their
+//!   event.
+//! - **Delivery.** A message whose last byte has left is delivered
+//!   [`idle_latency_ps`] later (propagation, forwarding and the pipeline
+//!   fill of a packet, see [`super::path`]), but never before the previous
+//!   message of its pair: messages of a pair arrive in order. On an idle
+//!   route a message therefore arrives exactly
+//!   [`idle_delivery_ps`](super::path::idle_delivery_ps) after it was
+//!   started (`duration_ps(bytes, bottleneck) + idle latency`, rounded
+//!   like [`topologies::duration_ps`]).
+//! - **Zero-byte messages** need no bandwidth: when their turn in the pair
+//!   comes they are delivered after the idle latency.
+//!
+//! # Counters
+//! [`LinkUsage`] per link direction: `bytes` and `units` (flows) are added
+//! when a flow finishes; `busy_ps` is the time with at least one active
+//! flow (a link still busy counts up to its last change); `max_queue` is
+//! the most flows active on it at once. With sampling, a [`LinkSample`] of
+//! the number of active flows is recorded whenever it changes.
 
+mod maxmin;
+#[cfg(test)]
+mod tests;
+
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use algorithms::Time;
-use topologies::Topology;
+use topologies::{LinkId, Route, Topology};
 
-use super::{LinkSample, LinkUsage, OutOfTime, Transfer};
-use crate::event::{EventQueue, MessageId};
+use super::path::idle_latency_ps;
+use super::{LinkSample, LinkUsage, NetEvent, OutOfTime, Transfer};
+use crate::event::{EventKind, EventQueue, MessageId};
+use maxmin::MaxMin;
 
 /// An event of the flow-level model.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum FlowEvent {
-    /// Placeholder.
-    Placeholder(u32),
+    /// Recompute the rates of the flows connected to the dirty links.
+    Reallocate,
+    /// A flow sends its last byte, unless its version has changed since.
+    Finish {
+        /// The flow (its slot in the model's table).
+        flow: u32,
+        /// The flow's version when this event was scheduled.
+        version: u32,
+    },
+    /// A message arrives.
+    Deliver {
+        /// The world's id of the message.
+        message: MessageId,
+    },
+}
+
+/// No slot: the end of a pair's list.
+const NONE: u32 = u32::MAX;
+
+/// A message waiting or flowing; while active, also the flow.
+#[derive(Debug)]
+struct Slot {
+    message: MessageId,
+    bytes: u64,
+    route: Route,
+    /// The pair (`Transfer::flow`) it belongs to.
+    pair: u64,
+    /// The next message of the same pair.
+    next: u32,
+    /// Whether it is the pair's active flow (its links list it).
+    active: bool,
+    /// Bytes not yet sent as of `updated`.
+    remaining_bytes: f64,
+    /// Current rate in bytes per second (0 until first allocated).
+    rate_bytes_per_s: f64,
+    /// When `remaining_bytes` was last brought up to date.
+    updated: Time,
+    /// Bumped at every rescheduling; kept across slot reuse so that an
+    /// outdated `Finish` never matches a later occupant.
+    version: u32,
+}
+
+/// The messages of one pair, oldest first.
+#[derive(Clone, Copy, Debug)]
+struct Pair {
+    head: u32,
+    tail: u32,
+    /// When its latest message arrives (or arrived).
+    last_delivery: Option<Time>,
 }
 
 /// The flow-level model of one run.
 #[derive(Debug)]
 pub struct FlowNetwork {
     topology: Arc<Topology>,
+    /// Bandwidth per link direction, bytes per second.
+    capacity: Vec<f64>,
+    slots: Vec<Slot>,
+    free: Vec<u32>,
+    /// Pairs by `Transfer::flow`; only looked up, never iterated. Kept
+    /// for the whole run (their last delivery time orders the next), so
+    /// this grows with the number of distinct pairs, not of messages.
+    pairs: HashMap<u64, Pair>,
+    /// Active flows per link direction.
+    link_flows: Vec<Vec<u32>>,
+    /// Links whose flows changed since the last recomputation (may repeat).
+    dirty: Vec<u32>,
+    reallocate_pending: bool,
+    allocator: MaxMin,
+    /// Scratch: the latest allocation.
+    rates: Vec<(u32, f64)>,
+    /// A shared empty route for free slots.
+    no_route: Route,
+    usage: Vec<LinkUsage>,
+    /// When each busy link became busy.
+    busy_since: Vec<Time>,
+    sample_links: bool,
+    samples: Vec<LinkSample>,
+    reallocations: u64,
 }
 
 impl FlowNetwork {
     /// A model of `topology`; with `sample_links` it records every change
     /// of a link's backlog for the trace.
     pub fn new(topology: Arc<Topology>, sample_links: bool) -> FlowNetwork {
-        let _ = sample_links;
-        FlowNetwork { topology }
+        let links = topology.link_direction_count();
+        let capacity = topology
+            .link_ids()
+            .map(|l| topology.link(l).bandwidth_bytes_per_s)
+            .collect();
+        FlowNetwork {
+            topology,
+            capacity,
+            slots: Vec::new(),
+            free: Vec::new(),
+            pairs: HashMap::new(),
+            link_flows: vec![Vec::new(); links],
+            dirty: Vec::new(),
+            reallocate_pending: false,
+            allocator: MaxMin::new(links),
+            rates: Vec::new(),
+            no_route: Arc::from(Vec::new()),
+            usage: vec![LinkUsage::default(); links],
+            busy_since: vec![Time::ZERO; links],
+            sample_links,
+            samples: Vec::new(),
+            reallocations: 0,
+        }
     }
 
     /// Starts sending a message at `now`.
@@ -36,8 +176,22 @@ impl FlowNetwork {
         transfer: Transfer,
         queue: &mut EventQueue,
     ) -> Result<(), OutOfTime> {
-        let _ = (now, transfer, queue, &self.topology);
-        todo!()
+        let slot = self.alloc(&transfer);
+        let pair = self.pairs.entry(transfer.flow).or_insert(Pair {
+            head: NONE,
+            tail: NONE,
+            last_delivery: None,
+        });
+        if pair.head == NONE {
+            pair.head = slot;
+            pair.tail = slot;
+            self.activate_head(now, transfer.flow, queue, None)
+        } else {
+            let tail = pair.tail;
+            pair.tail = slot;
+            self.slots[tail as usize].next = slot;
+            Ok(())
+        }
     }
 
     /// Applies one of this model's events at `now`, pushing the messages
@@ -49,17 +203,256 @@ impl FlowNetwork {
         queue: &mut EventQueue,
         delivered: &mut Vec<MessageId>,
     ) -> Result<(), OutOfTime> {
-        let _ = (now, event, queue, delivered);
-        todo!()
+        match event {
+            FlowEvent::Reallocate => self.reallocate(now, queue),
+            FlowEvent::Finish { flow, version } => {
+                let current = self
+                    .slots
+                    .get(flow as usize)
+                    .is_some_and(|s| s.active && s.version == version);
+                if current {
+                    self.finish(now, flow, queue, Some(delivered))
+                } else {
+                    Ok(()) // Outdated: the flow was rescheduled or is gone.
+                }
+            }
+            FlowEvent::Deliver { message } => {
+                delivered.push(message);
+                Ok(())
+            }
+        }
     }
 
     /// Counters per link direction, indexed by `LinkId::index`.
     pub fn usage(&self) -> &[LinkUsage] {
-        todo!()
+        &self.usage
     }
 
     /// The backlog samples recorded so far (empty unless sampling).
     pub fn take_samples(&mut self) -> Vec<LinkSample> {
-        todo!()
+        std::mem::take(&mut self.samples)
     }
+
+    /// Number of rate recomputations so far.
+    pub fn reallocations(&self) -> u64 {
+        self.reallocations
+    }
+
+    /// (flow, link) incidences the rate recomputations visited so far.
+    pub fn reallocation_work(&self) -> u64 {
+        self.allocator.work()
+    }
+
+    /// Stores a message in a free slot, keeping the slot's version.
+    fn alloc(&mut self, transfer: &Transfer) -> u32 {
+        let fresh = |version| Slot {
+            message: transfer.message,
+            bytes: transfer.bytes,
+            route: transfer.route.clone(),
+            pair: transfer.flow,
+            next: NONE,
+            active: false,
+            remaining_bytes: transfer.bytes as f64,
+            rate_bytes_per_s: 0.0,
+            updated: Time::ZERO,
+            version,
+        };
+        match self.free.pop() {
+            Some(id) => {
+                let slot = &mut self.slots[id as usize];
+                *slot = fresh(slot.version);
+                id
+            }
+            None => {
+                self.slots.push(fresh(0));
+                u32::try_from(self.slots.len() - 1).expect("fewer than 2^32 messages in flight")
+            }
+        }
+    }
+
+    /// Starts the pair's oldest message; messages that need no bandwidth
+    /// complete at once and the next one starts.
+    fn activate_head(
+        &mut self,
+        now: Time,
+        pair: u64,
+        queue: &mut EventQueue,
+        mut delivered: Option<&mut Vec<MessageId>>,
+    ) -> Result<(), OutOfTime> {
+        loop {
+            let head = self.pairs[&pair].head;
+            if head == NONE {
+                return Ok(());
+            }
+            let slot = &mut self.slots[head as usize];
+            if slot.bytes > 0 && !slot.route.is_empty() {
+                slot.active = true;
+                slot.updated = now;
+                let route = slot.route.clone();
+                for &l in route.iter() {
+                    self.link_flows[l.index()].push(head);
+                    self.link_changed(now, l, true);
+                }
+                self.mark_dirty(now, &route, queue);
+                return Ok(());
+            }
+            self.complete(now, head, queue, delivered.as_deref_mut())?;
+        }
+    }
+
+    /// The active flow `flow` has sent its last byte.
+    fn finish(
+        &mut self,
+        now: Time,
+        flow: u32,
+        queue: &mut EventQueue,
+        mut delivered: Option<&mut Vec<MessageId>>,
+    ) -> Result<(), OutOfTime> {
+        let slot = &mut self.slots[flow as usize];
+        slot.active = false;
+        slot.remaining_bytes = 0.0;
+        let (bytes, route) = (slot.bytes, slot.route.clone());
+        for &l in route.iter() {
+            let list = &mut self.link_flows[l.index()];
+            let at = list
+                .iter()
+                .position(|&f| f == flow)
+                .expect("an active flow is listed on its links");
+            list.swap_remove(at);
+            let usage = &mut self.usage[l.index()];
+            usage.bytes = usage.bytes.saturating_add(bytes);
+            usage.units += 1;
+            self.link_changed(now, l, false);
+        }
+        self.mark_dirty(now, &route, queue);
+        let pair = self.slots[flow as usize].pair;
+        self.complete(now, flow, queue, delivered.as_deref_mut())?;
+        self.activate_head(now, pair, queue, delivered)
+    }
+
+    /// Delivers the pair's head message `id` (its bytes are sent), frees
+    /// its slot and unlinks it from its pair.
+    fn complete(
+        &mut self,
+        now: Time,
+        id: u32,
+        queue: &mut EventQueue,
+        delivered: Option<&mut Vec<MessageId>>,
+    ) -> Result<(), OutOfTime> {
+        let slot = &mut self.slots[id as usize];
+        let latency_ps = if slot.route.is_empty() {
+            0
+        } else {
+            idle_latency_ps(&self.topology, &slot.route, slot.bytes)
+        };
+        let (message, next, pair_key) = (slot.message, slot.next, slot.pair);
+        slot.route = self.no_route.clone();
+        self.free.push(id);
+        let pair = self
+            .pairs
+            .get_mut(&pair_key)
+            .expect("a message's pair exists");
+        pair.head = next;
+        if next == NONE {
+            pair.tail = NONE;
+        }
+        let own = now.checked_plus_ps(latency_ps).ok_or(OutOfTime)?;
+        let previous = pair.last_delivery;
+        let at = previous.map_or(own, |p| p.max(own));
+        pair.last_delivery = Some(at);
+        // Pushing directly is only safe when no earlier message of the
+        // pair still waits for its own `Deliver` event at this time.
+        match delivered {
+            Some(out) if at == now && previous.is_none_or(|p| p < now) => out.push(message),
+            _ => queue.schedule(at, net(FlowEvent::Deliver { message })),
+        }
+        Ok(())
+    }
+
+    /// Records that the flows on `route` changed; one recomputation per
+    /// instant handles them all.
+    fn mark_dirty(&mut self, now: Time, route: &[LinkId], queue: &mut EventQueue) {
+        self.dirty.extend(route.iter().map(|l| l.index() as u32));
+        if !self.reallocate_pending {
+            self.reallocate_pending = true;
+            queue.schedule(now, net(FlowEvent::Reallocate));
+        }
+    }
+
+    /// Recomputes the rates of the flows connected to the dirty links and
+    /// reschedules those whose rate changed.
+    fn reallocate(&mut self, now: Time, queue: &mut EventQueue) -> Result<(), OutOfTime> {
+        self.reallocate_pending = false;
+        self.reallocations += 1;
+        let slots = &self.slots;
+        self.allocator.allocate(
+            &self.dirty,
+            &self.link_flows,
+            |f| &slots[f as usize].route[..],
+            &self.capacity,
+            &mut self.rates,
+        );
+        self.dirty.clear();
+        for &(flow, rate) in &self.rates {
+            let slot = &mut self.slots[flow as usize];
+            if rate == slot.rate_bytes_per_s {
+                continue;
+            }
+            let elapsed_ps = now.0 - slot.updated.0;
+            if elapsed_ps > 0 {
+                let sent = slot.rate_bytes_per_s * elapsed_ps as f64 / 1e12;
+                slot.remaining_bytes = (slot.remaining_bytes - sent).max(0.0);
+            }
+            slot.updated = now;
+            slot.rate_bytes_per_s = rate;
+            slot.version = slot.version.wrapping_add(1);
+            let at = now
+                .checked_plus_ps(finish_in_ps(slot.remaining_bytes, rate))
+                .ok_or(OutOfTime)?;
+            let version = slot.version;
+            queue.schedule(at, net(FlowEvent::Finish { flow, version }));
+        }
+        Ok(())
+    }
+
+    /// Updates link `l`'s counters after one flow joined it (`joined`) or
+    /// left it.
+    fn link_changed(&mut self, now: Time, l: LinkId, joined: bool) {
+        let i = l.index();
+        let flows = self.link_flows[i].len() as u64;
+        let usage = &mut self.usage[i];
+        usage.max_queue = usage.max_queue.max(flows);
+        if joined && flows == 1 {
+            self.busy_since[i] = now;
+        } else if !joined && flows == 0 {
+            usage.busy_ps += now.0 - self.busy_since[i].0;
+        }
+        if self.sample_links {
+            self.samples.push(LinkSample {
+                time: now,
+                link: l,
+                queue: flows,
+            });
+        }
+    }
+}
+
+/// Time to send `remaining` bytes at `rate` bytes per second, rounded up.
+/// Whole byte counts go through [`topologies::duration_ps`], so that an
+/// idle flow takes exactly as long as the other models say.
+fn finish_in_ps(remaining_bytes: f64, rate_bytes_per_s: f64) -> u64 {
+    if remaining_bytes <= 0.0 {
+        0
+    } else if remaining_bytes.fract() == 0.0 && remaining_bytes < u64::MAX as f64 {
+        topologies::duration_ps(remaining_bytes as u64, rate_bytes_per_s)
+    } else {
+        (remaining_bytes * 1e12 / rate_bytes_per_s)
+            .ceil()
+            .min(u64::MAX as f64) as u64
+    }
+}
+
+/// Wraps a flow event for the queue.
+fn net(event: FlowEvent) -> EventKind {
+    EventKind::Net(NetEvent::Flow(event))
 }

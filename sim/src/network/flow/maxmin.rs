@@ -1,0 +1,337 @@
+//! Max-min fair rates by progressive filling, restricted to the flows
+//! connected to a few changed links.
+//!
+//! # Algorithm
+//! All flows start unfrozen at rate zero and grow together. The first link
+//! to saturate is the one with the smallest fair share
+//! `remaining capacity / unfrozen flows crossing it`; its unfrozen flows
+//! freeze at that share, which is subtracted from every link they cross,
+//! and the filling goes on with the others. The result is the max-min fair
+//! allocation: no flow can get more without taking from one that has no
+//! more than it (Bertsekas and Gallager, *Data Networks*, 1992, §6.5.2).
+//!
+//! # Components
+//! Flows that share no link, even transitively, do not influence each
+//! other's rates. [`MaxMin::allocate`] therefore starts from the links
+//! whose set of flows changed and only visits the connected component they
+//! reach (a breadth-first search alternating links and flows): flows
+//! elsewhere keep their rates and are never touched.
+//!
+//! # Cost
+//! With `E` the number of (flow, link) incidences in the component, the
+//! search is `O(E)` and the filling `O(E log E)`: a binary heap holds
+//! candidate shares, each freeze pushes one new candidate per link of the
+//! frozen flow, and outdated candidates are skipped when popped. A link's
+//! flow list is scanned once by the search and at most once by the
+//! filling. [`MaxMin::work`] counts the incidences visited, so tests can
+//! check that unrelated components stay untouched.
+
+use std::cmp::Ordering;
+use std::collections::BinaryHeap;
+
+use topologies::LinkId;
+
+/// A link's fair share when it was pushed; the heap pops the smallest
+/// share first, ties by the smaller link index (determinism).
+#[derive(Clone, Copy, Debug)]
+struct Candidate {
+    share: f64,
+    link: u32,
+}
+
+impl PartialEq for Candidate {
+    fn eq(&self, other: &Self) -> bool {
+        self.cmp(other) == Ordering::Equal
+    }
+}
+
+impl Eq for Candidate {}
+
+impl PartialOrd for Candidate {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for Candidate {
+    /// Reversed, so that the max-heap pops the smallest share first.
+    fn cmp(&self, other: &Self) -> Ordering {
+        other
+            .share
+            .total_cmp(&self.share)
+            .then(other.link.cmp(&self.link))
+    }
+}
+
+/// Scratch state of the allocator, kept between calls so that a
+/// recomputation allocates nothing once the tables have grown.
+#[derive(Debug, Default)]
+pub struct MaxMin {
+    /// Marks of the current call: a link or flow is in the component when
+    /// its mark equals `epoch`.
+    epoch: u32,
+    link_mark: Vec<u32>,
+    flow_mark: Vec<u32>,
+    /// Per link of the component: capacity not yet given to frozen flows.
+    capacity_left: Vec<f64>,
+    /// Per link of the component: crossings by flows not yet frozen.
+    unfrozen: Vec<u32>,
+    /// Per flow of the component: its rate once frozen, NaN before.
+    rate: Vec<f64>,
+    /// The component's links.
+    links: Vec<u32>,
+    /// The component's flows.
+    flows: Vec<u32>,
+    heap: BinaryHeap<Candidate>,
+    /// (flow, link) incidences visited so far, over all calls.
+    work: u64,
+}
+
+impl MaxMin {
+    /// An allocator for a topology with `link_count` link directions.
+    pub fn new(link_count: usize) -> MaxMin {
+        MaxMin {
+            link_mark: vec![0; link_count],
+            capacity_left: vec![0.0; link_count],
+            unfrozen: vec![0; link_count],
+            ..MaxMin::default()
+        }
+    }
+
+    /// (flow, link) incidences visited by all calls so far: the work the
+    /// recomputations did.
+    pub fn work(&self) -> u64 {
+        self.work
+    }
+
+    /// Computes the max-min fair rates of every flow connected to the
+    /// links in `seeds`, appending `(flow, rate)` to `rates` (cleared
+    /// first) in the order the flows were reached.
+    ///
+    /// `link_flows[l]` lists the flows crossing link `l` (a flow crossing
+    /// it twice is listed twice and uses it twice); `route(f)` gives the
+    /// links of flow `f`, consistent with `link_flows`; `capacity[l]` is
+    /// link `l`'s bandwidth (positive). Flow ids are small integers (they
+    /// index tables here).
+    pub fn allocate<'a>(
+        &mut self,
+        seeds: &[u32],
+        link_flows: &[Vec<u32>],
+        route: impl Fn(u32) -> &'a [LinkId],
+        capacity: &[f64],
+        rates: &mut Vec<(u32, f64)>,
+    ) {
+        rates.clear();
+        self.next_epoch();
+        self.collect_component(seeds, link_flows, &route);
+        self.fill(link_flows, &route, capacity);
+        rates.extend(self.flows.iter().map(|&f| (f, self.rate[f as usize])));
+    }
+
+    /// Starts a new call: marks of earlier calls become stale.
+    fn next_epoch(&mut self) {
+        if self.epoch == u32::MAX {
+            self.link_mark.fill(0);
+            self.flow_mark.fill(0);
+            self.epoch = 0;
+        }
+        self.epoch += 1;
+    }
+
+    /// Collects into `links` and `flows` everything connected to `seeds`,
+    /// and counts each link's crossings into `unfrozen`.
+    fn collect_component<'a>(
+        &mut self,
+        seeds: &[u32],
+        link_flows: &[Vec<u32>],
+        route: &impl Fn(u32) -> &'a [LinkId],
+    ) {
+        self.links.clear();
+        self.flows.clear();
+        for &l in seeds {
+            self.visit_link(l);
+        }
+        // `links` doubles as the search's queue: links before `next` have
+        // had their flows visited.
+        let mut next = 0;
+        while next < self.links.len() {
+            let l = self.links[next];
+            next += 1;
+            let crossing = &link_flows[l as usize];
+            self.unfrozen[l as usize] = u32::try_from(crossing.len()).expect("< 2^32 flows");
+            for &f in crossing {
+                self.work += 1;
+                if self.visit_flow(f) {
+                    for &m in route(f) {
+                        self.work += 1;
+                        self.visit_link(m.index() as u32);
+                    }
+                }
+            }
+        }
+    }
+
+    fn visit_link(&mut self, l: u32) {
+        let mark = &mut self.link_mark[l as usize];
+        if *mark != self.epoch {
+            *mark = self.epoch;
+            self.links.push(l);
+        }
+    }
+
+    /// Marks flow `f` as part of the component; false if it already was.
+    fn visit_flow(&mut self, f: u32) -> bool {
+        let i = f as usize;
+        if i >= self.flow_mark.len() {
+            self.flow_mark.resize(i + 1, 0);
+            self.rate.resize(i + 1, f64::NAN);
+        }
+        if self.flow_mark[i] == self.epoch {
+            return false;
+        }
+        self.flow_mark[i] = self.epoch;
+        self.rate[i] = f64::NAN;
+        self.flows.push(f);
+        true
+    }
+
+    /// Progressive filling over the collected component.
+    fn fill<'a>(
+        &mut self,
+        link_flows: &[Vec<u32>],
+        route: &impl Fn(u32) -> &'a [LinkId],
+        capacity: &[f64],
+    ) {
+        self.heap.clear();
+        for &l in &self.links {
+            let i = l as usize;
+            self.capacity_left[i] = capacity[i];
+            if self.unfrozen[i] > 0 {
+                self.heap.push(Candidate {
+                    share: capacity[i] / f64::from(self.unfrozen[i]),
+                    link: l,
+                });
+            }
+        }
+        // Shares only grow as flows freeze (in exact arithmetic); `level`
+        // keeps rounding from ever giving a later flow less, or zero.
+        let mut level = 0.0f64;
+        while let Some(Candidate { share, link }) = self.heap.pop() {
+            let i = link as usize;
+            let n = self.unfrozen[i];
+            if n == 0 || share != self.capacity_left[i] / f64::from(n) {
+                continue; // Outdated: a newer candidate for this link exists.
+            }
+            level = level.max(share);
+            for &f in &link_flows[i] {
+                self.work += 1;
+                if !self.rate[f as usize].is_nan() {
+                    continue;
+                }
+                self.rate[f as usize] = level;
+                for &m in route(f) {
+                    self.work += 1;
+                    let j = m.index();
+                    self.capacity_left[j] = (self.capacity_left[j] - level).max(0.0);
+                    self.unfrozen[j] -= 1;
+                    if self.unfrozen[j] > 0 && j != i {
+                        self.heap.push(Candidate {
+                            share: self.capacity_left[j] / f64::from(self.unfrozen[j]),
+                            link: m.index() as u32,
+                        });
+                    }
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Rates of flows given as lists of link indices on links of the
+    /// given capacities, all in one call seeded with every link.
+    fn rates(capacity: &[f64], routes: &[&[u32]]) -> (Vec<f64>, u64) {
+        let routes: Vec<Vec<LinkId>> = routes
+            .iter()
+            .map(|r| r.iter().map(|&l| LinkId::new(l as usize)).collect())
+            .collect();
+        let mut link_flows = vec![Vec::new(); capacity.len()];
+        for (f, r) in routes.iter().enumerate() {
+            for l in r {
+                link_flows[l.index()].push(f as u32);
+            }
+        }
+        let mut mm = MaxMin::new(capacity.len());
+        let seeds: Vec<u32> = (0..capacity.len() as u32).collect();
+        let mut out = Vec::new();
+        mm.allocate(
+            &seeds,
+            &link_flows,
+            |f| &routes[f as usize],
+            capacity,
+            &mut out,
+        );
+        out.sort_by_key(|&(f, _)| f);
+        assert_eq!(out.len(), routes.len(), "every flow is reached");
+        (out.into_iter().map(|(_, r)| r).collect(), mm.work())
+    }
+
+    #[test]
+    fn symmetric_two_links() {
+        // A over links 0 and 1, B over 0, C over 1; capacities 10 and 10:
+        // both links have share 10/2 = 5 and saturate together.
+        let (r, _) = rates(&[10.0, 10.0], &[&[0, 1], &[0], &[1]]);
+        assert_eq!(r, vec![5.0, 5.0, 5.0]);
+    }
+
+    #[test]
+    fn leftover_goes_to_the_unconstrained_flow() {
+        // Capacities 10 and 4. Link 1 saturates first at 4/2 = 2 (A and
+        // C); link 0 then has 10 - 2 = 8 left for B alone.
+        let (r, _) = rates(&[10.0, 4.0], &[&[0, 1], &[0], &[1]]);
+        assert_eq!(r, vec![2.0, 8.0, 2.0]);
+    }
+
+    #[test]
+    fn three_links_parking_lot() {
+        // A crosses links 0, 1, 2 (capacities 12, 6, 30); B uses 0, C uses
+        // 1, D uses 2. Link 1: 6/2 = 3 is the smallest share, so A and C
+        // get 3; link 0 then leaves 12 - 3 = 9 to B, link 2 leaves 27 to D.
+        let (r, _) = rates(&[12.0, 6.0, 30.0], &[&[0, 1, 2], &[0], &[1], &[2]]);
+        assert_eq!(r, vec![3.0, 9.0, 3.0, 27.0]);
+    }
+
+    #[test]
+    fn a_flow_crossing_a_link_twice_uses_it_twice() {
+        // A crosses link 0 twice, B once: 3 crossings share 9, so 3 each;
+        // A's rate is 3 and it takes 6 of the link.
+        let (r, _) = rates(&[9.0], &[&[0, 0], &[0]]);
+        assert_eq!(r, vec![3.0, 3.0]);
+    }
+
+    #[test]
+    fn only_the_seeded_component_is_visited() {
+        // Link 0 carries 100 flows; link 1 one flow. Seeding link 1 alone
+        // must not touch link 0's flows.
+        let routes: Vec<Vec<LinkId>> = (0..101)
+            .map(|f| vec![LinkId::new(usize::from(f == 100))])
+            .collect();
+        let mut link_flows = vec![Vec::new(); 2];
+        for (f, r) in routes.iter().enumerate() {
+            link_flows[r[0].index()].push(f as u32);
+        }
+        let mut mm = MaxMin::new(2);
+        let mut out = Vec::new();
+        let route = |f: u32| -> &[LinkId] { &routes[f as usize] };
+        mm.allocate(&[1], &link_flows, route, &[7.0, 5.0], &mut out);
+        assert_eq!(out, vec![(100, 5.0)]);
+        // One list entry and one route link in the search, the same in
+        // the filling.
+        assert_eq!(mm.work(), 4);
+        mm.allocate(&[0], &link_flows, route, &[7.0, 5.0], &mut out);
+        assert_eq!(out.len(), 100);
+        assert!(out.iter().all(|&(f, r)| f < 100 && r == 7.0 / 100.0));
+    }
+}
