@@ -7,6 +7,8 @@
 //! (`0..link_count()`), so per-link state lives in `Vec`s indexed by
 //! [`LinkId::index`], and iteration order is insertion order.
 
+use std::collections::HashMap;
+
 use petgraph::graph::{DiGraph, EdgeIndex, NodeIndex};
 use petgraph::visit::EdgeRef;
 
@@ -27,6 +29,8 @@ pub struct Topology {
     graph: DiGraph<Vertex, Link, u32>,
     /// `reverse[l]` is the other direction of link direction `l`.
     reverse: Vec<LinkId>,
+    /// Vertex ids by name; only looked up, never iterated.
+    names: HashMap<String, VertexId>,
 }
 
 impl Topology {
@@ -40,7 +44,10 @@ impl Topology {
         if self.find(&vertex.name).is_some() {
             return Err(TopologyError::DuplicateVertex(vertex.name));
         }
-        Ok(self.graph.add_node(vertex))
+        let name = vertex.name.clone();
+        let id = self.graph.add_node(vertex);
+        self.names.insert(name, id);
+        Ok(id)
     }
 
     /// Adds a full-duplex link between `a` and `b` and returns its two

@@ -5,12 +5,13 @@
 //! models read a [`Topology`] and its [`Route`]s.
 //!
 //! # Map of the crate
-//! - [`vertex`]: [`Vertex`] and [`VertexKind`] (GPU, CPU, NIC, NVSwitch,
-//!   PCIe switch, socket, leaf, spine).
-//! - [`kind`]: [`LinkKind`] (NVLink, PCIe, InfiniBand, RoCE, Ethernet, SMP)
-//!   and the default [`Link`] parameters with their sources.
-//! - [`graph`]: [`Topology`], the petgraph graph of vertices and link
-//!   directions ([`LinkId`]).
+//! - [`vertex`]: devices, [`Vertex`] and [`VertexKind`] (GPU, CPU, NIC,
+//!   NVSwitch, PCIe switch, socket, leaf, spine).
+//! - [`kind`]: link technologies, [`LinkKind`] (NVLink, PCIe, InfiniBand,
+//!   RoCE, Ethernet, SMP), and the default [`Link`] parameters with their
+//!   sources.
+//! - [`graph`]: the hardware graph, [`Topology`], on petgraph: vertices and
+//!   link directions ([`LinkId`]).
 //! - [`presets`]: DGX A100/H100 nodes, a PCIe box, a rail-optimised
 //!   fat-tree, a leaf-spine cluster, a ring and a 2-D torus.
 //! - [`nvsmi`]: importer for the matrix `nvidia-smi topo -m` prints.

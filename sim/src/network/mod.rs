@@ -1,4 +1,4 @@
-//! Network models: how messages cross a [`Topology`].
+//! Network models: how messages cross a [`Topology`](topologies::Topology).
 //!
 //! The world hands each message to its model as a [`Transfer`] along a
 //! route (from [`topologies::Router`]); the model schedules its own events

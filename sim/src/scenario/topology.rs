@@ -335,7 +335,10 @@ fn oversubscription(src: &Source, v: &Option<Spanned<f64>>) -> Result<f64, Scena
         Some(v) => {
             let x = src.number(v, "oversubscription", false)?;
             if !(1.0..=1024.0).contains(&x) {
-                return Err(src.at(v, format!("oversubscription must be between 1 and 1024, got {x}")));
+                return Err(src.at(
+                    v,
+                    format!("oversubscription must be between 1 and 1024, got {x}"),
+                ));
             }
             Ok(x)
         }
@@ -366,8 +369,20 @@ fn presets_build(
             let d = presets::PcieBox::default();
             presets::pcie_box(&presets::PcieBox {
                 sockets: count(src, &t.sockets, "sockets", d.sockets, 64)?,
-                switches_per_socket: count(src, &t.switches_per_socket, "switches_per_socket", d.switches_per_socket, max)?,
-                gpus_per_switch: count(src, &t.gpus_per_switch, "gpus_per_switch", d.gpus_per_switch, max)?,
+                switches_per_socket: count(
+                    src,
+                    &t.switches_per_socket,
+                    "switches_per_socket",
+                    d.switches_per_socket,
+                    max,
+                )?,
+                gpus_per_switch: count(
+                    src,
+                    &t.gpus_per_switch,
+                    "gpus_per_switch",
+                    d.gpus_per_switch,
+                    max,
+                )?,
                 pcie: link_kind(src, &t.pcie, d.pcie)?,
                 smp_links: count(src, &t.smp_links, "smp_links", d.smp_links as usize, 64)? as u32,
             })
@@ -389,7 +404,11 @@ fn presets_build(
             presets::fat_tree(&presets::FatTree {
                 nodes: count(src, &t.nodes, "nodes", d.nodes, max)?,
                 gpus_per_node: count(src, &t.gpus_per_node, "gpus_per_node", d.gpus_per_node, 8)?,
-                style: if t.style.is_some() { style(src, &t.style)? } else { d.style },
+                style: if t.style.is_some() {
+                    style(src, &t.style)?
+                } else {
+                    d.style
+                },
                 leaves,
                 spines,
                 oversubscription: oversubscription(src, &t.oversubscription)?,
@@ -400,7 +419,13 @@ fn presets_build(
             let d = presets::LeafSpine::default();
             presets::leaf_spine(&presets::LeafSpine {
                 hosts: count(src, &t.hosts, "hosts", d.hosts, max)?,
-                hosts_per_leaf: count(src, &t.hosts_per_leaf, "hosts_per_leaf", d.hosts_per_leaf, max)?,
+                hosts_per_leaf: count(
+                    src,
+                    &t.hosts_per_leaf,
+                    "hosts_per_leaf",
+                    d.hosts_per_leaf,
+                    max,
+                )?,
                 spines: count(src, &t.spines, "spines", d.spines, max)?,
                 nic: link_kind(src, &t.nic, d.nic)?,
                 oversubscription: oversubscription(src, &t.oversubscription)?,
@@ -411,7 +436,13 @@ fn presets_build(
             presets::ring(&presets::RingParams {
                 gpus: count(src, &t.gpus, "gpus", d.gpus, max)?,
                 link: link_kind(src, &t.kind, d.link)?,
-                links_per_pair: count(src, &t.links_per_pair, "links_per_pair", d.links_per_pair as usize, 64)? as u32,
+                links_per_pair: count(
+                    src,
+                    &t.links_per_pair,
+                    "links_per_pair",
+                    d.links_per_pair as usize,
+                    64,
+                )? as u32,
             })
         }
         "torus2d" => {
@@ -420,7 +451,13 @@ fn presets_build(
                 x: count(src, &t.x, "x", d.x, 4096)?,
                 y: count(src, &t.y, "y", d.y, 4096)?,
                 link: link_kind(src, &t.kind, d.link)?,
-                links_per_pair: count(src, &t.links_per_pair, "links_per_pair", d.links_per_pair as usize, 64)? as u32,
+                links_per_pair: count(
+                    src,
+                    &t.links_per_pair,
+                    "links_per_pair",
+                    d.links_per_pair as usize,
+                    64,
+                )? as u32,
             })
         }
         other => unreachable!("preset `{other}` is in PRESETS"),
@@ -439,9 +476,8 @@ fn nvidia_smi(src: &Source, spanned: &Spanned<RawTopology>) -> Result<Topology, 
     };
     let dir = src.path.parent().unwrap_or(std::path::Path::new("."));
     let path = dir.join(file.get_ref());
-    let text = std::fs::read_to_string(&path).map_err(|e| {
-        src.at(file, format!("cannot read {}: {e}", path.display()))
-    })?;
+    let text = std::fs::read_to_string(&path)
+        .map_err(|e| src.at(file, format!("cannot read {}: {e}", path.display())))?;
     let d = topologies::nvsmi::NvsmiOptions::default();
     let options = topologies::nvsmi::NvsmiOptions {
         nvlink: link_kind(src, &t.nvlink, d.nvlink)?,

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use algorithms::{DType, Fabric, Payload, Shape, Tag, Time};
 use sim::WorldConfig;
 use sim::network::{ModelLevel, NetworkConfig, TopologyConfig};
-use topologies::{Link, LinkKind, Topology, Vertex, VertexKind, VertexId};
+use topologies::{Link, LinkKind, Topology, Vertex, VertexId, VertexKind};
 
 pub const LEVELS: [ModelLevel; 2] = [ModelLevel::Packet, ModelLevel::Flow];
 
@@ -96,7 +96,10 @@ fn an_idle_link_takes_serialization_plus_latency_to_the_nanosecond() {
 fn converging() -> (Topology, Vec<VertexId>, Link) {
     let mut t = Topology::new();
     let g: Vec<VertexId> = (0..3)
-        .map(|i| t.add_vertex(Vertex::new(format!("gpu{i}"), VertexKind::Gpu)).unwrap())
+        .map(|i| {
+            t.add_vertex(Vertex::new(format!("gpu{i}"), VertexKind::Gpu))
+                .unwrap()
+        })
         .collect();
     let sw = t.add_vertex(Vertex::new("leaf", VertexKind::Leaf)).unwrap();
     let link = Link::bundle(LinkKind::parse("ib_ndr").unwrap(), 1);
