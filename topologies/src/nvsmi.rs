@@ -1,1 +1,978 @@
-//! Importer for `nvidia-smi topo -m`. (To be written by the importer work.)
+//! Importer for the matrix `nvidia-smi topo -m` prints: one node's GPUs,
+//! NICs, NVLinks and PCIe tree as a [`Topology`].
+//!
+//! # Input
+//! A header row of device columns (`GPU0`.., then NICs as `NIC0`.. or
+//! `mlx5_0`..) followed by `CPU Affinity`, `NUMA Affinity` and possibly
+//! `GPU NUMA ID`; one row per device holding a cell per device column
+//! (`X`, `NV#`, `PIX`, `PXB`, `PHB`, `NODE`, `SYS`; the old name `SOC` is
+//! read as `SYS`) and then its affinity values, which may be absent (NIC
+//! rows leave them blank). Cells are separated by tabs or runs of spaces;
+//! the multi-word header names are recognised as such. The matrix ends at
+//! a blank line or `Legend:`; a `NIC Legend:` section (`NIC0: mlx5_0`)
+//! lets rows use either name. Errors carry the 1-based line and column.
+//!
+//! # Mapping
+//! - Devices: every `GPU<n>` column is a GPU, `gpu<i>` in column order; any
+//!   other device column is a NIC, `nic<i>`. GPUs are added first.
+//! - NVLink: `NV#` is a bundle of `#` [`NvsmiOptions::nvlink`] links. When
+//!   every GPU pair shows the same `NV#` and a direct mesh would need more
+//!   than [`NVLINKS_PER_GPU_MAX`] links per GPU (`#` times the number of
+//!   peers), the GPUs sit on an NVSwitch: one `nvswitch` vertex with a
+//!   bundle of `#` links to each GPU. Otherwise each `NV#` pair is a direct
+//!   GPU-GPU bundle (DGX-1's hybrid cube-mesh; the 4-GPU boards whose
+//!   pairs all show `NV2` or `NV4` are full meshes, not switches).
+//! - PCIe: the levels `PIX < PXB < PHB < NODE < SYS` form an ultrametric
+//!   (any three devices: the two largest of their three relations are
+//!   equal), so "at most level L apart" groups the devices, and the groups
+//!   nest. Each group whose members are exactly L apart gets a vertex:
+//!   `PIX` and `PXB` groups a `pcie_switch<i>` (kind `PcieSwitch`), `PHB`
+//!   groups a `host_bridge<i>` (kind `PcieSwitch`), and every `NODE` group
+//!   (NUMA node) a `socket<i>` (kind `Socket`), even of one device. A
+//!   device or group links with one [`NvsmiOptions::pcie`] link to the
+//!   smallest group vertex above it; sockets are joined pairwise by an
+//!   [`LinkKind::Smp`] link. A `PXB` group's inner switches are not
+//!   visible in the matrix, so its members hang off one switch.
+//! - Hidden PCIe relations: for a pair shown as `NV#`, the PCIe relation is
+//!   inferred from every third device `x` whose relations to both are
+//!   shown. If they differ, the pair's relation is the larger (ultrametric);
+//!   if they are equal, it is at most that. The pair takes the exact value
+//!   if some `x` gives one, else the smallest such bound (the coarsest
+//!   relation consistent with the matrix), and with no witness at all
+//!   `NODE` when both NUMA affinities are equal or unknown, `SYS` when
+//!   they differ.
+//! - [`NvsmiOptions::nic`] is not used for the node itself: it is the port
+//!   kind for whoever attaches the imported NICs to a network.
+//!
+//! A matrix that is not symmetric, or not ultrametric once the hidden
+//! relations are filled in, is rejected at an offending cell.
+
+use std::fmt;
+
+use crate::graph::{Topology, VertexId};
+use crate::kind::{Link, LinkKind};
+use crate::vertex::{Vertex, VertexKind};
+
+/// The most NVLinks one GPU has (H100 and B200: 18); a uniform `NV#`
+/// needing more links per GPU than this must be an NVSwitch.
+pub const NVLINKS_PER_GPU_MAX: u32 = 18;
+
+/// The link kinds an imported node uses.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct NvsmiOptions {
+    /// One NVLink (an `NV#` cell is `#` of them).
+    pub nvlink: LinkKind,
+    /// Every PCIe link of the tree.
+    pub pcie: LinkKind,
+    /// The NICs' network ports (for attaching the node to a network).
+    pub nic: LinkKind,
+}
+
+impl Default for NvsmiOptions {
+    fn default() -> Self {
+        NvsmiOptions {
+            nvlink: LinkKind::NvLink { generation: 3 },
+            pcie: LinkKind::Pcie {
+                generation: 4,
+                width: 16,
+            },
+            nic: LinkKind::InfiniBand(crate::kind::IbRate::Hdr),
+        }
+    }
+}
+
+/// An input that is not a valid `nvidia-smi topo -m` matrix.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{line}:{column}: {message}")]
+pub struct NvsmiError {
+    /// 1-based line of the offending text.
+    pub line: usize,
+    /// 1-based column (in characters) of the offending text.
+    pub column: usize,
+    /// What is wrong.
+    pub message: String,
+}
+
+/// A 1-based (line, column) position in the input.
+type Pos = (usize, usize);
+
+fn err(pos: Pos, message: impl Into<String>) -> NvsmiError {
+    NvsmiError {
+        line: pos.0,
+        column: pos.1,
+        message: message.into(),
+    }
+}
+
+/// One cell of the device matrix.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Cell {
+    /// `X`: the device itself.
+    Same,
+    /// `NV#`: `#` NVLinks (the PCIe relation is hidden).
+    NvLink(u32),
+    /// A PCIe relation, 1 (`PIX`) to 5 (`SYS`).
+    Pcie(u8),
+}
+
+const PIX: u8 = 1;
+const PHB: u8 = 3;
+const NODE: u8 = 4;
+const SYS: u8 = 5;
+const LEVEL_NAMES: [&str; 6] = ["X", "PIX", "PXB", "PHB", "NODE", "SYS"];
+
+impl fmt::Display for Cell {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match *self {
+            Cell::Same => write!(f, "X"),
+            Cell::NvLink(n) => write!(f, "NV{n}"),
+            Cell::Pcie(l) => write!(f, "{}", LEVEL_NAMES[usize::from(l)]),
+        }
+    }
+}
+
+impl Cell {
+    fn parse(token: &str) -> Option<Cell> {
+        let level = match token {
+            "X" => return Some(Cell::Same),
+            "PIX" => 1,
+            "PXB" => 2,
+            "PHB" => 3,
+            "NODE" => 4,
+            "SYS" | "SOC" => 5,
+            _ => {
+                let n: u32 = token.strip_prefix("NV")?.parse().ok()?;
+                return (n > 0 && token[2..].bytes().all(|b| b.is_ascii_digit()))
+                    .then_some(Cell::NvLink(n));
+            }
+        };
+        Some(Cell::Pcie(level))
+    }
+}
+
+/// The whitespace-separated tokens of a line with their 1-based columns.
+fn tokenize(line: &str) -> Vec<(usize, &str)> {
+    let mut out = Vec::new();
+    let mut start: Option<(usize, usize)> = None; // (byte, column)
+    let mut column = 0;
+    for (byte, ch) in line.char_indices() {
+        column += 1;
+        match (ch.is_whitespace(), start) {
+            (true, Some((b, c))) => {
+                out.push((c, &line[b..byte]));
+                start = None;
+            }
+            (false, None) => start = Some((byte, column)),
+            _ => {}
+        }
+    }
+    if let Some((b, c)) = start {
+        out.push((c, &line[b..]));
+    }
+    out
+}
+
+/// One device column.
+#[derive(Debug)]
+struct Device<'a> {
+    name: &'a str,
+    /// Position of its header cell.
+    header: Pos,
+    is_gpu: bool,
+    /// Another name for its row (from the NIC Legend).
+    alias: Option<&'a str>,
+}
+
+/// A parsed, checked matrix.
+#[derive(Debug)]
+struct Matrix<'a> {
+    devices: Vec<Device<'a>>,
+    /// `cells[i][j]` with its position; filled for every pair.
+    cells: Vec<Vec<(Cell, Pos)>>,
+    /// Each device's NUMA Affinity (`None`: absent or `N/A`).
+    numa: Vec<Option<&'a str>>,
+}
+
+fn is_gpu_name(name: &str) -> bool {
+    name.strip_prefix("GPU")
+        .is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
+}
+
+fn starts_matrix_end(line: &str) -> bool {
+    let t = line.trim();
+    t.is_empty() || t.starts_with("Legend:") || t.starts_with("NIC Legend:")
+}
+
+/// Parses the header, the rows and the NIC legend, and checks the cells.
+fn parse(text: &str) -> Result<Matrix<'_>, NvsmiError> {
+    let lines: Vec<&str> = text.lines().collect();
+    let Some(header_index) = lines.iter().position(|l| !l.trim().is_empty()) else {
+        return Err(err(
+            (1, 1),
+            "empty input: expected the matrix `nvidia-smi topo -m` prints",
+        ));
+    };
+    let header_line = header_index + 1;
+    // Header: device columns, then the (multi-word) affinity columns.
+    let tokens = tokenize(lines[header_index]);
+    let mut devices: Vec<Device> = Vec::new();
+    let mut affinity: Vec<String> = Vec::new();
+    let mut k = 0;
+    while k < tokens.len() {
+        let (column, token) = tokens[k];
+        let words = |names: &[&str]| {
+            names.len() <= tokens.len() - k
+                && names.iter().zip(&tokens[k..]).all(|(n, t)| *n == t.1)
+        };
+        let multi = [
+            &["CPU", "Affinity"][..],
+            &["NUMA", "Affinity"][..],
+            &["GPU", "NUMA", "ID"][..],
+        ]
+        .into_iter()
+        .find(|names| words(names));
+        if let Some(names) = multi {
+            affinity.push(names.join(" "));
+            k += names.len();
+            continue;
+        }
+        if !affinity.is_empty() || token == "NUMA" {
+            affinity.push(token.to_string());
+        } else if Cell::parse(token).is_some() {
+            return Err(err(
+                (header_line, column),
+                format!("expected the header row of device names, found the cell `{token}`"),
+            ));
+        } else if devices.iter().any(|d| d.name == token) {
+            return Err(err(
+                (header_line, column),
+                format!("device `{token}` appears twice in the header"),
+            ));
+        } else {
+            devices.push(Device {
+                name: token,
+                header: (header_line, column),
+                is_gpu: is_gpu_name(token),
+                alias: None,
+            });
+        }
+        k += 1;
+    }
+    if devices.is_empty() {
+        return Err(err((header_line, 1), "the header row names no devices"));
+    }
+    let numa_column = affinity
+        .iter()
+        .position(|a| a == "NUMA Affinity" || a == "NUMA");
+    // Rows run to a blank line or a legend; then read the NIC Legend.
+    let rows_end = (header_index + 1..lines.len())
+        .find(|&i| starts_matrix_end(lines[i]))
+        .unwrap_or(lines.len());
+    read_nic_legend(&lines[rows_end..], &mut devices);
+
+    let n = devices.len();
+    let mut rows: Vec<Option<Vec<(Cell, Pos)>>> = (0..n).map(|_| None).collect();
+    let mut numa = vec![None; n];
+    for (index, line) in lines
+        .iter()
+        .enumerate()
+        .take(rows_end)
+        .skip(header_index + 1)
+    {
+        let line_no = index + 1;
+        let tokens = tokenize(line);
+        let (column, name) = tokens[0];
+        let Some(i) = devices
+            .iter()
+            .position(|d| d.name == name || d.alias == Some(name))
+        else {
+            return Err(err(
+                (line_no, column),
+                format!("row `{name}` is not a device column of the header"),
+            ));
+        };
+        if rows[i].is_some() {
+            return Err(err((line_no, column), format!("a second row for `{name}`")));
+        }
+        let cells = &tokens[1..];
+        if cells.len() < n {
+            let end = line.chars().count() + 1;
+            return Err(err(
+                (line_no, end),
+                format!(
+                    "row `{name}` has {} cells, expected one per device column ({n})",
+                    cells.len()
+                ),
+            ));
+        }
+        if let Some(&(column, extra)) = cells.get(n + affinity.len()) {
+            return Err(err(
+                (line_no, column),
+                format!(
+                    "unexpected cell `{extra}`: the header has {n} device and {} affinity columns",
+                    affinity.len()
+                ),
+            ));
+        }
+        let mut row = Vec::with_capacity(n);
+        for (j, &(column, token)) in cells[..n].iter().enumerate() {
+            let pos = (line_no, column);
+            let cell = Cell::parse(token).ok_or_else(|| {
+                err(
+                    pos,
+                    format!("unknown cell `{token}` (expected X, NV#, PIX, PXB, PHB, NODE or SYS)"),
+                )
+            })?;
+            check_cell(cell, i, j, &devices, pos)?;
+            row.push((cell, pos));
+        }
+        numa[i] = numa_column
+            .and_then(|c| cells.get(n + c))
+            .map(|&(_, v)| v)
+            .filter(|&v| v != "N/A");
+        rows[i] = Some(row);
+    }
+    let mut cells = Vec::with_capacity(n);
+    for (device, row) in devices.iter().zip(rows) {
+        let Some(row) = row else {
+            return Err(err(device.header, format!("no row for `{}`", device.name)));
+        };
+        cells.push(row);
+    }
+    // Symmetry: report the cell read second.
+    for (i, row) in cells.iter().enumerate() {
+        for (j, &a) in row.iter().enumerate().skip(i + 1) {
+            let b = cells[j][i];
+            if a.0 != b.0 {
+                let (late, early, (p, q)) = if a.1 > b.1 {
+                    (a, b, (i, j))
+                } else {
+                    (b, a, (j, i))
+                };
+                return Err(err(
+                    late.1,
+                    format!(
+                        "{}/{} is {} but {}/{} is {}: the matrix must be symmetric",
+                        devices[p].name,
+                        devices[q].name,
+                        late.0,
+                        devices[q].name,
+                        devices[p].name,
+                        early.0
+                    ),
+                ));
+            }
+        }
+    }
+    Ok(Matrix {
+        devices,
+        cells,
+        numa,
+    })
+}
+
+/// `X` exactly on the diagonal; NVLink only between GPUs.
+fn check_cell(
+    cell: Cell,
+    i: usize,
+    j: usize,
+    devices: &[Device],
+    pos: Pos,
+) -> Result<(), NvsmiError> {
+    let (a, b) = (devices[i].name, devices[j].name);
+    match cell {
+        Cell::Same if i != j => Err(err(
+            pos,
+            format!("`X` marks a device itself, but this is {a}/{b}"),
+        )),
+        _ if i == j && cell != Cell::Same => Err(err(
+            pos,
+            format!("the diagonal cell {a}/{a} must be `X`, found `{cell}`"),
+        )),
+        Cell::NvLink(_) if !(devices[i].is_gpu && devices[j].is_gpu) => Err(err(
+            pos,
+            format!("`{cell}` between {a} and {b}: NVLink joins GPUs only"),
+        )),
+        _ => Ok(()),
+    }
+}
+
+/// Reads `NIC<k>: <name>` lines after a `NIC Legend:` line as aliases.
+fn read_nic_legend<'a>(lines: &[&'a str], devices: &mut [Device<'a>]) {
+    let Some(start) = lines.iter().position(|l| l.trim() == "NIC Legend:") else {
+        return;
+    };
+    for line in &lines[start + 1..] {
+        let Some((name, alias)) = line.split_once(':') else {
+            continue;
+        };
+        let (name, alias) = (name.trim(), alias.trim());
+        if let Some(d) = devices.iter_mut().find(|d| d.name == name)
+            && !alias.is_empty()
+            && !alias.contains(char::is_whitespace)
+        {
+            d.alias = Some(alias);
+        }
+    }
+}
+
+/// The shown PCIe level of a pair (0 for `X`), `None` when NVLink hides it.
+fn shown_level(m: &Matrix, i: usize, j: usize) -> Option<u8> {
+    match m.cells[i][j].0 {
+        Cell::Pcie(l) => Some(l),
+        Cell::Same => Some(0),
+        Cell::NvLink(_) => None,
+    }
+}
+
+/// The PCIe level NVLink hides between devices `i < j` (module docs).
+fn infer(m: &Matrix, i: usize, j: usize) -> Result<u8, NvsmiError> {
+    let n = m.devices.len();
+    let mut exact: Option<(u8, usize)> = None;
+    let mut bound: Option<u8> = None;
+    for x in (0..n).filter(|&x| x != i && x != j) {
+        let (Some(a), Some(b)) = (shown_level(m, i, x), shown_level(m, j, x)) else {
+            continue;
+        };
+        if a == b {
+            bound = Some(bound.map_or(a, |c| c.min(a)));
+            continue;
+        }
+        let value = a.max(b);
+        match exact {
+            Some((e, y)) if e != value => {
+                return Err(err(
+                    m.cells[i][j].1,
+                    format!(
+                        "cannot infer the PCIe relation NVLink hides between {} and {}: \
+                         {} implies {}, {} implies {}",
+                        m.devices[i].name,
+                        m.devices[j].name,
+                        m.devices[y].name,
+                        LEVEL_NAMES[usize::from(e)],
+                        m.devices[x].name,
+                        LEVEL_NAMES[usize::from(value)]
+                    ),
+                ));
+            }
+            _ => exact = Some((value, x)),
+        }
+    }
+    Ok(match (exact, bound) {
+        (Some((e, _)), _) => e,
+        (None, Some(b)) => b,
+        (None, None) => match (m.numa[i], m.numa[j]) {
+            (Some(a), Some(b)) if a != b => SYS,
+            _ => NODE,
+        },
+    })
+}
+
+/// Every pair's PCIe level (0 on the diagonal), hidden ones inferred;
+/// checked to be an ultrametric.
+fn pcie_levels(m: &Matrix) -> Result<Vec<Vec<u8>>, NvsmiError> {
+    let n = m.devices.len();
+    let shown = |i: usize, j: usize| shown_level(m, i, j);
+    let level = (0..n)
+        .map(|i| {
+            (0..n)
+                .map(|j| match shown(i, j) {
+                    Some(l) => Ok(l),
+                    None => infer(m, i.min(j), i.max(j)),
+                })
+                .collect::<Result<Vec<u8>, NvsmiError>>()
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    // Ultrametric: in every triple the largest relation occurs twice.
+    for i in 0..n {
+        for j in i + 1..n {
+            for k in j + 1..n {
+                let pairs = [(i, j), (i, k), (j, k)];
+                let values = pairs.map(|(p, q)| level[p][q]);
+                let max = *values.iter().max().expect("three values");
+                if values.iter().filter(|&&v| v == max).count() >= 2 {
+                    continue;
+                }
+                let at = values
+                    .iter()
+                    .position(|&v| v == max)
+                    .expect("the max is there");
+                let (p, q) = pairs[at];
+                let o = [i, j, k]
+                    .into_iter()
+                    .find(|&d| d != p && d != q)
+                    .expect("third");
+                let pos = m.cells[p][q].1.max(m.cells[q][p].1);
+                let name = |d: usize| m.devices[d].name;
+                return Err(err(
+                    pos,
+                    format!(
+                        "{}/{} is {}, but {} is {} from {} and {} from {}: PCIe relations must nest",
+                        name(p),
+                        name(q),
+                        LEVEL_NAMES[usize::from(max)],
+                        name(o),
+                        LEVEL_NAMES[usize::from(level[o][p])],
+                        name(p),
+                        LEVEL_NAMES[usize::from(level[o][q])],
+                        name(q)
+                    ),
+                ));
+            }
+        }
+    }
+    Ok(level)
+}
+
+/// Imports the matrix `nvidia-smi topo -m` prints as one node's topology
+/// (see the module docs for the mapping).
+pub fn import(text: &str, options: &NvsmiOptions) -> Result<Topology, NvsmiError> {
+    let m = parse(text)?;
+    let level = pcie_levels(&m)?;
+    let n = m.devices.len();
+    let topo_err = |e: crate::TopologyError| err((1, 1), e.to_string());
+    let mut t = Topology::new();
+    // Devices: GPUs, then NICs, each in column order.
+    let mut vertex: Vec<Option<VertexId>> = vec![None; n];
+    for gpus in [true, false] {
+        let (prefix, kind) = if gpus {
+            ("gpu", VertexKind::Gpu)
+        } else {
+            ("nic", VertexKind::Nic)
+        };
+        let of_kind = (0..n).filter(|&i| m.devices[i].is_gpu == gpus);
+        for (count, i) in of_kind.enumerate() {
+            let v = Vertex::new(format!("{prefix}{count}"), kind);
+            vertex[i] = Some(t.add_vertex(v).map_err(topo_err)?);
+        }
+    }
+    let vertex: Vec<VertexId> = vertex
+        .into_iter()
+        .map(|v| v.expect("every device added"))
+        .collect();
+    add_nvlinks(&m, &vertex, options, &mut t).map_err(topo_err)?;
+    add_pcie_tree(&level, &vertex, options, &mut t).map_err(topo_err)?;
+    Ok(t)
+}
+
+/// NVLink bundles: through one NVSwitch or GPU to GPU (module docs).
+fn add_nvlinks(
+    m: &Matrix,
+    vertex: &[VertexId],
+    options: &NvsmiOptions,
+    t: &mut Topology,
+) -> Result<(), crate::TopologyError> {
+    let gpus: Vec<usize> = (0..m.devices.len())
+        .filter(|&i| m.devices[i].is_gpu)
+        .collect();
+    let mut pairs = Vec::new();
+    for (a, &i) in gpus.iter().enumerate() {
+        for &j in &gpus[a + 1..] {
+            pairs.push((i, j, m.cells[i][j].0));
+        }
+    }
+    let uniform = match pairs.first() {
+        Some(&(_, _, Cell::NvLink(k))) if pairs.iter().all(|p| p.2 == Cell::NvLink(k)) => Some(k),
+        _ => None,
+    };
+    let peers = gpus.len().saturating_sub(1) as u32;
+    if let Some(k) = uniform.filter(|&k| k.saturating_mul(peers) > NVLINKS_PER_GPU_MAX) {
+        let switch = t.add_vertex(Vertex::new("nvswitch", VertexKind::NvSwitch))?;
+        for &g in &gpus {
+            t.add_link(vertex[g], switch, Link::bundle(options.nvlink, k))?;
+        }
+        return Ok(());
+    }
+    for (i, j, cell) in pairs {
+        if let Cell::NvLink(k) = cell {
+            t.add_link(vertex[i], vertex[j], Link::bundle(options.nvlink, k))?;
+        }
+    }
+    Ok(())
+}
+
+/// One group of devices at most `level` apart, with a vertex.
+struct Group {
+    level: u8,
+    members: Vec<usize>,
+    vertex: VertexId,
+}
+
+/// Sockets, host bridges and PCIe switches from the nested groups, with
+/// PCIe uplinks and pairwise SMP links between sockets (module docs).
+fn add_pcie_tree(
+    level: &[Vec<u8>],
+    vertex: &[VertexId],
+    options: &NvsmiOptions,
+    t: &mut Topology,
+) -> Result<(), crate::TopologyError> {
+    let n = level.len();
+    let mut groups: Vec<Group> = Vec::new();
+    let (mut sockets, mut bridges, mut switches) = (0, 0, 0);
+    // Coarsest first, so that names number sockets, then bridges, then switches.
+    for l in (PIX..=NODE).rev() {
+        let mut assigned = vec![false; n];
+        for i in 0..n {
+            if assigned[i] {
+                continue;
+            }
+            let members: Vec<usize> = (0..n).filter(|&j| level[i][j] <= l).collect();
+            for &j in &members {
+                assigned[j] = true;
+            }
+            let join = members
+                .iter()
+                .flat_map(|&a| members.iter().map(move |&b| level[a][b]))
+                .max()
+                .unwrap_or(0);
+            let (name, kind) = if l == NODE {
+                sockets += 1;
+                (format!("socket{}", sockets - 1), VertexKind::Socket)
+            } else if members.len() < 2 || join != l {
+                continue;
+            } else if l == PHB {
+                bridges += 1;
+                (
+                    format!("host_bridge{}", bridges - 1),
+                    VertexKind::PcieSwitch,
+                )
+            } else {
+                switches += 1;
+                (
+                    format!("pcie_switch{}", switches - 1),
+                    VertexKind::PcieSwitch,
+                )
+            };
+            let vertex = t.add_vertex(Vertex::new(name, kind))?;
+            groups.push(Group {
+                level: l,
+                members,
+                vertex,
+            });
+        }
+    }
+    // The smallest group above a device or group: the lowest level holding it.
+    let parent = |device: usize, above: u8| {
+        groups
+            .iter()
+            .filter(|g| g.level > above && g.members.contains(&device))
+            .min_by_key(|g| g.level)
+            .map(|g| g.vertex)
+            .expect("every device is in a socket group")
+    };
+    let pcie = Link::bundle(options.pcie, 1);
+    let mut device_order: Vec<usize> = (0..n).collect();
+    device_order.sort_by_key(|&i| vertex[i]);
+    for i in device_order {
+        t.add_link(vertex[i], parent(i, 0), pcie)?;
+    }
+    for g in groups.iter().filter(|g| g.level < NODE) {
+        t.add_link(g.vertex, parent(g.members[0], g.level), pcie)?;
+    }
+    let socket_vertices: Vec<VertexId> = groups
+        .iter()
+        .filter(|g| g.level == NODE)
+        .map(|g| g.vertex)
+        .collect();
+    for (a, &s) in socket_vertices.iter().enumerate() {
+        for &u in &socket_vertices[a + 1..] {
+            t.add_link(s, u, Link::bundle(LinkKind::Smp, 1))?;
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use super::*;
+    use crate::routing::Router;
+
+    fn sample(name: &str) -> String {
+        let path = format!("{}/../scenarios/topo/{name}", env!("CARGO_MANIFEST_DIR"));
+        std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"))
+    }
+
+    fn load(text: &str) -> Topology {
+        import(text, &NvsmiOptions::default()).unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    fn id(t: &Topology, name: &str) -> VertexId {
+        t.find(name).unwrap_or_else(|| panic!("no vertex {name}"))
+    }
+
+    fn route(t: &Arc<Topology>, a: &str, b: &str) -> Vec<String> {
+        let mut r = Router::new(Arc::clone(t), 0);
+        let route = r.route(id(t, a), id(t, b), 0).unwrap();
+        route.iter().map(|&l| t.link_name(l)).collect()
+    }
+
+    fn count(t: &Topology, kind: VertexKind) -> usize {
+        t.vertex_ids().filter(|&v| t.vertex(v).kind == kind).count()
+    }
+
+    fn error(text: &str) -> (usize, usize, String) {
+        let e = import(text, &NvsmiOptions::default()).unwrap_err();
+        (e.line, e.column, e.message)
+    }
+
+    #[test]
+    fn dgx_a100_is_an_nvswitch_node() {
+        // 8 GPUs + 10 NICs + nvswitch + 2 sockets + 4 PCIe switches (one per
+        // PXB tree of 2 GPUs and 2 NICs); the storage NICs mlx5_4/5 sit on
+        // their sockets. Links: 8 NVLink, 18 device and 4 switch uplinks,
+        // 1 SMP.
+        let t = Arc::new(load(&sample("dgx_a100.txt")));
+        assert_eq!((t.vertex_count(), t.link_count()), (25, 31));
+        assert_eq!(count(&t, VertexKind::Gpu), 8);
+        assert_eq!(count(&t, VertexKind::Nic), 10);
+        assert_eq!(count(&t, VertexKind::NvSwitch), 1);
+        assert_eq!(count(&t, VertexKind::Socket), 2);
+        assert_eq!(count(&t, VertexKind::PcieSwitch), 4);
+        for a in 0..8 {
+            for b in (0..8).filter(|&b| b != a) {
+                let r = route(&t, &format!("gpu{a}"), &format!("gpu{b}"));
+                assert_eq!(
+                    r,
+                    [format!("gpu{a}->nvswitch"), format!("nvswitch->gpu{b}")]
+                );
+            }
+        }
+        let up = t.out_links(id(&t, "gpu0"));
+        let nv = t.link(up[0]);
+        assert_eq!((nv.kind, nv.count), (NvsmiOptions::default().nvlink, 12));
+        // mlx5_0 is nic0, under gpu0's switch; mlx5_6 (nic6) under gpu4's.
+        assert_eq!(
+            route(&t, "gpu0", "nic0"),
+            ["gpu0->pcie_switch0", "pcie_switch0->nic0"]
+        );
+        assert_eq!(
+            route(&t, "gpu4", "nic6"),
+            ["gpu4->pcie_switch2", "pcie_switch2->nic6"]
+        );
+        assert_eq!(
+            route(&t, "nic0", "nic9"),
+            [
+                "nic0->pcie_switch0",
+                "pcie_switch0->socket0",
+                "socket0->socket1",
+                "socket1->pcie_switch3",
+                "pcie_switch3->nic9"
+            ]
+        );
+        assert_eq!(
+            route(&t, "nic4", "nic2"),
+            [
+                "nic4->socket0",
+                "socket0->pcie_switch1",
+                "pcie_switch1->nic2"
+            ]
+        );
+    }
+
+    #[test]
+    fn dgx1_v100_is_a_hybrid_cube_mesh() {
+        // 16 direct NVLink bundles (each GPU has 4 peers), 12 devices,
+        // 4 PIX switches (2 GPUs + 1 NIC each), 2 host bridges (PHB between
+        // a socket's switches), 2 sockets: 20 vertices; links 16 + 12
+        // device uplinks + 4 + 2 group uplinks + 1 SMP = 35.
+        let t = Arc::new(load(&sample("dgx1_v100.txt")));
+        assert_eq!((t.vertex_count(), t.link_count()), (20, 35));
+        assert_eq!(count(&t, VertexKind::NvSwitch), 0);
+        let nvlinks: Vec<u32> = t
+            .link_ids()
+            .step_by(2)
+            .map(|l| t.link(l))
+            .filter(|l| matches!(l.kind, LinkKind::NvLink { .. }))
+            .map(|l| l.count)
+            .collect();
+        assert_eq!(nvlinks.len(), 16);
+        assert_eq!(nvlinks.iter().filter(|&&c| c == 2).count(), 8);
+        assert_eq!(route(&t, "gpu0", "gpu4"), ["gpu0->gpu4"]);
+        // No NVLink between gpu0 and gpu5, and GPUs do not forward: PCIe
+        // across both sockets.
+        assert_eq!(
+            route(&t, "gpu0", "gpu5"),
+            [
+                "gpu0->pcie_switch0",
+                "pcie_switch0->host_bridge0",
+                "host_bridge0->socket0",
+                "socket0->socket1",
+                "socket1->host_bridge1",
+                "host_bridge1->pcie_switch2",
+                "pcie_switch2->gpu5"
+            ]
+        );
+        // The NVLink-hidden PCIe relation of gpu0/gpu1 is PIX (both PIX
+        // with mlx5_0): they share a switch.
+        assert_eq!(
+            route(&t, "nic0", "gpu1"),
+            ["nic0->pcie_switch0", "pcie_switch0->gpu1"]
+        );
+    }
+
+    #[test]
+    fn pcie_box_uses_every_level() {
+        // socket0: host_bridge0 over {PXB switch over two PIX switches of
+        // 2 GPUs} and NIC0; socket1: two PIX switches (GPU4/5, GPU6/7 and
+        // NIC1), NODE apart. Vertices 10 + 2 + 1 + 5 = 18; links 10 device
+        // uplinks + 6 group uplinks + 1 SMP = 17.
+        let text = sample("pcie_8gpu.txt");
+        let t = Arc::new(load(&text));
+        assert_eq!((t.vertex_count(), t.link_count()), (18, 17));
+        assert_eq!(count(&t, VertexKind::PcieSwitch), 6);
+        assert_eq!(route(&t, "gpu0", "gpu1").len(), 2);
+        assert_eq!(route(&t, "gpu0", "gpu2").len(), 4);
+        assert_eq!(route(&t, "gpu0", "nic0").len(), 4); // via the PXB switch and host bridge
+        assert_eq!(route(&t, "gpu4", "gpu6").len(), 4); // via socket1
+        assert_eq!(route(&t, "gpu6", "nic1").len(), 2);
+        assert_eq!(route(&t, "gpu0", "gpu7").len(), 7);
+        // Rows may use the NIC Legend's names; spaces work as separators.
+        let renamed = text.replace("\nNIC0\t", "\nmlx5_0\t").replace('\t', "   ");
+        let u = load(&renamed);
+        let names = |t: &Topology| t.link_ids().map(|l| t.link_name(l)).collect::<Vec<_>>();
+        assert_eq!(names(&u), names(&t));
+    }
+
+    #[test]
+    fn uniform_nvlink_is_a_switch_only_beyond_one_gpus_links() {
+        let matrix = |n: usize, nv: u32, numa: &dyn Fn(usize) -> usize| {
+            let mut s: String = (0..n).map(|i| format!("\tGPU{i}")).collect();
+            s += "\tCPU Affinity\tNUMA Affinity\n";
+            for i in 0..n {
+                s += &format!("GPU{i}");
+                for j in 0..n {
+                    s += &if i == j {
+                        "\t X ".to_string()
+                    } else {
+                        format!("\tNV{nv}")
+                    };
+                }
+                s += &format!("\t0-7\t{}\n", numa(i));
+            }
+            s
+        };
+        // H100-like: 8 x NV18, no NICs; sockets from the NUMA column.
+        let t = load(&matrix(8, 18, &|i| i / 4));
+        assert_eq!(count(&t, VertexKind::NvSwitch), 1);
+        assert_eq!(count(&t, VertexKind::Socket), 2);
+        // 8 + 1 + 2 vertices; 8 NVLink + 8 uplinks + 1 SMP.
+        assert_eq!((t.vertex_count(), t.link_count()), (11, 17));
+        // 4 x NV4 needs 12 links per GPU: a full mesh of 6 bundles.
+        let t = load(&matrix(4, 4, &|_| 0));
+        assert_eq!(count(&t, VertexKind::NvSwitch), 0);
+        assert_eq!(count(&t, VertexKind::Socket), 1);
+        assert_eq!((t.vertex_count(), t.link_count()), (5, 6 + 4));
+    }
+
+    /// GPU0, GPU1 (NV4) and NIC0, all PIX: columns of row 2 are 1 (name),
+    /// 7 (X), 10 (NV4), 14 (PIX), 18 (affinity), 22 (NUMA).
+    const SMALL: &str = "\tGPU0\tGPU1\tNIC0\tCPU Affinity\tNUMA Affinity\n\
+                         GPU0\t X \tNV4\tPIX\t0-7\t0\n\
+                         GPU1\tNV4\t X \tPIX\t0-7\t0\n\
+                         NIC0\tPIX\tPIX\t X \n";
+
+    #[test]
+    fn small_matrix_imports() {
+        // 3 devices + socket + PIX switch; 1 NVLink + 3 + 1 uplinks.
+        let t = load(SMALL);
+        assert_eq!((t.vertex_count(), t.link_count()), (5, 5));
+    }
+
+    #[test]
+    fn malformed_inputs_are_located() {
+        let case = |from: &str, to: &str| error(&SMALL.replacen(from, to, 1));
+        let (l, c, m) = case("\t X \tNV4", "\t X \tNVX");
+        assert_eq!((l, c), (2, 10), "{m}");
+        assert!(m.starts_with("unknown cell `NVX`"), "{m}");
+        let (l, c, m) = case("NIC0\tPIX\tPIX", "NIC0\tPIX\tFOO");
+        assert_eq!((l, c), (4, 10), "{m}");
+        // Too few cells: reported just past the end of "GPU1\tNV4\t X ".
+        let (l, c, m) = case("GPU1\tNV4\t X \tPIX\t0-7\t0", "GPU1\tNV4\t X ");
+        assert_eq!((l, c), (3, 13), "{m}");
+        assert!(
+            m.contains("has 2 cells, expected one per device column (3)"),
+            "{m}"
+        );
+        // Too many: the third value after two affinity columns.
+        let (l, c, m) = case("\t X \n", "\t X \t1\t2\t3\n");
+        assert_eq!((l, c), (4, 22), "{m}");
+        let (l, c, m) = case("GPU1\tNV4\t X ", "GPU1\tNV4\tPIX");
+        assert_eq!((l, c), (3, 10), "{m}");
+        assert!(m.contains("diagonal"), "{m}");
+        let (l, c, m) = case("GPU1\tNV4\t X \tPIX", "GPU1\tNV4\t X \tX");
+        assert_eq!((l, c), (3, 14), "{m}");
+        assert!(m.contains("`X` marks a device itself"), "{m}");
+        let (l, c, m) = case("\nGPU1\t", "\nGPU9\t");
+        assert_eq!((l, c), (3, 1), "{m}");
+        let (l, c, m) = case("\nGPU1\t", "\nGPU0\t");
+        assert_eq!((l, c, m.as_str()), (3, 1, "a second row for `GPU0`"));
+        // Asymmetric: the NIC0 row (read last) disagrees.
+        let (l, c, m) = case("NIC0\tPIX\tPIX", "NIC0\tPIX\tPXB");
+        assert_eq!((l, c), (4, 10), "{m}");
+        assert!(m.contains("symmetric"), "{m}");
+        // A missing row is reported at its header cell.
+        let (l, c, m) = case("NIC0\tPIX\tPIX\t X \n", "");
+        assert_eq!((l, c, m.as_str()), (1, 12, "no row for `NIC0`"));
+        let (l, c, m) = case("PIX\t0-7", "NV2\t0-7");
+        assert_eq!((l, c), (2, 14), "{m}");
+        assert!(m.contains("NVLink joins GPUs only"), "{m}");
+        assert_eq!(error("").0, 1);
+        assert_eq!(error(" \n\t\n").1, 1);
+        // A matrix without its header row.
+        let (l, c, _) = error(&SMALL[SMALL.find("GPU0\t X").unwrap()..]);
+        assert_eq!((l, c), (1, 7));
+    }
+
+    #[test]
+    fn inconsistent_pcie_relations_are_rejected() {
+        // GPU0-GPU1 PIX and GPU0-NIC0 PIX force GPU1-NIC0 PIX, not SYS:
+        // reported at the later of the two SYS cells (NIC0's row).
+        let text = SMALL
+            .replacen("NV4", "PIX", 2)
+            .replacen("\t X \tPIX\t0", "\t X \tSYS\t0", 1)
+            .replacen("NIC0\tPIX\tPIX", "NIC0\tPIX\tSYS", 1);
+        let (l, c, m) = error(&text);
+        assert_eq!((l, c), (4, 10), "{m}");
+        assert!(
+            m.contains("GPU1/NIC0 is SYS") || m.contains("NIC0/GPU1 is SYS"),
+            "{m}"
+        );
+        // NVLink-hidden relation with contradicting witnesses: NIC0 says
+        // PXB (PIX vs PXB), NIC1 says NODE (PIX vs NODE).
+        let text = "\tGPU0\tGPU1\tNIC0\tNIC1\n\
+                    GPU0\t X \tNV2\tPIX\tPIX\n\
+                    GPU1\tNV2\t X \tPXB\tNODE\n\
+                    NIC0\tPIX\tPXB\t X \tPIX\n\
+                    NIC1\tPIX\tNODE\tPIX\t X \n";
+        let (l, c, m) = error(text);
+        assert_eq!((l, c), (2, 10), "{m}");
+        assert!(m.contains("cannot infer"), "{m}");
+    }
+
+    #[test]
+    fn hidden_relations_fall_back_to_numa() {
+        let text = |numa1: &str| {
+            format!(
+                "\tGPU0\tGPU1\tCPU Affinity\tNUMA Affinity\n\
+                 GPU0\t X \tNV4\t0-7\t0\n\
+                 GPU1\tNV4\t X \t8-15\t{numa1}\n"
+            )
+        };
+        // Different NUMA nodes: two sockets (2 GPUs + 2 sockets; NVLink,
+        // 2 uplinks, SMP).
+        let t = load(&text("1"));
+        assert_eq!((t.vertex_count(), t.link_count()), (4, 4));
+        let t = load(&text("0"));
+        assert_eq!((t.vertex_count(), t.link_count()), (3, 3));
+        let t = load(&text("N/A"));
+        assert_eq!((t.vertex_count(), t.link_count()), (3, 3));
+    }
+
+    #[test]
+    fn errors_display_as_line_colon_column() {
+        let e = import("", &NvsmiOptions::default()).unwrap_err();
+        assert!(e.to_string().starts_with("1:1: empty input"), "{e}");
+    }
+}

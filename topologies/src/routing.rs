@@ -1,7 +1,50 @@
-//! Rank placement and routing.
+//! Rank placement and routing: which vertex each rank runs on, and which
+//! link directions a flow between two vertices crosses.
 //!
-//! (To be written by the routing work: see the API below.)
+//! # Cost
+//! Crossing link direction `l = (u -> v)` on the way to destination `d`
+//! costs the time one MTU-sized packet takes to cross it, store and
+//! forward, in integer picoseconds:
+//!
+//! ```text
+//! cost(l, d) = latency_ps(l) + serialization_ps(l, mtu_bytes(l))
+//!            + (if v == d { 0 } else { forward_latency_ps(v) })
+//! ```
+//!
+//! (at least 1 ps, so that every hop costs something and a route can never
+//! loop). Bandwidth therefore counts: a two-hop path over a 300 GB/s NVLink
+//! bundle beats a two-hop PCIe path, because one packet serialises faster.
+//!
+//! # Routes
+//! A route is a shortest path under that cost. It may pass *through* a
+//! vertex only if [`Vertex::forwards`](crate::Vertex::forwards) (GPUs and
+//! CPUs normally do not; the ring and torus presets make GPUs forward);
+//! its source and destination may be any vertex.
+//!
+//! # ECMP
+//! At each vertex on the way, the outgoing link directions that start a
+//! shortest remaining path are the candidates, in [`LinkId`] order
+//! (parallel links count separately). The route takes candidate number
+//! `ecmp_hash(seed, flow, vertex) % candidates`, where `ecmp_hash` is the
+//! fixed [`splitmix64`] mix below: the same seed and flow always give the
+//! same route, different flows spread over equal-cost links, and nothing
+//! depends on `std`'s randomly keyed hashers.
+//!
+//! # Caching
+//! Per destination, a reverse Dijkstra gives every vertex's distance to it
+//! (one `u64` per vertex per destination actually routed to, computed on
+//! first use). Per `(source, destination, flow)` the finished route is kept
+//! in a `HashMap` that is only looked up, never iterated.
+//!
+//! # Connectivity
+//! [`Router::check_connected`] does not route every pair: two vertices are
+//! connected exactly when they are adjacent or touch one connected
+//! component of forwarding vertices (links are full duplex). When every
+//! placed rank touches one common component, which is the case on any
+//! switched fabric, the check is linear in the number of ranks.
 
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, HashMap};
 use std::sync::Arc;
 
 use crate::graph::{LinkId, Topology, VertexId};
@@ -33,25 +76,77 @@ pub enum RouteError {
     /// A placement that does not fit the topology.
     #[error("{0}")]
     Placement(String),
+    /// Two vertices with no path between them.
+    #[error("no route from {src} to {dst}")]
+    NoPath {
+        /// The source vertex's name.
+        src: String,
+        /// The destination vertex's name.
+        dst: String,
+    },
+    /// A vertex id that is not in the router's topology.
+    #[error("vertex {0} is not in the topology")]
+    UnknownVertex(usize),
 }
 
 impl Placement {
     /// Rank `i` on the `i`-th endpoint, for `world_size` ranks.
     pub fn in_order(topology: &Topology, world_size: usize) -> Result<Placement, RouteError> {
-        let _ = (topology, world_size);
-        todo!()
+        let endpoints = topology.endpoints();
+        if world_size == 0 {
+            return Err(RouteError::Placement(
+                "a placement needs at least one rank".into(),
+            ));
+        }
+        if world_size > endpoints.len() {
+            return Err(RouteError::Placement(format!(
+                "{world_size} ranks do not fit: the topology has {} endpoints (GPUs and CPUs)",
+                endpoints.len()
+            )));
+        }
+        Ok(Placement {
+            ranks: endpoints[..world_size].to_vec(),
+        })
     }
 
     /// Rank `i` on endpoint number `map[i]` (an index into
     /// [`Topology::endpoints`]); each endpoint at most once.
     pub fn from_endpoints(topology: &Topology, map: &[usize]) -> Result<Placement, RouteError> {
-        let _ = (topology, map);
-        todo!()
+        let endpoints = topology.endpoints();
+        if map.is_empty() {
+            return Err(RouteError::Placement(
+                "a placement needs at least one rank".into(),
+            ));
+        }
+        let mut used_by: Vec<Option<usize>> = vec![None; endpoints.len()];
+        let mut ranks = Vec::with_capacity(map.len());
+        for (rank, &e) in map.iter().enumerate() {
+            let Some(&vertex) = endpoints.get(e) else {
+                return Err(RouteError::Placement(format!(
+                    "rank {rank}: endpoint {e} is out of range (the topology has {} endpoints)",
+                    endpoints.len()
+                )));
+            };
+            if let Some(other) = used_by[e] {
+                return Err(RouteError::Placement(format!(
+                    "rank {rank}: endpoint {e} ({}) is already used by rank {other}",
+                    topology.vertex(vertex).name
+                )));
+            }
+            used_by[e] = Some(rank);
+            ranks.push(vertex);
+        }
+        Ok(Placement { ranks })
     }
 
     /// The vertex rank `rank` runs on.
     pub fn vertex(&self, rank: usize) -> VertexId {
         self.ranks[rank]
+    }
+
+    /// Every rank's vertex, indexed by rank.
+    pub fn vertices(&self) -> &[VertexId] {
+        &self.ranks
     }
 
     /// Number of ranks.
@@ -65,28 +160,590 @@ impl Placement {
     }
 }
 
+/// No path (a distance larger than any real one).
+const UNREACHABLE: u64 = u64::MAX;
+
 /// Computes and caches routes.
 #[derive(Debug)]
 pub struct Router {
     topology: Arc<Topology>,
     seed: u64,
+    /// `out[v]`: the link directions leaving `v`, sorted by id.
+    out: Vec<Vec<LinkId>>,
+    /// `base_ps[l]`: latency plus one MTU's serialisation on `l`.
+    base_ps: Vec<u64>,
+    /// `dist_to[d][v]`: cost of the best route from `v` to `d`, computed
+    /// on first use of `d`.
+    dist_to: Vec<Option<Box<[u64]>>>,
+    /// Finished routes by `(src, dst, flow)`; looked up only.
+    routes: HashMap<(u32, u32, u64), Route>,
 }
 
 impl Router {
     /// A router over `topology`; `seed` salts the ECMP hash.
     pub fn new(topology: Arc<Topology>, seed: u64) -> Router {
-        Router { topology, seed }
+        let out = topology
+            .vertex_ids()
+            .map(|v| topology.out_links(v))
+            .collect();
+        let base_ps = topology
+            .link_ids()
+            .map(|l| {
+                let link = topology.link(l);
+                link.latency_ps
+                    .saturating_add(link.serialization_ps(link.mtu_bytes))
+            })
+            .collect();
+        Router {
+            dist_to: vec![None; topology.vertex_count()],
+            topology,
+            seed,
+            out,
+            base_ps,
+            routes: HashMap::new(),
+        }
     }
 
-    /// The route of flow `flow` from `src` to `dst`.
+    /// The topology routed over.
+    pub fn topology(&self) -> &Arc<Topology> {
+        &self.topology
+    }
+
+    /// The route of flow `flow` from `src` to `dst` (empty when they are
+    /// the same vertex).
     pub fn route(&mut self, src: VertexId, dst: VertexId, flow: u64) -> Result<Route, RouteError> {
-        let _ = (&self.topology, self.seed, src, dst, flow);
-        todo!()
+        for v in [src, dst] {
+            if v.index() >= self.topology.vertex_count() {
+                return Err(RouteError::UnknownVertex(v.index()));
+            }
+        }
+        let key = (src.index() as u32, dst.index() as u32, flow);
+        if let Some(route) = self.routes.get(&key) {
+            return Ok(Arc::clone(route));
+        }
+        let route = self.compute_route(src, dst, flow)?;
+        self.routes.insert(key, Arc::clone(&route));
+        Ok(route)
     }
 
-    /// Checks every pair of placed ranks is connected.
+    /// Follows the distance array from `src`, choosing among equal-cost
+    /// next hops by the ECMP hash.
+    fn compute_route(
+        &mut self,
+        src: VertexId,
+        dst: VertexId,
+        flow: u64,
+    ) -> Result<Route, RouteError> {
+        self.ensure_distances(dst);
+        let t = &*self.topology;
+        let dist = self.dist_to[dst.index()]
+            .as_deref()
+            .expect("distances were just computed");
+        if dist[src.index()] == UNREACHABLE {
+            return Err(RouteError::NoPath {
+                src: t.vertex(src).name.clone(),
+                dst: t.vertex(dst).name.clone(),
+            });
+        }
+        let mut hops = Vec::new();
+        let mut candidates = Vec::new();
+        let mut cur = src;
+        while cur != dst {
+            candidates.clear();
+            for &l in &self.out[cur.index()] {
+                let (_, v) = t.ends(l);
+                if !(v == dst || t.vertex(v).forwards) || dist[v.index()] == UNREACHABLE {
+                    continue;
+                }
+                if self.cost(l, v, dst).saturating_add(dist[v.index()]) == dist[cur.index()] {
+                    candidates.push(l);
+                }
+            }
+            let pick = ecmp_hash(self.seed, flow, cur.index() as u64) % candidates.len() as u64;
+            let l = candidates[pick as usize];
+            hops.push(l);
+            cur = t.ends(l).1;
+            // Each hop lowers the remaining distance by at least 1 ps.
+            assert!(
+                hops.len() <= t.vertex_count(),
+                "routes are loop-free because every hop costs at least 1 ps"
+            );
+        }
+        Ok(hops.into())
+    }
+
+    /// Cost of crossing `l`, which ends at `v`, towards `dst` (see the
+    /// module docs).
+    fn cost(&self, l: LinkId, v: VertexId, dst: VertexId) -> u64 {
+        let forward_ps = if v == dst {
+            0
+        } else {
+            self.topology.vertex(v).forward_latency_ps
+        };
+        self.base_ps[l.index()].saturating_add(forward_ps).max(1)
+    }
+
+    /// Computes the distances to `dst` if not yet cached: Dijkstra over
+    /// the reversed link directions, relaxing only out of `dst` and out of
+    /// forwarding vertices.
+    fn ensure_distances(&mut self, dst: VertexId) {
+        if self.dist_to[dst.index()].is_some() {
+            return;
+        }
+        let t = &*self.topology;
+        let mut dist = vec![UNREACHABLE; t.vertex_count()].into_boxed_slice();
+        let mut heap = BinaryHeap::new();
+        dist[dst.index()] = 0;
+        heap.push(Reverse((0u64, dst.index() as u32)));
+        while let Some(Reverse((du, u))) = heap.pop() {
+            let u = VertexId::new(u as usize);
+            if du > dist[u.index()] || (u != dst && !t.vertex(u).forwards) {
+                continue;
+            }
+            for &l_out in &self.out[u.index()] {
+                let l = t.reverse(l_out); // w -> u
+                let w = t.ends(l).0;
+                let nd = du.saturating_add(self.cost(l, u, dst));
+                if nd < dist[w.index()] {
+                    dist[w.index()] = nd;
+                    heap.push(Reverse((nd, w.index() as u32)));
+                }
+            }
+        }
+        self.dist_to[dst.index()] = Some(dist);
+    }
+
+    /// Checks every pair of placed ranks is connected; otherwise names the
+    /// first unconnected pair (lowest `a`, then lowest `b`).
     pub fn check_connected(&mut self, placement: &Placement) -> Result<(), RouteError> {
-        let _ = placement;
-        todo!()
+        let t = &*self.topology;
+        let n = t.vertex_count();
+        if let Some(v) = placement.ranks.iter().find(|v| v.index() >= n) {
+            return Err(RouteError::UnknownVertex(v.index()));
+        }
+        let forwards: Vec<bool> = t.vertex_ids().map(|v| t.vertex(v).forwards).collect();
+        // Components of the forwarding vertices (union-find).
+        let mut parent: Vec<u32> = (0..n as u32).collect();
+        for l in t.link_ids() {
+            let (u, v) = t.ends(l);
+            if forwards[u.index()] && forwards[v.index()] {
+                let (ru, rv) = (find(&mut parent, u.index()), find(&mut parent, v.index()));
+                if ru != rv {
+                    parent[ru.max(rv)] = ru.min(rv) as u32;
+                }
+            }
+        }
+        // The components each rank touches, sorted.
+        let touches: Vec<Vec<u32>> = placement
+            .ranks
+            .iter()
+            .map(|&x| {
+                let mut c: Vec<u32> = if forwards[x.index()] {
+                    vec![find(&mut parent, x.index()) as u32]
+                } else {
+                    self.out[x.index()]
+                        .iter()
+                        .map(|&l| t.ends(l).1.index())
+                        .filter(|&y| forwards[y])
+                        .map(|y| find(&mut parent, y) as u32)
+                        .collect()
+                };
+                c.sort_unstable();
+                c.dedup();
+                c
+            })
+            .collect();
+        // Fast path: one component every rank touches.
+        let mut common = touches.first().cloned().unwrap_or_default();
+        for c in &touches[1.min(touches.len())..] {
+            common.retain(|x| c.binary_search(x).is_ok());
+        }
+        if placement.len() <= 1 || !common.is_empty() {
+            return Ok(());
+        }
+        // General case: for each rank, stamp every rank it reaches.
+        let mut rank_of = vec![u32::MAX; n];
+        let mut ranks_in: Vec<Vec<u32>> = vec![Vec::new(); n];
+        for (r, &x) in placement.ranks.iter().enumerate() {
+            rank_of[x.index()] = r as u32;
+            for &c in &touches[r] {
+                ranks_in[c as usize].push(r as u32);
+            }
+        }
+        let mut stamp = vec![usize::MAX; placement.len()];
+        for (a, &x) in placement.ranks.iter().enumerate() {
+            stamp[a] = a;
+            for &c in &touches[a] {
+                for &r in &ranks_in[c as usize] {
+                    stamp[r as usize] = a;
+                }
+            }
+            for &l in &self.out[x.index()] {
+                let r = rank_of[t.ends(l).1.index()];
+                if r != u32::MAX {
+                    stamp[r as usize] = a;
+                }
+            }
+            if let Some(b) = (a + 1..placement.len()).find(|&b| stamp[b] != a) {
+                return Err(RouteError::Unconnected {
+                    a,
+                    a_name: t.vertex(x).name.clone(),
+                    b,
+                    b_name: t.vertex(placement.ranks[b]).name.clone(),
+                });
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Union-find root of `x`, halving paths on the way.
+fn find(parent: &mut [u32], mut x: usize) -> usize {
+    while parent[x] as usize != x {
+        parent[x] = parent[parent[x] as usize];
+        x = parent[x] as usize;
+    }
+    x
+}
+
+/// SplitMix64's output function (Steele, Lea and Flood, "Fast splittable
+/// pseudorandom number generators", OOPSLA 2014): a fixed, well-mixed
+/// 64-bit hash of `z`.
+pub fn splitmix64(z: u64) -> u64 {
+    let mut z = z.wrapping_add(0x9E37_79B9_7F4A_7C15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
+}
+
+/// The ECMP hash of a flow at a vertex: `splitmix64` chained over the
+/// seed, the flow and the vertex index.
+pub fn ecmp_hash(seed: u64, flow: u64, vertex: u64) -> u64 {
+    splitmix64(splitmix64(splitmix64(seed) ^ flow) ^ vertex)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::kind::{Link, LinkKind};
+    use crate::vertex::{Vertex, VertexKind};
+
+    /// A link with the given bandwidth, 1 us latency and 1000-byte MTU.
+    fn link(bandwidth_bytes_per_s: f64) -> Link {
+        Link {
+            kind: LinkKind::Pcie {
+                generation: 4,
+                width: 16,
+            },
+            count: 1,
+            bandwidth_bytes_per_s,
+            latency_ps: 1_000_000,
+            mtu_bytes: 1000,
+            buffer_bytes: 1 << 16,
+            lossless: true,
+        }
+    }
+
+    fn add(t: &mut Topology, name: &str, kind: VertexKind) -> VertexId {
+        t.add_vertex(Vertex::new(name, kind)).unwrap()
+    }
+
+    fn names(t: &Topology, route: &[LinkId]) -> Vec<String> {
+        route.iter().map(|&l| t.link_name(l)).collect()
+    }
+
+    /// gpu0 - sw0 =(two parallel links)= sw1 - gpu1.
+    fn parallel() -> (Arc<Topology>, VertexId, VertexId) {
+        let mut t = Topology::new();
+        let g0 = add(&mut t, "gpu0", VertexKind::Gpu);
+        let g1 = add(&mut t, "gpu1", VertexKind::Gpu);
+        let s0 = add(&mut t, "sw0", VertexKind::Leaf);
+        let s1 = add(&mut t, "sw1", VertexKind::Leaf);
+        t.add_link(g0, s0, link(1e10)).unwrap();
+        t.add_link(s0, s1, link(1e10)).unwrap();
+        t.add_link(s0, s1, link(1e10)).unwrap();
+        t.add_link(s1, g1, link(1e10)).unwrap();
+        (Arc::new(t), g0, g1)
+    }
+
+    #[test]
+    fn ecmp_spreads_flows_over_parallel_links_deterministically() {
+        let (t, g0, g1) = parallel();
+        let middle = |seed: u64| -> Vec<usize> {
+            let mut r = Router::new(Arc::clone(&t), seed);
+            (0..64)
+                .map(|flow| {
+                    let route = r.route(g0, g1, flow).unwrap();
+                    assert_eq!(route.len(), 3);
+                    assert_eq!(t.ends(route[0]).0, g0);
+                    assert_eq!(t.ends(route[2]).1, g1);
+                    route[1].index()
+                })
+                .collect()
+        };
+        let a = middle(7);
+        // Link directions 2 and 4 are the two sw0 -> sw1 directions.
+        assert!(a.iter().all(|&l| l == 2 || l == 4));
+        let on_first = a.iter().filter(|&&l| l == 2).count();
+        assert!((16..=48).contains(&on_first), "{on_first} of 64 flows");
+        assert_eq!(a, middle(7), "same seed, same routes");
+        assert_ne!(a, middle(8), "another seed reshuffles some flows");
+        // The choice is the documented hash of (seed, flow, vertex sw0).
+        for (flow, &l) in a.iter().enumerate() {
+            let pick = ecmp_hash(7, flow as u64, 2) % 2;
+            assert_eq!(l, [2, 4][pick as usize]);
+        }
+    }
+
+    #[test]
+    fn routes_are_cached_per_flow() {
+        let (t, g0, g1) = parallel();
+        let mut r = Router::new(t, 1);
+        let a = r.route(g0, g1, 3).unwrap();
+        assert!(Arc::ptr_eq(&a, &r.route(g0, g1, 3).unwrap()));
+        assert!(r.route(g0, g0, 3).unwrap().is_empty());
+        // The reverse route uses the reverse directions of some shortest path.
+        let back = r.route(g1, g0, 3).unwrap();
+        assert_eq!(back.len(), 3);
+        assert_eq!(r.topology().ends(back[2]).1, g0);
+    }
+
+    #[test]
+    fn non_forwarding_gpus_are_not_transit() {
+        // sw0 - gpuX - sw1 is the short way; sw0 - a - b - sw1 the long one.
+        let build = |gpu_forwards: bool| {
+            let mut t = Topology::new();
+            let g0 = add(&mut t, "gpu0", VertexKind::Gpu);
+            let g1 = add(&mut t, "gpu1", VertexKind::Gpu);
+            let x = t
+                .add_vertex(Vertex::new("gpuX", VertexKind::Gpu).with_forwarding(gpu_forwards))
+                .unwrap();
+            let s0 = add(&mut t, "sw0", VertexKind::Leaf);
+            let s1 = add(&mut t, "sw1", VertexKind::Leaf);
+            let a = add(&mut t, "a", VertexKind::Spine);
+            let b = add(&mut t, "b", VertexKind::Spine);
+            for (u, v) in [
+                (g0, s0),
+                (s1, g1),
+                (s0, x),
+                (x, s1),
+                (s0, a),
+                (a, b),
+                (b, s1),
+            ] {
+                t.add_link(u, v, link(1e10)).unwrap();
+            }
+            let t = Arc::new(t);
+            let route = Router::new(Arc::clone(&t), 0).route(g0, g1, 0).unwrap();
+            names(&t, &route)
+        };
+        assert_eq!(
+            build(false),
+            ["gpu0->sw0", "sw0->a", "a->b", "b->sw1", "sw1->gpu1"]
+        );
+        assert_eq!(
+            build(true),
+            ["gpu0->sw0", "sw0->gpuX", "gpuX->sw1", "sw1->gpu1"]
+        );
+    }
+
+    #[test]
+    fn cost_prefers_the_faster_path_of_equal_hops() {
+        // Two-hop paths through "pcie" (10 GB/s) and "nvs" (300 GB/s).
+        // Per hop, one 1000-byte packet: 1 us + 100 ns versus 1 us + 3.34 ns.
+        let mut t = Topology::new();
+        let g0 = add(&mut t, "gpu0", VertexKind::Gpu);
+        let g1 = add(&mut t, "gpu1", VertexKind::Gpu);
+        let pcie = add(&mut t, "pcie", VertexKind::PcieSwitch);
+        let nvs = add(&mut t, "nvs", VertexKind::NvSwitch);
+        for g in [g0, g1] {
+            t.add_link(g, pcie, link(1e10)).unwrap();
+            t.add_link(g, nvs, link(3e11)).unwrap();
+        }
+        let t = Arc::new(t);
+        let mut r = Router::new(Arc::clone(&t), 0);
+        for flow in 0..8 {
+            let route = r.route(g0, g1, flow).unwrap();
+            assert_eq!(names(&t, &route), ["gpu0->nvs", "nvs->gpu1"]);
+        }
+        // A forwarding latency on the NVSwitch larger than the difference
+        // (2 x (100 ns - 3.34 ns) = 193.3 ns) makes PCIe cheaper.
+        let mut slow = Topology::new();
+        for v in t.vertex_ids() {
+            let vertex = t.vertex(v).clone();
+            let latency_ps = if vertex.name == "nvs" { 200_000 } else { 0 };
+            slow.add_vertex(vertex.with_forward_latency_ps(latency_ps))
+                .unwrap();
+        }
+        for l in t.link_ids().step_by(2) {
+            let (a, b) = t.ends(l);
+            slow.add_link(a, b, *t.link(l)).unwrap();
+        }
+        let slow = Arc::new(slow);
+        let route = Router::new(Arc::clone(&slow), 0).route(g0, g1, 0).unwrap();
+        assert_eq!(names(&slow, &route), ["gpu0->pcie", "pcie->gpu1"]);
+    }
+
+    #[test]
+    fn unconnected_pairs_are_named() {
+        let mut t = Topology::new();
+        let g: Vec<VertexId> = (0..3)
+            .map(|i| add(&mut t, &format!("gpu{i}"), VertexKind::Gpu))
+            .collect();
+        let s0 = add(&mut t, "sw0", VertexKind::Leaf);
+        let s1 = add(&mut t, "sw1", VertexKind::Leaf);
+        t.add_link(g[0], s0, link(1e10)).unwrap();
+        t.add_link(g[1], s0, link(1e10)).unwrap();
+        t.add_link(g[2], s1, link(1e10)).unwrap();
+        let t = Arc::new(t);
+        let mut r = Router::new(Arc::clone(&t), 0);
+        let p = Placement::in_order(&t, 3).unwrap();
+        let err = r.check_connected(&p).unwrap_err();
+        assert_eq!(
+            err,
+            RouteError::Unconnected {
+                a: 0,
+                a_name: "gpu0".into(),
+                b: 2,
+                b_name: "gpu2".into()
+            }
+        );
+        assert_eq!(
+            err.to_string(),
+            "ranks 0 (gpu0) and 2 (gpu2) are not connected"
+        );
+        assert_eq!(
+            r.route(g[1], g[2], 0).unwrap_err().to_string(),
+            "no route from gpu1 to gpu2"
+        );
+        r.check_connected(&Placement::in_order(&t, 2).unwrap())
+            .unwrap();
+    }
+
+    #[test]
+    fn connectivity_without_a_common_switch() {
+        // gpu0 on sw0, gpu1 on sw0 and sw1, gpu2 on sw1, gpu2 - gpu3 direct:
+        // every pair but (0, 2), (0, 3) and (1, 3) is connected.
+        let mut t = Topology::new();
+        let g: Vec<VertexId> = (0..4)
+            .map(|i| add(&mut t, &format!("gpu{i}"), VertexKind::Gpu))
+            .collect();
+        let s0 = add(&mut t, "sw0", VertexKind::Leaf);
+        let s1 = add(&mut t, "sw1", VertexKind::Leaf);
+        for (u, v) in [(g[0], s0), (g[1], s0), (g[1], s1), (g[2], s1), (g[2], g[3])] {
+            t.add_link(u, v, link(1e10)).unwrap();
+        }
+        let t = Arc::new(t);
+        let mut r = Router::new(Arc::clone(&t), 0);
+        let check = |r: &mut Router, map: &[usize]| {
+            r.check_connected(&Placement::from_endpoints(&t, map).unwrap())
+                .map_err(|e| match e {
+                    RouteError::Unconnected { a, b, .. } => (a, b),
+                    other => panic!("{other}"),
+                })
+        };
+        assert_eq!(check(&mut r, &[0, 1, 2]), Err((0, 2)));
+        assert_eq!(check(&mut r, &[1, 2, 3]), Err((0, 2))); // gpu1 / gpu3
+        assert_eq!(check(&mut r, &[2, 3]), Ok(())); // direct link
+        assert_eq!(check(&mut r, &[1, 2]), Ok(()));
+        // The router agrees pair by pair.
+        for a in 0..4 {
+            for b in (0..4).filter(|&b| b != a) {
+                let connected = check(&mut r, &[a, b]).is_ok();
+                assert_eq!(r.route(g[a], g[b], 0).is_ok(), connected, "{a} {b}");
+            }
+        }
+    }
+
+    /// A two-level fat-tree: `leaves` leaves of `per_leaf` GPUs, each leaf
+    /// linked to every one of `spines` spines.
+    fn fat_tree(leaves: usize, per_leaf: usize, spines: usize) -> Topology {
+        let mut t = Topology::new();
+        let spine: Vec<VertexId> = (0..spines)
+            .map(|s| add(&mut t, &format!("spine{s}"), VertexKind::Spine))
+            .collect();
+        for l in 0..leaves {
+            let leaf = add(&mut t, &format!("leaf{l}"), VertexKind::Leaf);
+            for &s in &spine {
+                t.add_link(leaf, s, link(5e10)).unwrap();
+            }
+            for g in 0..per_leaf {
+                let gpu = add(&mut t, &format!("gpu{l}_{g}"), VertexKind::Gpu);
+                t.add_link(gpu, leaf, link(5e10)).unwrap();
+            }
+        }
+        t
+    }
+
+    #[test]
+    fn fat_tree_routes_are_deterministic_and_spread_over_spines() {
+        let t = Arc::new(fat_tree(4, 2, 4));
+        let p = Placement::in_order(&t, 8).unwrap();
+        let run = |seed| {
+            let mut r = Router::new(Arc::clone(&t), seed);
+            let mut all = Vec::new();
+            for flow in 0..32u64 {
+                let route = r.route(p.vertex(0), p.vertex(7), flow).unwrap();
+                all.push(names(&t, &route));
+            }
+            all
+        };
+        let a = run(42);
+        assert_eq!(a, run(42));
+        for route in &a {
+            assert_eq!(route.len(), 4, "gpu, leaf, spine, leaf, gpu");
+        }
+        let spines_used: std::collections::BTreeSet<&str> =
+            a.iter().map(|r| r[1].split("->").nth(1).unwrap()).collect();
+        assert!(spines_used.len() >= 3, "{spines_used:?}");
+        // Same-leaf neighbours never go up to a spine.
+        let mut r = Router::new(Arc::clone(&t), 42);
+        assert_eq!(r.route(p.vertex(0), p.vertex(1), 0).unwrap().len(), 2);
+    }
+
+    #[test]
+    fn connectivity_check_scales() {
+        // 4096 ranks on 128 leaves: the common-switch fast path.
+        let t = Arc::new(fat_tree(128, 32, 8));
+        let p = Placement::in_order(&t, 4096).unwrap();
+        let mut r = Router::new(Arc::clone(&t), 0);
+        r.check_connected(&p).unwrap();
+        let route = r.route(p.vertex(0), p.vertex(4095), 0).unwrap();
+        assert_eq!(route.len(), 4);
+    }
+
+    #[test]
+    fn placement_errors_name_the_rank() {
+        let t = fat_tree(1, 4, 1);
+        let err = |e: RouteError| e.to_string();
+        assert_eq!(
+            err(Placement::in_order(&t, 5).unwrap_err()),
+            "5 ranks do not fit: the topology has 4 endpoints (GPUs and CPUs)"
+        );
+        assert!(Placement::in_order(&t, 0).is_err());
+        assert_eq!(
+            err(Placement::from_endpoints(&t, &[0, 4]).unwrap_err()),
+            "rank 1: endpoint 4 is out of range (the topology has 4 endpoints)"
+        );
+        assert_eq!(
+            err(Placement::from_endpoints(&t, &[3, 1, 3]).unwrap_err()),
+            "rank 2: endpoint 3 (gpu0_3) is already used by rank 0"
+        );
+        let p = Placement::from_endpoints(&t, &[3, 1]).unwrap();
+        assert_eq!(p.len(), 2);
+        assert_eq!(t.vertex(p.vertex(0)).name, "gpu0_3");
+        let mut r = Router::new(Arc::new(t), 0);
+        assert_eq!(
+            r.route(VertexId::new(99), VertexId::new(0), 0),
+            Err(RouteError::UnknownVertex(99))
+        );
+    }
+
+    #[test]
+    fn splitmix_matches_the_reference_sequence() {
+        // SplitMix64 seeded with 0: the generator adds the golden gamma
+        // before mixing, so the first output is splitmix64(0).
+        assert_eq!(splitmix64(0), 0xE220_A839_7B1D_CDAF);
+        assert_eq!(splitmix64(0x9E37_79B9_7F4A_7C15), 0x6E78_9E6A_A1B9_65F4);
     }
 }
