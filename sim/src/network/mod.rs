@@ -31,6 +31,8 @@ pub struct Transfer {
     pub bytes: u64,
     /// The link directions it crosses, source first (never empty).
     pub route: Route,
+    /// Messages of one flow are sent one after another, in order.
+    pub flow: u64,
 }
 
 /// An event of a network model.
