@@ -3,13 +3,15 @@
 //! credit-based hop-by-hop flow control.
 //!
 //! ```text
-//!  source endpoint u                     switch v                  destination w
-//!  flow A: [m1][m2] --.                                  .------------------.
-//!  flow B: [m3]     ---+-> port u->v ==wire==> (latency) | port v->w         |
-//!  transit FIFO     ---'   (round-robin:        ---->    | transit FIFO      |==wire==> w
-//!                           flows, then transit/local)   | buffer_bytes      |
-//!                                 ^                      '------------------'
-//!                                 '---- credit: space in v->w's buffer ----'
+//!   source GPU u                 switch v                         GPU w
+//!   flow A: m1 m2 --.
+//!   flow B: m3    --+--> port u->v ==wire==> transit FIFO --> port v->w ==wire==> w
+//!   transit FIFO  --'    (one packet        of port v->w      (one packet
+//!   (if u forwards)       at a time)        (buffer_bytes)     at a time)
+//!                              ^                  |
+//!                              '---- credit ------'
+//!          room in v->w's buffer: reserved when a packet starts on u->v,
+//!          released when it has been serialised on v->w
 //! ```
 //!
 //! # Packets
@@ -22,8 +24,9 @@
 //! Each link direction `l = u -> v` is an egress port of `u` with a FIFO
 //! of transit packets, a buffer of `buffer_bytes` and a wire that carries
 //! one packet at a time: serialization (`bytes / bandwidth`), then
-//! [`hop_latency_ps`](super::path::hop_latency_ps) (propagation, plus `v`'s forwarding latency unless
-//! `v` is the destination) until the packet is at `v`. Serialization is
+//! [`hop_latency_ps`](super::path::hop_latency_ps) (propagation, plus
+//! `v`'s forwarding latency unless `v` is the destination) until the
+//! packet is at `v`. Serialization is
 //! rounded per busy period, not per packet: a port keeps the bytes and
 //! picoseconds of its current busy period, a packet of `p` bytes takes
 //! `duration(total + p) - duration(total)`, and the total resets when the
@@ -56,8 +59,11 @@
 //! also keeps rings and tori free of credit deadlock (a cycle of full
 //! buffers needs every buffer on the cycle to be bounded). Its ports still
 //! count the bytes they hold, so their `max_queue` may exceed
-//! `buffer_bytes`. Switches and NICs have the bounded buffers; routes
-//! through them are loop-free (shortest paths), so credit cannot deadlock.
+//! `buffer_bytes`. Switches and NICs have the bounded buffers; the
+//! switch fabrics of the presets (trees, leaf-spine, fat-trees) route up
+//! then down, which leaves no cycle of credit dependencies between them.
+//! (A topology whose switch routes do form such a cycle could deadlock
+//! here, as the lossless hardware would.)
 //!
 //! Nothing is dropped: every link is treated as lossless. (A lossy port
 //! would drop where this one waits for credit, in [`PacketNetwork`]'s
@@ -331,7 +337,11 @@ impl PacketNetwork {
             }
             self.ports[link].waiters.pop_front();
             self.ports[waiter].blocked = None;
-            self.set_reserved(link, self.ports[link].reserved_bytes + bytes, now);
+            self.set_reserved(
+                link,
+                self.ports[link].reserved_bytes.saturating_add(bytes),
+                now,
+            );
             self.begin(waiter, source, bytes, now, queue)?;
         }
         Ok(())
@@ -364,7 +374,11 @@ impl PacketNetwork {
                 port.go_idle();
                 return Ok(());
             }
-            self.set_reserved(next, self.ports[next].reserved_bytes + bytes, now);
+            self.set_reserved(
+                next,
+                self.ports[next].reserved_bytes.saturating_add(bytes),
+                now,
+            );
         }
         self.begin(link, source, bytes, now, queue)
     }
@@ -415,7 +429,7 @@ impl PacketNetwork {
         port.local_next = source == Source::Transit;
         port.on_wire_transit_bytes = if source == Source::Transit { bytes } else { 0 };
         let usage = &mut self.usage[link];
-        usage.bytes += bytes;
+        usage.bytes = usage.bytes.saturating_add(bytes);
         usage.units += 1;
         usage.busy_ps = usage.busy_ps.saturating_add(ser_ps);
 

@@ -237,7 +237,7 @@ fn two_flows_share_a_bottleneck_equally() {
     assert!(u.max_queue > buffer / 2 && u.max_queue <= buffer, "{u:?}");
     let seen = both.samples.iter().filter(|s| s.link == bottleneck);
     assert_eq!(seen.clone().map(|s| s.queue).max(), Some(u.max_queue));
-    assert_eq!(seen.last().map(|s| s.queue), Some(0));
+    assert_eq!(seen.map(|s| s.queue).next_back(), Some(0));
 }
 
 #[test]
