@@ -134,8 +134,8 @@ pub enum Sent {
 #[derive(Debug)]
 pub(crate) enum Network {
     Ideal(IdealLinks),
-    Packet(Routed<packet::PacketNetwork>),
-    Flow(Routed<flow::FlowNetwork>),
+    Packet(Box<Routed<packet::PacketNetwork>>),
+    Flow(Box<Routed<flow::FlowNetwork>>),
 }
 
 /// A topology model with the routes and placement it needs.
@@ -158,18 +158,18 @@ impl Network {
                 let placement = Arc::clone(&t.placement);
                 let topology = Arc::clone(&t.topology);
                 match t.level {
-                    ModelLevel::Packet => Network::Packet(Routed {
+                    ModelLevel::Packet => Network::Packet(Box::new(Routed {
                         model: packet::PacketNetwork::new(topology, sample_links),
                         router,
                         placement,
                         world_size,
-                    }),
-                    ModelLevel::Flow => Network::Flow(Routed {
+                    })),
+                    ModelLevel::Flow => Network::Flow(Box::new(Routed {
                         model: flow::FlowNetwork::new(topology, sample_links),
                         router,
                         placement,
                         world_size,
-                    }),
+                    })),
                 }
             }
         }

@@ -303,11 +303,6 @@ fn credit_backpressure_holds_the_sender_back_without_loss() {
     for l in &route {
         assert_eq!(u[l.index()].bytes, bytes, "nothing lost");
     }
-    // A buffer smaller than one packet still lets one packet at a time in.
-    let (tiny, _, _) = run_with(1000);
-    assert_eq!(tiny.net.usage()[route[1].index()].max_queue, 4096);
-    assert_eq!(tiny.net.usage()[route[1].index()].bytes, bytes);
-    assert!(tiny.delivered_ps[0] > formula);
 }
 
 #[test]
