@@ -32,9 +32,12 @@
 //!
 //! # Caching
 //! Per destination, a reverse Dijkstra gives every vertex's distance to it
-//! (one `u64` per vertex per destination actually routed to, computed on
-//! first use). Per `(source, destination, flow)` the finished route is kept
-//! in a `HashMap` that is only looked up, never iterated.
+//! (one `u64` per vertex, computed on first use). A GPU whose links all
+//! lead to one switch shares that switch's array, so a fat-tree needs one
+//! array per leaf, not per GPU; and at most [`DISTANCE_CACHE_BYTES`] of
+//! arrays are kept (oldest dropped first, recomputed if needed again).
+//! Per `(source, destination, flow)` the finished route is kept in a
+//! `HashMap` that is only looked up, never iterated.
 //!
 //! # Connectivity
 //! [`Router::check_connected`] does not route every pair: two vertices are
@@ -44,7 +47,7 @@
 //! switched fabric, the check is linear in the number of ranks.
 
 use std::cmp::Reverse;
-use std::collections::{BinaryHeap, HashMap};
+use std::collections::{BinaryHeap, HashMap, VecDeque};
 use std::sync::Arc;
 
 use crate::graph::{LinkId, Topology, VertexId};
@@ -163,6 +166,34 @@ impl Placement {
 /// No path (a distance larger than any real one).
 const UNREACHABLE: u64 = u64::MAX;
 
+/// The most memory a [`Router`] spends on cached distance arrays (one
+/// `u64` per vertex per destination); beyond it the oldest array is
+/// dropped and recomputed when needed again, which changes no route.
+pub const DISTANCE_CACHE_BYTES: usize = 256 << 20;
+
+/// Distances to a route's destination, from its own array or from the
+/// array of its stub anchor (see [`Router::stub_anchor`]).
+struct Distances<'a> {
+    to_target: &'a [u64],
+    dst: VertexId,
+    /// `(w, last hop cost, forward(w) + last hop cost)`.
+    anchor: Option<(VertexId, u64, u64)>,
+}
+
+impl Distances<'_> {
+    fn get(&self, v: VertexId) -> u64 {
+        match self.anchor {
+            None => self.to_target[v.index()],
+            Some(_) if v == self.dst => 0,
+            Some((w, last_ps, _)) if v == w => last_ps,
+            Some((_, _, through_ps)) => match self.to_target[v.index()] {
+                UNREACHABLE => UNREACHABLE,
+                d => d.saturating_add(through_ps),
+            },
+        }
+    }
+}
+
 /// Computes and caches routes.
 #[derive(Debug)]
 pub struct Router {
@@ -172,9 +203,13 @@ pub struct Router {
     out: Vec<Vec<LinkId>>,
     /// `base_ps[l]`: latency plus one MTU's serialisation on `l`.
     base_ps: Vec<u64>,
-    /// `dist_to[d][v]`: cost of the best route from `v` to `d`, computed
-    /// on first use of `d`.
-    dist_to: Vec<Option<Box<[u64]>>>,
+    /// `dist_to[d][v]`: cost of the best route from `v` to `d`, by `d`;
+    /// computed on first use, looked up only.
+    dist_to: HashMap<u32, Box<[u64]>>,
+    /// The keys of `dist_to`, oldest first, for eviction.
+    dist_order: VecDeque<u32>,
+    /// How many distance arrays `dist_to` keeps.
+    dist_capacity: usize,
     /// Finished routes by `(src, dst, flow)`; looked up only.
     routes: HashMap<(u32, u32, u64), Route>,
 }
@@ -192,10 +227,13 @@ impl Router {
                 let link = topology.link(l);
                 link.latency_ps
                     .saturating_add(link.serialization_ps(link.mtu_bytes))
+                    .max(1)
             })
             .collect();
         Router {
-            dist_to: vec![None; topology.vertex_count()],
+            dist_to: HashMap::new(),
+            dist_order: VecDeque::new(),
+            dist_capacity: (DISTANCE_CACHE_BYTES / (8 * topology.vertex_count().max(1))).max(16),
             topology,
             seed,
             out,
@@ -234,12 +272,22 @@ impl Router {
         dst: VertexId,
         flow: u64,
     ) -> Result<Route, RouteError> {
-        self.ensure_distances(dst);
+        let anchor = self.stub_anchor(dst);
+        let target = anchor.map_or(dst, |(w, _)| w);
+        self.ensure_distances(target);
         let t = &*self.topology;
-        let dist = self.dist_to[dst.index()]
-            .as_deref()
-            .expect("distances were just computed");
-        if dist[src.index()] == UNREACHABLE {
+        let dist = Distances {
+            to_target: &self.dist_to[&(target.index() as u32)],
+            dst,
+            anchor: anchor.map(|(w, last_ps)| {
+                (
+                    w,
+                    last_ps,
+                    last_ps.saturating_add(t.vertex(w).forward_latency_ps),
+                )
+            }),
+        };
+        if dist.get(src) == UNREACHABLE {
             return Err(RouteError::NoPath {
                 src: t.vertex(src).name.clone(),
                 dst: t.vertex(dst).name.clone(),
@@ -252,10 +300,10 @@ impl Router {
             candidates.clear();
             for &l in &self.out[cur.index()] {
                 let (_, v) = t.ends(l);
-                if !(v == dst || t.vertex(v).forwards) || dist[v.index()] == UNREACHABLE {
+                if !(v == dst || t.vertex(v).forwards) || dist.get(v) == UNREACHABLE {
                     continue;
                 }
-                if self.cost(l, v, dst).saturating_add(dist[v.index()]) == dist[cur.index()] {
+                if self.cost(l, v, dst).saturating_add(dist.get(v)) == dist.get(cur) {
                     candidates.push(l);
                 }
             }
@@ -280,16 +328,51 @@ impl Router {
         } else {
             self.topology.vertex(v).forward_latency_ps
         };
-        self.base_ps[l.index()].saturating_add(forward_ps).max(1)
+        self.base_ps[l.index()].saturating_add(forward_ps)
+    }
+
+    /// For a non-forwarding `dst` whose links all lead to one forwarding
+    /// vertex `w` (a GPU on one leaf): `w` and the cheapest `w -> dst`
+    /// cost. Every route to `dst` ends with that hop, so `dst` can share
+    /// `w`'s distance array: `dist(v, dst) = dist(v, w) + forward(w) +
+    /// last` for `v` other than `w` and `dst`.
+    fn stub_anchor(&self, dst: VertexId) -> Option<(VertexId, u64)> {
+        let t = &*self.topology;
+        let links = &self.out[dst.index()];
+        let w = t.ends(*links.first()?).1;
+        if t.vertex(dst).forwards
+            || !t.vertex(w).forwards
+            || links.iter().any(|&l| t.ends(l).1 != w)
+        {
+            return None;
+        }
+        let last_ps = links
+            .iter()
+            .map(|&l| self.cost(t.reverse(l), dst, dst))
+            .min()?;
+        Some((w, last_ps))
     }
 
     /// Computes the distances to `dst` if not yet cached: Dijkstra over
     /// the reversed link directions, relaxing only out of `dst` and out of
     /// forwarding vertices.
     fn ensure_distances(&mut self, dst: VertexId) {
-        if self.dist_to[dst.index()].is_some() {
+        let key = dst.index() as u32;
+        if self.dist_to.contains_key(&key) {
             return;
         }
+        if self.dist_order.len() >= self.dist_capacity
+            && let Some(oldest) = self.dist_order.pop_front()
+        {
+            self.dist_to.remove(&oldest);
+        }
+        let dist = self.dijkstra(dst);
+        self.dist_to.insert(key, dist);
+        self.dist_order.push_back(key);
+    }
+
+    /// Every vertex's distance to `dst`.
+    fn dijkstra(&self, dst: VertexId) -> Box<[u64]> {
         let t = &*self.topology;
         let mut dist = vec![UNREACHABLE; t.vertex_count()].into_boxed_slice();
         let mut heap = BinaryHeap::new();
@@ -310,7 +393,7 @@ impl Router {
                 }
             }
         }
-        self.dist_to[dst.index()] = Some(dist);
+        dist
     }
 
     /// Checks every pair of placed ranks is connected; otherwise names the
@@ -710,6 +793,69 @@ mod tests {
         r.check_connected(&p).unwrap();
         let route = r.route(p.vertex(0), p.vertex(4095), 0).unwrap();
         assert_eq!(route.len(), 4);
+    }
+
+    /// Checks that the distances a route uses, shared or not, equal a
+    /// Dijkstra run for the destination itself.
+    fn assert_shared_distances_exact(t: Arc<Topology>) {
+        let mut r = Router::new(Arc::clone(&t), 0);
+        for dst in t.vertex_ids() {
+            let direct = r.dijkstra(dst);
+            let anchor = r.stub_anchor(dst);
+            let target = anchor.map_or(dst, |(w, _)| w);
+            r.ensure_distances(target);
+            let d = Distances {
+                to_target: &r.dist_to[&(target.index() as u32)],
+                dst,
+                anchor: anchor.map(|(w, last)| (w, last, last + t.vertex(w).forward_latency_ps)),
+            };
+            for v in t.vertex_ids() {
+                assert_eq!(d.get(v), direct[v.index()], "{v:?} to {dst:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn shared_distance_arrays_are_exact() {
+        // Leaves with a forwarding latency and GPUs on parallel uplinks.
+        let mut t = Topology::new();
+        let spine = t
+            .add_vertex(Vertex::new("spine", VertexKind::Spine).with_forward_latency_ps(700))
+            .unwrap();
+        for l in 0..3 {
+            let leaf = t
+                .add_vertex(
+                    Vertex::new(format!("leaf{l}"), VertexKind::Leaf).with_forward_latency_ps(300),
+                )
+                .unwrap();
+            t.add_link(leaf, spine, link(5e10)).unwrap();
+            for g in 0..2 {
+                let gpu = add(&mut t, &format!("gpu{l}_{g}"), VertexKind::Gpu);
+                t.add_link(gpu, leaf, link(1e10)).unwrap();
+                t.add_link(gpu, leaf, link(2e10)).unwrap();
+            }
+        }
+        assert_shared_distances_exact(Arc::new(t));
+        assert_shared_distances_exact(Arc::new(fat_tree(3, 2, 2)));
+        assert_shared_distances_exact(parallel().0);
+    }
+
+    #[test]
+    fn evicting_distances_changes_no_route() {
+        let t = Arc::new(fat_tree(8, 4, 4));
+        let p = Placement::in_order(&t, 32).unwrap();
+        let mut roomy = Router::new(Arc::clone(&t), 9);
+        let mut tight = Router::new(Arc::clone(&t), 9);
+        tight.dist_capacity = 1;
+        for a in 0..32 {
+            for b in 0..32 {
+                let (x, y) = (p.vertex(a), p.vertex((a * 7 + b) % 32));
+                let flow = (a * 32 + b) as u64;
+                assert_eq!(roomy.route(x, y, flow), tight.route(x, y, flow));
+            }
+        }
+        assert_eq!(tight.dist_to.len(), 1);
+        assert_eq!(roomy.dist_to.len(), 8, "one array per leaf");
     }
 
     #[test]
