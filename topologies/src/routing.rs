@@ -12,7 +12,13 @@
 //! ```
 //!
 //! (at least 1 ps, so that every hop costs something and a route can never
-//! loop). Bandwidth therefore counts: a two-hop path over a 300 GB/s NVLink
+//! loop). Passing *through* a CPU socket (a root complex or the SMP link
+//! behind it) also costs [`HOST_TRANSIT_PENALTY_PS`], a routing weight, not
+//! a delay: traffic crosses a host only when no other path exists, as NCCL
+//! uses a GPU's nearest NIC and treats PHB/SYS paths as a last resort. On a
+//! fat-tree, a GPU therefore reaches another rail through its own NIC and
+//! the spine, never through the other socket's NIC; in a PCIe box, GPUs
+//! under different sockets still talk across the SMP link. Bandwidth counts: a two-hop path over a 300 GB/s NVLink
 //! bundle beats a two-hop PCIe path, because one packet serialises faster.
 //!
 //! # Routes
@@ -51,6 +57,12 @@ use std::collections::{BinaryHeap, HashMap, VecDeque};
 use std::sync::Arc;
 
 use crate::graph::{LinkId, Topology, VertexId};
+use crate::vertex::VertexKind;
+
+/// Routing weight added for passing through a CPU socket (see the module
+/// docs): 1 ms, more than any path through switches costs, so a route
+/// crosses a host only when it must.
+pub const HOST_TRANSIT_PENALTY_PS: u64 = 1_000_000_000;
 
 /// Which vertex each rank runs on.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -279,13 +291,8 @@ impl Router {
         let dist = Distances {
             to_target: &self.dist_to[&(target.index() as u32)],
             dst,
-            anchor: anchor.map(|(w, last_ps)| {
-                (
-                    w,
-                    last_ps,
-                    last_ps.saturating_add(t.vertex(w).forward_latency_ps),
-                )
-            }),
+            anchor: anchor
+                .map(|(w, last_ps)| (w, last_ps, last_ps.saturating_add(self.transit_ps(w)))),
         };
         if dist.get(src) == UNREACHABLE {
             return Err(RouteError::NoPath {
@@ -323,12 +330,20 @@ impl Router {
     /// Cost of crossing `l`, which ends at `v`, towards `dst` (see the
     /// module docs).
     fn cost(&self, l: LinkId, v: VertexId, dst: VertexId) -> u64 {
-        let forward_ps = if v == dst {
-            0
-        } else {
-            self.topology.vertex(v).forward_latency_ps
-        };
+        let forward_ps = if v == dst { 0 } else { self.transit_ps(v) };
         self.base_ps[l.index()].saturating_add(forward_ps)
+    }
+
+    /// The routing cost of passing through `v`: its forwarding latency,
+    /// plus [`HOST_TRANSIT_PENALTY_PS`] for a CPU socket.
+    fn transit_ps(&self, v: VertexId) -> u64 {
+        let vertex = self.topology.vertex(v);
+        let penalty = if vertex.kind == VertexKind::Socket {
+            HOST_TRANSIT_PENALTY_PS
+        } else {
+            0
+        };
+        vertex.forward_latency_ps.saturating_add(penalty)
     }
 
     /// For a non-forwarding `dst` whose links all lead to one forwarding
