@@ -77,6 +77,13 @@ pub struct LinkSample {
     pub queue: u64,
 }
 
+/// The flow a message from `src` to `dst` belongs to, among `world_size`
+/// ranks: one flow per ordered rank pair. Its id also salts the ECMP hash,
+/// so all messages of a pair take one route.
+pub fn flow_id(src: Rank, dst: Rank, world_size: usize) -> u64 {
+    (src as u64) * (world_size as u64) + dst as u64
+}
+
 /// Which network a run simulates.
 #[derive(Clone, Debug)]
 pub enum NetworkConfig {
@@ -264,7 +271,7 @@ impl<M> Routed<M> {
         if a == b {
             return None;
         }
-        let flow = (src * self.world_size + dst) as u64;
+        let flow = flow_id(src, dst, self.world_size);
         let route = self
             .router
             .route(a, b, flow)

@@ -13,7 +13,7 @@ use super::ScenarioError;
 use super::WORLD_SIZE_MAX;
 use super::raw::{RawLink, RawTopology, RawVertex};
 use super::validate::Source;
-use crate::network::{ModelLevel, NetworkConfig, TopologyConfig, path};
+use crate::network::{ModelLevel, NetworkConfig, TopologyConfig, flow_id, path};
 
 /// A validated `[topology]`.
 pub(super) struct Network {
@@ -208,7 +208,7 @@ fn tuner_link(topology: &Topology, router: &mut Router, placement: &Placement) -
             continue;
         }
         let route = router
-            .route(a, b, (r * n + (r + 1) % n) as u64)
+            .route(a, b, flow_id(r, (r + 1) % n, n))
             .expect("connectivity was checked");
         bandwidth = bandwidth.min(path::bottleneck_bytes_per_s(topology, &route));
         let mtu = path::path_mtu(topology, &route);

@@ -8,6 +8,7 @@ mod determinism;
 mod failure_exits;
 mod golden;
 mod network_models;
+mod presets;
 mod ring_allreduce_reference;
 mod scenario_errors;
 mod support;

@@ -127,3 +127,162 @@ fn two_flows_through_one_bottleneck_each_get_half_of_it() {
         }
     }
 }
+
+/// Runs a scenario; returns each row's time and the largest number of
+/// flows or bytes any link held at once over the run (`max_queue`).
+fn times_and_peak_queue(text: &str) -> (Vec<u64>, Vec<u64>, u64) {
+    let s = sim::scenario::Scenario::parse(std::path::Path::new("agree.toml"), text)
+        .unwrap_or_else(|e| panic!("{e}"));
+    let mut peak = 0;
+    let mut events = Vec::new();
+    let rows = sim::study::run_scenario(
+        &s,
+        &sim::tuning::AlgoFilter::default(),
+        sim::study::Options::default(),
+        |p| {
+            if let sim::study::Progress::Row(_, detail) = p {
+                let usage = detail.link_usage.as_ref().expect("a topology model");
+                peak = usage
+                    .iter()
+                    .map(|u| u.max_queue)
+                    .max()
+                    .unwrap_or(0)
+                    .max(peak);
+                events.push(detail.stats.events);
+            }
+            std::ops::ControlFlow::Continue(())
+        },
+    )
+    .unwrap_or_else(|f| panic!("{:?}", f.1));
+    (rows.iter().map(|r| r.time_ps).collect(), events, peak)
+}
+
+fn ring_allreduce_scenario(
+    topology: &str,
+    model: &str,
+    min_bytes: &str,
+    max_bytes: &str,
+) -> String {
+    format!(
+        "[topology]\n{topology}\nmodel = \"{model}\"\n\
+         [[collective]]\nkind = \"allreduce\"\nalgorithm = \"ring\"\nphantom = true\n\
+         min_bytes = \"{min_bytes}\"\nmax_bytes = \"{max_bytes}\"\nstep_factor = 16\niters = 1\nwarmup = 0\n"
+    )
+}
+
+#[test]
+fn packet_and_flow_models_agree_within_two_percent_on_uncongested_traffic() {
+    for topology in [
+        "preset = \"dgx_h100\"",
+        "preset = \"ring\"\ngpus = 6\nkind = \"nvlink4\"",
+        // Two leaves of two hosts: the ring crosses the spine once each way.
+        "preset = \"leaf_spine\"\nhosts = 4\nhosts_per_leaf = 2\nspines = 2",
+    ] {
+        let (packet, _, _) =
+            times_and_peak_queue(&ring_allreduce_scenario(topology, "packet", "1K", "16M"));
+        let (flow, _, peak_flows) =
+            times_and_peak_queue(&ring_allreduce_scenario(topology, "flow", "1K", "16M"));
+        // Uncongested: no link ever carried two flows at once.
+        assert_eq!(peak_flows, 1, "{topology}");
+        assert_eq!(packet.len(), flow.len());
+        for (p, f) in packet.iter().zip(&flow) {
+            let ratio = *f as f64 / *p as f64;
+            assert!(
+                (0.98..=1.02).contains(&ratio),
+                "{topology}: packet {p} ps vs flow {f} ps"
+            );
+        }
+    }
+}
+
+#[test]
+fn an_oversubscribed_leaf_spine_slows_cross_leaf_traffic_by_its_flow_count() {
+    // Hosts 0..8 on leaf 0 each send 4 MiB to host 8+i on leaf 1, all at
+    // once. Every link carries whole flows at full rate, shared max-min,
+    // so the last message arrives when the most loaded link has carried
+    // all its flows: makespan = (max flows on a link) * bytes / bandwidth,
+    // the flow counts taken from the routes the router picks.
+    let bytes = 4u64 << 20;
+    let messages: Vec<(usize, usize, u64)> = (0..8).map(|i| (i, 8 + i, bytes)).collect();
+    let mut makespans = Vec::new();
+    for oversubscription in [1.0, 4.0] {
+        let params = topologies::presets::LeafSpine {
+            hosts: 16,
+            hosts_per_leaf: 8,
+            spines: 2,
+            nic: LinkKind::Roce { gbps: 200 },
+            oversubscription,
+        };
+        let topology = Arc::new(topologies::presets::leaf_spine(&params).unwrap());
+        let placement = topology.endpoints();
+        let mut router = topologies::Router::new(Arc::clone(&topology), 1);
+        let mut flows_on = vec![0u64; topology.link_direction_count()];
+        for &(s, d, _) in &messages {
+            let route = router
+                .route(placement[s], placement[d], sim::network::flow_id(s, d, 16))
+                .unwrap();
+            for l in route.iter() {
+                flows_on[l.index()] += 1;
+            }
+        }
+        let most = *flows_on.iter().max().unwrap();
+        if oversubscription == 4.0 {
+            // 8 flows over the leaf's 2 uplinks: at least 4 share one.
+            assert!(most >= 4);
+        }
+        let nic = Link::bundle(LinkKind::Roce { gbps: 200 }, 1);
+        let expected = most * nic.serialization_ps(bytes);
+        for level in LEVELS {
+            let config = WorldConfig {
+                world_size: 16,
+                network: NetworkConfig::Topology(TopologyConfig {
+                    topology: Arc::clone(&topology),
+                    placement: placement.clone().into(),
+                    level,
+                    seed: 1,
+                }),
+                reduce_bytes_per_s: None,
+                trace: false,
+            };
+            let (times, _) = arrivals(config, &messages);
+            let makespan = times.iter().max().unwrap().as_ps();
+            let ratio = makespan as f64 / expected as f64;
+            // Latency adds a few microseconds at most to a ~1 ms transfer.
+            assert!(
+                (1.0..1.02).contains(&ratio),
+                "oversubscription {oversubscription} {level:?}: {makespan} ps vs {expected} ps"
+            );
+            makespans.push((oversubscription, level, makespan, most));
+        }
+    }
+    // The slowdown is the ratio of the flow counts, in both models.
+    for level in LEVELS {
+        let of = |o: f64| {
+            makespans
+                .iter()
+                .find(|m| m.0 == o && m.1 == level)
+                .map(|m| (m.2 as f64, m.3 as f64))
+                .unwrap()
+        };
+        let ((blocking, most4), (free, most1)) = (of(4.0), of(1.0));
+        let slowdown = blocking / free;
+        let expected = most4 / most1;
+        assert!(
+            (slowdown / expected - 1.0).abs() < 0.02,
+            "{level:?}: {slowdown} vs {expected}"
+        );
+    }
+}
+
+#[test]
+fn the_flow_model_needs_over_ten_times_fewer_events_on_a_512_rank_ring() {
+    // 512 ranks of the fat-tree preset (64 DGX H100 nodes). Events are the
+    // engine's unit of work; the wall-time ratio is in `sim bench-engine`.
+    let topology = "preset = \"fat_tree\"\nnodes = 64";
+    let (_, packet, _) =
+        times_and_peak_queue(&ring_allreduce_scenario(topology, "packet", "16M", "16M"));
+    let (_, flow, _) =
+        times_and_peak_queue(&ring_allreduce_scenario(topology, "flow", "16M", "16M"));
+    let (p, f) = (packet.last().unwrap(), flow.last().unwrap());
+    assert!(*p >= 10 * *f, "16 MiB: packet {p} events, flow {f} events");
+}
