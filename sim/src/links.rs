@@ -9,7 +9,7 @@
 //! is created the first time it carries a message: a run holds state only
 //! for the pairs that talk.
 
-use std::collections::HashMap;
+use rustc_hash::FxHashMap as HashMap;
 
 use algorithms::{Rank, Time};
 use topologies::LinkSpec;
@@ -40,7 +40,7 @@ impl IdealLinks {
     pub fn new(spec: LinkSpec) -> IdealLinks {
         IdealLinks {
             spec,
-            free_at: HashMap::new(),
+            free_at: HashMap::default(),
             stats: LinkStats::default(),
         }
     }

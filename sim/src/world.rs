@@ -6,7 +6,9 @@
 //! pops events and applies them here. Waiting futures leave a [`Waker`];
 //! applying an event wakes exactly the futures it may complete.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
+
+use rustc_hash::FxHashMap as HashMap;
 use std::task::Waker;
 
 use algorithms::{Payload, Rank, Shape, Tag, Time};
@@ -115,7 +117,7 @@ impl World {
             now: Time::ZERO,
             queue: EventQueue::new(),
             in_flight: Slab::default(),
-            mailbox: HashMap::new(),
+            mailbox: HashMap::default(),
             spare_queues: Vec::new(),
             waits: (0..n).map(|_| Vec::new()).collect(),
             next_wait_id: 0,

@@ -53,7 +53,9 @@
 //! switched fabric, the check is linear in the number of ranks.
 
 use std::cmp::Reverse;
-use std::collections::{BinaryHeap, HashMap, VecDeque};
+use std::collections::{BinaryHeap, VecDeque};
+
+use rustc_hash::FxHashMap as HashMap;
 use std::sync::Arc;
 
 use crate::graph::{LinkId, Topology, VertexId};
@@ -243,14 +245,14 @@ impl Router {
             })
             .collect();
         Router {
-            dist_to: HashMap::new(),
+            dist_to: HashMap::default(),
             dist_order: VecDeque::new(),
             dist_capacity: (DISTANCE_CACHE_BYTES / (8 * topology.vertex_count().max(1))).max(16),
             topology,
             seed,
             out,
             base_ps,
-            routes: HashMap::new(),
+            routes: HashMap::default(),
         }
     }
 

@@ -45,7 +45,7 @@ mod maxmin;
 #[cfg(test)]
 mod tests;
 
-use std::collections::HashMap;
+use rustc_hash::FxHashMap as HashMap;
 use std::sync::Arc;
 
 use algorithms::Time;
@@ -154,7 +154,7 @@ impl FlowNetwork {
             capacity,
             slots: Vec::new(),
             free: Vec::new(),
-            pairs: HashMap::new(),
+            pairs: HashMap::default(),
             link_flows: vec![Vec::new(); links],
             dirty: Vec::new(),
             reallocate_pending: false,

@@ -82,7 +82,7 @@ mod table;
 #[cfg(test)]
 mod tests;
 
-use std::collections::HashMap;
+use rustc_hash::FxHashMap as HashMap;
 use std::sync::Arc;
 
 use algorithms::Time;
@@ -176,7 +176,7 @@ impl PacketNetwork {
             topology,
             messages: Table::default(),
             flows: Table::default(),
-            flow_ids: HashMap::new(),
+            flow_ids: HashMap::default(),
             packets: Table::default(),
             sample_links,
             samples: Vec::new(),
