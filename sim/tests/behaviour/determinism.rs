@@ -74,3 +74,74 @@ fn two_runs_write_identical_csv_and_tables() {
     let table = String::from_utf8(runs[0].0.clone()).unwrap();
     assert!(table.contains("# Out of bounds values : 0 OK"), "{table}");
 }
+
+/// A topology with ECMP choices (two spines, parallel uplinks), contention
+/// and both models: everything written must repeat byte for byte.
+fn topology_scenario(model: &str) -> String {
+    format!(
+        r#"
+seed = 77
+[topology]
+preset = "fat_tree"
+nodes = 3
+gpus_per_node = 4
+spines = 2
+model = "{model}"
+[compute]
+reduce_gb_per_s = 500
+[[collective]]
+kind = "allreduce"
+algorithm = "auto"
+min_bytes = 64
+max_bytes = "4M"
+step_factor = 64
+iters = 2
+warmup = 1
+[[collective]]
+kind = "alltoall"
+min_bytes = "12K"
+max_bytes = "1536K"
+step_factor = 128
+iters = 1
+warmup = 0
+"#
+    )
+}
+
+#[test]
+fn topology_runs_repeat_their_tables_link_csvs_and_traces() {
+    let dir = temp_dir("determinism-topology");
+    for model in ["packet", "flow"] {
+        let scenario = dir.join(format!("{model}.toml"));
+        fs::write(&scenario, topology_scenario(model)).unwrap();
+        let mut runs = Vec::new();
+        for i in 0..2 {
+            let links = dir.join(format!("{model}{i}.links.csv"));
+            let trace = dir.join(format!("{model}{i}.json"));
+            let out = sim(&[
+                "run",
+                scenario.to_str().unwrap(),
+                "--links-csv",
+                links.to_str().unwrap(),
+                "--trace",
+                trace.to_str().unwrap(),
+            ]);
+            assert_eq!(
+                out.status.code(),
+                Some(0),
+                "{}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            runs.push((
+                out.stdout,
+                fs::read(&links).unwrap(),
+                fs::read(&trace).unwrap(),
+            ));
+        }
+        assert!(
+            runs[0].1.len() > 1000 && runs[0].2.len() > 1000,
+            "{model}: outputs written"
+        );
+        assert!(runs[0] == runs[1], "{model}: a second run differs");
+    }
+}
