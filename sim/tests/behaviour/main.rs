@@ -11,4 +11,5 @@ mod network_models;
 mod ring_allreduce_reference;
 mod scenario_errors;
 mod support;
+mod topology_scenarios;
 mod tuner_cli;
