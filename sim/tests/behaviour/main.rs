@@ -12,4 +12,5 @@ mod presets;
 mod ring_allreduce_reference;
 mod scenario_errors;
 mod support;
+mod topology_scenarios;
 mod tuner_cli;
