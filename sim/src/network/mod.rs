@@ -1,4 +1,4 @@
-//! Network models: how messages cross a [`Topology`](topologies::Topology).
+//! Network models: how messages cross a [`Topology`].
 //!
 //! The world hands each message to its model as a [`Transfer`] along a
 //! route (from [`topologies::Router`]); the model schedules its own events
@@ -126,7 +126,7 @@ impl ModelLevel {
     }
 }
 
-/// What happened to a message handed to [`Network::send`].
+/// What happened to a message handed to the network.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Sent {
     /// It arrives at this time (known at once: the ideal model, or a

@@ -25,6 +25,9 @@ pub(super) struct Network {
     pub description: String,
     /// The link the tuner's alpha-beta model assumes (see [`tuner_link`]).
     pub tuner_link: LinkSpec,
+    /// The most ranks one `[[collective]]` may use: the placed ranks on a
+    /// topology; any number on ideal links, which exist for every pair.
+    pub max_collective_ranks: usize,
 }
 
 /// The presets and the parameters each takes.
@@ -99,9 +102,13 @@ fn given(t: &RawTopology) -> Vec<(&'static str, Range<usize>)> {
         ("vertex", t.vertex.first().map(Spanned::span)),
         ("link", t.link.first().map(Spanned::span)),
     ];
-    all.into_iter()
+    let mut given: Vec<(&'static str, Range<usize>)> = all
+        .into_iter()
         .filter_map(|(name, span)| span.map(|s| (name, s)))
-        .collect()
+        .collect();
+    // Report the first misplaced parameter in file order.
+    given.sort_by_key(|(_, span)| span.start);
+    given
 }
 
 /// Validates `[topology]`; `world_size` is the scenario's, if it gave one.
@@ -158,6 +165,12 @@ pub(super) fn network(
             let max = endpoints.min(WORLD_SIZE_MAX) as i64;
             src.count(w, "world_size", 1, max)? as usize
         }
+        (None, Some(p)) if p.get_ref().is_empty() => {
+            return Err(src.at(
+                p,
+                "placement lists no rank; give at least one endpoint index",
+            ));
+        }
         (None, Some(p)) => p.get_ref().len(),
         (None, None) => endpoints,
     };
@@ -191,6 +204,7 @@ pub(super) fn network(
         world_size,
         description,
         tuner_link,
+        max_collective_ranks: world_size,
     })
 }
 

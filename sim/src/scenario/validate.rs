@@ -123,7 +123,7 @@ pub fn parse(path: &Path, text: &str) -> Result<Scenario, ScenarioError> {
     let collectives = raw
         .collective
         .iter()
-        .map(|c| collective(&src, c, world_size))
+        .map(|c| collective(&src, c, world_size, network.max_collective_ranks))
         .collect::<Result<Vec<_>, _>>()?;
     let injects = raw
         .inject
@@ -193,6 +193,7 @@ fn ideal(
             link.bandwidth_bytes_per_s / 1e9
         ),
         tuner_link: link,
+        max_collective_ranks: WORLD_SIZE_MAX,
     })
 }
 
@@ -200,6 +201,7 @@ fn collective(
     src: &Source,
     spanned: &Spanned<RawCollective>,
     world_size: usize,
+    max_ranks: usize,
 ) -> Result<CollectiveSpec, ScenarioError> {
     let c = spanned.get_ref();
     let kind: Collective = src.parsed(&c.kind)?;
@@ -218,7 +220,7 @@ fn collective(
         }
     };
     let world_size = match &c.world_size {
-        Some(w) => src.count(w, "world_size", 1, WORLD_SIZE_MAX as i64)? as usize,
+        Some(w) => src.count(w, "world_size", 1, max_ranks as i64)? as usize,
         None => world_size,
     };
     let root = match &c.root {

@@ -317,7 +317,6 @@ fn explicit_topology_mistakes_are_located() {
 }
 
 #[test]
-#[ignore = "bug: an empty placement is reported as a topology without endpoints, at the preset"]
 fn an_empty_placement_is_reported_at_the_placement() {
     // The ring has two GPUs; what is wrong is the placement, which lists
     // no rank. Today: `2:10: the topology has no GPU or CPU endpoint to run
@@ -332,7 +331,6 @@ fn an_empty_placement_is_reported_at_the_placement() {
 }
 
 #[test]
-#[ignore = "bug: a [[collective]] world_size above the topology's ranks passes validation and panics the run"]
 fn a_collective_larger_than_the_placement_is_an_input_error() {
     // The topology places two ranks; the collective asks for four. There
     // is no vertex for ranks 2 and 3: validation must reject the
