@@ -54,12 +54,7 @@ pub fn bench_network(network: BenchNetwork, ranks: usize) -> NetworkConfig {
     };
     let topology = Arc::new(presets::fat_tree(&params).expect("the default fat-tree builds"));
     let placement: Arc<[_]> = topology.endpoints()[..ranks].into();
-    NetworkConfig::Topology(TopologyConfig {
-        topology,
-        placement,
-        level,
-        seed: 1,
-    })
+    NetworkConfig::Topology(TopologyConfig::new(topology, placement, level, 1))
 }
 
 /// Simulates one phantom float-sum ring allreduce of `bytes` on `ranks`

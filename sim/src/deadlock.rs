@@ -44,7 +44,25 @@ pub struct DeadlockReport {
     /// if the wait-for graph has one (the first found searching from the
     /// lowest rank), written from its lowest rank.
     pub cycle: Option<Vec<Rank>>,
+    /// Messages that were sent but never arrived although nothing was left
+    /// to happen: the network itself is stuck (a cycle of full buffers
+    /// under credit flow control), and the ranks' waits follow from it.
+    pub stuck_in_network: Vec<StuckMessage>,
 }
+
+/// A message the network holds with no event left to move it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct StuckMessage {
+    /// Its sender.
+    pub src: Rank,
+    /// Its receiver.
+    pub dst: Rank,
+    /// Its size in bytes.
+    pub bytes: u64,
+}
+
+/// How many stuck messages a report lists (it counts them all).
+const STUCK_LISTED_MAX: usize = 8;
 
 impl DeadlockReport {
     /// Builds the report and looks for a cycle among `blocked`.
@@ -54,7 +72,14 @@ impl DeadlockReport {
             time,
             blocked,
             cycle,
+            stuck_in_network: Vec::new(),
         }
+    }
+
+    /// The same report, noting the messages stuck in the network.
+    pub fn with_stuck_messages(mut self, stuck: Vec<StuckMessage>) -> DeadlockReport {
+        self.stuck_in_network = stuck;
+        self
     }
 }
 
@@ -66,6 +91,24 @@ impl fmt::Display for DeadlockReport {
             self.time,
             self.blocked.len()
         )?;
+        if !self.stuck_in_network.is_empty() {
+            writeln!(
+                f,
+                "  the network is stuck: {} message(s) sent but never delivered with no event left to move them \
+                 (a cycle of full buffers under credit flow control); the waits below follow from it",
+                self.stuck_in_network.len()
+            )?;
+            for m in self.stuck_in_network.iter().take(STUCK_LISTED_MAX) {
+                writeln!(
+                    f,
+                    "    stuck: rank {} -> rank {}, {} bytes",
+                    m.src, m.dst, m.bytes
+                )?;
+            }
+            if self.stuck_in_network.len() > STUCK_LISTED_MAX {
+                writeln!(f, "    ...")?;
+            }
+        }
         for b in &self.blocked {
             if b.at_sync {
                 writeln!(

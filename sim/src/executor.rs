@@ -171,7 +171,8 @@ where
                 at_sync: w.sync.waiting.iter().any(|(r, _)| *r == rank),
             })
             .collect();
-        DeadlockReport::new(w.now, blocked, n)
+        // With no event left, a message still in flight can never arrive.
+        DeadlockReport::new(w.now, blocked, n).with_stuck_messages(w.undelivered())
     });
     Execution {
         outputs,

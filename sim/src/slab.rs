@@ -46,6 +46,11 @@ impl<T> Slab<T> {
         self.slots.len() - self.free.len()
     }
 
+    /// The live values, in slot order.
+    pub fn iter(&self) -> impl Iterator<Item = &T> {
+        self.slots.iter().flatten()
+    }
+
     /// Whether no value is live.
     pub fn is_empty(&self) -> bool {
         self.len() == 0

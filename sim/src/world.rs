@@ -13,6 +13,7 @@ use std::task::Waker;
 
 use algorithms::{Payload, Rank, Shape, Tag, Time};
 
+use crate::deadlock::StuckMessage;
 use crate::event::{EventKind, EventQueue, MessageId};
 use crate::links::LinkStats;
 use crate::network::{LinkUsage, Network, NetworkConfig, Sent};
@@ -304,6 +305,18 @@ impl World {
                 ..self.traffic
             },
         }
+    }
+
+    /// The messages sent and not yet delivered, in slot order.
+    pub fn undelivered(&self) -> Vec<StuckMessage> {
+        self.in_flight
+            .iter()
+            .map(|m| StuckMessage {
+                src: m.src,
+                dst: m.dst,
+                bytes: m.payload.shape().bytes(),
+            })
+            .collect()
     }
 
     /// Per-link-direction counters of a topology model.

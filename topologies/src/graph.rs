@@ -23,6 +23,13 @@ pub type VertexId = NodeIndex<u32>;
 /// source vertex.
 pub type LinkId = EdgeIndex<u32>;
 
+/// The most one hop may cost: a link's latency, the serialization of one
+/// MTU packet on it, or a vertex's forwarding latency, each at most 1 s.
+/// With at most [`crate::presets::MAX_PRESET_VERTICES`]-sized graphs this
+/// keeps every route's cost far from `u64` overflow, so routing never
+/// mistakes a long path for no path.
+pub const HOP_PS_MAX: u64 = 1_000_000_000_000;
+
 /// A hardware graph: devices and the links between them.
 #[derive(Clone, Debug, Default)]
 pub struct Topology {
@@ -43,6 +50,12 @@ impl Topology {
     pub fn add_vertex(&mut self, vertex: Vertex) -> Result<VertexId, TopologyError> {
         if self.find(&vertex.name).is_some() {
             return Err(TopologyError::DuplicateVertex(vertex.name));
+        }
+        if vertex.forward_latency_ps > HOP_PS_MAX {
+            return Err(TopologyError::TooSlow(format!(
+                "{}: forwarding latency {} ps is over {HOP_PS_MAX} ps (1 s)",
+                vertex.name, vertex.forward_latency_ps
+            )));
         }
         let name = vertex.name.clone();
         let id = self.graph.add_node(vertex);
@@ -67,6 +80,13 @@ impl Topology {
         }
         if link.mtu_bytes == 0 {
             return Err(TopologyError::Mtu);
+        }
+        let mtu_ps = link.serialization_ps(link.mtu_bytes);
+        if link.latency_ps > HOP_PS_MAX || mtu_ps > HOP_PS_MAX {
+            return Err(TopologyError::TooSlow(format!(
+                "{} -> {}: latency {} ps and one-MTU serialization {mtu_ps} ps must each be at most {HOP_PS_MAX} ps (1 s)",
+                self.graph[a].name, self.graph[b].name, link.latency_ps
+            )));
         }
         if link.buffer_bytes < link.mtu_bytes {
             return Err(TopologyError::Buffer {
@@ -103,10 +123,27 @@ impl Topology {
         self.reverse[id.index()]
     }
 
-    /// `"src->dst"` with vertex names, for reports.
+    /// `"src->dst"` with vertex names, for reports; when parallel links
+    /// join the same two vertices, the link id follows (`"leaf0->spine0
+    /// #78"`) so that each direction has a name of its own.
     pub fn link_name(&self, id: LinkId) -> String {
         let (a, b) = self.ends(id);
-        format!("{}->{}", self.graph[a].name, self.graph[b].name)
+        let parallel = self
+            .graph
+            .edges(a)
+            .filter(|e| e.target() == b)
+            .nth(1)
+            .is_some();
+        if parallel {
+            format!(
+                "{}->{} #{}",
+                self.graph[a].name,
+                self.graph[b].name,
+                id.index()
+            )
+        } else {
+            format!("{}->{}", self.graph[a].name, self.graph[b].name)
+        }
     }
 
     /// Number of vertices.
@@ -154,9 +191,7 @@ impl Topology {
 
     /// The vertex named `name`.
     pub fn find(&self, name: &str) -> Option<VertexId> {
-        self.graph
-            .node_indices()
-            .find(|&v| self.graph[v].name == name)
+        self.names.get(name).copied()
     }
 
     /// The underlying petgraph graph (read only).

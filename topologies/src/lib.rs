@@ -48,6 +48,9 @@ pub enum TopologyError {
         /// The MTU.
         mtu_bytes: u64,
     },
+    /// A latency or serialization time beyond [`graph::HOP_PS_MAX`].
+    #[error("{0}")]
+    TooSlow(String),
     /// A topology with no ranks.
     #[error("a topology needs at least one rank")]
     NoRanks,

@@ -39,8 +39,9 @@
 //! # Caching
 //! Per destination, a reverse Dijkstra gives every vertex's distance to it
 //! (one `u64` per vertex, computed on first use). A GPU whose links all
-//! lead to one switch shares that switch's array, so a fat-tree needs one
-//! array per leaf, not per GPU; and at most [`DISTANCE_CACHE_BYTES`] of
+//! lead to one switch shares that switch's array (hosts on a leaf share the
+//! leaf's; the DGX presets' GPUs also link to a PCIe switch, so there each
+//! destination GPU has its own); and at most [`DISTANCE_CACHE_BYTES`] of
 //! arrays are kept (oldest dropped first, recomputed if needed again).
 //! Per `(source, destination, flow)` the finished route is kept in a
 //! `HashMap` that is only looked up, never iterated.
@@ -185,6 +186,11 @@ const UNREACHABLE: u64 = u64::MAX;
 /// dropped and recomputed when needed again, which changes no route.
 pub const DISTANCE_CACHE_BYTES: usize = 256 << 20;
 
+/// The most finished routes kept (about 100 MB); beyond it the cache is
+/// emptied and refilled, so an alltoall on thousands of ranks does not
+/// keep one route per rank pair forever.
+pub const ROUTES_CACHED_MAX: usize = 1 << 20;
+
 /// Distances to a route's destination, from its own array or from the
 /// array of its stub anchor (see [`Router::stub_anchor`]).
 struct Distances<'a> {
@@ -274,6 +280,11 @@ impl Router {
             return Ok(Arc::clone(route));
         }
         let route = self.compute_route(src, dst, flow)?;
+        if self.routes.len() >= ROUTES_CACHED_MAX {
+            // Routes are a pure function of (src, dst, flow, seed): dropping
+            // them changes no result, only the time to find them again.
+            self.routes.clear();
+        }
         self.routes.insert(key, Arc::clone(&route));
         Ok(route)
     }

@@ -17,7 +17,7 @@ pub mod flow;
 pub mod packet;
 pub mod path;
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use algorithms::{Rank, Time};
 use topologies::{LinkId, LinkSpec, Route, Router, Topology, VertexId};
@@ -103,8 +103,39 @@ pub struct TopologyConfig {
     pub placement: Arc<[VertexId]>,
     /// Packet- or flow-level.
     pub level: ModelLevel,
-    /// Salts the ECMP hash.
-    pub seed: u64,
+    /// Routes (ECMP salted by the scenario's seed), shared by every run of
+    /// a study so each shortest-path tree is computed once.
+    pub router: Arc<Mutex<Router>>,
+}
+
+impl TopologyConfig {
+    /// A config for `topology` with ranks on `placement`, ECMP salted by
+    /// `seed`.
+    pub fn new(
+        topology: Arc<Topology>,
+        placement: Arc<[VertexId]>,
+        level: ModelLevel,
+        seed: u64,
+    ) -> TopologyConfig {
+        let router = Router::new(Arc::clone(&topology), seed);
+        TopologyConfig::with_router(topology, placement, level, router)
+    }
+
+    /// The same, with a router already built over `topology` (and maybe
+    /// warmed up by validation).
+    pub fn with_router(
+        topology: Arc<Topology>,
+        placement: Arc<[VertexId]>,
+        level: ModelLevel,
+        router: Router,
+    ) -> TopologyConfig {
+        TopologyConfig {
+            topology,
+            placement,
+            level,
+            router: Arc::new(Mutex::new(router)),
+        }
+    }
 }
 
 /// The granularity of a topology model.
@@ -149,7 +180,7 @@ pub(crate) enum Network {
 #[derive(Debug)]
 pub(crate) struct Routed<M> {
     model: M,
-    router: Router,
+    router: Arc<Mutex<Router>>,
     placement: Arc<[VertexId]>,
     world_size: usize,
 }
@@ -161,7 +192,7 @@ impl Network {
         match config {
             NetworkConfig::Ideal(spec) => Network::Ideal(IdealLinks::new(*spec)),
             NetworkConfig::Topology(t) => {
-                let router = Router::new(Arc::clone(&t.topology), t.seed);
+                let router = Arc::clone(&t.router);
                 let placement = Arc::clone(&t.placement);
                 let topology = Arc::clone(&t.topology);
                 match t.level {
@@ -274,6 +305,8 @@ impl<M> Routed<M> {
         let flow = flow_id(src, dst, self.world_size);
         let route = self
             .router
+            .lock()
+            .expect("a run never panics while routing")
             .route(a, b, flow)
             .expect("every pair of placed ranks was checked to be connected");
         Some(Transfer {

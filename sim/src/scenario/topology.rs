@@ -10,7 +10,6 @@ use topologies::presets;
 use topologies::{Link, LinkKind, LinkSpec, Placement, Router, Topology, Vertex, VertexKind};
 
 use super::ScenarioError;
-use super::WORLD_SIZE_MAX;
 use super::raw::{RawLink, RawTopology, RawVertex};
 use super::validate::Source;
 use crate::network::{ModelLevel, NetworkConfig, TopologyConfig, flow_id, path};
@@ -29,6 +28,12 @@ pub(super) struct Network {
     /// topology; any number on ideal links, which exist for every pair.
     pub max_collective_ranks: usize,
 }
+
+/// The most ranks a topology scenario may place. Routing computes one
+/// shortest-path tree per destination rank, each over the whole graph, so
+/// the set-up grows as ranks x vertices: about a second at this size on
+/// the fat-tree preset.
+pub const TOPOLOGY_RANKS_MAX: usize = 4096;
 
 /// The presets and the parameters each takes.
 const PRESETS: &[(&str, &[&str])] = &[
@@ -162,7 +167,7 @@ pub(super) fn network(
     let endpoints = topology.endpoints().len();
     let world_size = match (world_size, &t.placement) {
         (Some(w), _) => {
-            let max = endpoints.min(WORLD_SIZE_MAX) as i64;
+            let max = endpoints.min(TOPOLOGY_RANKS_MAX) as i64;
             src.count(w, "world_size", 1, max)? as usize
         }
         (None, Some(p)) if p.get_ref().is_empty() => {
@@ -174,6 +179,15 @@ pub(super) fn network(
         (None, Some(p)) => p.get_ref().len(),
         (None, None) => endpoints,
     };
+    if world_size > TOPOLOGY_RANKS_MAX {
+        return Err(src.error(
+            Some(t.placement.as_ref().map_or(t.preset.span(), |p| p.span())),
+            format!(
+                "{world_size} ranks on a topology; at most {TOPOLOGY_RANKS_MAX} are supported \
+                 (routing builds a shortest-path tree per destination); set world_size"
+            ),
+        ));
+    }
     if world_size == 0 {
         return Err(src.at(
             &t.preset,
@@ -186,7 +200,8 @@ pub(super) fn network(
     router
         .check_connected(&placement)
         .map_err(|e| src.at(&t.preset, e.to_string()))?;
-    let tuner_link = tuner_link(&topology, &mut router, &placement);
+    let tuner_link = tuner_link(&topology, &mut router, &placement)
+        .map_err(|e| src.at(&t.preset, e.to_string()))?;
     let description = format!(
         "{preset} topology ({} vertices, {} links), {} model",
         topology.vertex_count(),
@@ -195,12 +210,9 @@ pub(super) fn network(
     );
     let placement: Arc<[_]> = (0..world_size).map(|r| placement.vertex(r)).collect();
     Ok(Network {
-        config: NetworkConfig::Topology(TopologyConfig {
-            topology,
-            placement,
-            level,
-            seed,
-        }),
+        config: NetworkConfig::Topology(TopologyConfig::with_router(
+            topology, placement, level, router,
+        )),
         world_size,
         description,
         tuner_link,
@@ -212,7 +224,11 @@ pub(super) fn network(
 /// between ring neighbours `r -> r+1` (its bottleneck bandwidth) and the
 /// largest fixed latency of those routes for one MTU packet. Collectives
 /// run on the full model; only the tuner's choice uses this.
-fn tuner_link(topology: &Topology, router: &mut Router, placement: &Placement) -> LinkSpec {
+fn tuner_link(
+    topology: &Topology,
+    router: &mut Router,
+    placement: &Placement,
+) -> Result<LinkSpec, topologies::routing::RouteError> {
     let n = placement.len();
     let mut bandwidth = f64::INFINITY;
     let mut latency_ps = 0u64;
@@ -221,9 +237,7 @@ fn tuner_link(topology: &Topology, router: &mut Router, placement: &Placement) -
         if a == b {
             continue;
         }
-        let route = router
-            .route(a, b, flow_id(r, (r + 1) % n, n))
-            .expect("connectivity was checked");
+        let route = router.route(a, b, flow_id(r, (r + 1) % n, n))?;
         bandwidth = bandwidth.min(path::bottleneck_bytes_per_s(topology, &route));
         let mtu = path::path_mtu(topology, &route);
         latency_ps = latency_ps.max(path::idle_latency_ps(topology, &route, mtu));
@@ -231,7 +245,7 @@ fn tuner_link(topology: &Topology, router: &mut Router, placement: &Placement) -
     if !bandwidth.is_finite() {
         bandwidth = 1e12; // one rank: no link is ever used
     }
-    LinkSpec::new(latency_ps, bandwidth).expect("route bandwidths are positive")
+    Ok(LinkSpec::new(latency_ps, bandwidth).expect("route bandwidths are positive"))
 }
 
 /// The placement `[topology].placement` gives, or ranks in order.

@@ -106,3 +106,40 @@ fn a_rank_that_skips_the_collective_leaves_a_chain_of_waits() {
     );
     assert!(stdout.contains("no cycle"), "{stdout}");
 }
+
+/// Five switches in a ring, one GPU on each, small buffers on the
+/// switch-to-switch links: an alltoall's two-hop flows fill those buffers
+/// in a cycle and credit flow control can move nothing (a credit deadlock,
+/// which real lossless fabrics avoid with up/down routing or virtual
+/// lanes). The report must blame the network, not the ranks.
+#[test]
+fn a_credit_deadlock_is_reported_as_the_network_being_stuck() {
+    let mut text =
+        String::from("seed = 1\n[topology]\npreset = \"explicit\"\nmodel = \"packet\"\n");
+    for i in 0..5 {
+        text += &format!(
+            "[[topology.vertex]]\nname = \"g{i}\"\nkind = \"gpu\"\n\
+             [[topology.vertex]]\nname = \"s{i}\"\nkind = \"leaf\"\n"
+        );
+    }
+    for i in 0..5 {
+        text += &format!(
+            "[[topology.link]]\nfrom = \"g{i}\"\nto = \"s{i}\"\nkind = \"ib_ndr\"\n\
+             [[topology.link]]\nfrom = \"s{i}\"\nto = \"s{}\"\nkind = \"ib_ndr\"\nbuffer_bytes = 8192\n",
+            (i + 1) % 5
+        );
+    }
+    text += "[[collective]]\nkind = \"alltoall\"\nalgorithm = \"pairwise\"\n\
+             min_bytes = \"1M\"\nmax_bytes = \"1M\"\niters = 1\nwarmup = 0\nphantom = true\n";
+    let dir = crate::support::temp_dir("credit-deadlock");
+    let path = dir.join("cycle.toml");
+    std::fs::write(&path, text).unwrap();
+    let out = sim(&["run", path.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(3));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.contains("the network is stuck: 5 message(s)"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("stuck: rank 0 -> rank 2"), "{stdout}");
+}

@@ -15,12 +15,12 @@ pub const LEVELS: [ModelLevel; 2] = [ModelLevel::Packet, ModelLevel::Flow];
 pub fn world(topology: Topology, placement: Vec<VertexId>, level: ModelLevel) -> WorldConfig {
     WorldConfig {
         world_size: placement.len(),
-        network: NetworkConfig::Topology(TopologyConfig {
-            topology: Arc::new(topology),
-            placement: placement.into(),
+        network: NetworkConfig::Topology(TopologyConfig::new(
+            Arc::new(topology),
+            placement.into(),
             level,
-            seed: 1,
-        }),
+            1,
+        )),
         reduce_bytes_per_s: None,
         trace: false,
     }
@@ -235,12 +235,12 @@ fn an_oversubscribed_leaf_spine_slows_cross_leaf_traffic_by_its_flow_count() {
         for level in LEVELS {
             let config = WorldConfig {
                 world_size: 16,
-                network: NetworkConfig::Topology(TopologyConfig {
-                    topology: Arc::clone(&topology),
-                    placement: placement.clone().into(),
+                network: NetworkConfig::Topology(TopologyConfig::new(
+                    Arc::clone(&topology),
+                    placement.clone().into(),
                     level,
-                    seed: 1,
-                }),
+                    1,
+                )),
                 reduce_bytes_per_s: None,
                 trace: false,
             };
