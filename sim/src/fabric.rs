@@ -53,7 +53,7 @@ impl SimFabric {
         let mut world = self.world.borrow_mut();
         let end = world.now;
         if let Some(trace) = &mut world.trace {
-            trace.spans.push(Span {
+            trace.push_span(Span {
                 rank: self.rank,
                 kind,
                 peer,

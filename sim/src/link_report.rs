@@ -2,7 +2,8 @@
 //! busiest-links summary printed under each table.
 //!
 //! One CSV row per link direction per study point (collective entry and
-//! size), link directions in id order. `utilisation` is the link's average
+//! size), link directions in id order; a point that failed (deadlock,
+//! wrong sizes) still gets its rows, counted up to the failure. `utilisation` is the link's average
 //! throughput over the whole run of that point (all warm-up and timed
 //! calls) as a fraction of its bandwidth: `bytes / (bandwidth * run time)`.
 //! `busy_us` is the time it spent transmitting (packet model) or carrying
@@ -15,7 +16,7 @@ use std::io::{self, Write};
 use topologies::{LinkId, Topology};
 
 use crate::network::LinkUsage;
-use crate::study::{Detail, Row};
+use crate::study::{Detail, Point};
 
 /// Column names of the links CSV.
 pub const LINKS_CSV_HEADER: [&str; 16] = [
@@ -54,7 +55,7 @@ impl<W: Write> LinkCsv<W> {
     pub fn write_point(
         &mut self,
         section: usize,
-        row: &Row,
+        point: &Point,
         detail: &Detail,
         topology: &Topology,
     ) -> io::Result<()> {
@@ -68,10 +69,10 @@ impl<W: Write> LinkCsv<W> {
             let (from, to) = topology.ends(link);
             self.writer.write_record([
                 section.to_string(),
-                row.collective.to_string(),
-                row.algorithm.to_string(),
-                row.ranks.to_string(),
-                row.size_bytes.to_string(),
+                point.collective.to_string(),
+                detail.algorithm.to_string(),
+                detail.ranks.to_string(),
+                point.size_bytes.to_string(),
                 link.index().to_string(),
                 topology.vertex(from).name.clone(),
                 topology.vertex(to).name.clone(),

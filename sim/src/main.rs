@@ -20,7 +20,7 @@ use sim::network::NetworkConfig;
 use sim::report::{table_header, table_row, write_csv};
 use sim::scenario::{ByteSize, CollectiveSpec, Scenario};
 use sim::study::{Detail, Failure, Options, Point, Progress, Row, run_scenario};
-use sim::trace::{TracedRun, write_chrome_trace};
+use sim::trace::ChromeTraceWriter;
 use sim::tuning::AlgoFilter;
 use std::sync::Arc;
 use topologies::Topology;
@@ -199,19 +199,19 @@ fn run(path: &Path, outputs: &Outputs) -> io::Result<ExitCode> {
         Ok(Some(f)) => Some(LinkCsv::new(f)?),
         Err(code) => return Ok(code),
     };
-    let trace_file = match outputs
+    let mut trace = match outputs
         .trace
         .as_deref()
         .map(|p| create(p, "trace"))
         .transpose()
     {
-        Ok(f) => f,
+        Ok(None) => None,
+        Ok(Some(f)) => Some(ChromeTraceWriter::new(f)?),
         Err(code) => return Ok(code),
     };
     let options = Options {
-        trace: trace_file.is_some(),
+        trace: trace.is_some(),
     };
-    let mut traced: Vec<TracedRun> = Vec::new();
     let mut section = 0;
     let mut out = io::stdout().lock();
     writeln!(out, "# sim run {}", path.display())?;
@@ -230,24 +230,42 @@ fn run(path: &Path, outputs: &Outputs) -> io::Result<ExitCode> {
                 let summary = pending_summary.take().unwrap_or_default();
                 format!("{summary}#\n# {what}\n{}", table_header())
             }
-            Progress::Row(row, detail) => {
+            Progress::Row(point, row, detail) => {
                 if let Some(t) = &topology {
                     pending_summary = busiest_line(row, detail, t);
-                    if let Some(w) = &mut links_csv
-                        && let Err(e) = w.write_point(section, row, detail, t)
-                    {
+                }
+                let written = write_point_outputs(
+                    section,
+                    point,
+                    detail,
+                    topology.as_deref(),
+                    &mut links_csv,
+                    &mut trace,
+                );
+                match written {
+                    Ok(note) => format!("{}{note}", table_row(row)),
+                    Err(e) => {
                         write_error = Some(e);
                         return ControlFlow::Break(());
                     }
                 }
-                if let Some(log) = &detail.trace {
-                    traced.push(TracedRun {
-                        label: format!("{} {} {} B", row.collective, row.algorithm, row.size_bytes),
-                        ranks: row.ranks,
-                        log: log.clone(),
-                    });
+            }
+            Progress::Failed(point, detail) => {
+                let written = write_point_outputs(
+                    section,
+                    point,
+                    detail,
+                    topology.as_deref(),
+                    &mut links_csv,
+                    &mut trace,
+                );
+                match written {
+                    Ok(note) => note,
+                    Err(e) => {
+                        write_error = Some(e);
+                        return ControlFlow::Break(());
+                    }
                 }
-                table_row(row)
             }
         };
         match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
@@ -264,9 +282,8 @@ fn run(path: &Path, outputs: &Outputs) -> io::Result<ExitCode> {
     if let Some(summary) = pending_summary {
         out.write_all(summary.as_bytes())?;
     }
-    if let (Some(mut f), Some(p)) = (trace_file, outputs.trace.as_deref())
-        && let Err(e) =
-            write_chrome_trace(&mut f, &traced, topology.as_deref()).and_then(|()| f.flush())
+    if let (Some(writer), Some(p)) = (trace, outputs.trace.as_deref())
+        && let Err(e) = writer.finish()
     {
         eprintln!("error: {}: cannot write trace: {e}", p.display());
         return Ok(ExitCode::from(EXIT_IO));
@@ -285,6 +302,38 @@ fn run(path: &Path, outputs: &Outputs) -> io::Result<ExitCode> {
         return Ok(ExitCode::from(EXIT_IO));
     }
     summarise(&mut out, path, &scenario, &rows)
+}
+
+/// Writes one point's link rows and trace, if asked for; returns a comment
+/// line for the table when the trace had to be truncated.
+fn write_point_outputs(
+    section: usize,
+    point: &Point,
+    detail: &Detail,
+    topology: Option<&Topology>,
+    links_csv: &mut Option<LinkCsv<BufWriter<File>>>,
+    trace: &mut Option<ChromeTraceWriter<BufWriter<File>>>,
+) -> io::Result<String> {
+    if let (Some(w), Some(t)) = (links_csv.as_mut(), topology) {
+        w.write_point(section, point, detail, t)?;
+    }
+    let mut note = String::new();
+    if let (Some(w), Some(log)) = (trace.as_mut(), &detail.trace) {
+        let label = format!(
+            "{} {} {} B",
+            point.collective, detail.algorithm, point.size_bytes
+        );
+        w.write_run(&label, detail.ranks, log, topology)?;
+        if log.truncated {
+            note = format!(
+                "# the trace of {label} is truncated: it stopped recording at its limits \
+                 ({} spans, {} link samples); trace fewer sizes or iterations\n",
+                sim::trace::TRACE_SPANS_MAX,
+                sim::network::LINK_SAMPLES_MAX
+            );
+        }
+    }
+    Ok(note)
 }
 
 /// One line describing a scenario's collective entry.

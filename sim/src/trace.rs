@@ -61,6 +61,10 @@ pub struct Span {
     pub end: Time,
 }
 
+/// The most spans one run records; beyond it the trace is truncated (and
+/// says so) rather than exhausting memory.
+pub const TRACE_SPANS_MAX: usize = 1 << 21;
+
 /// Everything one run recorded.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct TraceLog {
@@ -68,6 +72,20 @@ pub struct TraceLog {
     pub spans: Vec<Span>,
     /// Link backlog changes, in time order.
     pub links: Vec<LinkSample>,
+    /// Whether spans or link samples were dropped at their limits
+    /// ([`TRACE_SPANS_MAX`], [`crate::network::LINK_SAMPLES_MAX`]).
+    pub truncated: bool,
+}
+
+impl TraceLog {
+    /// Records `span`, or notes the truncation once the limit is reached.
+    pub fn push_span(&mut self, span: Span) {
+        if self.spans.len() < TRACE_SPANS_MAX {
+            self.spans.push(span);
+        } else {
+            self.truncated = true;
+        }
+    }
 }
 
 /// One run of a study, labelled, with its trace.
@@ -86,6 +104,77 @@ fn us(t: Time) -> f64 {
     t.as_ps() as f64 / 1e6
 }
 
+/// Writes a Chrome trace JSON document one run at a time, so that only
+/// the run being written is held in memory.
+pub struct ChromeTraceWriter<W: Write> {
+    out: W,
+    events: u64,
+    runs: usize,
+}
+
+impl<W: Write> ChromeTraceWriter<W> {
+    /// Starts the document on `out`.
+    pub fn new(mut out: W) -> io::Result<ChromeTraceWriter<W>> {
+        out.write_all(br#"{"displayTimeUnit":"ns","traceEvents":["#)?;
+        Ok(ChromeTraceWriter {
+            out,
+            events: 0,
+            runs: 0,
+        })
+    }
+
+    fn event(&mut self, event: &Value) -> io::Result<()> {
+        if self.events > 0 {
+            self.out.write_all(b",\n")?;
+        }
+        self.events += 1;
+        serde_json::to_writer(&mut self.out, event).map_err(io::Error::from)
+    }
+
+    /// Adds one run as a process labelled `label` with `ranks` rank
+    /// tracks; link counters are named after `topology`'s link directions.
+    pub fn write_run(
+        &mut self,
+        label: &str,
+        ranks: usize,
+        log: &TraceLog,
+        topology: Option<&Topology>,
+    ) -> io::Result<()> {
+        self.runs += 1;
+        let pid = self.runs;
+        let label = if log.truncated {
+            format!("{label} (truncated)")
+        } else {
+            label.to_string()
+        };
+        self.event(&json!({"name": "process_name", "ph": "M", "pid": pid,
+            "args": {"name": label}}))?;
+        self.event(&json!({"name": "process_sort_index", "ph": "M", "pid": pid,
+            "args": {"sort_index": pid}}))?;
+        for event in rank_tracks(pid, ranks, &log.spans) {
+            self.event(&event)?;
+        }
+        for s in &log.links {
+            let name = match topology {
+                Some(t) => t.link_name(s.link),
+                None => format!("link {}", s.link.index()),
+            };
+            self.event(
+                &json!({"name": name, "ph": "C", "pid": pid, "ts": us(s.time),
+                "args": {"backlog": s.queue}}),
+            )?;
+        }
+        Ok(())
+    }
+
+    /// Ends the document and returns the output.
+    pub fn finish(mut self) -> io::Result<W> {
+        self.out.write_all(b"]}\n")?;
+        self.out.flush()?;
+        Ok(self.out)
+    }
+}
+
 /// Writes `runs` as one Chrome trace JSON document; link counters are
 /// named after `topology`'s link directions.
 pub fn write_chrome_trace(
@@ -93,39 +182,24 @@ pub fn write_chrome_trace(
     runs: &[TracedRun],
     topology: Option<&Topology>,
 ) -> io::Result<()> {
-    let mut events: Vec<Value> = Vec::new();
-    for (i, run) in runs.iter().enumerate() {
-        let pid = i + 1;
-        events.push(json!({"name": "process_name", "ph": "M", "pid": pid,
-            "args": {"name": run.label}}));
-        events.push(json!({"name": "process_sort_index", "ph": "M", "pid": pid,
-            "args": {"sort_index": pid}}));
-        rank_tracks(&mut events, pid, run);
-        for s in &run.log.links {
-            let name = match topology {
-                Some(t) => t.link_name(s.link),
-                None => format!("link {}", s.link.index()),
-            };
-            events.push(
-                json!({"name": name, "ph": "C", "pid": pid, "ts": us(s.time),
-                "args": {"backlog": s.queue}}),
-            );
-        }
+    let mut writer = ChromeTraceWriter::new(out)?;
+    for run in runs {
+        writer.write_run(&run.label, run.ranks, &run.log, topology)?;
     }
-    let doc = json!({"traceEvents": events, "displayTimeUnit": "ns"});
-    serde_json::to_writer(&mut *out, &doc)?;
-    writeln!(out)
+    writer.finish().map(|_| ())
 }
 
 /// Lanes per rank at most; further overlapping spans share the last lane.
 const LANES_MAX: usize = 16;
 
-/// The spans of `run`, dealt into non-overlapping lanes per rank.
-fn rank_tracks(events: &mut Vec<Value>, pid: usize, run: &TracedRun) {
-    let mut spans = run.log.spans.clone();
+/// The trace events of `spans` on `ranks` rank tracks, dealt into
+/// non-overlapping lanes per rank.
+fn rank_tracks(pid: usize, ranks: usize, spans: &[Span]) -> Vec<Value> {
+    let mut events = Vec::new();
+    let mut spans = spans.to_vec();
     // Longer spans first among equal starts, so a call encloses its parts.
     spans.sort_by_key(|s| (s.rank, s.start, std::cmp::Reverse(s.end)));
-    let mut lanes_end: Vec<Vec<Time>> = vec![Vec::new(); run.ranks];
+    let mut lanes_end: Vec<Vec<Time>> = vec![Vec::new(); ranks];
     for s in &spans {
         let ends = &mut lanes_end[s.rank];
         let lane = match ends.iter().position(|&end| end <= s.start) {
@@ -165,6 +239,7 @@ fn rank_tracks(events: &mut Vec<Value>, pid: usize, run: &TracedRun) {
             );
         }
     }
+    events
 }
 
 #[cfg(test)]
@@ -192,6 +267,7 @@ mod tests {
                     span(SpanKind::Reduce, 5_000_000, 6_000_000),
                 ],
                 links: vec![],
+                truncated: false,
             },
         };
         let mut out = Vec::new();

@@ -259,7 +259,7 @@ impl World {
             .remove(message)
             .expect("a delivery names a message in flight");
         if let Some(trace) = &mut self.trace {
-            trace.spans.push(Span {
+            trace.push_span(Span {
                 rank: m.src,
                 kind: SpanKind::Send,
                 peer: Some(m.dst),
@@ -328,6 +328,7 @@ impl World {
     pub fn take_trace(&mut self) -> Option<TraceLog> {
         let mut trace = self.trace.take()?;
         trace.links = self.network.take_samples();
+        trace.truncated |= trace.links.len() >= crate::network::LINK_SAMPLES_MAX;
         Some(trace)
     }
 }

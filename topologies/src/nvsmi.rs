@@ -142,7 +142,10 @@ impl Cell {
             "SYS" | "SOC" => 5,
             _ => {
                 let n: u32 = token.strip_prefix("NV")?.parse().ok()?;
-                return (n > 0 && token[2..].bytes().all(|b| b.is_ascii_digit()))
+                // No GPU has more than NVLINKS_PER_GPU_MAX links, so no
+                // bond between two GPUs can be wider.
+                let digits = token[2..].bytes().all(|b| b.is_ascii_digit());
+                return (digits && (1..=NVLINKS_PER_GPU_MAX).contains(&n))
                     .then_some(Cell::NvLink(n));
             }
         };
@@ -320,7 +323,9 @@ fn parse(text: &str) -> Result<Matrix<'_>, NvsmiError> {
             let cell = Cell::parse(token).ok_or_else(|| {
                 err(
                     pos,
-                    format!("unknown cell `{token}` (expected X, NV#, PIX, PXB, PHB, NODE or SYS)"),
+                    format!(
+                        "unknown cell `{token}` (expected X, NV1..NV{NVLINKS_PER_GPU_MAX}, PIX, PXB, PHB, NODE or SYS)"
+                    ),
                 )
             })?;
             check_cell(cell, i, j, &devices, pos)?;
@@ -886,6 +891,10 @@ mod tests {
         let (l, c, m) = case("\t X \tNV4", "\t X \tNVX");
         assert_eq!((l, c), (2, 10), "{m}");
         assert!(m.starts_with("unknown cell `NVX`"), "{m}");
+        // A bond wider than any GPU's NVLink count is not a real matrix.
+        let (l, c, m) = case("\t X \tNV4", "\t X \tNV19");
+        assert_eq!((l, c), (2, 10), "{m}");
+        assert!(m.contains("NV1..NV18"), "{m}");
         let (l, c, m) = case("NIC0\tPIX\tPIX", "NIC0\tPIX\tFOO");
         assert_eq!((l, c), (4, 10), "{m}");
         // Too few cells: reported just past the end of "GPU1\tNV4\t X ".

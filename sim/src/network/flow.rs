@@ -428,11 +428,14 @@ impl FlowNetwork {
             usage.busy_ps += now.0 - self.busy_since[i].0;
         }
         if self.sample_links {
-            self.samples.push(LinkSample {
-                time: now,
-                link: l,
-                queue: flows,
-            });
+            super::record_sample(
+                &mut self.samples,
+                LinkSample {
+                    time: now,
+                    link: l,
+                    queue: flows,
+                },
+            );
         }
     }
 }

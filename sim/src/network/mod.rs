@@ -77,6 +77,26 @@ pub struct LinkSample {
     pub queue: u64,
 }
 
+/// The most link samples one run records; a trace of a bigger run stops
+/// sampling there (and says so) rather than exhausting memory.
+pub const LINK_SAMPLES_MAX: usize = 1 << 21;
+
+/// Appends `sample`, replacing the previous one when it is for the same
+/// link at the same time (only the last value at an instant matters), and
+/// dropping it once [`LINK_SAMPLES_MAX`] are kept.
+pub(crate) fn record_sample(samples: &mut Vec<LinkSample>, sample: LinkSample) {
+    if let Some(last) = samples.last_mut()
+        && last.link == sample.link
+        && last.time == sample.time
+    {
+        last.queue = sample.queue;
+        return;
+    }
+    if samples.len() < LINK_SAMPLES_MAX {
+        samples.push(sample);
+    }
+}
+
 /// The flow a message from `src` to `dst` belongs to, among `world_size`
 /// ranks: one flow per ordered rank pair. Its id also salts the ECMP hash,
 /// so all messages of a pair take one route.

@@ -500,11 +500,14 @@ impl PacketNetwork {
         let usage = &mut self.usage[link];
         usage.max_queue = usage.max_queue.max(bytes);
         if self.sample_links {
-            self.samples.push(LinkSample {
-                time: now,
-                link: LinkId::new(link),
-                queue: bytes,
-            });
+            super::record_sample(
+                &mut self.samples,
+                LinkSample {
+                    time: now,
+                    link: LinkId::new(link),
+                    queue: bytes,
+                },
+            );
         }
     }
 }

@@ -569,7 +569,8 @@ fn vertex(src: &Source, v: &RawVertex) -> Result<Vertex, ScenarioError> {
             ),
         )
     })?;
-    let mut vertex = Vertex::new(v.name.get_ref().clone(), kind);
+    // Switches and NICs get their kind's forwarding latency unless told.
+    let mut vertex = Vertex::with_default_latency(v.name.get_ref().clone(), kind);
     if let Some(f) = v.forwards {
         vertex = vertex.with_forwarding(f);
     }

@@ -100,13 +100,20 @@ pub struct Point {
 pub enum Progress<'a> {
     /// The scenario's collective entry with this index starts.
     Section(usize),
-    /// A row is ready, with what the run behind it measured.
-    Row(&'a Row, &'a Detail),
+    /// A point's row is ready, with what the run behind it measured.
+    Row(&'a Point, &'a Row, &'a Detail),
+    /// A point failed (the study stops after this); what its run measured
+    /// up to the failure.
+    Failed(&'a Point, &'a Detail),
 }
 
 /// What one point's run measured besides its row.
 #[derive(Clone, Debug, Default)]
 pub struct Detail {
+    /// The algorithm that ran.
+    pub algorithm: &'static str,
+    /// Number of ranks.
+    pub ranks: usize,
     /// Engine counters.
     pub stats: EngineStats,
     /// Virtual time at which the run's last event happened.
@@ -145,9 +152,14 @@ pub fn run_scenario(
                 collective: spec.kind.name(),
                 size_bytes: size,
             };
-            let (row, detail) = run_point(scenario, spec, filter, options, size, &mut rng)
-                .map_err(|f| Box::new((point, f)))?;
-            let flow = on_progress(Progress::Row(&row, &detail));
+            let (row, detail) = match run_point(scenario, spec, filter, options, size, &mut rng) {
+                Ok(done) => done,
+                Err((failure, detail)) => {
+                    let _ = on_progress(Progress::Failed(&point, &detail));
+                    return Err(Box::new((point, failure)));
+                }
+            };
+            let flow = on_progress(Progress::Row(&point, &row, &detail));
             rows.push(row);
             if flow.is_break() {
                 return Ok(rows);
@@ -205,7 +217,7 @@ pub fn select(
 }
 
 /// Runs one collective at one size; returns the row and what the run
-/// measured.
+/// measured, or the failure and what the run measured until it.
 pub fn run_point(
     scenario: &Scenario,
     spec: &CollectiveSpec,
@@ -213,7 +225,7 @@ pub fn run_point(
     options: Options,
     size_bytes: u64,
     rng: &mut ChaCha8Rng,
-) -> Result<(Row, Detail), Failure> {
+) -> Result<(Row, Detail), (Failure, Detail)> {
     let n = spec.world_size;
     let count =
         usize::try_from(size_bytes / spec.dtype.size_bytes() as u64).expect("sizes fit in memory");
@@ -247,7 +259,18 @@ pub fn run_point(
     let exec = run(config, |fabric| {
         program::rank_program(fabric, call, injects, Rc::clone(&inputs))
     });
-    let finished = outcome(exec.outputs, exec.deadlock, exec.out_of_time)?;
+    let detail = Detail {
+        algorithm: algorithm.name(),
+        ranks: n,
+        stats: exec.stats,
+        end_time: exec.end_time,
+        link_usage: exec.link_usage,
+        trace: exec.trace,
+    };
+    let finished = match outcome(exec.outputs, exec.deadlock, exec.out_of_time) {
+        Ok(finished) => finished,
+        Err(failure) => return Err((failure, detail)),
+    };
     let calls = (spec.warmup + spec.iters) as usize;
     // A call lasts from its common start to the last rank's return.
     let call_ps = |call: usize| {
@@ -284,12 +307,6 @@ pub fn run_point(
         algbw_gb_per_s: algbw,
         busbw_gb_per_s: algbw * spec.kind.busbw_factor(n),
         wrong,
-    };
-    let detail = Detail {
-        stats: exec.stats,
-        end_time: exec.end_time,
-        link_usage: exec.link_usage,
-        trace: exec.trace,
     };
     Ok((row, detail))
 }

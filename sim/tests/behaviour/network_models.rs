@@ -140,7 +140,7 @@ fn times_and_peak_queue(text: &str) -> (Vec<u64>, Vec<u64>, u64) {
         &sim::tuning::AlgoFilter::default(),
         sim::study::Options::default(),
         |p| {
-            if let sim::study::Progress::Row(_, detail) = p {
+            if let sim::study::Progress::Row(_, _, detail) = p {
                 let usage = detail.link_usage.as_ref().expect("a topology model");
                 peak = usage
                     .iter()
