@@ -263,6 +263,28 @@ fn explicit_topology_mistakes_are_located() {
             "a link's buffer (1000 B) must hold at least one MTU packet (4096 B)",
         ),
         (
+            // So slow one packet takes longer than a second to serialise:
+            // rejected, rather than overflowing route costs.
+            TWO_ON_A_SWITCH.replacen(
+                "kind = \"nvlink4\"",
+                "kind = \"nvlink4\"\nbandwidth_gb_per_s = 1e-20",
+                1,
+            ),
+            13,
+            1,
+            "must each be at most 1000000000000 ps (1 s)",
+        ),
+        (
+            TWO_ON_A_SWITCH.replacen(
+                "kind = \"nvlink4\"",
+                "kind = \"nvlink4\"\nlatency_ns = 2e9",
+                1,
+            ),
+            13,
+            1,
+            "gpu0 -> sw: latency 2000000000000 ps",
+        ),
+        (
             TWO_ON_A_SWITCH.replace("seed = 3", "seed = 3\nworld_size = 3"),
             2,
             14,
@@ -314,6 +336,23 @@ fn explicit_topology_mistakes_are_located() {
     for (topology, line, column, needle) in cases {
         assert_rejected(topology, *line, *column, needle);
     }
+}
+
+#[test]
+fn more_ranks_than_a_topology_supports_is_an_input_error() {
+    // 513 nodes of 8 GPUs: 4104 endpoints, over the 4096-rank limit.
+    assert_rejected(
+        "[topology]\npreset = \"fat_tree\"\nnodes = 513\n",
+        2,
+        10,
+        "4104 ranks on a topology; at most 4096 are supported",
+    );
+    // Asking for fewer ranks on the same topology is fine.
+    let text = with_collective(
+        "world_size = 16\n[topology]\npreset = \"fat_tree\"\nnodes = 513\nmodel = \"flow\"\n",
+    );
+    let s = Scenario::parse(Path::new("ok.toml"), &text).unwrap();
+    assert_eq!(s.world_size, 16);
 }
 
 #[test]
@@ -421,7 +460,7 @@ fn nvidia_smi_file_mistakes_point_into_that_file() {
             BAD_CELL,
             3,
             13,
-            "unknown cell `NVX` (expected X, NV#, PIX, PXB, PHB, NODE or SYS)",
+            "unknown cell `NVX` (expected X, NV1..NV18, PIX, PXB, PHB, NODE or SYS)",
         ),
         (
             "short_row.txt",
