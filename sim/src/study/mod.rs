@@ -154,7 +154,8 @@ pub fn run_scenario(
             };
             let (row, detail) = match run_point(scenario, spec, filter, options, size, &mut rng) {
                 Ok(done) => done,
-                Err((failure, detail)) => {
+                Err(failed) => {
+                    let (failure, detail) = *failed;
                     let _ = on_progress(Progress::Failed(&point, &detail));
                     return Err(Box::new((point, failure)));
                 }
@@ -225,7 +226,7 @@ pub fn run_point(
     options: Options,
     size_bytes: u64,
     rng: &mut ChaCha8Rng,
-) -> Result<(Row, Detail), (Failure, Detail)> {
+) -> Result<(Row, Detail), Box<(Failure, Detail)>> {
     let n = spec.world_size;
     let count =
         usize::try_from(size_bytes / spec.dtype.size_bytes() as u64).expect("sizes fit in memory");
@@ -269,7 +270,7 @@ pub fn run_point(
     };
     let finished = match outcome(exec.outputs, exec.deadlock, exec.out_of_time) {
         Ok(finished) => finished,
-        Err(failure) => return Err((failure, detail)),
+        Err(failure) => return Err(Box::new((*failure, detail))),
     };
     let calls = (spec.warmup + spec.iters) as usize;
     // A call lasts from its common start to the last rank's return.
@@ -321,26 +322,26 @@ fn outcome(
     outputs: Vec<Option<program::RankOutput>>,
     deadlock: Option<DeadlockReport>,
     out_of_time: bool,
-) -> Result<Finished, Failure> {
+) -> Result<Finished, Box<Failure>> {
     let mut finished = Vec::with_capacity(outputs.len());
     for (rank, out) in outputs.into_iter().enumerate() {
         match out {
             Some(Ok(Some(done))) => finished.push((rank, done)),
             Some(Ok(None)) | None => {} // skipped the collectives, or blocked
             Some(Err(error)) => {
-                return Err(Failure::RankError {
+                return Err(Box::new(Failure::RankError {
                     rank,
                     error,
                     stalled: deadlock,
-                });
+                }));
             }
         }
     }
     if out_of_time {
-        return Err(Failure::OutOfTime);
+        return Err(Box::new(Failure::OutOfTime));
     }
     if let Some(report) = deadlock {
-        return Err(Failure::Deadlock(report));
+        return Err(Box::new(Failure::Deadlock(report)));
     }
     Ok(finished)
 }
