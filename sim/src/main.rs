@@ -20,7 +20,7 @@ use sim::network::NetworkConfig;
 use sim::report::{table_header, table_row, write_csv};
 use sim::scenario::{ByteSize, CollectiveSpec, Scenario};
 use sim::study::{Detail, Failure, Options, Point, Progress, Row, run_scenario};
-use sim::trace::ChromeTraceWriter;
+use sim::trace::{ChromeTraceWriter, TRACE_EVENTS_MAX, TRACE_SPANS_MAX, Written};
 use sim::tuning::AlgoFilter;
 use std::sync::Arc;
 use topologies::Topology;
@@ -220,8 +220,12 @@ fn run(path: &Path, outputs: &Outputs) -> io::Result<ExitCode> {
         writeln!(out, "# NCCL_ALGO={value} restricts the tuner")?;
     }
     out.flush()?;
-    let mut write_error = None;
     let mut pending_summary: Option<String> = None;
+    // A failure to write stdout stops quietly (a closed pipe) or exits 1;
+    // a failure to write an output file is reported naming the file.
+    let mut stdout_error = None;
+    let mut file_error: Option<String> = None;
+    let mut budget_noted = false;
     let result = run_scenario(&scenario, &filter, options, |progress| {
         let text = match progress {
             Progress::Section(index) => {
@@ -234,59 +238,63 @@ fn run(path: &Path, outputs: &Outputs) -> io::Result<ExitCode> {
                 if let Some(t) = &topology {
                     pending_summary = busiest_line(row, detail, t);
                 }
-                let written = write_point_outputs(
-                    section,
-                    point,
-                    detail,
-                    topology.as_deref(),
-                    &mut links_csv,
-                    &mut trace,
-                );
-                match written {
+                let files = PointFiles {
+                    outputs,
+                    links_csv: &mut links_csv,
+                    trace: &mut trace,
+                    budget_noted: &mut budget_noted,
+                };
+                match files.write(section, point, detail, topology.as_deref()) {
                     Ok(note) => format!("{}{note}", table_row(row)),
-                    Err(e) => {
-                        write_error = Some(e);
+                    Err(message) => {
+                        file_error = Some(message);
                         return ControlFlow::Break(());
                     }
                 }
             }
             Progress::Failed(point, detail) => {
-                let written = write_point_outputs(
-                    section,
-                    point,
-                    detail,
-                    topology.as_deref(),
-                    &mut links_csv,
-                    &mut trace,
-                );
-                match written {
-                    Ok(note) => note,
-                    Err(e) => {
-                        write_error = Some(e);
-                        return ControlFlow::Break(());
-                    }
-                }
+                let files = PointFiles {
+                    outputs,
+                    links_csv: &mut links_csv,
+                    trace: &mut trace,
+                    budget_noted: &mut budget_noted,
+                };
+                // The study stops after a failure anyway: keep going to
+                // print its report even if the files cannot be written.
+                files
+                    .write(section, point, detail, topology.as_deref())
+                    .unwrap_or_else(|message| {
+                        file_error = Some(message);
+                        String::new()
+                    })
             }
         };
         match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
             Ok(()) => ControlFlow::Continue(()),
             Err(e) => {
-                write_error = Some(e);
+                stdout_error = Some(e);
                 ControlFlow::Break(())
             }
         }
     });
-    if let Some(e) = write_error {
+    // Whatever happened, close the trace so that it is valid JSON.
+    if let (Some(writer), Some(p)) = (trace, outputs.trace.as_deref())
+        && let Err(e) = writer.finish()
+        && file_error.is_none()
+    {
+        file_error = Some(format!("{}: cannot write trace: {e}", p.display()));
+    }
+    if let Some(e) = stdout_error {
         return Err(e);
     }
     if let Some(summary) = pending_summary {
         out.write_all(summary.as_bytes())?;
     }
-    if let (Some(writer), Some(p)) = (trace, outputs.trace.as_deref())
-        && let Err(e) = writer.finish()
-    {
-        eprintln!("error: {}: cannot write trace: {e}", p.display());
-        return Ok(ExitCode::from(EXIT_IO));
+    if let Some(message) = &file_error {
+        eprintln!("error: {message}");
+        if result.is_ok() {
+            return Ok(ExitCode::from(EXIT_IO));
+        }
     }
     let rows = match result {
         Ok(rows) => rows,
@@ -304,36 +312,61 @@ fn run(path: &Path, outputs: &Outputs) -> io::Result<ExitCode> {
     summarise(&mut out, path, &scenario, &rows)
 }
 
-/// Writes one point's link rows and trace, if asked for; returns a comment
-/// line for the table when the trace had to be truncated.
-fn write_point_outputs(
-    section: usize,
-    point: &Point,
-    detail: &Detail,
-    topology: Option<&Topology>,
-    links_csv: &mut Option<LinkCsv<BufWriter<File>>>,
-    trace: &mut Option<ChromeTraceWriter<BufWriter<File>>>,
-) -> io::Result<String> {
-    if let (Some(w), Some(t)) = (links_csv.as_mut(), topology) {
-        w.write_point(section, point, detail, t)?;
-    }
-    let mut note = String::new();
-    if let (Some(w), Some(log)) = (trace.as_mut(), &detail.trace) {
-        let label = format!(
-            "{} {} {} B",
-            point.collective, detail.algorithm, point.size_bytes
-        );
-        w.write_run(&label, detail.ranks, log, topology)?;
-        if log.truncated {
-            note = format!(
-                "# the trace of {label} is truncated: it stopped recording at its limits \
-                 ({} spans, {} link samples); trace fewer sizes or iterations\n",
-                sim::trace::TRACE_SPANS_MAX,
-                sim::network::LINK_SAMPLES_MAX
-            );
+/// The per-point output files of `sim run`.
+struct PointFiles<'a> {
+    outputs: &'a Outputs,
+    links_csv: &'a mut Option<LinkCsv<BufWriter<File>>>,
+    trace: &'a mut Option<ChromeTraceWriter<BufWriter<File>>>,
+    /// Whether the table already says the trace reached its size limit.
+    budget_noted: &'a mut bool,
+}
+
+impl PointFiles<'_> {
+    /// Writes one point's link rows and trace, if asked for; returns
+    /// comment lines for the table (a truncated or untraced run), or an
+    /// error naming the file that could not be written.
+    fn write(
+        self,
+        section: usize,
+        point: &Point,
+        detail: &Detail,
+        topology: Option<&Topology>,
+    ) -> Result<String, String> {
+        let named = |path: &Option<PathBuf>, what: &str, e: io::Error| {
+            let path = path
+                .as_deref()
+                .map_or(String::new(), |p| p.display().to_string());
+            format!("{path}: cannot write {what}: {e}")
+        };
+        if let (Some(w), Some(t)) = (self.links_csv.as_mut(), topology) {
+            w.write_point(section, point, detail, t)
+                .map_err(|e| named(&self.outputs.links_csv, "links CSV", e))?;
         }
+        let mut note = String::new();
+        if let (Some(w), Some(log)) = (self.trace.as_mut(), &detail.trace) {
+            let label = format!(
+                "{} {} {} B",
+                point.collective, detail.algorithm, point.size_bytes
+            );
+            let written = w
+                .write_run(&label, detail.ranks, log, topology)
+                .map_err(|e| named(&self.outputs.trace, "trace", e))?;
+            if written == Written::OverBudget && !*self.budget_noted {
+                *self.budget_noted = true;
+                note = format!(
+                    "# the trace reached {TRACE_EVENTS_MAX} events: later runs are listed in it \
+                     but not traced; trace fewer sizes or iterations\n"
+                );
+            } else if written == Written::Traced && log.truncated {
+                note = format!(
+                    "# the trace of {label} is truncated: it stopped recording at its limits \
+                     ({TRACE_SPANS_MAX} spans, {} link samples); trace fewer sizes or iterations\n",
+                    sim::network::LINK_SAMPLES_MAX
+                );
+            }
+        }
+        Ok(note)
     }
-    Ok(note)
 }
 
 /// One line describing a scenario's collective entry.

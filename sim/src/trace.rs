@@ -63,7 +63,7 @@ pub struct Span {
 
 /// The most spans one run records; beyond it the trace is truncated (and
 /// says so) rather than exhausting memory.
-pub const TRACE_SPANS_MAX: usize = 1 << 21;
+pub const TRACE_SPANS_MAX: usize = 1 << 20;
 
 /// Everything one run recorded.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -104,22 +104,48 @@ fn us(t: Time) -> f64 {
     t.as_ps() as f64 / 1e6
 }
 
+/// The most events one trace file holds (about half a gigabyte of JSON);
+/// runs beyond it are listed but not traced.
+pub const TRACE_EVENTS_MAX: u64 = 1 << 22;
+
 /// Writes a Chrome trace JSON document one run at a time, so that only
 /// the run being written is held in memory.
 pub struct ChromeTraceWriter<W: Write> {
     out: W,
     events: u64,
     runs: usize,
+    /// Link direction names, computed once per writer.
+    link_names: Vec<String>,
+    /// The most events the file may hold.
+    events_max: u64,
+}
+
+/// Whether [`ChromeTraceWriter::write_run`] traced the run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Written {
+    /// Its spans and counters are in the file (maybe truncated, see
+    /// [`TraceLog::truncated`]).
+    Traced,
+    /// Only its name is: the file had reached its event budget.
+    OverBudget,
 }
 
 impl<W: Write> ChromeTraceWriter<W> {
-    /// Starts the document on `out`.
-    pub fn new(mut out: W) -> io::Result<ChromeTraceWriter<W>> {
+    /// Starts the document on `out`, holding at most [`TRACE_EVENTS_MAX`]
+    /// events.
+    pub fn new(out: W) -> io::Result<ChromeTraceWriter<W>> {
+        ChromeTraceWriter::with_budget(out, TRACE_EVENTS_MAX)
+    }
+
+    /// Starts the document on `out`, holding at most `events_max` events.
+    pub fn with_budget(mut out: W, events_max: u64) -> io::Result<ChromeTraceWriter<W>> {
         out.write_all(br#"{"displayTimeUnit":"ns","traceEvents":["#)?;
         Ok(ChromeTraceWriter {
             out,
             events: 0,
             runs: 0,
+            link_names: Vec::new(),
+            events_max,
         })
     }
 
@@ -133,16 +159,25 @@ impl<W: Write> ChromeTraceWriter<W> {
 
     /// Adds one run as a process labelled `label` with `ranks` rank
     /// tracks; link counters are named after `topology`'s link directions.
+    /// A run that would take the file past its event budget is listed by
+    /// name only.
     pub fn write_run(
         &mut self,
         label: &str,
         ranks: usize,
         log: &TraceLog,
         topology: Option<&Topology>,
-    ) -> io::Result<()> {
+    ) -> io::Result<Written> {
         self.runs += 1;
         let pid = self.runs;
-        let label = if log.truncated {
+        let needed = (log.spans.len() + log.links.len() + 2 * ranks) as u64;
+        let over = self.events + needed > self.events_max;
+        let label = if over {
+            format!(
+                "{label} (not traced: the file reached {} events)",
+                self.events_max
+            )
+        } else if log.truncated {
             format!("{label} (truncated)")
         } else {
             label.to_string()
@@ -151,12 +186,18 @@ impl<W: Write> ChromeTraceWriter<W> {
             "args": {"name": label}}))?;
         self.event(&json!({"name": "process_sort_index", "ph": "M", "pid": pid,
             "args": {"sort_index": pid}}))?;
-        for event in rank_tracks(pid, ranks, &log.spans) {
-            self.event(&event)?;
+        if over {
+            return Ok(Written::OverBudget);
+        }
+        rank_tracks(pid, ranks, &log.spans, &mut |e| self.event(e))?;
+        if let Some(t) = topology
+            && self.link_names.len() != t.link_direction_count()
+        {
+            self.link_names = t.link_ids().map(|l| t.link_name(l)).collect();
         }
         for s in &log.links {
-            let name = match topology {
-                Some(t) => t.link_name(s.link),
+            let name = match self.link_names.get(s.link.index()) {
+                Some(name) => name.clone(),
                 None => format!("link {}", s.link.index()),
             };
             self.event(
@@ -164,7 +205,7 @@ impl<W: Write> ChromeTraceWriter<W> {
                 "args": {"backlog": s.queue}}),
             )?;
         }
-        Ok(())
+        Ok(Written::Traced)
     }
 
     /// Ends the document and returns the output.
@@ -192,15 +233,24 @@ pub fn write_chrome_trace(
 /// Lanes per rank at most; further overlapping spans share the last lane.
 const LANES_MAX: usize = 16;
 
-/// The trace events of `spans` on `ranks` rank tracks, dealt into
-/// non-overlapping lanes per rank.
-fn rank_tracks(pid: usize, ranks: usize, spans: &[Span]) -> Vec<Value> {
-    let mut events = Vec::new();
-    let mut spans = spans.to_vec();
+/// Emits the trace events of `spans` on `ranks` rank tracks, dealt into
+/// non-overlapping lanes per rank, one at a time.
+fn rank_tracks(
+    pid: usize,
+    ranks: usize,
+    spans: &[Span],
+    emit: &mut impl FnMut(&Value) -> io::Result<()>,
+) -> io::Result<()> {
+    // Sort indices, not spans: a run may hold a million of them.
+    let mut order: Vec<u32> = (0..spans.len() as u32).collect();
     // Longer spans first among equal starts, so a call encloses its parts.
-    spans.sort_by_key(|s| (s.rank, s.start, std::cmp::Reverse(s.end)));
+    order.sort_by_key(|&i| {
+        let s = &spans[i as usize];
+        (s.rank, s.start, std::cmp::Reverse(s.end))
+    });
     let mut lanes_end: Vec<Vec<Time>> = vec![Vec::new(); ranks];
-    for s in &spans {
+    for &i in &order {
+        let s = &spans[i as usize];
         let ends = &mut lanes_end[s.rank];
         let lane = match ends.iter().position(|&end| end <= s.start) {
             Some(lane) => lane,
@@ -216,10 +266,10 @@ fn rank_tracks(pid: usize, ranks: usize, spans: &[Span]) -> Vec<Value> {
         if let Some(peer) = s.peer {
             args["peer"] = json!(peer);
         }
-        events.push(
-            json!({"name": s.kind.name(), "ph": "X", "pid": pid, "tid": tid,
+        emit(
+            &json!({"name": s.kind.name(), "ph": "X", "pid": pid, "tid": tid,
             "ts": us(s.start), "dur": us(s.end) - us(s.start), "args": args}),
-        );
+        )?;
     }
     for (rank, ends) in lanes_end.iter().enumerate() {
         for lane in 0..ends.len() {
@@ -229,17 +279,17 @@ fn rank_tracks(pid: usize, ranks: usize, spans: &[Span]) -> Vec<Value> {
             } else {
                 format!("rank {rank} +{lane}")
             };
-            events.push(
-                json!({"name": "thread_name", "ph": "M", "pid": pid, "tid": tid,
+            emit(
+                &json!({"name": "thread_name", "ph": "M", "pid": pid, "tid": tid,
                 "args": {"name": name}}),
-            );
-            events.push(
-                json!({"name": "thread_sort_index", "ph": "M", "pid": pid, "tid": tid,
+            )?;
+            emit(
+                &json!({"name": "thread_sort_index", "ph": "M", "pid": pid, "tid": tid,
                 "args": {"sort_index": tid}}),
-            );
+            )?;
         }
     }
-    events
+    Ok(())
 }
 
 #[cfg(test)]
@@ -293,5 +343,54 @@ mod tests {
         let send = slices.iter().find(|e| e["name"] == "send").unwrap();
         assert_eq!(send["ts"].as_f64(), Some(1.0));
         assert_eq!(send["dur"].as_f64(), Some(4.0));
+    }
+
+    fn log(spans: usize) -> TraceLog {
+        let mut log = TraceLog::default();
+        for i in 0..spans as u64 {
+            log.push_span(Span {
+                rank: 0,
+                kind: SpanKind::Send,
+                peer: Some(1),
+                bytes: 1,
+                start: Time(i),
+                end: Time(i + 1),
+            });
+        }
+        log
+    }
+
+    #[test]
+    fn a_run_past_the_budget_is_named_but_not_traced_and_the_json_stays_valid() {
+        let mut out = Vec::new();
+        let mut w = ChromeTraceWriter::with_budget(&mut out, 100).unwrap();
+        assert_eq!(
+            w.write_run("a", 2, &log(50), None).unwrap(),
+            Written::Traced
+        );
+        assert_eq!(
+            w.write_run("b", 2, &log(50), None).unwrap(),
+            Written::OverBudget
+        );
+        w.finish().unwrap();
+        let doc: Value = serde_json::from_slice(&out).unwrap();
+        let events = doc["traceEvents"].as_array().unwrap();
+        let names: Vec<&str> = events
+            .iter()
+            .filter(|e| e["name"] == "process_name")
+            .map(|e| e["args"]["name"].as_str().unwrap())
+            .collect();
+        assert_eq!(names, ["a", "b (not traced: the file reached 100 events)"]);
+        let slices = events.iter().filter(|e| e["ph"] == "X").count();
+        assert_eq!(slices, 50, "only the first run's spans");
+    }
+
+    #[test]
+    fn a_log_stops_recording_spans_at_its_limit_and_says_so() {
+        let full = log(TRACE_SPANS_MAX);
+        assert!(!full.truncated);
+        let over = log(TRACE_SPANS_MAX + 1);
+        assert!(over.truncated);
+        assert_eq!(over.spans.len(), TRACE_SPANS_MAX);
     }
 }

@@ -328,7 +328,10 @@ impl World {
     pub fn take_trace(&mut self) -> Option<TraceLog> {
         let mut trace = self.trace.take()?;
         trace.links = self.network.take_samples();
-        trace.truncated |= trace.links.len() >= crate::network::LINK_SAMPLES_MAX;
+        if trace.links.len() > crate::network::LINK_SAMPLES_MAX {
+            trace.links.truncate(crate::network::LINK_SAMPLES_MAX);
+            trace.truncated = true;
+        }
         Some(trace)
     }
 }

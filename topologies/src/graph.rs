@@ -25,9 +25,9 @@ pub type LinkId = EdgeIndex<u32>;
 
 /// The most one hop may cost: a link's latency, the serialization of one
 /// MTU packet on it, or a vertex's forwarding latency, each at most 1 s.
-/// With at most [`crate::presets::MAX_PRESET_VERTICES`]-sized graphs this
-/// keeps every route's cost far from `u64` overflow, so routing never
-/// mistakes a long path for no path.
+/// A route's cost then stays below `u64::MAX` for any route of fewer than
+/// six million hops (far more vertices than any topology here can hold),
+/// so routing never mistakes a long path for no path.
 pub const HOP_PS_MAX: u64 = 1_000_000_000_000;
 
 /// A hardware graph: devices and the links between them.
@@ -230,5 +230,45 @@ mod tests {
             Err(TopologyError::DuplicateVertex(_))
         ));
         assert!(t.add_link(sw, sw, Link::bundle(nv, 1)).is_err());
+    }
+
+    #[test]
+    fn parallel_links_are_named_apart_by_id() {
+        let mut t = Topology::new();
+        let leaf = t
+            .add_vertex(Vertex::new("leaf0", VertexKind::Leaf))
+            .unwrap();
+        let spine = t
+            .add_vertex(Vertex::new("spine0", VertexKind::Spine))
+            .unwrap();
+        let gpu = t.add_vertex(Vertex::new("gpu0", VertexKind::Gpu)).unwrap();
+        let ib = Link::bundle(LinkKind::parse("ib_ndr").unwrap(), 1);
+        let (a, b) = t.add_link(leaf, spine, ib).unwrap();
+        let (c, d) = t.add_link(leaf, spine, ib).unwrap();
+        let (e, _) = t.add_link(gpu, leaf, ib).unwrap();
+        assert_eq!(t.link_name(a), "leaf0->spine0 #0");
+        assert_eq!(t.link_name(b), "spine0->leaf0 #1");
+        assert_eq!(t.link_name(c), "leaf0->spine0 #2");
+        assert_eq!(t.link_name(d), "spine0->leaf0 #3");
+        assert_eq!(
+            t.link_name(e),
+            "gpu0->leaf0",
+            "a single link keeps its plain name"
+        );
+    }
+
+    #[test]
+    fn hops_slower_than_a_second_are_rejected() {
+        let mut t = Topology::new();
+        let a = t.add_vertex(Vertex::new("a", VertexKind::Gpu)).unwrap();
+        let b = t.add_vertex(Vertex::new("b", VertexKind::Gpu)).unwrap();
+        let mut slow = Link::bundle(LinkKind::parse("ib_ndr").unwrap(), 1);
+        slow.bandwidth_bytes_per_s = 1e-3;
+        assert!(matches!(
+            t.add_link(a, b, slow),
+            Err(TopologyError::TooSlow(_))
+        ));
+        let late = Vertex::new("c", VertexKind::Leaf).with_forward_latency_ps(HOP_PS_MAX + 1);
+        assert!(matches!(t.add_vertex(late), Err(TopologyError::TooSlow(_))));
     }
 }

@@ -79,11 +79,12 @@ pub struct LinkSample {
 
 /// The most link samples one run records; a trace of a bigger run stops
 /// sampling there (and says so) rather than exhausting memory.
-pub const LINK_SAMPLES_MAX: usize = 1 << 21;
+pub const LINK_SAMPLES_MAX: usize = 1 << 20;
 
 /// Appends `sample`, replacing the previous one when it is for the same
 /// link at the same time (only the last value at an instant matters), and
-/// dropping it once [`LINK_SAMPLES_MAX`] are kept.
+/// dropping it once more than [`LINK_SAMPLES_MAX`] are kept (the one
+/// extra tells the trace it was truncated).
 pub(crate) fn record_sample(samples: &mut Vec<LinkSample>, sample: LinkSample) {
     if let Some(last) = samples.last_mut()
         && last.link == sample.link
@@ -92,7 +93,7 @@ pub(crate) fn record_sample(samples: &mut Vec<LinkSample>, sample: LinkSample) {
         last.queue = sample.queue;
         return;
     }
-    if samples.len() < LINK_SAMPLES_MAX {
+    if samples.len() <= LINK_SAMPLES_MAX {
         samples.push(sample);
     }
 }

@@ -134,7 +134,15 @@ fn a_credit_deadlock_is_reported_as_the_network_being_stuck() {
     let dir = crate::support::temp_dir("credit-deadlock");
     let path = dir.join("cycle.toml");
     std::fs::write(&path, text).unwrap();
-    let out = sim(&["run", path.to_str().unwrap()]);
+    let (links, trace) = (dir.join("links.csv"), dir.join("trace.json"));
+    let out = sim(&[
+        "run",
+        path.to_str().unwrap(),
+        "--links-csv",
+        links.to_str().unwrap(),
+        "--trace",
+        trace.to_str().unwrap(),
+    ]);
     assert_eq!(out.status.code(), Some(3));
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(
@@ -142,4 +150,25 @@ fn a_credit_deadlock_is_reported_as_the_network_being_stuck() {
         "{stdout}"
     );
     assert!(stdout.contains("stuck: rank 0 -> rank 2"), "{stdout}");
+    // The failed point's link counters and trace are written: the run a
+    // user most wants to look at. The full switch-to-switch buffers show.
+    let csv = std::fs::read_to_string(&links).unwrap();
+    let header: Vec<&str> = csv.lines().next().unwrap().split(',').collect();
+    let column = |name: &str| header.iter().position(|h| *h == name).unwrap();
+    let (from, to, max_queue) = (column("from"), column("to"), column("max_queue"));
+    let full = csv.lines().skip(1).any(|l| {
+        let cells: Vec<&str> = l.split(',').collect();
+        cells[from].starts_with('s') && cells[to].starts_with('s') && cells[max_queue] == "8192"
+    });
+    assert!(
+        full,
+        "some switch-to-switch link holds a full 8 KiB buffer:\n{csv}"
+    );
+    let doc: serde_json::Value = serde_json::from_slice(&std::fs::read(&trace).unwrap()).unwrap();
+    let events = doc["traceEvents"].as_array().unwrap();
+    assert!(events.iter().any(|e| e["name"] == "process_name"));
+    assert!(
+        events.iter().any(|e| e["ph"] == "C"),
+        "link counters recorded"
+    );
 }

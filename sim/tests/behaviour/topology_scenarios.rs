@@ -962,3 +962,24 @@ fn an_unwritable_links_csv_or_trace_exits_1_before_running() {
         );
     }
 }
+
+#[test]
+fn explicit_switches_forward_with_their_kinds_latency_unless_told() {
+    let latency_of = |text: &str| {
+        let s = Scenario::parse(Path::new("lat.toml"), &with_collective(text)).unwrap();
+        let sim::network::NetworkConfig::Topology(t) = &s.network else {
+            panic!("a topology scenario")
+        };
+        let sw = t.topology.find("sw").unwrap();
+        t.topology.vertex(sw).forward_latency_ps
+    };
+    let leaf = TWO_ON_A_SWITCH.replace("kind = \"nvswitch\"", "kind = \"leaf\"");
+    let default = topologies::VertexKind::Leaf.default_forward_latency_ps();
+    assert!(default > 0);
+    assert_eq!(latency_of(&leaf), default);
+    let told = leaf.replace(
+        "kind = \"leaf\"",
+        "kind = \"leaf\"\nforward_latency_ns = 7.5",
+    );
+    assert_eq!(latency_of(&told), 7_500);
+}
