@@ -215,7 +215,6 @@ impl Distances<'_> {
 }
 
 /// Computes and caches routes.
-#[derive(Debug)]
 pub struct Router {
     topology: Arc<Topology>,
     seed: u64,
@@ -232,6 +231,18 @@ pub struct Router {
     dist_capacity: usize,
     /// Finished routes by `(src, dst, flow)`; looked up only.
     routes: HashMap<(u32, u32, u64), Route>,
+}
+
+/// A summary: the caches can hold millions of entries, in hash order.
+impl std::fmt::Debug for Router {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Router")
+            .field("vertices", &self.topology.vertex_count())
+            .field("seed", &self.seed)
+            .field("distance_arrays", &self.dist_to.len())
+            .field("routes_cached", &self.routes.len())
+            .finish_non_exhaustive()
+    }
 }
 
 impl Router {
