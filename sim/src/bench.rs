@@ -69,6 +69,8 @@ pub fn ring_allreduce_phantom(
         world_size: ranks,
         network,
         trace: false,
+        call_timeout_ps: None,
+        faults: crate::world::RankFaults::default(),
         reduce_bytes_per_s: None,
     };
     let count = usize::try_from(bytes / 4).expect("sizes fit in memory");

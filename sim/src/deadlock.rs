@@ -17,6 +17,8 @@ pub struct PendingRecv {
     /// Whether `from` had already returned from its program (finished or
     /// failed).
     pub from_finished: bool,
+    /// Whether `from` crashed (a scheduled fault).
+    pub from_crashed: bool,
 }
 
 /// A rank that cannot make progress.
@@ -48,6 +50,11 @@ pub struct DeadlockReport {
     /// to happen: the network itself is stuck (a cycle of full buffers
     /// under credit flow control), and the ranks' waits follow from it.
     pub stuck_in_network: Vec<StuckMessage>,
+    /// Set when the run did not run dry but a call outlived the collective
+    /// watchdog: the call's start and the limit, in ps.
+    pub timeout: Option<(Time, u64)>,
+    /// Ranks that crashed (scheduled faults), with when.
+    pub crashed: Vec<(Rank, Time)>,
 }
 
 /// A message the network holds with no event left to move it.
@@ -73,7 +80,22 @@ impl DeadlockReport {
             blocked,
             cycle,
             stuck_in_network: Vec::new(),
+            timeout: None,
+            crashed: Vec::new(),
         }
+    }
+
+    /// The same report, noting the ranks that crashed.
+    pub fn with_crashes(mut self, crashed: Vec<(Rank, Time)>) -> DeadlockReport {
+        self.crashed = crashed;
+        self
+    }
+
+    /// The same report, as a collective timeout: the call that started at
+    /// `started` was still running `limit_ps` later.
+    pub fn timed_out(mut self, started: Time, limit_ps: u64) -> DeadlockReport {
+        self.timeout = Some((started, limit_ps));
+        self
     }
 
     /// The same report, noting the messages stuck in the network.
@@ -85,12 +107,22 @@ impl DeadlockReport {
 
 impl fmt::Display for DeadlockReport {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        writeln!(
-            f,
-            "deadlock at {}: {} rank(s) blocked with nothing left to happen",
-            self.time,
-            self.blocked.len()
-        )?;
+        match self.timeout {
+            Some((started, limit_ps)) => writeln!(
+                f,
+                "collective timeout at {}: the call that started at {} has not finished within {}; {} rank(s) not done",
+                self.time,
+                started,
+                Time(limit_ps),
+                self.blocked.len()
+            )?,
+            None => writeln!(
+                f,
+                "deadlock at {}: {} rank(s) blocked with nothing left to happen",
+                self.time,
+                self.blocked.len()
+            )?,
+        }
         if !self.stuck_in_network.is_empty() {
             writeln!(
                 f,
@@ -109,6 +141,9 @@ impl fmt::Display for DeadlockReport {
                 writeln!(f, "    ...")?;
             }
         }
+        for (rank, at) in &self.crashed {
+            writeln!(f, "  rank {rank} crashed at {at} (scheduled fault)")?;
+        }
         for b in &self.blocked {
             if b.at_sync {
                 writeln!(
@@ -117,10 +152,16 @@ impl fmt::Display for DeadlockReport {
                     b.rank
                 )?;
             } else if b.waiting_for.is_empty() {
-                writeln!(f, "  rank {} is blocked but has no pending receive", b.rank)?;
+                writeln!(
+                    f,
+                    "  rank {} has no pending receive (it is computing or delayed)",
+                    b.rank
+                )?;
             }
             for w in &b.waiting_for {
-                let note = if w.from_finished {
+                let note = if w.from_crashed {
+                    " (rank crashed)"
+                } else if w.from_finished {
                     " (rank already returned)"
                 } else {
                     ""
@@ -137,6 +178,7 @@ impl fmt::Display for DeadlockReport {
                 let path: Vec<String> = cycle.iter().map(|r| r.to_string()).collect();
                 writeln!(f, "  cycle: {} -> {}", path.join(" -> "), cycle[0])
             }
+            None if self.timeout.is_some() => writeln!(f, "  no cycle among the waits"),
             None => writeln!(
                 f,
                 "  no cycle: the chain of waits ends at a rank that will never send"
@@ -224,6 +266,7 @@ mod tests {
                     tag: Tag(0),
                     bytes: 8,
                     from_finished: false,
+                    from_crashed: false,
                 })
                 .collect(),
             at_sync: false,

@@ -32,6 +32,11 @@ pub enum EventKind {
     },
     /// Something happens in the network model.
     Net(crate::network::NetEvent),
+    /// A rank crashes (a scheduled fault).
+    Crash {
+        /// The rank.
+        rank: Rank,
+    },
 }
 
 /// An event with its firing time and scheduling sequence number.
@@ -89,6 +94,11 @@ impl EventQueue {
     /// Removes and returns the earliest event.
     pub fn pop(&mut self) -> Option<Event> {
         self.heap.pop()
+    }
+
+    /// When the earliest event fires, if any.
+    pub fn peek_time(&self) -> Option<Time> {
+        self.heap.peek().map(|e| e.time)
     }
 
     /// Number of events waiting.

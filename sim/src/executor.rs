@@ -27,6 +27,7 @@ use std::task::{Context, Poll, Wake, Waker};
 use algorithms::{Rank, Time};
 
 use crate::deadlock::{BlockedRank, DeadlockReport, PendingRecv};
+use crate::event::EventKind;
 use crate::fabric::SimFabric;
 use crate::network::LinkUsage;
 use crate::trace::TraceLog;
@@ -96,6 +97,9 @@ pub struct Execution<T> {
     pub link_usage: Option<Vec<LinkUsage>>,
     /// What the run recorded, if the config asked for a trace.
     pub trace: Option<TraceLog>,
+    /// Ranks stopped by a scheduled crash, with when (their outputs are
+    /// `None`).
+    pub crashed: Vec<(Rank, Time)>,
 }
 
 /// Runs `program` on every rank of a world described by `config`, each as a
@@ -129,6 +133,8 @@ where
     for rank in 0..n {
         ready.push(rank);
     }
+    let mut timed_out = None;
+    let mut crashed: Vec<(Rank, Time)> = Vec::new();
 
     loop {
         while let Some(rank) = ready.pop() {
@@ -146,10 +152,33 @@ where
         if w.out_of_time {
             break;
         }
+        // The watchdog fires before anything later than its deadline.
+        if let Some((started, deadline)) = w.watchdog
+            && tasks.iter().any(Option::is_some)
+            && w.queue.peek_time().is_some_and(|t| t > deadline)
+        {
+            w.now = deadline;
+            timed_out = Some((started, deadline));
+            break;
+        }
         let Some(event) = w.queue.pop() else { break };
+        if let EventKind::Crash { rank } = event.kind
+            && tasks[rank].is_none()
+        {
+            continue; // it had already finished: the crash changes nothing
+        }
         debug_assert!(event.time >= w.now, "time never goes backwards");
         w.now = event.time;
         w.apply(event.kind);
+        let crashing = std::mem::take(&mut w.crashing);
+        let now = w.now;
+        drop(w);
+        for rank in crashing {
+            // Dropping the task drops its pending receives (they leave the
+            // world's waits); it never runs again.
+            tasks[rank] = None;
+            crashed.push((rank, now));
+        }
     }
 
     let mut w = world.borrow_mut();
@@ -166,13 +195,20 @@ where
                         tag: wait.tag,
                         bytes: wait.expect.bytes(),
                         from_finished: wait.from < n && tasks[wait.from].is_none(),
+                        from_crashed: crashed.iter().any(|(r, _)| *r == wait.from),
                     })
                     .collect(),
                 at_sync: w.sync.waiting.iter().any(|(r, _)| *r == rank),
             })
             .collect();
-        // With no event left, a message still in flight can never arrive.
-        DeadlockReport::new(w.now, blocked, n).with_stuck_messages(w.undelivered())
+        let report = DeadlockReport::new(w.now, blocked, n).with_crashes(crashed.clone());
+        match timed_out {
+            Some((started, deadline)) => {
+                report.timed_out(started, deadline.as_ps() - started.as_ps())
+            }
+            // With no event left, a message still in flight can never arrive.
+            None => report.with_stuck_messages(w.undelivered()),
+        }
     });
     Execution {
         outputs,
@@ -183,5 +219,6 @@ where
         stats: w.stats(),
         link_usage: w.link_usage(),
         trace: w.take_trace(),
+        crashed,
     }
 }

@@ -64,6 +64,24 @@ impl SimFabric {
         }
     }
 
+    /// Waits `ps` of virtual time doing nothing (a straggler's delay).
+    pub async fn sleep_ps(&self, ps: u64) {
+        let now = self.now();
+        let Some(until) = now.checked_plus_ps(ps) else {
+            self.world.borrow_mut().out_of_time = true;
+            return std::future::pending().await;
+        };
+        if ps > 0 {
+            Sleep {
+                fabric: self,
+                until,
+                armed: false,
+            }
+            .await;
+            self.record(SpanKind::Delay, None, 0, now);
+        }
+    }
+
     fn check_peer(&self, peer: Rank) -> Result<(), FabricError> {
         if peer < self.world_size {
             Ok(())
@@ -126,7 +144,8 @@ impl Fabric for SimFabric {
         let Some(throughput) = self.world.borrow().config.reduce_bytes_per_s else {
             return Ok(());
         };
-        let work_ps = topologies::duration_ps(bytes, throughput);
+        let slowdown = self.world.borrow().config.faults.slowdown(self.rank);
+        let work_ps = topologies::duration_ps(bytes, throughput / slowdown);
         if work_ps == 0 {
             return Ok(());
         }

@@ -4,7 +4,8 @@
 //! be written); 2 invalid input (command line or scenario, including
 //! parameters that run virtual time past its end); 3 the simulated system
 //! deadlocked; 4 a collective produced wrong results; 5 a rank's collective
-//! failed with an error.
+//! failed with an error; 6 a collective outlived the scenario's watchdog
+//! (`timeout_ms`).
 
 use std::fs::File;
 use std::io::{self, BufWriter, Write};
@@ -42,6 +43,8 @@ const EXIT_DEADLOCK: u8 = 3;
 const EXIT_WRONG: u8 = 4;
 /// Exit status when a rank's collective returned an error.
 const EXIT_RANK_ERROR: u8 = 5;
+/// Exit status when a collective outlived the scenario's watchdog.
+const EXIT_TIMEOUT: u8 = 6;
 
 #[derive(Parser)]
 #[command(
@@ -430,6 +433,15 @@ fn report_failure(
     let at = format!("{} at {} bytes", point.collective, point.size_bytes);
     writeln!(out, "# {at} did not complete")?;
     let code = match failure {
+        Failure::Deadlock(report) if report.timeout.is_some() => {
+            write!(out, "{report}")?;
+            eprintln!(
+                "error: {}: a collective timed out ({at}, seed {})",
+                path.display(),
+                scenario.seed
+            );
+            EXIT_TIMEOUT
+        }
         Failure::Deadlock(report) => {
             write!(out, "{report}")?;
             eprintln!(
@@ -455,6 +467,25 @@ fn report_failure(
                 write!(out, "{report}")?;
             }
             eprintln!("error: {}: a rank failed ({at}): {error}", path.display());
+            EXIT_RANK_ERROR
+        }
+        Failure::Crashed {
+            rank,
+            at: when,
+            stalled,
+        } => {
+            writeln!(
+                out,
+                "failed: rank {rank} crashed at {when} (scheduled fault)"
+            )?;
+            if let Some(report) = stalled {
+                writeln!(out, "the other ranks were then left waiting:")?;
+                write!(out, "{report}")?;
+            }
+            eprintln!(
+                "error: {}: rank {rank} crashed at {when} ({at})",
+                path.display()
+            );
             EXIT_RANK_ERROR
         }
         Failure::OutOfTime => {

@@ -31,6 +31,10 @@ pub enum SpanKind {
     Reduce,
     /// One call of a collective, named.
     Call(&'static str),
+    /// A straggler's delay before a call (a scheduled fault).
+    Delay,
+    /// The rank crashed here (a scheduled fault; zero length).
+    Crash,
 }
 
 impl SpanKind {
@@ -40,6 +44,8 @@ impl SpanKind {
             SpanKind::Recv => "recv",
             SpanKind::Reduce => "reduce",
             SpanKind::Call(name) => name,
+            SpanKind::Delay => "straggler delay",
+            SpanKind::Crash => "crash",
         }
     }
 }

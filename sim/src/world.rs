@@ -33,6 +33,33 @@ pub struct WorldConfig {
     pub reduce_bytes_per_s: Option<f64>,
     /// Whether to record a trace (rank spans, link backlogs).
     pub trace: bool,
+    /// The collective watchdog: a call (from the synchronisation that
+    /// starts it) not finished on every rank within this many picoseconds
+    /// stops the run with a timeout report; `None` waits forever.
+    pub call_timeout_ps: Option<u64>,
+    /// Ranks that crash or compute slowly.
+    pub faults: RankFaults,
+}
+
+/// Faults of individual ranks: crashes and slow compute.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct RankFaults {
+    /// `(rank, time)`: the rank's program stops at that virtual time (its
+    /// messages already sent still arrive; it sends nothing more).
+    pub crashes: Vec<(Rank, Time)>,
+    /// `(rank, factor)`: the rank's reductions take `factor` times longer.
+    pub compute_slowdown: Vec<(Rank, f64)>,
+}
+
+impl RankFaults {
+    /// How many times slower than configured `rank` reduces.
+    pub fn slowdown(&self, rank: Rank) -> f64 {
+        self.compute_slowdown
+            .iter()
+            .filter(|(r, _)| *r == rank)
+            .map(|(_, f)| *f)
+            .product()
+    }
 }
 
 /// A message on its way.
@@ -95,6 +122,10 @@ pub(crate) struct World {
     pub out_of_time: bool,
     /// The synchronisation point between calls (see [`crate::SimFabric::sync_all`]).
     pub sync: SyncPoint,
+    /// When the current call started and when its watchdog fires.
+    pub watchdog: Option<(Time, Time)>,
+    /// Ranks whose crash time has just come; the executor stops them.
+    pub crashing: Vec<Rank>,
 }
 
 /// A zero-cost synchronisation of every rank: the simulator's own, outside
@@ -110,7 +141,7 @@ pub(crate) struct SyncPoint {
 impl World {
     pub fn new(config: WorldConfig) -> World {
         let n = config.world_size;
-        World {
+        let mut world = World {
             network: Network::new(&config.network, n, config.trace),
             traffic: LinkStats::default(),
             delivered: Vec::new(),
@@ -128,7 +159,13 @@ impl World {
             events: 0,
             out_of_time: false,
             sync: SyncPoint::default(),
+            watchdog: None,
+            crashing: Vec::new(),
+        };
+        for &(rank, at) in &world.config.faults.crashes {
+            world.queue.schedule(at, EventKind::Crash { rank });
         }
+        world
     }
 
     /// Puts a message on the link and schedules its delivery. A delivery
@@ -230,6 +267,19 @@ impl World {
         self.events += 1;
         match kind {
             EventKind::Deliver { message } => self.deliver(message),
+            EventKind::Crash { rank } => {
+                self.crashing.push(rank);
+                if let Some(trace) = &mut self.trace {
+                    trace.push_span(Span {
+                        rank,
+                        kind: SpanKind::Crash,
+                        peer: None,
+                        bytes: 0,
+                        start: self.now,
+                        end: self.now,
+                    });
+                }
+            }
             EventKind::ComputeDone { timer, .. } => {
                 if let Some(waker) = self.timers.remove(timer) {
                     waker.wake();
@@ -289,6 +339,13 @@ impl World {
         self.sync.waiting.push((rank, waker.clone()));
         if self.sync.waiting.len() == self.config.world_size {
             self.sync.generation += 1;
+            // A call starts now: arm its watchdog.
+            let now = self.now;
+            self.watchdog = self
+                .config
+                .call_timeout_ps
+                .and_then(|t| now.checked_plus_ps(t))
+                .map(|deadline| (now, deadline));
             for (_, w) in self.sync.waiting.drain(..) {
                 w.wake();
             }

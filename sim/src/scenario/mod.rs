@@ -4,6 +4,7 @@
 //! name = "ring_8"
 //! world_size = 8                # ranks
 //! seed = 42                     # one seed for the whole run
+//! timeout_ms = 600000           # optional collective watchdog, virtual ms
 //!
 //! [links]                       # ideal model: one full-duplex link per rank pair
 //! latency_us = 1.5              # alpha
@@ -27,6 +28,13 @@
 //! phantom = false               # size-only payloads: nothing allocated, no check
 //! check = true                  # count wrong elements against a reference
 //!
+//! [[fault]]                     # optional scheduled faults of ranks
+//! kind = "straggler"            # reaches every call late and/or reduces slowly
+//! rank = 3
+//! delay_us = 50                 # straggler: how late it starts each call
+//! compute_slowdown = 4.0        # straggler: its reductions take 4x longer
+//! # kind = "crash"; rank = 5; at_us = 20   (its program stops at 20 us)
+//!
 //! [[inject]]                    # optional programming mistakes, for deadlock studies
 //! kind = "extra_recv"           # rank posts a receive from `from` that nobody sends;
 //!                               # or "skip" (never calls the collectives), "count_mismatch"
@@ -47,7 +55,7 @@ mod validate;
 use std::fmt;
 use std::path::{Path, PathBuf};
 
-use algorithms::{Algorithm, Collective, DType, Rank, ReduceOp};
+use algorithms::{Algorithm, Collective, DType, Rank, ReduceOp, Time};
 use topologies::LinkSpec;
 
 use crate::network::NetworkConfig;
@@ -92,12 +100,40 @@ pub struct Scenario {
     /// The alpha-beta link the tuner assumes: the ideal link, or on a
     /// topology the slowest route between ring neighbours.
     pub tuner_link: LinkSpec,
+    /// The collective watchdog: a call not finished on every rank this
+    /// long (virtual ps) after it started fails with a timeout report.
+    pub call_timeout_ps: Option<u64>,
     /// Reduction throughput per rank in bytes per second (`None`: free).
     pub reduce_bytes_per_s: Option<f64>,
     /// The collectives to run, in order.
     pub collectives: Vec<CollectiveSpec>,
     /// Programming mistakes injected into the rank programs.
     pub injects: Vec<Inject>,
+    /// Scheduled faults of ranks.
+    pub faults: Vec<Fault>,
+}
+
+/// A scheduled fault of one rank (`[[fault]]`).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Fault {
+    /// A slow rank: it reaches every call `delay_ps` after the others, and
+    /// its reductions take `compute_slowdown` times longer.
+    Straggler {
+        /// The rank.
+        rank: Rank,
+        /// How late it starts each call, in ps.
+        delay_ps: u64,
+        /// How many times slower it reduces (1 = normal).
+        compute_slowdown: f64,
+    },
+    /// The rank's program stops at virtual time `at` (its process died):
+    /// it sends nothing more; what it sent still arrives.
+    Crash {
+        /// The rank.
+        rank: Rank,
+        /// When, from the start of each point's run.
+        at: Time,
+    },
 }
 
 /// One `[[collective]]` entry: a collective run over a range of sizes.

@@ -16,6 +16,8 @@ pub struct RawScenario {
     #[serde(default)]
     pub seed: u64,
     #[serde(default)]
+    pub timeout_ms: Option<Spanned<f64>>,
+    #[serde(default)]
     pub links: Option<Spanned<RawLinks>>,
     #[serde(default)]
     pub topology: Option<Spanned<RawTopology>>,
@@ -25,6 +27,22 @@ pub struct RawScenario {
     pub collective: Vec<Spanned<RawCollective>>,
     #[serde(default)]
     pub inject: Vec<Spanned<RawInject>>,
+    #[serde(default)]
+    pub fault: Vec<Spanned<RawFault>>,
+}
+
+/// One `[[fault]]`: a scheduled fault of a rank.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawFault {
+    pub kind: Spanned<String>,
+    pub rank: Spanned<i64>,
+    #[serde(default)]
+    pub delay_us: Option<Spanned<f64>>,
+    #[serde(default)]
+    pub compute_slowdown: Option<Spanned<f64>>,
+    #[serde(default)]
+    pub at_us: Option<Spanned<f64>>,
 }
 
 /// `[links]`.

@@ -4,16 +4,16 @@
 use std::ops::Range;
 use std::path::Path;
 
-use algorithms::{Algorithm, Collective, DType, ReduceOp};
+use algorithms::{Algorithm, Collective, DType, ReduceOp, Time};
 use toml::Spanned;
 use topologies::LinkSpec;
 
 use crate::network::NetworkConfig;
 
-use super::raw::{RawCollective, RawInject, RawLinks, RawScenario};
+use super::raw::{RawCollective, RawFault, RawInject, RawLinks, RawScenario};
 use super::{
-    CHUNKS_PER_BUFFER_MAX, CollectiveSpec, Inject, MESSAGES_PER_POINT_MAX, REAL_DATA_BYTES_MAX,
-    Scenario, ScenarioError, WORLD_SIZE_MAX,
+    CHUNKS_PER_BUFFER_MAX, CollectiveSpec, Fault, Inject, MESSAGES_PER_POINT_MAX,
+    REAL_DATA_BYTES_MAX, Scenario, ScenarioError, WORLD_SIZE_MAX,
 };
 
 /// The file being validated, for turning byte spans into line:column.
@@ -109,6 +109,17 @@ pub fn parse(path: &Path, text: &str) -> Result<Scenario, ScenarioError> {
     };
     let world_size = network.world_size;
 
+    let call_timeout_ps = match &raw.timeout_ms {
+        None => None,
+        Some(t) => {
+            let ms = src.number(t, "timeout_ms", false)?;
+            let ps = (ms * 1e9).round();
+            if !(1.0..=1e18).contains(&ps) {
+                return Err(src.at(t, "timeout_ms must be between 1e-9 and 1e9 (about 11 days)"));
+            }
+            Some(ps as u64)
+        }
+    };
     let reduce_bytes_per_s = match &raw.compute {
         Some(c) => Some(src.number(&c.reduce_gb_per_s, "reduce_gb_per_s", false)? * 1e9),
         None => None,
@@ -131,6 +142,12 @@ pub fn parse(path: &Path, text: &str) -> Result<Scenario, ScenarioError> {
         .map(|i| inject(&src, i, world_size))
         .collect::<Result<Vec<_>, _>>()?;
 
+    let faults = raw
+        .fault
+        .iter()
+        .map(|f| fault(&src, f, world_size))
+        .collect::<Result<Vec<_>, _>>()?;
+
     let name = raw.name.clone().unwrap_or_else(|| {
         path.file_stem().map_or_else(
             || "scenario".to_string(),
@@ -141,6 +158,7 @@ pub fn parse(path: &Path, text: &str) -> Result<Scenario, ScenarioError> {
         path: path.to_path_buf(),
         name,
         seed: raw.seed,
+        call_timeout_ps,
         world_size,
         network: network.config,
         network_description: network.description,
@@ -148,6 +166,7 @@ pub fn parse(path: &Path, text: &str) -> Result<Scenario, ScenarioError> {
         reduce_bytes_per_s,
         collectives,
         injects,
+        faults,
     })
 }
 
@@ -379,6 +398,82 @@ fn inject(
             format!(
                 "unknown inject kind `{other}`; expected one of extra_recv, skip, count_mismatch, corrupt_result"
             ),
+        )),
+    }
+}
+
+/// A duration in microseconds as picoseconds (at most about 11 days).
+fn micros(src: &Source, v: &Spanned<f64>, what: &str) -> Result<u64, ScenarioError> {
+    let us = src.number(v, what, true)?;
+    let ps = (us * 1e6).round();
+    if ps > 1e18 {
+        return Err(src.at(v, format!("{what} is unreasonably large")));
+    }
+    Ok(ps as u64)
+}
+
+fn fault(
+    src: &Source,
+    spanned: &Spanned<RawFault>,
+    world_size: usize,
+) -> Result<Fault, ScenarioError> {
+    let f = spanned.get_ref();
+    let rank = src.count(&f.rank, "rank", 0, world_size as i64 - 1)? as usize;
+    let misplaced = |name: &str, given: bool| -> Result<(), ScenarioError> {
+        if given {
+            return Err(src.at(
+                &f.kind,
+                format!("`{name}` does not apply to a {} fault", f.kind.get_ref()),
+            ));
+        }
+        Ok(())
+    };
+    match f.kind.get_ref().as_str() {
+        "straggler" => {
+            misplaced("at_us", f.at_us.is_some())?;
+            if f.delay_us.is_none() && f.compute_slowdown.is_none() {
+                return Err(src.at(
+                    spanned,
+                    "a straggler needs delay_us (how late it starts each call), compute_slowdown, or both",
+                ));
+            }
+            let delay_ps = match &f.delay_us {
+                Some(d) => micros(src, d, "delay_us")?,
+                None => 0,
+            };
+            let compute_slowdown = match &f.compute_slowdown {
+                Some(s) => {
+                    let x = src.number(s, "compute_slowdown", false)?;
+                    if !(1.0..=1e6).contains(&x) {
+                        return Err(src.at(
+                            s,
+                            format!("compute_slowdown must be between 1 and 1e6, got {x}"),
+                        ));
+                    }
+                    x
+                }
+                None => 1.0,
+            };
+            Ok(Fault::Straggler {
+                rank,
+                delay_ps,
+                compute_slowdown,
+            })
+        }
+        "crash" => {
+            misplaced("delay_us", f.delay_us.is_some())?;
+            misplaced("compute_slowdown", f.compute_slowdown.is_some())?;
+            let Some(at) = &f.at_us else {
+                return Err(src.at(spanned, "a crash needs at_us, the virtual time it happens"));
+            };
+            Ok(Fault::Crash {
+                rank,
+                at: Time(micros(src, at, "at_us")?),
+            })
+        }
+        other => Err(src.at(
+            &f.kind,
+            format!("unknown fault kind `{other}`; expected straggler or crash"),
         )),
     }
 }

@@ -27,10 +27,10 @@ use rand_chacha::ChaCha8Rng;
 use crate::deadlock::DeadlockReport;
 use crate::executor::run;
 use crate::network::LinkUsage;
-use crate::scenario::{CollectiveSpec, Inject, Scenario};
+use crate::scenario::{CollectiveSpec, Fault, Inject, Scenario};
 use crate::trace::TraceLog;
 use crate::tuning::AlgoFilter;
-use crate::world::{EngineStats, WorldConfig};
+use crate::world::{EngineStats, RankFaults, WorldConfig};
 
 pub use program::INJECTED_TAG;
 
@@ -84,6 +84,35 @@ pub enum Failure {
     /// Virtual time passed its end (2^64 ps, about 213 days): the link or
     /// compute parameters are unrealistic for the sizes asked for.
     OutOfTime,
+    /// A rank crashed (a scheduled fault) while it still had work to do.
+    Crashed {
+        /// The rank (the first to crash).
+        rank: usize,
+        /// When.
+        at: Time,
+        /// What the other ranks were left waiting for, if they were.
+        stalled: Option<DeadlockReport>,
+    },
+}
+
+/// The per-rank faults of the world for a point with `n` ranks (faults of
+/// ranks beyond them do not apply).
+fn rank_faults(faults: &[Fault], n: usize) -> RankFaults {
+    let mut out = RankFaults::default();
+    for f in faults {
+        match *f {
+            Fault::Crash { rank, at } if rank < n => out.crashes.push((rank, at)),
+            Fault::Straggler {
+                rank,
+                compute_slowdown,
+                ..
+            } if rank < n && compute_slowdown != 1.0 => {
+                out.compute_slowdown.push((rank, compute_slowdown));
+            }
+            _ => {}
+        }
+    }
+    out
 }
 
 /// The identity of one point of a study, for error messages.
@@ -251,6 +280,8 @@ pub fn run_point(
         network: scenario.network.clone(),
         reduce_bytes_per_s: scenario.reduce_bytes_per_s,
         trace: options.trace,
+        call_timeout_ps: scenario.call_timeout_ps,
+        faults: rank_faults(&scenario.faults, n),
     };
     let call = program::Call {
         spec,
@@ -258,7 +289,7 @@ pub fn run_point(
         params,
     };
     let exec = run(config, |fabric| {
-        program::rank_program(fabric, call, injects, Rc::clone(&inputs))
+        program::rank_program(fabric, call, injects, &scenario.faults, Rc::clone(&inputs))
     });
     let detail = Detail {
         algorithm: algorithm.name(),
@@ -268,6 +299,14 @@ pub fn run_point(
         link_usage: exec.link_usage,
         trace: exec.trace,
     };
+    if let Some(&(rank, at)) = exec.crashed.first() {
+        let failure = Failure::Crashed {
+            rank,
+            at,
+            stalled: exec.deadlock,
+        };
+        return Err(Box::new((failure, detail)));
+    }
     let finished = match outcome(exec.outputs, exec.deadlock, exec.out_of_time) {
         Ok(finished) => finished,
         Err(failure) => return Err(Box::new((*failure, detail))),

@@ -11,7 +11,7 @@ use algorithms::{
 };
 
 use crate::fabric::SimFabric;
-use crate::scenario::{CollectiveSpec, Inject};
+use crate::scenario::{CollectiveSpec, Fault, Inject};
 use crate::trace::SpanKind;
 
 /// The tag of receives injected by [`Inject::ExtraRecv`]; no collective
@@ -39,10 +39,18 @@ pub async fn rank_program(
     fabric: SimFabric,
     call: Call<'_>,
     injects: &[Inject],
+    faults: &[Fault],
     inputs: Rc<Vec<Payload>>,
 ) -> RankOutput {
     let spec = call.spec;
     let me = fabric.rank();
+    let delay_ps: u64 = faults
+        .iter()
+        .map(|f| match *f {
+            Fault::Straggler { rank, delay_ps, .. } if rank == me => delay_ps,
+            _ => 0,
+        })
+        .sum();
     if injects.contains(&Inject::Skip { rank: me }) {
         // Reaches the start of the first call with everyone, then never
         // makes it.
@@ -68,6 +76,11 @@ pub async fn rank_program(
         // flow control, ranks would otherwise run calls ahead of each other.
         fabric.sync_all().await;
         let start = fabric.now();
+        if delay_ps > 0 {
+            // A straggler reaches the call late; the call's time counts
+            // from the common start, so the others' wait shows in it.
+            fabric.sleep_ps(delay_ps).await;
+        }
         if index == 0 {
             extra_receives(&fabric, injects, spec).await?;
         }

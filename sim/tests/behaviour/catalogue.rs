@@ -98,6 +98,8 @@ pub fn check_reference(collective: Collective, algorithm: Algorithm, case: &Case
         world_size: n,
         network: sim::network::NetworkConfig::Ideal(link(1_000_000, 10_000_000_000)),
         trace: false,
+        call_timeout_ps: None,
+        faults: sim::world::RankFaults::default(),
         reduce_bytes_per_s: Some(50e9),
     };
     let exec = run(config, |fabric| {
@@ -175,6 +177,8 @@ pub fn simulate_time(
             topologies::LinkSpec::new(model.latency_ps, model.bandwidth_bytes_per_s).unwrap(),
         ),
         trace: false,
+        call_timeout_ps: None,
+        faults: sim::world::RankFaults::default(),
         reduce_bytes_per_s: model.reduce_bytes_per_s,
     };
     let exec = run(config, |fabric| async move {
@@ -372,6 +376,8 @@ fn alltoall_rejects_a_count_that_does_not_split_evenly() {
             world_size: 3,
             network: sim::network::NetworkConfig::Ideal(link(1_000, 1_000_000_000)),
             trace: false,
+            call_timeout_ps: None,
+            faults: sim::world::RankFaults::default(),
             reduce_bytes_per_s: None,
         };
         let exec = run(config, |fabric| async move {
@@ -410,6 +416,8 @@ fn no_rank_leaves_a_barrier_before_the_last_one_enters() {
                 world_size: n,
                 network: sim::network::NetworkConfig::Ideal(link(1_000, 1_000_000_000)),
                 trace: false,
+                call_timeout_ps: None,
+                faults: sim::world::RankFaults::default(),
                 reduce_bytes_per_s: Some(1e9),
             };
             let exec = run(config, |fabric| async move {

@@ -31,6 +31,8 @@ fn simulate(c: Case) -> Time {
         world_size: c.n,
         network: sim::network::NetworkConfig::Ideal(link(c.latency_ps, c.bw)),
         trace: false,
+        call_timeout_ps: None,
+        faults: sim::world::RankFaults::default(),
         reduce_bytes_per_s: c.reduce_bw,
     };
     let exec = run(config, |fabric| async move {

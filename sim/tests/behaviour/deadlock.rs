@@ -11,6 +11,8 @@ fn config(n: usize) -> WorldConfig {
         world_size: n,
         network: sim::network::NetworkConfig::Ideal(link(1_000, 1_000_000_000)),
         trace: false,
+        call_timeout_ps: None,
+        faults: sim::world::RankFaults::default(),
         reduce_bytes_per_s: None,
     }
 }

@@ -6,6 +6,7 @@ mod closed_form;
 mod deadlock;
 mod determinism;
 mod failure_exits;
+mod faults;
 mod golden;
 mod network_models;
 mod presets;

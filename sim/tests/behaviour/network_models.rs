@@ -23,6 +23,8 @@ pub fn world(topology: Topology, placement: Vec<VertexId>, level: ModelLevel) ->
         )),
         reduce_bytes_per_s: None,
         trace: false,
+        call_timeout_ps: None,
+        faults: sim::world::RankFaults::default(),
     }
 }
 
@@ -243,6 +245,8 @@ fn an_oversubscribed_leaf_spine_slows_cross_leaf_traffic_by_its_flow_count() {
                 )),
                 reduce_bytes_per_s: None,
                 trace: false,
+                call_timeout_ps: None,
+                faults: sim::world::RankFaults::default(),
             };
             let (times, _) = arrivals(config, &messages);
             let makespan = times.iter().max().unwrap().as_ps();

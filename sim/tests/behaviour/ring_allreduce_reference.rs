@@ -65,6 +65,8 @@ fn check(
         world_size: n,
         network: sim::network::NetworkConfig::Ideal(link(1_000_000, 10_000_000_000)),
         trace: false,
+        call_timeout_ps: None,
+        faults: sim::world::RankFaults::default(),
         reduce_bytes_per_s: Some(50e9),
     };
     let exec = run(config, |fabric| {
@@ -153,6 +155,8 @@ fn an_unsupported_op_is_an_error_not_a_wrong_result() {
         world_size: 2,
         network: sim::network::NetworkConfig::Ideal(link(0, 1_000_000_000)),
         trace: false,
+        call_timeout_ps: None,
+        faults: sim::world::RankFaults::default(),
         reduce_bytes_per_s: None,
     };
     let exec = run(config, |fabric| async move {
