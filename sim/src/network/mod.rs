@@ -47,6 +47,18 @@ pub enum NetEvent {
     Flow(flow::FlowEvent),
 }
 
+/// A scheduled change of one link direction's bandwidth (a link fault).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct LinkChange {
+    /// When it takes effect.
+    pub time: Time,
+    /// Which link direction.
+    pub link: LinkId,
+    /// Its bandwidth from then on, as a fraction of its nominal bandwidth:
+    /// 0 takes the link down, 1 restores it, 0.25 degrades it to a quarter.
+    pub bandwidth_factor: f64,
+}
+
 /// Something would have happened after the end of virtual time.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct OutOfTime;
