@@ -9,8 +9,9 @@
 //! - **Active flows share bandwidth max-min fairly** (progressive filling,
 //!   in the private `maxmin` module): a flow's rate is limited by its most
 //!   contended link, and what it cannot use there goes to the others.
-//! - **Rates change only when flows start or end**, and in batches: a start
-//!   or end marks the links it touches dirty and schedules one `Reallocate`
+//! - **Rates change only when flows start or end or a link's capacity
+//!   changes** (see [Link faults](#link-faults)), and in batches: each of
+//!   these marks the links it touches dirty and schedules one `Reallocate`
 //!   event at the current time. Events at equal time fire in scheduling
 //!   order, so every send the ranks make at this instant (before that event
 //!   is popped) shares one recomputation. The recomputation only visits the
@@ -22,7 +23,8 @@
 //!   remaining bytes are advanced to now and a `Finish` event is scheduled
 //!   `ceil(remaining / rate)` ps later, with a new version number so that
 //!   the outdated one is ignored. Flows whose rate did not change keep their
-//!   event.
+//!   event. A flow whose new rate is 0 gets no `Finish` event (only the
+//!   version bump) until a later recomputation gives it a positive rate.
 //! - **Delivery.** A message whose last byte has left is delivered
 //!   [`idle_latency_ps`] later (propagation, forwarding and the pipeline
 //!   fill of a packet, see [`super::path`]), but never before the previous
@@ -34,13 +36,47 @@
 //! - **Zero-byte messages** need no bandwidth: when their turn in the pair
 //!   comes they are delivered after the idle latency.
 //!
+//! # Link faults
+//! [`FlowNetwork::schedule_changes`] schedules [`LinkChange`]s, one `Change`
+//! event each, before the run (or at least not before the current time).
+//! - **From a change's time on**, the link direction's capacity is its
+//!   nominal bandwidth times `bandwidth_factor`; the latest change wins
+//!   (changes at equal times apply in the order they were scheduled).
+//!   The factor is expected finite and `>= 0` (the caller validates);
+//!   anything else (NaN, negative, infinite) counts as 0. Factors above 1
+//!   are allowed; a factor so small that a finish would fall past the end
+//!   of virtual time makes the run fail with [`OutOfTime`].
+//! - **Reallocation.** A change marks the link dirty like a start or end:
+//!   the flows of its component are recomputed in the same batched
+//!   `Reallocate`, at the change's time. Each flow whose rate changes first
+//!   has its remaining bytes advanced to that time at its old rate, then
+//!   gets its new `Finish` (rounded up as above, from the fractional
+//!   remaining bytes: e.g. 1 B/ps halved to 0.5 B/ps with 6000 B left takes
+//!   exactly 12000 ps more). A change on a link without flows only sets its
+//!   capacity.
+//! - **A link down (factor 0)** gives every flow crossing it rate 0, and
+//!   such a flow takes nothing from its other links (max-min with a
+//!   zero-capacity link, see the `maxmin` module). A flow at rate 0 has no
+//!   `Finish` scheduled; when a later change gives it a positive rate it
+//!   resumes with the bytes it had left, so a lone flow delayed by an
+//!   outage of `d` ps finishes exactly `d` ps later (to the rounding
+//!   above). A flow whose last byte is due at the very instant of a change
+//!   still finishes then (the change's own recomputation comes after).
+//! - **Delivery latency** ([`idle_latency_ps`]) is unchanged by faults: it
+//!   is added once the last byte has left, as always.
+//!
 //! # Counters
 //! [`LinkUsage`] per link direction: `bytes` and `units` (flows) are added
 //! when a flow finishes; `busy_ps` is the time with at least one active
-//! flow (a link still busy counts up to its last change); `max_queue` is
-//! the most flows active on it at once. With sampling, a [`LinkSample`] of
-//! the number of active flows is recorded whenever it changes.
+//! flow crossing it at a positive rate (so a down link, or a link whose
+//! only flows are stuck behind a down link elsewhere, is not busy; the
+//! time is added when the link stops being busy, so a link still busy at
+//! the end of a run counts up to its last such change); `max_queue` is the
+//! most flows active on it at once (stuck or not). With sampling, a
+//! [`LinkSample`] of the number of active flows is recorded whenever it
+//! changes.
 
+mod faults;
 mod maxmin;
 #[cfg(test)]
 mod tests;
@@ -52,8 +88,9 @@ use algorithms::Time;
 use topologies::{LinkId, Route, Topology};
 
 use super::path::idle_latency_ps;
-use super::{LinkSample, LinkUsage, NetEvent, OutOfTime, Transfer};
+use super::{LinkChange, LinkSample, LinkUsage, NetEvent, OutOfTime, Transfer};
 use crate::event::{EventKind, EventQueue, MessageId};
+use faults::Busy;
 use maxmin::MaxMin;
 
 /// An event of the flow-level model.
@@ -72,6 +109,11 @@ pub enum FlowEvent {
     Deliver {
         /// The world's id of the message.
         message: MessageId,
+    },
+    /// A scheduled link change takes effect.
+    Change {
+        /// Its position among the changes scheduled so far.
+        index: u32,
     },
 }
 
@@ -114,8 +156,13 @@ struct Pair {
 #[derive(Debug)]
 pub struct FlowNetwork {
     topology: Arc<Topology>,
-    /// Bandwidth per link direction, bytes per second.
+    /// Nominal bandwidth per link direction, bytes per second.
+    nominal: Vec<f64>,
+    /// Current bandwidth per link direction (nominal times the latest
+    /// change's factor), bytes per second.
     capacity: Vec<f64>,
+    /// The scheduled link changes, by `FlowEvent::Change::index`.
+    changes: Vec<LinkChange>,
     slots: Vec<Slot>,
     free: Vec<u32>,
     /// Pairs by `Transfer::flow`; only looked up, never iterated. Kept
@@ -133,6 +180,9 @@ pub struct FlowNetwork {
     /// A shared empty route for free slots.
     no_route: Route,
     usage: Vec<LinkUsage>,
+    /// Per link direction: crossings by active flows at a positive rate;
+    /// the link is busy while this is not 0.
+    sending: Vec<u32>,
     /// When each busy link became busy.
     busy_since: Vec<Time>,
     sample_links: bool,
@@ -145,13 +195,15 @@ impl FlowNetwork {
     /// of a link's backlog for the trace.
     pub fn new(topology: Arc<Topology>, sample_links: bool) -> FlowNetwork {
         let links = topology.link_direction_count();
-        let capacity = topology
+        let nominal: Vec<f64> = topology
             .link_ids()
             .map(|l| topology.link(l).bandwidth_bytes_per_s)
             .collect();
         FlowNetwork {
             topology,
-            capacity,
+            capacity: nominal.clone(),
+            nominal,
+            changes: Vec::new(),
             slots: Vec::new(),
             free: Vec::new(),
             pairs: HashMap::default(),
@@ -162,6 +214,7 @@ impl FlowNetwork {
             rates: Vec::new(),
             no_route: Arc::from(Vec::new()),
             usage: vec![LinkUsage::default(); links],
+            sending: vec![0; links],
             busy_since: vec![Time::ZERO; links],
             sample_links,
             samples: Vec::new(),
@@ -218,6 +271,10 @@ impl FlowNetwork {
             }
             FlowEvent::Deliver { message } => {
                 delivered.push(message);
+                Ok(())
+            }
+            FlowEvent::Change { index } => {
+                self.change(now, index, queue);
                 Ok(())
             }
         }
@@ -312,6 +369,15 @@ impl FlowNetwork {
         slot.active = false;
         slot.remaining_bytes = 0.0;
         let (bytes, route) = (slot.bytes, slot.route.clone());
+        if slot.rate_bytes_per_s > 0.0 {
+            slot.rate_bytes_per_s = 0.0;
+            let busy = Busy {
+                sending: &mut self.sending,
+                since: &mut self.busy_since,
+                usage: &mut self.usage,
+            };
+            busy.count(now, &route, false);
+        }
         for &l in route.iter() {
             let list = &mut self.link_flows[l.index()];
             let at = list
@@ -398,6 +464,14 @@ impl FlowNetwork {
             if rate == slot.rate_bytes_per_s {
                 continue;
             }
+            if (rate > 0.0) != (slot.rate_bytes_per_s > 0.0) {
+                let busy = Busy {
+                    sending: &mut self.sending,
+                    since: &mut self.busy_since,
+                    usage: &mut self.usage,
+                };
+                busy.count(now, &slot.route, rate > 0.0);
+            }
             let elapsed_ps = now.0 - slot.updated.0;
             if elapsed_ps > 0 {
                 let sent = slot.rate_bytes_per_s * elapsed_ps as f64 / 1e12;
@@ -406,6 +480,9 @@ impl FlowNetwork {
             slot.updated = now;
             slot.rate_bytes_per_s = rate;
             slot.version = slot.version.wrapping_add(1);
+            if rate <= 0.0 && slot.remaining_bytes > 0.0 {
+                continue; // Stuck behind a down link: no finish in sight.
+            }
             let at = now
                 .checked_plus_ps(finish_in_ps(slot.remaining_bytes, rate))
                 .ok_or(OutOfTime)?;
@@ -421,11 +498,8 @@ impl FlowNetwork {
         let i = l.index();
         let flows = self.link_flows[i].len() as u64;
         let usage = &mut self.usage[i];
-        usage.max_queue = usage.max_queue.max(flows);
-        if joined && flows == 1 {
-            self.busy_since[i] = now;
-        } else if !joined && flows == 0 {
-            usage.busy_ps += now.0 - self.busy_since[i].0;
+        if joined {
+            usage.max_queue = usage.max_queue.max(flows);
         }
         if self.sample_links {
             super::record_sample(

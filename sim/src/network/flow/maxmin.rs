@@ -111,7 +111,9 @@ impl MaxMin {
     /// `link_flows[l]` lists the flows crossing link `l` (a flow crossing
     /// it twice is listed twice and uses it twice); `route(f)` gives the
     /// links of flow `f`, consistent with `link_flows`; `capacity[l]` is
-    /// link `l`'s bandwidth (positive). Flow ids are small integers (they
+    /// link `l`'s bandwidth (finite, `>= 0`). A link of capacity 0 (down)
+    /// has share 0, so it saturates first: its flows get rate 0 and take
+    /// nothing from their other links. Flow ids are small integers (they
     /// index tables here).
     pub fn allocate<'a>(
         &mut self,
@@ -309,6 +311,21 @@ mod tests {
         // A's rate is 3 and it takes 6 of the link.
         let (r, _) = rates(&[9.0], &[&[0, 0], &[0]]);
         assert_eq!(r, vec![3.0, 3.0]);
+    }
+
+    #[test]
+    fn a_down_link_stops_its_flows_and_frees_their_other_links() {
+        // Link 1 has capacity 0: A (links 0 and 1) and C (link 1) get 0,
+        // so B has link 0 (capacity 10) to itself. Rates stay finite.
+        let (r, _) = rates(&[10.0, 0.0], &[&[0, 1], &[0], &[1]]);
+        assert_eq!(r, vec![0.0, 10.0, 0.0]);
+        // Halving link 0 instead: A and B share 5 (link 0 saturates at
+        // 5/2 before link 1 at 10/2), C gets 10 - 2.5.
+        let (r, _) = rates(&[5.0, 10.0], &[&[0, 1], &[0], &[1]]);
+        assert_eq!(r, vec![2.5, 2.5, 7.5]);
+        // Every link down: all zero, no NaN.
+        let (r, _) = rates(&[0.0, 0.0], &[&[0, 1], &[0], &[1]]);
+        assert_eq!(r, vec![0.0; 3]);
     }
 
     #[test]
