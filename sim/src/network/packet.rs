@@ -65,6 +65,34 @@
 //! (A topology whose switch routes do form such a cycle could deadlock
 //! here, as the lossless hardware would.)
 //!
+//! # Link changes
+//! [`PacketNetwork::schedule_changes`] takes [`LinkChange`]s (link
+//! faults); each takes effect at its time, on one link direction:
+//!
+//! - From then on the port serialises each packet it starts at nominal
+//!   bandwidth times `bandwidth_factor`. A packet already on the wire
+//!   finishes at the rate it started with (store and forward). A new
+//!   rate starts a new rounding period (see *Ports*), so the packets of a
+//!   busy period at one rate take exactly `duration(bytes)` at that rate.
+//! - A factor of 0 takes the link down: the port starts no packet (not
+//!   even an empty one) until a later change gives it a positive factor.
+//!   Its packet on the wire, if any, still completes and arrives. Packets
+//!   wait in its transit FIFO and its injection round; upstream ports keep
+//!   filling its buffer, then wait for credit, so backpressure spreads
+//!   upstream as it always does. Nothing is dropped. A port that was
+//!   waiting for credit when its link went down leaves the waiters of the
+//!   next link (so it holds no one else up) and chooses again when it is
+//!   restored. A restored port resumes at once if it has work.
+//! - The counters keep their meaning: `busy_ps` sums serialization times
+//!   (a down link is not busy), `bytes`, `units` and `max_queue` are as
+//!   before.
+//!
+//! A change at time 0 applies at once, before any traffic; the others are
+//! events, which fire before the events at the same time scheduled after
+//! them (so call `schedule_changes` before the run starts: a packet then
+//! starting at a change's time gets the new rate). Changes of one link at
+//! one time apply in the order given; the last one holds.
+//!
 //! Nothing is dropped: every link is treated as lossless. (A lossy port
 //! would drop where this one waits for credit, in [`PacketNetwork`]'s
 //! `try_start`; drops, PFC and retransmission are not modelled yet.)
@@ -77,6 +105,9 @@
 //! (`max_queue`); with sampling, every change of those reserved bytes is
 //! recorded as a [`LinkSample`].
 
+mod change;
+#[cfg(test)]
+mod fault_tests;
 mod port;
 mod table;
 #[cfg(test)]
@@ -91,7 +122,7 @@ use topologies::{LinkId, Route, Topology};
 use self::port::{Port, Source};
 use self::table::Table;
 use super::path::path_mtu;
-use super::{LinkSample, LinkUsage, NetEvent, OutOfTime, Transfer};
+use super::{LinkChange, LinkSample, LinkUsage, NetEvent, OutOfTime, Transfer};
 use crate::event::{EventKind, EventQueue, MessageId};
 
 /// "No message": the end of a flow's list.
@@ -109,6 +140,12 @@ pub enum PacketEvent {
     Arrive {
         /// The packet.
         packet: u32,
+    },
+    /// A scheduled link change takes effect.
+    Change {
+        /// Its index among the changes given to
+        /// [`PacketNetwork::schedule_changes`], in the order given.
+        index: u32,
     },
 }
 
@@ -160,6 +197,8 @@ pub struct PacketNetwork {
     packets: Table<Packet>,
     sample_links: bool,
     samples: Vec<LinkSample>,
+    /// Every link change scheduled, addressed by [`PacketEvent::Change`].
+    changes: Vec<LinkChange>,
 }
 
 impl PacketNetwork {
@@ -180,6 +219,7 @@ impl PacketNetwork {
             packets: Table::default(),
             sample_links,
             samples: Vec::new(),
+            changes: Vec::new(),
         }
     }
 
@@ -255,6 +295,7 @@ impl PacketNetwork {
         match event {
             PacketEvent::LinkFree { link } => self.link_free(link as usize, now, queue),
             PacketEvent::Arrive { packet } => self.arrive(packet, now, queue, delivered),
+            PacketEvent::Change { index } => self.apply_change(index, now, queue),
         }
     }
 
@@ -357,6 +398,11 @@ impl PacketNetwork {
     ) -> Result<(), OutOfTime> {
         let port = &mut self.ports[link];
         if port.busy || port.blocked.is_some() {
+            return Ok(());
+        }
+        if port.down {
+            // Its work waits for a change that restores the link.
+            port.go_idle();
             return Ok(());
         }
         let Some(source) = port.choose() else {

@@ -16,8 +16,13 @@ pub(super) enum Source {
 /// The state of one link direction `u -> v`.
 #[derive(Debug)]
 pub(super) struct Port {
-    /// Bandwidth, in bytes per second.
-    pub(super) bandwidth_bytes_per_s: f64,
+    /// Nominal bandwidth, in bytes per second.
+    nominal_bandwidth_bytes_per_s: f64,
+    /// Current bandwidth (nominal times the last positive factor of a
+    /// link change), in bytes per second.
+    bandwidth_bytes_per_s: f64,
+    /// Whether a link change has taken the link down: it starts no packet.
+    pub(super) down: bool,
     /// Propagation latency, in ps.
     pub(super) latency_ps: u64,
     /// Forwarding latency of `v`, added when `v` is not the destination.
@@ -60,7 +65,9 @@ impl Port {
         let link = topology.link(id);
         let (u, v) = topology.ends(id);
         Port {
+            nominal_bandwidth_bytes_per_s: link.bandwidth_bytes_per_s,
             bandwidth_bytes_per_s: link.bandwidth_bytes_per_s,
+            down: false,
             latency_ps: link.latency_ps,
             forward_latency_ps: topology.vertex(v).forward_latency_ps,
             buffer_bytes: link.buffer_bytes,
@@ -107,6 +114,25 @@ impl Port {
         let ser_ps = end_ps.saturating_sub(self.period_ps);
         self.period_ps = self.period_ps.max(end_ps);
         ser_ps
+    }
+
+    /// Sets the bandwidth to nominal times `factor` for packets started
+    /// from now on; a factor that is not positive (0, or a NaN the caller
+    /// should have rejected) takes the link down instead. A new rate
+    /// starts a new rounding period, so each rate's times stay exact.
+    pub(super) fn set_bandwidth_factor(&mut self, factor: f64) {
+        self.down = factor.is_nan() || factor <= 0.0;
+        if self.down {
+            return;
+        }
+        let rate = self.nominal_bandwidth_bytes_per_s * factor;
+        if rate != self.bandwidth_bytes_per_s {
+            self.bandwidth_bytes_per_s = rate;
+            // A packet on the wire keeps the time it was given; the next
+            // one is the first of a period at the new rate.
+            self.period_bytes = 0;
+            self.period_ps = 0;
+        }
     }
 
     /// Ends the busy period: the wire is idle.

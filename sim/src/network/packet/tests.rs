@@ -9,12 +9,17 @@ use topologies::{Link, LinkId, LinkKind, Topology, Vertex, VertexId, VertexKind,
 use super::PacketNetwork;
 use crate::event::{EventKind, EventQueue};
 use crate::network::path::idle_delivery_ps;
-use crate::network::{LinkSample, NetEvent, OutOfTime, Transfer};
+use crate::network::{LinkChange, LinkSample, NetEvent, OutOfTime, Transfer};
 
-const KIB: u64 = 1 << 10;
-const MIB: u64 = 1 << 20;
+pub(super) const KIB: u64 = 1 << 10;
+pub(super) const MIB: u64 = 1 << 20;
 
-fn link(bandwidth_bytes_per_s: f64, latency_ps: u64, mtu_bytes: u64, buffer_bytes: u64) -> Link {
+pub(super) fn link(
+    bandwidth_bytes_per_s: f64,
+    latency_ps: u64,
+    mtu_bytes: u64,
+    buffer_bytes: u64,
+) -> Link {
     Link {
         kind: LinkKind::NvLink { generation: 4 },
         count: 1,
@@ -26,24 +31,24 @@ fn link(bandwidth_bytes_per_s: f64, latency_ps: u64, mtu_bytes: u64, buffer_byte
     }
 }
 
-fn gpu(t: &mut Topology, name: &str) -> VertexId {
+pub(super) fn gpu(t: &mut Topology, name: &str) -> VertexId {
     t.add_vertex(Vertex::new(name, VertexKind::Gpu)).unwrap()
 }
 
-fn switch(t: &mut Topology, name: &str, forward_latency_ps: u64) -> VertexId {
+pub(super) fn switch(t: &mut Topology, name: &str, forward_latency_ps: u64) -> VertexId {
     let v = Vertex::new(name, VertexKind::NvSwitch).with_forward_latency_ps(forward_latency_ps);
     t.add_vertex(v).unwrap()
 }
 
 /// A start of a transfer in a test: when, how many bytes, which way, which flow.
-struct Send {
-    at_ps: u64,
+pub(super) struct Send {
+    pub(super) at_ps: u64,
     bytes: u64,
     route: Vec<LinkId>,
     flow: u64,
 }
 
-fn send(bytes: u64, route: &[LinkId], flow: u64) -> Send {
+pub(super) fn send(bytes: u64, route: &[LinkId], flow: u64) -> Send {
     Send {
         at_ps: 0,
         bytes,
@@ -53,46 +58,28 @@ fn send(bytes: u64, route: &[LinkId], flow: u64) -> Send {
 }
 
 /// What a run produced.
-struct Run {
+pub(super) struct Run {
     /// Delivery time of each send, by index.
-    delivered_ps: Vec<u64>,
-    net: PacketNetwork,
-    samples: Vec<LinkSample>,
+    pub(super) delivered_ps: Vec<u64>,
+    pub(super) net: PacketNetwork,
+    pub(super) samples: Vec<LinkSample>,
 }
 
 /// Runs `sends` on `topology` to completion. Starts are scheduled as
 /// `Deliver { message: i }` events, which only this driver interprets.
-fn run(topology: &Arc<Topology>, sends: &[Send]) -> Result<Run, OutOfTime> {
-    let mut net = PacketNetwork::new(topology.clone(), true);
-    let mut queue = EventQueue::new();
-    for (i, s) in sends.iter().enumerate() {
-        let message = u32::try_from(i).unwrap();
-        queue.schedule(Time(s.at_ps), EventKind::Deliver { message });
-    }
-    let mut at: Vec<Option<u64>> = vec![None; sends.len()];
-    let mut delivered = Vec::new();
-    while let Some(event) = queue.pop() {
-        match event.kind {
-            EventKind::Deliver { message } => {
-                let s = &sends[message as usize];
-                let transfer = Transfer {
-                    message,
-                    bytes: s.bytes,
-                    route: s.route.clone().into(),
-                    flow: s.flow,
-                };
-                net.start(event.time, transfer, &mut queue)?;
-            }
-            EventKind::Net(NetEvent::Packet(e)) => {
-                net.handle(event.time, e, &mut queue, &mut delivered)?;
-            }
-            other => panic!("unexpected event {other:?}"),
-        }
-        for m in delivered.drain(..) {
-            assert_eq!(at[m as usize], None, "message {m} delivered twice");
-            at[m as usize] = Some(event.time.0);
-        }
-    }
+pub(super) fn run(topology: &Arc<Topology>, sends: &[Send]) -> Result<Run, OutOfTime> {
+    run_with(topology, sends, &[])
+}
+
+/// The same with link `changes`, scheduled before the sends.
+pub(super) fn run_with(
+    topology: &Arc<Topology>,
+    sends: &[Send],
+    changes: &[LinkChange],
+) -> Result<Run, OutOfTime> {
+    let mut d = Driver::new(topology, sends, changes)?;
+    d.run_until(u64::MAX)?;
+    let Driver { mut net, at, .. } = d;
     // Nothing left behind: every packet arrived, every port is idle.
     assert_eq!(net.messages_in_flight(), 0);
     assert_eq!(net.packets.len(), 0);
@@ -113,8 +100,69 @@ fn run(topology: &Arc<Topology>, sends: &[Send]) -> Result<Run, OutOfTime> {
     })
 }
 
+/// An event-queue pop loop like the world's, that can stop part way.
+pub(super) struct Driver<'a> {
+    sends: &'a [Send],
+    pub(super) net: PacketNetwork,
+    queue: EventQueue,
+    /// Delivery time of each send so far, by index.
+    pub(super) at: Vec<Option<u64>>,
+}
+
+impl<'a> Driver<'a> {
+    pub(super) fn new(
+        topology: &Arc<Topology>,
+        sends: &'a [Send],
+        changes: &[LinkChange],
+    ) -> Result<Driver<'a>, OutOfTime> {
+        let mut net = PacketNetwork::new(topology.clone(), true);
+        let mut queue = EventQueue::new();
+        net.schedule_changes(changes, &mut queue)?;
+        for (i, s) in sends.iter().enumerate() {
+            let message = u32::try_from(i).unwrap();
+            queue.schedule(Time(s.at_ps), EventKind::Deliver { message });
+        }
+        Ok(Driver {
+            sends,
+            net,
+            queue,
+            at: vec![None; sends.len()],
+        })
+    }
+
+    /// Handles every event before `end_ps`.
+    pub(super) fn run_until(&mut self, end_ps: u64) -> Result<(), OutOfTime> {
+        let mut delivered = Vec::new();
+        while self.queue.peek_time().is_some_and(|t| t.0 < end_ps) {
+            let event = self.queue.pop().unwrap();
+            match event.kind {
+                EventKind::Deliver { message } => {
+                    let s = &self.sends[message as usize];
+                    let transfer = Transfer {
+                        message,
+                        bytes: s.bytes,
+                        route: s.route.clone().into(),
+                        flow: s.flow,
+                    };
+                    self.net.start(event.time, transfer, &mut self.queue)?;
+                }
+                EventKind::Net(NetEvent::Packet(e)) => {
+                    self.net
+                        .handle(event.time, e, &mut self.queue, &mut delivered)?;
+                }
+                other => panic!("unexpected event {other:?}"),
+            }
+            for m in delivered.drain(..) {
+                assert_eq!(self.at[m as usize], None, "message {m} delivered twice");
+                self.at[m as usize] = Some(event.time.0);
+            }
+        }
+        Ok(())
+    }
+}
+
 /// Two GPUs joined by one link; returns the topology and the `0 -> 1` direction.
-fn pair(l: Link) -> (Arc<Topology>, LinkId) {
+pub(super) fn pair(l: Link) -> (Arc<Topology>, LinkId) {
     let mut t = Topology::new();
     let a = gpu(&mut t, "gpu0");
     let b = gpu(&mut t, "gpu1");
@@ -204,7 +252,7 @@ fn an_idle_route_matches_the_idle_formula() {
 
 /// gpu0 and gpu1 each linked to a switch that is linked to gpu2, all links
 /// alike. Returns the routes 0 -> 2 and 1 -> 2.
-fn converging(l: Link) -> (Arc<Topology>, [LinkId; 2], [LinkId; 2]) {
+pub(super) fn converging(l: Link) -> (Arc<Topology>, [LinkId; 2], [LinkId; 2]) {
     let mut t = Topology::new();
     let g0 = gpu(&mut t, "gpu0");
     let g1 = gpu(&mut t, "gpu1");
