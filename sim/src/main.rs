@@ -219,6 +219,12 @@ fn run(path: &Path, outputs: &Outputs) -> io::Result<ExitCode> {
     let mut out = io::stdout().lock();
     writeln!(out, "# sim run {}", path.display())?;
     writeln!(out, "# {scenario}")?;
+    for note in &scenario.link_fault_notes {
+        writeln!(out, "# {note}")?;
+    }
+    for fault in &scenario.faults {
+        writeln!(out, "# fault: {fault}")?;
+    }
     if let Some(value) = &filter.source {
         writeln!(out, "# NCCL_ALGO={value} restricts the tuner")?;
     }

@@ -18,7 +18,7 @@ use algorithms::{Rank, Time};
 use serde_json::{Value, json};
 use topologies::Topology;
 
-use crate::network::LinkSample;
+use crate::network::{LinkChange, LinkSample};
 
 /// What a span is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -81,6 +81,8 @@ pub struct TraceLog {
     /// Whether spans or link samples were dropped at their limits
     /// ([`TRACE_SPANS_MAX`], [`crate::network::LINK_SAMPLES_MAX`]).
     pub truncated: bool,
+    /// Scheduled link faults that took effect during the run.
+    pub link_changes: Vec<LinkChange>,
 }
 
 impl TraceLog {
@@ -211,6 +213,16 @@ impl<W: Write> ChromeTraceWriter<W> {
                 "args": {"backlog": s.queue}}),
             )?;
         }
+        for c in &log.link_changes {
+            let name = match self.link_names.get(c.link.index()) {
+                Some(name) => format!("{name} bandwidth factor"),
+                None => format!("link {} bandwidth factor", c.link.index()),
+            };
+            self.event(
+                &json!({"name": name, "ph": "C", "pid": pid, "ts": us(c.time),
+                "args": {"factor": c.bandwidth_factor}}),
+            )?;
+        }
         Ok(Written::Traced)
     }
 
@@ -324,6 +336,7 @@ mod tests {
                 ],
                 links: vec![],
                 truncated: false,
+                link_changes: vec![],
             },
         };
         let mut out = Vec::new();

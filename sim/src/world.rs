@@ -7,6 +7,7 @@
 //! applying an event wakes exactly the futures it may complete.
 
 use std::collections::VecDeque;
+use std::sync::Arc;
 
 use rustc_hash::FxHashMap as HashMap;
 use std::task::Waker;
@@ -164,6 +165,16 @@ impl World {
         };
         for &(rank, at) in &world.config.faults.crashes {
             world.queue.schedule(at, EventKind::Crash { rank });
+        }
+        if let NetworkConfig::Topology(t) = &world.config.network {
+            let changes = Arc::clone(&t.changes);
+            if world
+                .network
+                .schedule_changes(&changes, &mut world.queue)
+                .is_err()
+            {
+                world.out_of_time = true;
+            }
         }
         world
     }
@@ -385,6 +396,15 @@ impl World {
     pub fn take_trace(&mut self) -> Option<TraceLog> {
         let mut trace = self.trace.take()?;
         trace.links = self.network.take_samples();
+        if let NetworkConfig::Topology(t) = &self.config.network {
+            let now = self.now;
+            trace.link_changes = t
+                .changes
+                .iter()
+                .filter(|c| c.time <= now)
+                .copied()
+                .collect();
+        }
         if trace.links.len() > crate::network::LINK_SAMPLES_MAX {
             trace.links.truncate(crate::network::LINK_SAMPLES_MAX);
             trace.truncated = true;

@@ -139,6 +139,8 @@ pub struct TopologyConfig {
     /// Routes (ECMP salted by the scenario's seed), shared by every run of
     /// a study so each shortest-path tree is computed once.
     pub router: Arc<Mutex<Router>>,
+    /// Scheduled link faults, in time order (applied in every run).
+    pub changes: Arc<[LinkChange]>,
 }
 
 impl TopologyConfig {
@@ -167,6 +169,7 @@ impl TopologyConfig {
             placement,
             level,
             router: Arc::new(Mutex::new(router)),
+            changes: Arc::new([]),
         }
     }
 }
@@ -273,6 +276,20 @@ impl Network {
                 };
                 r.model.start(now, t, queue).map(|()| Sent::InFlight)
             }
+        }
+    }
+
+    /// Schedules the config's link faults (none on ideal links, which
+    /// validation only allows on topologies).
+    pub fn schedule_changes(
+        &mut self,
+        changes: &[LinkChange],
+        queue: &mut EventQueue,
+    ) -> Result<(), OutOfTime> {
+        match self {
+            Network::Ideal(_) => Ok(()),
+            Network::Packet(r) => r.model.schedule_changes(changes, queue),
+            Network::Flow(r) => r.model.schedule_changes(changes, queue),
         }
     }
 

@@ -35,6 +35,14 @@
 //! compute_slowdown = 4.0        # straggler: its reductions take 4x longer
 //! # kind = "crash"; rank = 5; at_us = 20   (its program stops at 20 us)
 //!
+//! [[link_fault]]                # optional, topology scenarios: faults of the links
+//! kind = "down"                 # between two vertices: "down", "degraded"
+//! from = "leaf0"                # (bandwidth_factor = 0.25) or "flapping"
+//! to = "spine1"                 # (period_us, down_us, until_us required)
+//! at_us = 100
+//! until_us = 300                # optional for down/degraded: back to normal then
+//! both_directions = true        # default true
+//!
 //! [[inject]]                    # optional programming mistakes, for deadlock studies
 //! kind = "extra_recv"           # rank posts a receive from `from` that nobody sends;
 //!                               # or "skip" (never calls the collectives), "count_mismatch"
@@ -47,6 +55,7 @@
 //! Every problem is reported as a [`ScenarioError`] naming the file, line
 //! and column; nothing in a scenario can make the program panic.
 
+mod link_faults;
 mod raw;
 pub mod size;
 mod topology;
@@ -97,6 +106,8 @@ pub struct Scenario {
     pub network: NetworkConfig,
     /// One line describing the network, for the report header.
     pub network_description: String,
+    /// One line per `[[link_fault]]`, for the report header.
+    pub link_fault_notes: Vec<String>,
     /// The alpha-beta link the tuner assumes: the ideal link, or on a
     /// topology the slowest route between ring neighbours.
     pub tuner_link: LinkSpec,
@@ -203,6 +214,23 @@ impl CollectiveSpec {
             }
         }
         sizes
+    }
+}
+
+impl fmt::Display for Fault {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match *self {
+            Fault::Straggler {
+                rank,
+                delay_ps,
+                compute_slowdown,
+            } => write!(
+                f,
+                "rank {rank} is a straggler: {} late to every call, reductions {compute_slowdown}x slower",
+                Time(delay_ps)
+            ),
+            Fault::Crash { rank, at } => write!(f, "rank {rank} crashes at {at}"),
+        }
     }
 }
 

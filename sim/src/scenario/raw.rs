@@ -29,6 +29,29 @@ pub struct RawScenario {
     pub inject: Vec<Spanned<RawInject>>,
     #[serde(default)]
     pub fault: Vec<Spanned<RawFault>>,
+    #[serde(default)]
+    pub link_fault: Vec<Spanned<RawLinkFault>>,
+}
+
+/// One `[[link_fault]]`: a scheduled fault of the links between two
+/// vertices of the topology.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawLinkFault {
+    pub kind: Spanned<String>,
+    pub from: Spanned<String>,
+    pub to: Spanned<String>,
+    #[serde(default)]
+    pub both_directions: Option<bool>,
+    pub at_us: Spanned<f64>,
+    #[serde(default)]
+    pub until_us: Option<Spanned<f64>>,
+    #[serde(default)]
+    pub bandwidth_factor: Option<Spanned<f64>>,
+    #[serde(default)]
+    pub period_us: Option<Spanned<f64>>,
+    #[serde(default)]
+    pub down_us: Option<Spanned<f64>>,
 }
 
 /// One `[[fault]]`: a scheduled fault of a rank.

@@ -5,7 +5,9 @@ use std::ops::Range;
 use std::path::Path;
 
 use algorithms::{Algorithm, Collective, DType, ReduceOp, Time};
+use std::sync::Arc;
 use toml::Spanned;
+
 use topologies::LinkSpec;
 
 use crate::network::NetworkConfig;
@@ -108,6 +110,16 @@ pub fn parse(path: &Path, text: &str) -> Result<Scenario, ScenarioError> {
         }
     };
     let world_size = network.world_size;
+    let mut network_config = network.config;
+    let topology = match &network_config {
+        NetworkConfig::Topology(t) => Some(Arc::clone(&t.topology)),
+        NetworkConfig::Ideal(_) => None,
+    };
+    let (changes, link_fault_notes) =
+        super::link_faults::link_faults(&src, &raw.link_fault, topology.as_deref())?;
+    if let NetworkConfig::Topology(t) = &mut network_config {
+        t.changes = changes.into();
+    }
 
     let call_timeout_ps = match &raw.timeout_ms {
         None => None,
@@ -160,7 +172,8 @@ pub fn parse(path: &Path, text: &str) -> Result<Scenario, ScenarioError> {
         seed: raw.seed,
         call_timeout_ps,
         world_size,
-        network: network.config,
+        network: network_config,
+        link_fault_notes,
         network_description: network.description,
         tuner_link: network.tuner_link,
         reduce_bytes_per_s,

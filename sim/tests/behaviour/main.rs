@@ -8,6 +8,7 @@ mod determinism;
 mod failure_exits;
 mod faults;
 mod golden;
+mod link_faults;
 mod network_models;
 mod presets;
 mod ring_allreduce_reference;

@@ -1,0 +1,181 @@
+//! Scheduled link faults (`[[link_fault]]`): down, degraded and flapping
+//! links, in both network models, and their mistakes.
+
+use std::ops::ControlFlow;
+use std::path::Path;
+
+use sim::scenario::{Scenario, ScenarioError};
+use sim::study::{Options, Row, run_scenario};
+use sim::tuning::AlgoFilter;
+
+/// Two GPUs joined by one IB NDR link, one 64 MiB message each way (a
+/// two-rank ring allreduce in one chunk), plus `extra`.
+fn scenario(model: &str, extra: &str) -> String {
+    format!(
+        r#"seed = 1
+[topology]
+preset = "explicit"
+model = "{model}"
+[[topology.vertex]]
+name = "gpu0"
+kind = "gpu"
+[[topology.vertex]]
+name = "gpu1"
+kind = "gpu"
+[[topology.link]]
+from = "gpu0"
+to = "gpu1"
+kind = "ib_ndr"
+{extra}
+[[collective]]
+kind = "allgather"
+algorithm = "ring"
+min_bytes = "64M"
+max_bytes = "64M"
+chunk_bytes = "64M"
+iters = 1
+warmup = 0
+phantom = true
+"#
+    )
+}
+
+fn time_ps(text: &str) -> u64 {
+    let s = Scenario::parse(Path::new("lf.toml"), text).unwrap_or_else(|e| panic!("{e}"));
+    let rows: Vec<Row> = run_scenario(&s, &AlgoFilter::default(), Options::default(), |_| {
+        ControlFlow::Continue(())
+    })
+    .unwrap_or_else(|f| panic!("{:?}", f.1));
+    rows[0].time_ps
+}
+
+#[test]
+fn a_link_down_for_a_while_delays_the_transfer_by_that_while() {
+    // 32 MiB each way at 50 GB/s takes 671 us; the link is down from 100
+    // to 300 us, in the middle of it: both messages arrive 200 us later
+    // (the packet on the wire at 100 us finishes first and the one after
+    // it waits, so the shift is exact to one packet's serialization).
+    for model in ["packet", "flow"] {
+        let base = time_ps(&scenario(model, ""));
+        let down = time_ps(&scenario(
+            model,
+            "[[link_fault]]\nkind = \"down\"\nfrom = \"gpu0\"\nto = \"gpu1\"\nat_us = 100\nuntil_us = 300\n",
+        ));
+        let shift = down as i64 - base as i64 - 200_000_000;
+        assert!(shift.abs() <= 82_000, "{model}: {base} -> {down} ps");
+    }
+}
+
+#[test]
+fn a_degraded_link_runs_the_rest_of_the_transfer_at_its_lower_rate() {
+    // From 100 us on, half the bandwidth: the remaining bytes take twice
+    // as long, so the total is 100 + 2 x (T - 100) us.
+    for model in ["packet", "flow"] {
+        let base = time_ps(&scenario(model, ""));
+        let slow = time_ps(&scenario(
+            model,
+            "[[link_fault]]\nkind = \"degraded\"\nfrom = \"gpu0\"\nto = \"gpu1\"\nat_us = 100\nbandwidth_factor = 0.5\n",
+        ));
+        let expected = 100_000_000 + 2 * (base - 100_000_000);
+        let off = slow as i64 - expected as i64;
+        assert!(off.abs() <= 200_000, "{model}: {slow} ps vs {expected} ps");
+    }
+}
+
+#[test]
+fn a_flapping_link_loses_its_down_time() {
+    // Down 20 us in every 100 us from 0 to 500 us: 100 us lost.
+    for model in ["packet", "flow"] {
+        let base = time_ps(&scenario(model, ""));
+        let flap = time_ps(&scenario(
+            model,
+            "[[link_fault]]\nkind = \"flapping\"\nfrom = \"gpu0\"\nto = \"gpu1\"\nat_us = 0\nuntil_us = 500\nperiod_us = 100\ndown_us = 20\n",
+        ));
+        let lost = flap as i64 - base as i64 - 100_000_000;
+        assert!(lost.abs() <= 5 * 82_000, "{model}: {base} -> {flap} ps");
+    }
+}
+
+#[test]
+fn link_fault_mistakes_are_located() {
+    let fault = |body: &str| format!("[[link_fault]]\n{body}\n");
+    let cases: &[(String, usize, usize, &str)] = &[
+        (
+            fault("kind = \"down\"\nfrom = \"gpu0\"\nto = \"gpu9\"\nat_us = 1"),
+            18,
+            6,
+            "no vertex named `gpu9` in the topology",
+        ),
+        (
+            fault("kind = \"melt\"\nfrom = \"gpu0\"\nto = \"gpu1\"\nat_us = 1"),
+            16,
+            8,
+            "unknown link fault kind `melt`; expected down, degraded or flapping",
+        ),
+        (
+            fault("kind = \"degraded\"\nfrom = \"gpu0\"\nto = \"gpu1\"\nat_us = 1"),
+            15,
+            1,
+            "a degraded link needs bandwidth_factor",
+        ),
+        (
+            fault("kind = \"down\"\nfrom = \"gpu0\"\nto = \"gpu1\"\nat_us = 5\nuntil_us = 2"),
+            20,
+            12,
+            "until_us must be after at_us",
+        ),
+        (
+            fault(
+                "kind = \"flapping\"\nfrom = \"gpu0\"\nto = \"gpu1\"\nat_us = 0\nperiod_us = 10\ndown_us = 2",
+            ),
+            15,
+            1,
+            "a flapping link needs until_us",
+        ),
+        (
+            fault(
+                "kind = \"down\"\nfrom = \"gpu0\"\nto = \"gpu1\"\nat_us = 1\nbandwidth_factor = 0.5",
+            ),
+            16,
+            8,
+            "`bandwidth_factor` does not apply to a down link fault",
+        ),
+        (
+            fault(
+                "kind = \"flapping\"\nfrom = \"gpu0\"\nto = \"gpu1\"\nat_us = 0\nuntil_us = 1e9\nperiod_us = 1\ndown_us = 0.5",
+            ),
+            15,
+            1,
+            "more than 100000 link changes",
+        ),
+    ];
+    for (extra, line, column, needle) in cases {
+        let text = scenario("packet", extra);
+        match Scenario::parse(Path::new("lf.toml"), &text) {
+            Err(ScenarioError::Invalid {
+                line: l,
+                column: c,
+                message,
+                ..
+            }) => {
+                assert!(message.contains(needle), "{message} lacks {needle}");
+                assert_eq!((l, c), (*line, *column), "{message}\n{text}");
+            }
+            other => panic!("{extra}: {other:?}"),
+        }
+    }
+    // Ideal links have no links to name.
+    let ideal = "world_size = 2\n[links]\nlatency_us = 1\nbandwidth_gb_per_s = 1\n\
+                 [[link_fault]]\nkind = \"down\"\nfrom = \"a\"\nto = \"b\"\nat_us = 1\n\
+                 [[collective]]\nkind = \"barrier\"\nmin_bytes = 0\nmax_bytes = 0\n";
+    match Scenario::parse(Path::new("i.toml"), ideal) {
+        Err(ScenarioError::Invalid { line, message, .. }) => {
+            assert_eq!(line, 5);
+            assert!(
+                message.contains("link faults need a [topology]"),
+                "{message}"
+            );
+        }
+        other => panic!("{other:?}"),
+    }
+}
