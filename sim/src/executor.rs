@@ -152,6 +152,12 @@ where
         if w.out_of_time {
             break;
         }
+        if tasks.iter().all(Option::is_none) {
+            // Every rank is done: what is left (scheduled link changes or
+            // crashes, messages nobody receives) cannot change the result,
+            // and the run ends at its last rank's last event.
+            break;
+        }
         // The watchdog fires before anything later than its deadline.
         if let Some((started, deadline)) = w.watchdog
             && tasks.iter().any(Option::is_some)

@@ -179,3 +179,29 @@ fn link_fault_mistakes_are_located() {
         other => panic!("{other:?}"),
     }
 }
+
+#[test]
+fn a_fault_after_the_run_neither_changes_nor_stretches_it() {
+    // The run ends with its last rank: a link change scheduled long after
+    // must not move its end (which the links CSV's utilisation divides by).
+    let end = |text: &str| {
+        let s = Scenario::parse(Path::new("lf.toml"), text).unwrap();
+        let mut end = None;
+        run_scenario(&s, &AlgoFilter::default(), Options::default(), |p| {
+            if let sim::study::Progress::Row(_, row, detail) = p {
+                end = Some((row.time_ps, detail.end_time));
+            }
+            ControlFlow::Continue(())
+        })
+        .unwrap();
+        end.unwrap()
+    };
+    for model in ["packet", "flow"] {
+        let base = end(&scenario(model, ""));
+        let late = end(&scenario(
+            model,
+            "[[link_fault]]\nkind = \"down\"\nfrom = \"gpu0\"\nto = \"gpu1\"\nat_us = 1000000\nuntil_us = 2000000\n",
+        ));
+        assert_eq!(base, late, "{model}");
+    }
+}
