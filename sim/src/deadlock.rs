@@ -38,7 +38,8 @@ pub struct BlockedRank {
 /// Nothing is left to happen but some ranks have not finished.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct DeadlockReport {
-    /// Virtual time at which the last event fired.
+    /// When a rank last ran or a message last arrived (later events
+    /// changed nothing); for a timeout, when the watchdog fired.
     pub time: Time,
     /// Every unfinished rank, in rank order.
     pub blocked: Vec<BlockedRank>,
@@ -55,6 +56,8 @@ pub struct DeadlockReport {
     pub timeout: Option<(Time, u64)>,
     /// Ranks that crashed (scheduled faults), with when.
     pub crashed: Vec<(Rank, Time)>,
+    /// Link directions down (scheduled faults) when the run stopped.
+    pub down_links: Vec<String>,
 }
 
 /// A message the network holds with no event left to move it.
@@ -82,7 +85,14 @@ impl DeadlockReport {
             stuck_in_network: Vec::new(),
             timeout: None,
             crashed: Vec::new(),
+            down_links: Vec::new(),
         }
+    }
+
+    /// The same report, noting the link directions that are down.
+    pub fn with_down_links(mut self, down_links: Vec<String>) -> DeadlockReport {
+        self.down_links = down_links;
+        self
     }
 
     /// The same report, noting the ranks that crashed.
@@ -124,10 +134,18 @@ impl fmt::Display for DeadlockReport {
             )?,
         }
         if !self.stuck_in_network.is_empty() {
+            let cause = if self.down_links.is_empty() {
+                "a cycle of full buffers under credit flow control".to_string()
+            } else {
+                format!(
+                    "held behind link(s) that are down: {}",
+                    self.down_links.join(", ")
+                )
+            };
             writeln!(
                 f,
                 "  the network is stuck: {} message(s) sent but never delivered with no event left to move them \
-                 (a cycle of full buffers under credit flow control); the waits below follow from it",
+                 ({cause}); the waits below follow from it",
                 self.stuck_in_network.len()
             )?;
             for m in self.stuck_in_network.iter().take(STUCK_LISTED_MAX) {

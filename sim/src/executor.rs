@@ -102,6 +102,30 @@ pub struct Execution<T> {
     pub crashed: Vec<(Rank, Time)>,
 }
 
+/// Stops the tasks of the ranks whose crash time has come: dropping a task
+/// drops its pending receives (they leave the world's waits) and it never
+/// runs again; if it was waiting at the synchronisation point, it leaves
+/// it, so the others are seen waiting there for it.
+fn stop_crashed<F>(
+    world: &Rc<RefCell<World>>,
+    tasks: &mut [Option<Pin<Box<F>>>],
+    crashed: &mut Vec<(Rank, Time)>,
+) {
+    let (crashing, now) = {
+        let mut w = world.borrow_mut();
+        let crashing = std::mem::take(&mut w.crashing);
+        for rank in &crashing {
+            w.sync.waiting.retain(|(r, _)| r != rank);
+        }
+        (crashing, w.now)
+    };
+    for rank in crashing {
+        if tasks[rank].take().is_some() {
+            crashed.push((rank, now));
+        }
+    }
+}
+
 /// Runs `program` on every rank of a world described by `config`, each as a
 /// task with its own [`SimFabric`], until all finish or nothing is left to
 /// happen.
@@ -135,12 +159,19 @@ where
     }
     let mut timed_out = None;
     let mut crashed: Vec<(Rank, Time)> = Vec::new();
+    // Ranks that crash at time 0 never run.
+    stop_crashed(&world, &mut tasks, &mut crashed);
+    // When a rank last ran: a deadlock is reported from then (or from the
+    // last message's arrival), not from later events that changed nothing
+    // (a link restored too late, a dead rank's timer).
+    let mut last_progress = Time::ZERO;
 
     loop {
         while let Some(rank) = ready.pop() {
             let Some(task) = tasks[rank].as_mut() else {
                 continue; // a stale wake-up of a finished task
             };
+            last_progress = world.borrow().now;
             let mut cx = Context::from_waker(&wakers[rank]);
             if let Poll::Ready(out) = task.as_mut().poll(&mut cx) {
                 outputs[rank] = Some(out);
@@ -176,15 +207,8 @@ where
         debug_assert!(event.time >= w.now, "time never goes backwards");
         w.now = event.time;
         w.apply(event.kind);
-        let crashing = std::mem::take(&mut w.crashing);
-        let now = w.now;
         drop(w);
-        for rank in crashing {
-            // Dropping the task drops its pending receives (they leave the
-            // world's waits); it never runs again.
-            tasks[rank] = None;
-            crashed.push((rank, now));
-        }
+        stop_crashed(&world, &mut tasks, &mut crashed);
     }
 
     let mut w = world.borrow_mut();
@@ -207,7 +231,14 @@ where
                 at_sync: w.sync.waiting.iter().any(|(r, _)| *r == rank),
             })
             .collect();
-        let report = DeadlockReport::new(w.now, blocked, n).with_crashes(crashed.clone());
+        let at = if timed_out.is_some() {
+            w.now
+        } else {
+            last_progress.max(w.last_activity)
+        };
+        let report = DeadlockReport::new(at, blocked, n)
+            .with_crashes(crashed.clone())
+            .with_down_links(w.down_links());
         match timed_out {
             Some((started, deadline)) => {
                 report.timed_out(started, deadline.as_ps() - started.as_ps())

@@ -225,6 +225,9 @@ fn run(path: &Path, outputs: &Outputs) -> io::Result<ExitCode> {
     for fault in &scenario.faults {
         writeln!(out, "# fault: {fault}")?;
     }
+    if let Some(ps) = scenario.call_timeout_ps {
+        writeln!(out, "# collective watchdog: {}", algorithms::Time(ps))?;
+    }
     if let Some(value) = &filter.source {
         writeln!(out, "# NCCL_ALGO={value} restricts the tuner")?;
     }

@@ -17,7 +17,9 @@ use algorithms::{Payload, Rank, Shape, Tag, Time};
 use crate::deadlock::StuckMessage;
 use crate::event::{EventKind, EventQueue, MessageId};
 use crate::links::LinkStats;
-use crate::network::{LinkUsage, Network, NetworkConfig, Sent};
+use crate::network::flow::FlowEvent;
+use crate::network::packet::PacketEvent;
+use crate::network::{LinkUsage, NetEvent, Network, NetworkConfig, Sent};
 use crate::slab::Slab;
 use crate::trace::{Span, SpanKind, TraceLog};
 
@@ -127,6 +129,9 @@ pub(crate) struct World {
     pub watchdog: Option<(Time, Time)>,
     /// Ranks whose crash time has just come; the executor stops them.
     pub crashing: Vec<Rank>,
+    /// When a message last arrived or last moved in the network (link
+    /// changes do not count: one that restores nothing changes nothing).
+    pub last_activity: Time,
 }
 
 /// A zero-cost synchronisation of every rank: the simulator's own, outside
@@ -162,9 +167,16 @@ impl World {
             sync: SyncPoint::default(),
             watchdog: None,
             crashing: Vec::new(),
+            last_activity: Time::ZERO,
         };
-        for &(rank, at) in &world.config.faults.crashes {
-            world.queue.schedule(at, EventKind::Crash { rank });
+        for &(rank, at) in &world.config.faults.crashes.clone() {
+            if at == Time::ZERO {
+                // Before any rank runs: the executor stops it at once.
+                world.apply(EventKind::Crash { rank });
+                world.events -= 1; // not an event of the queue
+            } else {
+                world.queue.schedule(at, EventKind::Crash { rank });
+            }
         }
         if let NetworkConfig::Topology(t) = &world.config.network {
             let changes = Arc::clone(&t.changes);
@@ -297,6 +309,14 @@ impl World {
                 }
             }
             EventKind::Net(event) => {
+                let change = matches!(
+                    event,
+                    NetEvent::Packet(PacketEvent::Change { .. })
+                        | NetEvent::Flow(FlowEvent::Change { .. })
+                );
+                if !change {
+                    self.last_activity = self.now;
+                }
                 let mut delivered = std::mem::take(&mut self.delivered);
                 let handled = self
                     .network
@@ -319,6 +339,7 @@ impl World {
             .in_flight
             .remove(message)
             .expect("a delivery names a message in flight");
+        self.last_activity = self.now;
         if let Some(trace) = &mut self.trace {
             trace.push_span(Span {
                 rank: m.src,
@@ -373,6 +394,22 @@ impl World {
                 ..self.traffic
             },
         }
+    }
+
+    /// The link directions that are down now (scheduled faults), by name.
+    pub fn down_links(&self) -> Vec<String> {
+        let NetworkConfig::Topology(t) = &self.config.network else {
+            return Vec::new();
+        };
+        let mut factor = vec![1.0f64; t.topology.link_direction_count()];
+        for c in t.changes.iter().filter(|c| c.time <= self.now) {
+            factor[c.link.index()] = c.bandwidth_factor;
+        }
+        t.topology
+            .link_ids()
+            .filter(|l| factor[l.index()] == 0.0)
+            .map(|l| t.topology.link_name(l))
+            .collect()
     }
 
     /// The messages sent and not yet delivered, in slot order.

@@ -36,8 +36,10 @@ pub(super) fn link_faults(
     faults: &[Spanned<RawLinkFault>],
     topology: Option<&Topology>,
 ) -> Result<(Vec<LinkChange>, Vec<FaultNote>), ScenarioError> {
-    let mut changes = Vec::new();
+    let mut changes: Vec<(LinkChange, bool)> = Vec::new();
     let mut notes = Vec::new();
+    // (link, [start, end), where it was given) of every fault so far.
+    let mut windows: Vec<(topologies::LinkId, (u64, u64), String)> = Vec::new();
     for spanned in faults {
         let f = spanned.get_ref();
         let Some(t) = topology else {
@@ -94,6 +96,25 @@ pub(super) fn link_faults(
             }
             Ok(())
         };
+        // The window this fault holds its links in, for the overlap check.
+        let end = until.unwrap_or(u64::MAX);
+        for &link in &links {
+            if let Some((_, _, earlier)) = windows
+                .iter()
+                .find(|(l, (s, e), _)| *l == link && at < *e && *s < end)
+            {
+                return Err(src.at(
+                    &f.at_us,
+                    format!(
+                        "this fault overlaps the fault on {} at {}; give one fault per link and time window",
+                        t.link_name(link),
+                        earlier
+                    ),
+                ));
+            }
+        }
+        let here = format!("line {}", src.line_of(spanned));
+        windows.extend(links.iter().map(|&l| (l, (at, end), here.clone())));
         // (time, factor) steps of this fault.
         let mut steps: Vec<(u64, f64)> = Vec::new();
         let window = match until {
@@ -131,7 +152,7 @@ pub(super) fn link_faults(
                 if let Some(u) = until {
                     steps.push((u, 1.0));
                 }
-                format!("degraded to {x} of its bandwidth {window}")
+                format!("degraded to {x:.3e} of its bandwidth {window}")
             }
             "flapping" => {
                 reject("bandwidth_factor", f.bandwidth_factor.is_some())?;
@@ -178,13 +199,16 @@ pub(super) fn link_faults(
                 ));
             }
         };
-        for &(time, factor) in &steps {
+        for (i, &(time, factor)) in steps.iter().enumerate() {
+            // Steps alternate: a period starts, then (odd steps) it ends.
+            let ends = i % 2 == 1;
             for &link in &links {
-                changes.push(LinkChange {
+                let change = LinkChange {
                     time: Time(time),
                     link,
                     bandwidth_factor: factor,
-                });
+                };
+                changes.push((change, ends));
             }
         }
         if changes.len() > LINK_CHANGES_MAX {
@@ -201,6 +225,8 @@ pub(super) fn link_faults(
             links.len()
         ));
     }
-    changes.sort_by_key(|c| c.time);
-    Ok((changes, notes))
+    // At equal times, a fault's end applies before another's start, so two
+    // windows that meet hand over whatever their order in the file.
+    changes.sort_by_key(|(c, ends)| (c.time, !*ends));
+    Ok((changes.into_iter().map(|(c, _)| c).collect(), notes))
 }

@@ -38,6 +38,12 @@ impl Source<'_> {
         }
     }
 
+    /// The 1-based line a value starts on.
+    pub fn line_of<T>(&self, value: &Spanned<T>) -> usize {
+        let offset = value.span().start.min(self.text.len());
+        self.text[..offset].matches('\n').count() + 1
+    }
+
     pub fn at<T>(&self, value: &Spanned<T>, message: impl Into<String>) -> ScenarioError {
         self.error(Some(value.span()), message)
     }

@@ -240,3 +240,38 @@ fn fault_mistakes_are_located() {
         }
     }
 }
+
+#[test]
+fn a_crash_at_time_zero_stops_the_rank_before_it_sends_anything() {
+    let text = scenario(
+        4,
+        "1M",
+        "[[fault]]\nkind = \"crash\"\nrank = 1\nat_us = 0\n",
+    );
+    let (code, stdout, _) = run("crash0", &text);
+    assert_eq!(code, Some(5), "{stdout}");
+    // It never reached the synchronisation that starts the first call, so
+    // the others wait there: nothing was sent.
+    assert!(stdout.contains("rank 1 crashed at 0.000 us"), "{stdout}");
+    assert!(
+        stdout.contains("rank 2 waits for the other ranks at the synchronisation before a call"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("deadlock at 0.000 us"), "{stdout}");
+}
+
+#[test]
+fn a_rank_that_crashes_at_the_synchronisation_leaves_the_others_waiting_there() {
+    // Rank 3 starts every call 10 us late, so rank 0 finishes the warm-up
+    // call's share it can and waits; it crashes at 3 us. The others are then
+    // seen waiting for it (its sync place is given up).
+    let text = scenario(
+        4,
+        "4K",
+        "[[fault]]\nkind = \"crash\"\nrank = 0\nat_us = 3\n\
+         [[fault]]\nkind = \"straggler\"\nrank = 3\ndelay_us = 10\n",
+    );
+    let (code, stdout, _) = run("crash-sync", &text);
+    assert_eq!(code, Some(5), "{stdout}");
+    assert!(stdout.contains("rank 0 crashed at 3.000 us"), "{stdout}");
+}

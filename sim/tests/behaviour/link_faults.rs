@@ -205,3 +205,66 @@ fn a_fault_after_the_run_neither_changes_nor_stretches_it() {
         assert_eq!(base, late, "{model}");
     }
 }
+
+#[test]
+fn overlapping_faults_on_one_link_are_rejected_and_meeting_ones_hand_over() {
+    let down = |at: u32, until: u32| {
+        format!(
+            "[[link_fault]]\nkind = \"down\"\nfrom = \"gpu0\"\nto = \"gpu1\"\nat_us = {at}\nuntil_us = {until}\n"
+        )
+    };
+    let text = scenario("flow", &format!("{}{}", down(100, 500), down(200, 300)));
+    match Scenario::parse(Path::new("lf.toml"), &text) {
+        Err(ScenarioError::Invalid { line, message, .. }) => {
+            assert_eq!(line, 25, "{message}");
+            assert!(
+                message.contains("overlaps the fault on gpu0->gpu1 at line 15"),
+                "{message}"
+            );
+        }
+        other => panic!("{other:?}"),
+    }
+    // Two windows that meet: down 100-300 then 300-500, in either order,
+    // is one 400 us outage.
+    for model in ["packet", "flow"] {
+        let base = time_ps(&scenario(model, ""));
+        let ab = time_ps(&scenario(
+            model,
+            &format!("{}{}", down(100, 300), down(300, 500)),
+        ));
+        let ba = time_ps(&scenario(
+            model,
+            &format!("{}{}", down(300, 500), down(100, 300)),
+        ));
+        assert_eq!(ab, ba, "{model}");
+        // Within two packets: the one on the wire at 100 us, and one the
+        // port may start at 300 us between the restore and the new outage.
+        let shift = ab as i64 - base as i64 - 400_000_000;
+        assert!(shift.abs() <= 2 * 82_000, "{model}: {base} -> {ab}");
+    }
+}
+
+#[test]
+fn a_link_that_never_comes_back_is_named_in_the_deadlock_report() {
+    let text = scenario(
+        "packet",
+        "[[link_fault]]\nkind = \"down\"\nfrom = \"gpu0\"\nto = \"gpu1\"\nat_us = 100\n\
+         [[link_fault]]\nkind = \"down\"\nfrom = \"gpu1\"\nto = \"gpu0\"\nboth_directions = false\nat_us = 9000000\n",
+    )
+    .replace(
+        "[[link_fault]]\nkind = \"down\"\nfrom = \"gpu1\"\nto = \"gpu0\"\nboth_directions = false\nat_us = 9000000\n",
+        "",
+    );
+    let dir = crate::support::temp_dir("never-back");
+    let path = dir.join("s.toml");
+    std::fs::write(&path, text).unwrap();
+    let out = crate::support::sim(&["run", path.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(3));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.contains("held behind link(s) that are down: gpu0->gpu1, gpu1->gpu0"),
+        "{stdout}"
+    );
+    // Reported when the last packet crossed before the outage, not later.
+    assert!(stdout.contains("deadlock at 100."), "{stdout}");
+}
