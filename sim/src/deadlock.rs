@@ -58,6 +58,9 @@ pub struct DeadlockReport {
     pub crashed: Vec<(Rank, Time)>,
     /// Link directions down (scheduled faults) when the run stopped.
     pub down_links: Vec<String>,
+    /// Link directions each waiting for buffer room on the next, in a
+    /// cycle (a credit deadlock), when the network is stuck.
+    pub credit_cycle: Vec<String>,
 }
 
 /// A message the network holds with no event left to move it.
@@ -86,7 +89,14 @@ impl DeadlockReport {
             timeout: None,
             crashed: Vec::new(),
             down_links: Vec::new(),
+            credit_cycle: Vec::new(),
         }
+    }
+
+    /// The same report, noting a buffer-dependency cycle.
+    pub fn with_credit_cycle(mut self, cycle: Vec<String>) -> DeadlockReport {
+        self.credit_cycle = cycle;
+        self
     }
 
     /// The same report, noting the link directions that are down.
@@ -134,13 +144,18 @@ impl fmt::Display for DeadlockReport {
             )?,
         }
         if !self.stuck_in_network.is_empty() {
-            let cause = if self.down_links.is_empty() {
-                "a cycle of full buffers under credit flow control".to_string()
-            } else {
+            let cause = if !self.down_links.is_empty() {
                 format!(
                     "held behind link(s) that are down: {}",
                     self.down_links.join(", ")
                 )
+            } else if let Some(first) = self.credit_cycle.first() {
+                format!(
+                    "a cycle of full buffers under credit flow control: {} => {first}, each waiting for room on the next",
+                    self.credit_cycle.join(" => ")
+                )
+            } else {
+                "no port is waiting for credit".to_string()
             };
             writeln!(
                 f,

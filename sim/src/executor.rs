@@ -238,7 +238,8 @@ where
         };
         let report = DeadlockReport::new(at, blocked, n)
             .with_crashes(crashed.clone())
-            .with_down_links(w.down_links());
+            .with_down_links(w.down_links())
+            .with_credit_cycle(w.credit_cycle());
         match timed_out {
             Some((started, deadline)) => {
                 report.timed_out(started, deadline.as_ps() - started.as_ps())

@@ -396,6 +396,12 @@ impl World {
         }
     }
 
+    /// The cycle of link directions each waiting for buffer room on the
+    /// next (a credit deadlock), by name; empty if there is none.
+    pub fn credit_cycle(&self) -> Vec<String> {
+        self.network.credit_cycle()
+    }
+
     /// The link directions that are down now (scheduled faults), by name.
     pub fn down_links(&self) -> Vec<String> {
         let NetworkConfig::Topology(t) = &self.config.network else {

@@ -318,6 +318,19 @@ impl Network {
         }
     }
 
+    /// The buffer-dependency cycle of a credit deadlock, by link name
+    /// (packet model only; empty if the waits form no cycle).
+    pub fn credit_cycle(&self) -> Vec<String> {
+        match self {
+            Network::Packet(r) => r
+                .model
+                .credit_cycle()
+                .map(|c| c.iter().map(|&l| r.model.topology().link_name(l)).collect())
+                .unwrap_or_default(),
+            _ => Vec::new(),
+        }
+    }
+
     /// Number of link directions that carried anything.
     pub fn links_used(&self) -> u64 {
         let used = |u: &[LinkUsage]| u.iter().filter(|l| l.units > 0).count() as u64;

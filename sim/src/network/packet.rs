@@ -309,9 +309,57 @@ impl PacketNetwork {
         std::mem::take(&mut self.samples)
     }
 
+    /// The topology it models.
+    pub fn topology(&self) -> &Topology {
+        &self.topology
+    }
+
     /// Messages not yet delivered.
     pub fn messages_in_flight(&self) -> usize {
         self.messages.len()
+    }
+
+    /// A cycle of ports each waiting for buffer room on the next, if the
+    /// waits form one: the buffer-dependency cycle of a credit deadlock,
+    /// written from its lowest link id. Each blocked port waits on exactly
+    /// one port, so following those waits from every port finds any cycle.
+    pub fn credit_cycle(&self) -> Option<Vec<LinkId>> {
+        let n = self.ports.len();
+        let mut waits_on: Vec<Option<usize>> = vec![None; n];
+        for (link, port) in self.ports.iter().enumerate() {
+            for &waiter in &port.waiters {
+                waits_on[waiter as usize] = Some(link);
+            }
+        }
+        // 0 unvisited, 1 on the current walk, 2 done.
+        let mut state = vec![0u8; n];
+        for start in 0..n {
+            let mut walk = Vec::new();
+            let mut at = Some(start);
+            while let Some(p) = at {
+                match state[p] {
+                    0 => {
+                        state[p] = 1;
+                        walk.push(p);
+                        at = waits_on[p];
+                    }
+                    1 => {
+                        let from = walk.iter().position(|&q| q == p).expect("on the walk");
+                        let mut cycle: Vec<usize> = walk[from..].to_vec();
+                        let lowest = (0..cycle.len())
+                            .min_by_key(|&i| cycle[i])
+                            .expect("a cycle is not empty");
+                        cycle.rotate_left(lowest);
+                        return Some(cycle.into_iter().map(LinkId::new).collect());
+                    }
+                    _ => break,
+                }
+            }
+            for p in walk {
+                state[p] = 2;
+            }
+        }
+        None
     }
 
     /// Port `link` has serialised its packet: release its buffer room,

@@ -152,6 +152,11 @@ fn a_credit_deadlock_is_reported_as_the_network_being_stuck() {
         "{stdout}"
     );
     assert!(stdout.contains("stuck: rank 0 -> rank 2"), "{stdout}");
+    // The buffer-dependency cycle, from its lowest link id.
+    assert!(
+        stdout.contains("s0->s1 => s1->s2 => s2->s3 => s3->s4 => s4->s0 => s0->s1, each waiting for room on the next"),
+        "{stdout}"
+    );
     // The failed point's link counters and trace are written: the run a
     // user most wants to look at. The full switch-to-switch buffers show.
     let csv = std::fs::read_to_string(&links).unwrap();
