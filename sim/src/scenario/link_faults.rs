@@ -7,7 +7,7 @@ use topologies::Topology;
 
 use super::ScenarioError;
 use super::raw::RawLinkFault;
-use super::validate::Source;
+use super::validate::{Source, micros};
 use crate::network::LinkChange;
 use algorithms::Time;
 
@@ -17,16 +17,6 @@ pub const LINK_CHANGES_MAX: usize = 100_000;
 
 /// One line describing a validated link fault, for the report header.
 pub type FaultNote = String;
-
-/// A duration in microseconds as picoseconds.
-fn micros(src: &Source, v: &Spanned<f64>, what: &str) -> Result<u64, ScenarioError> {
-    let us = src.number(v, what, true)?;
-    let ps = (us * 1e6).round();
-    if ps > 1e18 {
-        return Err(src.at(v, format!("{what} is unreasonably large")));
-    }
-    Ok(ps as u64)
-}
 
 /// Validates every `[[link_fault]]` against `topology`; returns the
 /// changes, sorted by time (stable, so faults apply in file order at equal

@@ -422,7 +422,7 @@ fn inject(
 }
 
 /// A duration in microseconds as picoseconds (at most about 11 days).
-fn micros(src: &Source, v: &Spanned<f64>, what: &str) -> Result<u64, ScenarioError> {
+pub(super) fn micros(src: &Source, v: &Spanned<f64>, what: &str) -> Result<u64, ScenarioError> {
     let us = src.number(v, what, true)?;
     let ps = (us * 1e6).round();
     if ps > 1e18 {
