@@ -161,6 +161,8 @@ where
     let mut crashed: Vec<(Rank, Time)> = Vec::new();
     // Ranks that crash at time 0 never run.
     stop_crashed(&world, &mut tasks, &mut crashed);
+    // Unfinished ranks, kept as a count so the loop never scans `tasks`.
+    let mut live = n - crashed.len();
     // When a rank last ran: a deadlock is reported from then (or from the
     // last message's arrival), not from later events that changed nothing
     // (a link restored too late, a dead rank's timer).
@@ -177,13 +179,14 @@ where
                 outputs[rank] = Some(out);
                 finished_at[rank] = Some(world.borrow().now);
                 tasks[rank] = None;
+                live -= 1;
             }
         }
         let mut w = world.borrow_mut();
         if w.out_of_time {
             break;
         }
-        if tasks.iter().all(Option::is_none) {
+        if live == 0 {
             // Every rank is done: what is left (scheduled link changes or
             // crashes, messages nobody receives) cannot change the result,
             // and the run ends at its last rank's last event.
@@ -191,7 +194,6 @@ where
         }
         // The watchdog fires before anything later than its deadline.
         if let Some((started, deadline)) = w.watchdog
-            && tasks.iter().any(Option::is_some)
             && w.queue.peek_time().is_some_and(|t| t > deadline)
         {
             w.now = deadline;
@@ -207,8 +209,13 @@ where
         debug_assert!(event.time >= w.now, "time never goes backwards");
         w.now = event.time;
         w.apply(event.kind);
+        let crash = !w.crashing.is_empty();
         drop(w);
-        stop_crashed(&world, &mut tasks, &mut crashed);
+        if crash {
+            let before = crashed.len();
+            stop_crashed(&world, &mut tasks, &mut crashed);
+            live -= crashed.len() - before;
+        }
     }
 
     let mut w = world.borrow_mut();

@@ -3,7 +3,7 @@
 //!
 //! A run records [`Span`]s (a send from post to delivery, a receive from
 //! post to completion, a reduction, a whole collective call) and the
-//! network model's [`LinkSample`]s. [`write_chrome_trace`] turns the runs of
+//! network model's [`LinkSample`]s. [`ChromeTraceWriter`] turns the runs of
 //! a study into one file: one process per run (a collective at one size),
 //! one track per rank, and one counter per link direction.
 //!
@@ -94,17 +94,6 @@ impl TraceLog {
             self.truncated = true;
         }
     }
-}
-
-/// One run of a study, labelled, with its trace.
-#[derive(Clone, Debug)]
-pub struct TracedRun {
-    /// Shown as the process name, e.g. `allreduce ring 1048576 B`.
-    pub label: String,
-    /// Number of ranks.
-    pub ranks: usize,
-    /// What it recorded.
-    pub log: TraceLog,
 }
 
 /// Microseconds, the Chrome trace time unit.
@@ -234,20 +223,6 @@ impl<W: Write> ChromeTraceWriter<W> {
     }
 }
 
-/// Writes `runs` as one Chrome trace JSON document; link counters are
-/// named after `topology`'s link directions.
-pub fn write_chrome_trace(
-    out: &mut impl Write,
-    runs: &[TracedRun],
-    topology: Option<&Topology>,
-) -> io::Result<()> {
-    let mut writer = ChromeTraceWriter::new(out)?;
-    for run in runs {
-        writer.write_run(&run.label, run.ranks, &run.log, topology)?;
-    }
-    writer.finish().map(|_| ())
-}
-
 /// Lanes per rank at most; further overlapping spans share the last lane.
 const LANES_MAX: usize = 16;
 
@@ -324,23 +299,21 @@ mod tests {
             start: Time(start),
             end: Time(end),
         };
-        let run = TracedRun {
-            label: "allreduce ring 8 B".into(),
-            ranks: 2,
-            log: TraceLog {
-                spans: vec![
-                    span(SpanKind::Send, 1_000_000, 5_000_000),
-                    span(SpanKind::Recv, 2_000_000, 3_000_000),
-                    span(SpanKind::Call("allreduce"), 0, 6_000_000),
-                    span(SpanKind::Reduce, 5_000_000, 6_000_000),
-                ],
-                links: vec![],
-                truncated: false,
-                link_changes: vec![],
-            },
+        let log = TraceLog {
+            spans: vec![
+                span(SpanKind::Send, 1_000_000, 5_000_000),
+                span(SpanKind::Recv, 2_000_000, 3_000_000),
+                span(SpanKind::Call("allreduce"), 0, 6_000_000),
+                span(SpanKind::Reduce, 5_000_000, 6_000_000),
+            ],
+            ..TraceLog::default()
         };
         let mut out = Vec::new();
-        write_chrome_trace(&mut out, &[run], None).unwrap();
+        let mut writer = ChromeTraceWriter::new(&mut out).unwrap();
+        writer
+            .write_run("allreduce ring 8 B", 2, &log, None)
+            .unwrap();
+        writer.finish().unwrap();
         let doc: Value = serde_json::from_slice(&out).unwrap();
         let slices: Vec<&Value> = doc["traceEvents"]
             .as_array()

@@ -15,9 +15,6 @@ use algorithms::Time;
 /// long window could otherwise ask for millions).
 pub const LINK_CHANGES_MAX: usize = 100_000;
 
-/// One line describing a validated link fault, for the report header.
-pub type FaultNote = String;
-
 /// Validates every `[[link_fault]]` against `topology`; returns the
 /// changes, sorted by time (stable, so faults apply in file order at equal
 /// times), and one note per fault.
@@ -25,7 +22,7 @@ pub(super) fn link_faults(
     src: &Source,
     faults: &[Spanned<RawLinkFault>],
     topology: Option<&Topology>,
-) -> Result<(Vec<LinkChange>, Vec<FaultNote>), ScenarioError> {
+) -> Result<(Vec<LinkChange>, Vec<String>), ScenarioError> {
     let mut changes: Vec<(LinkChange, bool)> = Vec::new();
     let mut notes = Vec::new();
     // (link, [start, end), where it was given) of every fault so far.
