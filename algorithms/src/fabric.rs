@@ -123,6 +123,18 @@ pub enum FabricError {
         /// The shape that arrived.
         got: Shape,
     },
+    /// A peer did not answer within the transport's time limit (an RDMA
+    /// retry budget exhausted, a TCP peer silent past its timeout): like
+    /// NCCL's timeout errors, it names the peer and, in `reason`, where.
+    #[error("rank {rank}: timed out waiting on rank {peer}: {reason}")]
+    Timeout {
+        /// The rank that observed the failure.
+        rank: Rank,
+        /// The peer it gave up on.
+        peer: Rank,
+        /// What timed out, naming the link or connection.
+        reason: String,
+    },
     /// A transport-level failure that the back-end describes in words
     /// (a dead peer, a timed-out link, a corrupt frame).
     #[error("rank {rank}: {reason}")]

@@ -47,7 +47,9 @@ pub enum NetEvent {
     Flow(flow::FlowEvent),
 }
 
-/// A scheduled change of one link direction's bandwidth (a link fault).
+/// A scheduled change of one link direction's state (a link fault): its
+/// bandwidth and its packet loss from then on. Each change gives the whole
+/// state, so the change that ends a fault restores the nominal one.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct LinkChange {
     /// When it takes effect.
@@ -57,6 +59,67 @@ pub struct LinkChange {
     /// Its bandwidth from then on, as a fraction of its nominal bandwidth:
     /// 0 takes the link down, 1 restores it, 0.25 degrades it to a quarter.
     pub bandwidth_factor: f64,
+    /// Probability in `[0, 1]` that a packet crossing it from then on is
+    /// lost on the wire (packet model only; network links only).
+    pub loss_rate: f64,
+    /// Probability in `[0, 1]` that a packet crossing it from then on
+    /// arrives corrupted; the receiver's CRC check drops it.
+    pub corruption_rate: f64,
+}
+
+impl LinkChange {
+    /// A change of bandwidth only (no loss): `factor` of nominal from `time`.
+    pub fn bandwidth(time: Time, link: LinkId, factor: f64) -> LinkChange {
+        LinkChange {
+            time,
+            link,
+            bandwidth_factor: factor,
+            loss_rate: 0.0,
+            corruption_rate: 0.0,
+        }
+    }
+}
+
+/// The RDMA reliable transport's parameters, as NCCL users set them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TransportConfig {
+    /// `NCCL_IB_TIMEOUT`: the retransmission timeout is
+    /// 4.096 us x 2^`ib_timeout` (1..=31; NCCL's default 18, about 1.07 s).
+    pub ib_timeout: u8,
+    /// `NCCL_IB_RETRY_CNT`: retries without progress before the transport
+    /// fails (0..=7; NCCL's default 7).
+    pub ib_retry_cnt: u8,
+}
+
+impl Default for TransportConfig {
+    /// NCCL's defaults (`NCCL_IB_TIMEOUT=18`, `NCCL_IB_RETRY_CNT=7`).
+    fn default() -> Self {
+        TransportConfig {
+            ib_timeout: 18,
+            ib_retry_cnt: 7,
+        }
+    }
+}
+
+impl TransportConfig {
+    /// The retransmission timeout in ps: 4.096 us x 2^`ib_timeout`.
+    pub fn rto_ps(self) -> u64 {
+        4_096_000u64 << self.ib_timeout.min(31)
+    }
+}
+
+/// Priority flow control thresholds of the lossless (RoCE) links, per
+/// ingress port; `None` takes the default derived from each link (see
+/// [`packet`], *PFC*).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PfcConfig {
+    /// Bytes held from one ingress at which the switch sends PAUSE.
+    pub xoff_bytes: Option<u64>,
+    /// Bytes at or below which it sends RESUME (below `xoff_bytes`).
+    pub xon_bytes: Option<u64>,
+    /// Room above `xoff_bytes` for what is still in flight when PAUSE
+    /// takes effect; a packet arriving beyond it is dropped.
+    pub headroom_bytes: Option<u64>,
 }
 
 /// Something would have happened after the end of virtual time.
@@ -141,6 +204,12 @@ pub struct TopologyConfig {
     pub router: Arc<Mutex<Router>>,
     /// Scheduled link faults, in time order (applied in every run).
     pub changes: Arc<[LinkChange]>,
+    /// The RDMA transport of messages that cross network links.
+    pub transport: TransportConfig,
+    /// PFC thresholds of the RoCE links.
+    pub pfc: PfcConfig,
+    /// Seeds the per-link random streams of packet loss and corruption.
+    pub loss_seed: u64,
 }
 
 impl TopologyConfig {
@@ -170,6 +239,9 @@ impl TopologyConfig {
             level,
             router: Arc::new(Mutex::new(router)),
             changes: Arc::new([]),
+            transport: TransportConfig::default(),
+            pfc: PfcConfig::default(),
+            loss_seed: 0,
         }
     }
 }

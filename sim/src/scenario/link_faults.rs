@@ -190,11 +190,7 @@ pub(super) fn link_faults(
             // Steps alternate: a period starts, then (odd steps) it ends.
             let ends = i % 2 == 1;
             for &link in &links {
-                let change = LinkChange {
-                    time: Time(time),
-                    link,
-                    bandwidth_factor: factor,
-                };
+                let change = LinkChange::bandwidth(Time(time), link, factor);
                 changes.push((change, ends));
             }
         }

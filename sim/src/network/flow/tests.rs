@@ -85,11 +85,7 @@ impl Driver {
     fn change(&mut self, changes: &[(u64, LinkId, f64)]) {
         let changes: Vec<LinkChange> = changes
             .iter()
-            .map(|&(at_ps, link, bandwidth_factor)| LinkChange {
-                time: Time(at_ps),
-                link,
-                bandwidth_factor,
-            })
+            .map(|&(at_ps, link, factor)| LinkChange::bandwidth(Time(at_ps), link, factor))
             .collect();
         self.net
             .schedule_changes(&changes, &mut self.queue)

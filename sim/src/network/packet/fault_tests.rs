@@ -17,11 +17,7 @@ use crate::network::LinkChange;
 const PKT: u64 = 4096;
 
 fn change(at_ps: u64, link: LinkId, bandwidth_factor: f64) -> LinkChange {
-    LinkChange {
-        time: Time(at_ps),
-        link,
-        bandwidth_factor,
-    }
+    LinkChange::bandwidth(Time(at_ps), link, bandwidth_factor)
 }
 
 #[test]
