@@ -5,6 +5,8 @@ use std::fmt;
 
 use algorithms::{Rank, Tag, Time};
 
+use crate::network::packet::Stall;
+
 /// One receive a blocked rank is waiting on.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct PendingRecv {
@@ -58,9 +60,10 @@ pub struct DeadlockReport {
     pub crashed: Vec<(Rank, Time)>,
     /// Link directions down (scheduled faults) when the run stopped.
     pub down_links: Vec<String>,
-    /// Link directions each waiting for buffer room on the next, in a
-    /// cycle (a credit deadlock), when the network is stuck.
-    pub credit_cycle: Vec<String>,
+    /// Link directions each waiting on the next, in a cycle, when the
+    /// network is stuck: for credit (a credit deadlock) or because PFC
+    /// paused them (a PFC deadlock).
+    pub buffer_cycle: Vec<(String, Stall)>,
 }
 
 /// A message the network holds with no event left to move it.
@@ -89,14 +92,20 @@ impl DeadlockReport {
             timeout: None,
             crashed: Vec::new(),
             down_links: Vec::new(),
-            credit_cycle: Vec::new(),
+            buffer_cycle: Vec::new(),
         }
     }
 
     /// The same report, noting a buffer-dependency cycle.
-    pub fn with_credit_cycle(mut self, cycle: Vec<String>) -> DeadlockReport {
-        self.credit_cycle = cycle;
+    pub fn with_buffer_cycle(mut self, cycle: Vec<(String, Stall)>) -> DeadlockReport {
+        self.buffer_cycle = cycle;
         self
+    }
+
+    /// Whether the network is stuck in a PFC deadlock: a cycle of links
+    /// paused by priority flow control.
+    pub fn is_pfc_deadlock(&self) -> bool {
+        self.buffer_cycle.iter().any(|(_, s)| *s == Stall::Paused)
     }
 
     /// The same report, noting the link directions that are down.
@@ -149,11 +158,20 @@ impl fmt::Display for DeadlockReport {
                     "held behind link(s) that are down: {}",
                     self.down_links.join(", ")
                 )
-            } else if let Some(first) = self.credit_cycle.first() {
-                format!(
-                    "a cycle of full buffers under credit flow control: {} => {first}, each waiting for room on the next",
-                    self.credit_cycle.join(" => ")
-                )
+            } else if let Some((first, _)) = self.buffer_cycle.first() {
+                let names: Vec<&str> = self.buffer_cycle.iter().map(|(l, _)| l.as_str()).collect();
+                if self.is_pfc_deadlock() {
+                    format!(
+                        "a PFC deadlock: a cycle of paused links {} => {first}; each link's receiver \
+                         holds packets from it that wait on the next link, and has paused it",
+                        names.join(" => ")
+                    )
+                } else {
+                    format!(
+                        "a cycle of full buffers under credit flow control: {} => {first}, each waiting for room on the next",
+                        names.join(" => ")
+                    )
+                }
             } else {
                 "no port is waiting for credit".to_string()
             };
@@ -220,8 +238,8 @@ impl fmt::Display for DeadlockReport {
     }
 }
 
-/// Finds a cycle in the graph "rank waits for rank" by an iterative
-/// depth-first search, visiting ranks and edges in ascending order.
+/// Finds a cycle in the graph "rank waits for rank", visiting ranks and
+/// edges in ascending order.
 fn find_cycle(blocked: &[BlockedRank], world_size: usize) -> Option<Vec<Rank>> {
     let mut edges: Vec<Vec<Rank>> = vec![Vec::new(); world_size];
     let mut is_blocked = vec![false; world_size];
@@ -239,50 +257,7 @@ fn find_cycle(blocked: &[BlockedRank], world_size: usize) -> Option<Vec<Rank>> {
         out.dedup();
         edges[b.rank] = out;
     }
-    #[derive(Clone, Copy, PartialEq)]
-    enum Mark {
-        New,
-        OnPath,
-        Done,
-    }
-    let mut mark = vec![Mark::New; world_size];
-    for b in blocked {
-        if mark[b.rank] != Mark::New {
-            continue;
-        }
-        // Stack of (rank, index of the next edge to follow).
-        let mut path: Vec<(Rank, usize)> = vec![(b.rank, 0)];
-        mark[b.rank] = Mark::OnPath;
-        while let Some(&mut (r, ref mut next)) = path.last_mut() {
-            if let Some(&p) = edges[r].get(*next) {
-                *next += 1;
-                match mark[p] {
-                    Mark::New => {
-                        mark[p] = Mark::OnPath;
-                        path.push((p, 0));
-                    }
-                    Mark::OnPath => {
-                        let start = path
-                            .iter()
-                            .position(|&(q, _)| q == p)
-                            .expect("p is on the path");
-                        let mut cycle: Vec<Rank> = path[start..].iter().map(|&(q, _)| q).collect();
-                        // Start the cycle at its lowest rank, for a stable report.
-                        let lowest = (0..cycle.len())
-                            .min_by_key(|&i| cycle[i])
-                            .expect("non-empty");
-                        cycle.rotate_left(lowest);
-                        return Some(cycle);
-                    }
-                    Mark::Done => {}
-                }
-            } else {
-                mark[r] = Mark::Done;
-                path.pop();
-            }
-        }
-    }
-    None
+    crate::cycle::find_cycle(&edges, blocked.iter().map(|b| b.rank))
 }
 
 #[cfg(test)]

@@ -246,7 +246,7 @@ where
         let report = DeadlockReport::new(at, blocked, n)
             .with_crashes(crashed.clone())
             .with_down_links(w.down_links())
-            .with_credit_cycle(w.credit_cycle());
+            .with_buffer_cycle(w.buffer_cycle());
         match timed_out {
             Some((started, deadline)) => {
                 report.timed_out(started, deadline.as_ps() - started.as_ps())

@@ -124,7 +124,7 @@ impl Fabric for SimFabric {
             expect,
             wait: None,
         }
-        .await;
+        .await?;
         self.record(SpanKind::Recv, Some(from), payload.shape().bytes(), posted);
         let got = payload.shape();
         if got != expect {
@@ -176,16 +176,35 @@ struct Recv<'a> {
 }
 
 impl Future for Recv<'_> {
-    type Output = Payload;
+    type Output = Result<Payload, FabricError>;
 
-    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Payload> {
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let rank = self.fabric.rank;
         let mut world = self.fabric.world.borrow_mut();
         if let Some(payload) = world.take_message(rank, self.from, self.tag) {
             if let Some(id) = self.wait.take() {
                 world.remove_wait(rank, id);
             }
-            return Poll::Ready(payload);
+            return Poll::Ready(Ok(payload));
+        }
+        if let Some(failure) = world.broken(rank, self.from) {
+            let error = FabricError::Timeout {
+                rank,
+                peer: self.from,
+                reason: format!(
+                    "RDMA transport from rank {} to rank {} gave up at {} after {} retries \
+                     without progress (NCCL_IB_RETRY_CNT); {}",
+                    failure.src,
+                    failure.dst,
+                    failure.at,
+                    failure.retries,
+                    failure.cause()
+                ),
+            };
+            if let Some(id) = self.wait.take() {
+                world.remove_wait(rank, id);
+            }
+            return Poll::Ready(Err(error));
         }
         let id = world.register_wait(
             rank,

@@ -26,6 +26,7 @@
 //! - [`bench`](mod@bench): the engine benchmark (`sim bench-engine`).
 
 pub mod bench;
+mod cycle;
 pub mod deadlock;
 pub mod event;
 pub mod executor;

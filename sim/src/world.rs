@@ -19,7 +19,8 @@ use crate::event::{EventKind, EventQueue, MessageId};
 use crate::links::LinkStats;
 use crate::network::flow::FlowEvent;
 use crate::network::packet::PacketEvent;
-use crate::network::{LinkUsage, NetEvent, Network, NetworkConfig, Sent};
+use crate::network::packet::Stall;
+use crate::network::{LinkUsage, NetEvent, Network, NetworkConfig, Sent, TransportTimeout};
 use crate::slab::Slab;
 use crate::trace::{Span, SpanKind, TraceLog};
 
@@ -130,8 +131,14 @@ pub(crate) struct World {
     /// Ranks whose crash time has just come; the executor stops them.
     pub crashing: Vec<Rank>,
     /// When a message last arrived or last moved in the network (link
-    /// changes do not count: one that restores nothing changes nothing).
+    /// changes and transport timers do not count: one that restores
+    /// nothing changes nothing).
     pub last_activity: Time,
+    /// Rank pairs whose transport gave up, keyed by `(receiver, sender)`:
+    /// the receiver's receives from the sender fail with a timeout.
+    broken: HashMap<(Rank, Rank), TransportTimeout>,
+    /// Every transport failure of the run, in the order they happened.
+    pub transport_timeouts: Vec<TransportTimeout>,
 }
 
 /// A zero-cost synchronisation of every rank: the simulator's own, outside
@@ -168,6 +175,8 @@ impl World {
             watchdog: None,
             crashing: Vec::new(),
             last_activity: Time::ZERO,
+            broken: HashMap::default(),
+            transport_timeouts: Vec::new(),
         };
         for &(rank, at) in &world.config.faults.crashes.clone() {
             if at == Time::ZERO {
@@ -206,6 +215,12 @@ impl World {
         if src != dst {
             self.traffic.messages += 1;
             self.traffic.bytes += bytes;
+        }
+        if self.broken.contains_key(&(dst, src)) {
+            // The pair's transport has failed: nothing more gets through,
+            // and the receiver's receives fail.
+            self.in_flight.remove(message);
+            return;
         }
         let sent = self
             .network
@@ -311,7 +326,7 @@ impl World {
             EventKind::Net(event) => {
                 let change = matches!(
                     event,
-                    NetEvent::Packet(PacketEvent::Change { .. })
+                    NetEvent::Packet(PacketEvent::Change { .. } | PacketEvent::Timer { .. })
                         | NetEvent::Flow(FlowEvent::Change { .. })
                 );
                 if !change {
@@ -328,6 +343,9 @@ impl World {
                     self.deliver(message);
                 }
                 self.delivered = delivered;
+                for failure in self.network.take_failures() {
+                    self.transport_failed(failure);
+                }
             }
         }
     }
@@ -363,6 +381,27 @@ impl World {
         }
     }
 
+    /// The transport from `f.src` to `f.dst` gave up: its messages are
+    /// gone, and the receiver's receives from the sender now fail.
+    fn transport_failed(&mut self, f: TransportTimeout) {
+        for &message in &f.messages {
+            self.in_flight.remove(message);
+        }
+        for w in &self.waits[f.dst] {
+            if w.from == f.src {
+                w.waker.wake_by_ref();
+            }
+        }
+        self.transport_timeouts.push(f.clone());
+        self.broken.insert((f.dst, f.src), f);
+    }
+
+    /// The transport failure that stops `rank` hearing from `from`, if
+    /// the pair's transport gave up.
+    pub fn broken(&self, rank: Rank, from: Rank) -> Option<&TransportTimeout> {
+        self.broken.get(&(rank, from))
+    }
+
     /// Rank `rank` arrives at the synchronisation point: returns the
     /// generation it waits for the end of, releasing everyone if it is the
     /// last to arrive (then the returned generation is already over).
@@ -396,10 +435,10 @@ impl World {
         }
     }
 
-    /// The cycle of link directions each waiting for buffer room on the
-    /// next (a credit deadlock), by name; empty if there is none.
-    pub fn credit_cycle(&self) -> Vec<String> {
-        self.network.credit_cycle()
+    /// The cycle of link directions each waiting on the next (a credit
+    /// or PFC deadlock), by name; empty if there is none.
+    pub fn buffer_cycle(&self) -> Vec<(String, Stall)> {
+        self.network.buffer_cycle()
     }
 
     /// The link directions that are down now (scheduled faults), by name.
@@ -432,7 +471,7 @@ impl World {
 
     /// Per-link-direction counters of a topology model.
     pub fn link_usage(&self) -> Option<Vec<LinkUsage>> {
-        self.network.usage()
+        self.network.usage(self.now)
     }
 
     /// Takes the trace recorded so far, with the network's link samples.

@@ -122,6 +122,40 @@ pub struct PfcConfig {
     pub headroom_bytes: Option<u64>,
 }
 
+/// The RDMA transport between two ranks gave up: its retry budget ran
+/// out without progress. Its messages are never delivered.
+#[derive(Clone, Debug, PartialEq)]
+pub struct TransportTimeout {
+    /// The sending rank.
+    pub src: Rank,
+    /// The receiving rank.
+    pub dst: Rank,
+    /// The world's ids of the messages it gave up on.
+    pub messages: Vec<MessageId>,
+    /// When.
+    pub at: Time,
+    /// Retries made without progress (`NCCL_IB_RETRY_CNT`).
+    pub retries: u8,
+    /// The last packet of the pair lost: on which link, how, when.
+    pub last_loss: Option<(String, packet::Loss, Time)>,
+    /// The link where a packet of the pair still waits, if one does.
+    pub held_at: Option<String>,
+}
+
+impl TransportTimeout {
+    /// Where the blame lies, in words: the last loss, or where packets
+    /// wait.
+    pub fn cause(&self) -> String {
+        match (&self.last_loss, &self.held_at) {
+            (Some((link, loss, at)), _) => {
+                format!("last packet lost on link {link} ({}) at {at}", loss.name())
+            }
+            (None, Some(link)) => format!("no packet lost; its packets wait at link {link}"),
+            (None, None) => "no packet lost or waiting".to_string(),
+        }
+    }
+}
+
 /// Something would have happened after the end of virtual time.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct OutOfTime;
@@ -139,6 +173,19 @@ pub struct LinkUsage {
     /// Largest backlog seen: bytes waiting in the egress buffer (packet
     /// model) or flows sharing the link at once (flow model).
     pub max_queue: u64,
+    /// Packets lost on the wire (random loss; packet model).
+    pub lost: u64,
+    /// Packets that arrived corrupted and were dropped by the CRC check.
+    pub corrupted: u64,
+    /// Packets dropped for want of room: a full buffer behind a lossy
+    /// link, or past the PFC headroom of a lossless one.
+    pub overflow_drops: u64,
+    /// Retransmitted packets the link carried.
+    pub retransmitted: u64,
+    /// PFC PAUSE frames the link's receiver sent its sender.
+    pub pause_frames: u64,
+    /// Time the link's sender spent paused by PFC, in ps.
+    pub paused_ps: u64,
 }
 
 /// A change of a link's backlog, for the trace's per-link counters.
@@ -305,7 +352,10 @@ impl Network {
                 let topology = Arc::clone(&t.topology);
                 match t.level {
                     ModelLevel::Packet => Network::Packet(Box::new(Routed {
-                        model: packet::PacketNetwork::new(topology, sample_links),
+                        model: packet::PacketNetwork::new(topology, sample_links)
+                            .with_transport(t.transport)
+                            .with_pfc(t.pfc)
+                            .with_loss_seed(t.loss_seed),
                         router,
                         placement,
                         world_size,
@@ -380,27 +430,56 @@ impl Network {
         }
     }
 
-    /// Per-link-direction counters of a topology model (`None` for the
-    /// ideal links).
-    pub fn usage(&self) -> Option<Vec<LinkUsage>> {
+    /// Per-link-direction counters of a topology model at `now` (`None`
+    /// for the ideal links).
+    pub fn usage(&self, now: Time) -> Option<Vec<LinkUsage>> {
         match self {
             Network::Ideal(_) => None,
-            Network::Packet(r) => Some(r.model.usage().to_vec()),
+            Network::Packet(r) => Some(r.model.usage_at(now)),
             Network::Flow(r) => Some(r.model.usage().to_vec()),
         }
     }
 
-    /// The buffer-dependency cycle of a credit deadlock, by link name
-    /// (packet model only; empty if the waits form no cycle).
-    pub fn credit_cycle(&self) -> Vec<String> {
+    /// The buffer-dependency cycle of a stuck network, by link name, each
+    /// with why it cannot send (packet model only; empty if none).
+    pub fn buffer_cycle(&self) -> Vec<(String, packet::Stall)> {
         match self {
             Network::Packet(r) => r
                 .model
-                .credit_cycle()
-                .map(|c| c.iter().map(|&l| r.model.topology().link_name(l)).collect())
+                .buffer_cycle()
+                .map(|c| {
+                    c.iter()
+                        .map(|&(l, stall)| (r.model.topology().link_name(l), stall))
+                        .collect()
+                })
                 .unwrap_or_default(),
             _ => Vec::new(),
         }
+    }
+
+    /// The transport failures since the last call (packet model only).
+    pub fn take_failures(&mut self) -> Vec<TransportTimeout> {
+        let Network::Packet(r) = self else {
+            return Vec::new();
+        };
+        let failures = r.model.take_failures();
+        let n = r.world_size as u64;
+        let topology = r.model.topology();
+        failures
+            .into_iter()
+            .map(|f| {
+                let name = |l: LinkId| topology.link_name(l);
+                TransportTimeout {
+                    src: (f.flow / n) as Rank,
+                    dst: (f.flow % n) as Rank,
+                    messages: f.messages,
+                    at: f.at,
+                    retries: f.retries,
+                    last_loss: f.last_loss.map(|(l, loss, at)| (name(l), loss, at)),
+                    held_at: f.held_at.map(name),
+                }
+            })
+            .collect()
     }
 
     /// Number of link directions that carried anything.

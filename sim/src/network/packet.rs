@@ -106,12 +106,17 @@
 //! recorded as a [`LinkSample`].
 
 mod change;
+mod cycle;
 #[cfg(test)]
 mod fault_tests;
+#[cfg(test)]
+mod loss_tests;
+mod pfc;
 mod port;
 mod table;
 #[cfg(test)]
 mod tests;
+mod transport;
 
 use rustc_hash::FxHashMap as HashMap;
 use std::sync::Arc;
@@ -119,13 +124,20 @@ use std::sync::Arc;
 use algorithms::Time;
 use topologies::{LinkId, Route, Topology};
 
-use self::port::{Port, Source};
+use self::port::{Control, Port, Source};
 use self::table::Table;
-use super::path::path_mtu;
-use super::{LinkChange, LinkSample, LinkUsage, NetEvent, OutOfTime, Transfer};
+use self::transport::Transport;
+use super::path::{idle_latency_ps, path_mtu};
+use super::{
+    LinkChange, LinkSample, LinkUsage, NetEvent, OutOfTime, PfcConfig, Transfer, TransportConfig,
+};
 use crate::event::{EventKind, EventQueue, MessageId};
 
-/// "No message": the end of a flow's list.
+pub use self::cycle::{BufferCycle, Stall};
+pub use self::port::Loss;
+pub use self::transport::TransportFailure;
+
+/// "None": the end of a list, no flow, no link.
 const NONE: u32 = u32::MAX;
 
 /// An event of the packet-level model.
@@ -147,6 +159,30 @@ pub enum PacketEvent {
         /// [`PacketNetwork::schedule_changes`], in the order given.
         index: u32,
     },
+    /// A PFC PAUSE frame for a link direction reaches its sender.
+    Pause {
+        /// The link direction.
+        link: u32,
+    },
+    /// A PFC RESUME frame for a link direction reaches its sender.
+    Resume {
+        /// The link direction.
+        link: u32,
+    },
+    /// A NAK (sequence error) reaches a flow's sender.
+    Nak {
+        /// The flow.
+        flow: u32,
+        /// The flow's serial, so a NAK for a flow since ended is ignored.
+        serial: u32,
+    },
+    /// A flow's retransmission timer expires.
+    Timer {
+        /// The flow.
+        flow: u32,
+        /// The flow's serial.
+        serial: u32,
+    },
 }
 
 /// A message being sent.
@@ -156,20 +192,56 @@ struct Message {
     id: MessageId,
     route: Route,
     bytes: u64,
-    /// Bytes already cut into packets.
+    /// Bytes already cut into packets (in the current pass: a
+    /// retransmission starts it again).
     cut_bytes: u64,
     mtu_bytes: u64,
     /// The next message of the same flow, or [`NONE`].
     next: u32,
+    /// Its flow, or [`NONE`] for a message to oneself.
+    flow: u32,
+    /// The sequence number of its first packet within its flow.
+    first_psn: u64,
+    /// Its packets alive in the network (the record outlives delivery
+    /// until they are gone: a stale retransmitted copy may still travel).
+    live_packets: u32,
+    /// Delivered, or given up with its failed flow.
+    done: bool,
 }
 
-/// The messages of one flow not yet fully cut, as a list through
-/// [`Message::next`]; the head is the one being cut.
+impl Message {
+    /// How many packets it is cut into (an empty message is one).
+    fn packets(&self) -> u64 {
+        self.bytes.div_ceil(self.mtu_bytes).max(1)
+    }
+
+    /// The sequence number of its next packet to cut.
+    fn next_psn(&self) -> u64 {
+        self.first_psn + self.cut_bytes / self.mtu_bytes
+    }
+}
+
+/// The messages of one source-destination flow not yet delivered, as a
+/// list `oldest -> ... -> tail` through [`Message::next`], with a cursor
+/// `head` at the one being cut ([`NONE`] when all are cut). A flow is in
+/// its first link's injection round exactly when `head` is not [`NONE`].
 #[derive(Debug)]
 struct Flow {
     key: u64,
+    /// Distinguishes this flow from others that reuse its id later.
+    serial: u32,
+    /// The first link of its route (all its messages share the route).
+    first_link: u32,
+    oldest: u32,
     head: u32,
     tail: u32,
+    /// The sequence number after its last message's last packet.
+    psn_end: u64,
+    /// One past the highest sequence number ever cut (a packet below it
+    /// is a retransmission).
+    psn_sent: u64,
+    /// The reliable transport, for a flow that crosses network links.
+    transport: Option<Box<Transport>>,
 }
 
 /// A packet in flight.
@@ -181,6 +253,10 @@ struct Packet {
     bytes: u64,
     /// Whether it is its message's last packet.
     last: bool,
+    /// Its sequence number within its flow.
+    psn: u64,
+    /// Whether it is a retransmitted copy.
+    retransmit: bool,
 }
 
 /// The packet-level model of one run.
@@ -192,18 +268,27 @@ pub struct PacketNetwork {
     messages: Table<Message>,
     flows: Table<Flow>,
     /// Flow key to flow record, for the flows with a message not yet
-    /// fully cut (looked up once per message, never iterated).
+    /// delivered (looked up once per message, never iterated).
     flow_ids: HashMap<u64, u32>,
+    next_serial: u32,
     packets: Table<Packet>,
     sample_links: bool,
     samples: Vec<LinkSample>,
     /// Every link change scheduled, addressed by [`PacketEvent::Change`].
     changes: Vec<LinkChange>,
+    transport: TransportConfig,
+    loss_seed: u64,
+    /// Events scheduled and not yet handled, timers excepted: zero means
+    /// nothing in the network can move until a sender retransmits.
+    pending_activity: u64,
+    /// Flows whose transport gave up, not yet taken by the world.
+    failures: Vec<TransportFailure>,
 }
 
 impl PacketNetwork {
     /// A model of `topology`; with `sample_links` it records every change
-    /// of a link's backlog for the trace.
+    /// of a link's backlog for the trace. Its transport and PFC use the
+    /// defaults until set.
     pub fn new(topology: Arc<Topology>, sample_links: bool) -> PacketNetwork {
         let ports: Vec<Port> = topology
             .link_ids()
@@ -216,15 +301,51 @@ impl PacketNetwork {
             messages: Table::default(),
             flows: Table::default(),
             flow_ids: HashMap::default(),
+            next_serial: 0,
             packets: Table::default(),
             sample_links,
             samples: Vec::new(),
             changes: Vec::new(),
+            transport: TransportConfig::default(),
+            loss_seed: 0,
+            pending_activity: 0,
+            failures: Vec::new(),
         }
+    }
+
+    /// The same with the RDMA transport's parameters.
+    pub fn with_transport(mut self, transport: TransportConfig) -> PacketNetwork {
+        self.transport = transport;
+        self
+    }
+
+    /// The same with PFC thresholds for every PFC link (see [`PfcConfig`]).
+    pub fn with_pfc(mut self, config: PfcConfig) -> PacketNetwork {
+        for (i, port) in self.ports.iter_mut().enumerate() {
+            let id = LinkId::new(i);
+            let link = self.topology.link(id);
+            let (_, v) = self.topology.ends(id);
+            port.pfc.set_thresholds(
+                config,
+                link.bandwidth_bytes_per_s,
+                link.latency_ps,
+                self.topology.vertex(v).forward_latency_ps,
+                link.mtu_bytes,
+                link.buffer_bytes,
+            );
+        }
+        self
+    }
+
+    /// The same with `seed` for the per-link streams of random loss.
+    pub fn with_loss_seed(mut self, seed: u64) -> PacketNetwork {
+        self.loss_seed = seed;
+        self
     }
 
     /// Starts sending a message at `now`. A message with an empty route
     /// (a rank sending to itself) arrives at `now`, outside any flow.
+    /// Every message of one flow must take the same route.
     pub fn start(
         &mut self,
         now: Time,
@@ -245,20 +366,50 @@ impl PacketNetwork {
                 cut_bytes: bytes,
                 mtu_bytes: 1,
                 next: NONE,
+                flow: NONE,
+                first_psn: 0,
+                live_packets: 1,
+                done: false,
             });
             let packet = self.packets.insert(Packet {
                 message,
                 hop: 0,
                 bytes,
                 last: true,
+                psn: 0,
+                retransmit: false,
             });
-            queue.schedule(
-                now,
-                EventKind::Net(NetEvent::Packet(PacketEvent::Arrive { packet })),
-            );
-            return Ok(());
+            return self.schedule(now, PacketEvent::Arrive { packet }, queue);
         };
         let mtu_bytes = path_mtu(&self.topology, &route);
+        let network = route.iter().any(|l| self.ports[l.index()].network);
+        let ack_ps = idle_latency_ps(&self.topology, &route, 0);
+        let flow = match self.flow_ids.get(&key) {
+            Some(&flow) => flow,
+            None => {
+                let serial = self.next_serial;
+                self.next_serial = self.next_serial.wrapping_add(1);
+                let flow = self.flows.insert(Flow {
+                    key,
+                    serial,
+                    first_link: u32::try_from(first.index()).expect("link ids fit in u32"),
+                    oldest: NONE,
+                    head: NONE,
+                    tail: NONE,
+                    psn_end: 0,
+                    psn_sent: 0,
+                    transport: network.then(|| Box::new(Transport::new(ack_ps))),
+                });
+                self.flow_ids.insert(key, flow);
+                flow
+            }
+        };
+        debug_assert_eq!(
+            self.flows[flow].first_link as usize,
+            first.index(),
+            "the messages of a flow share its route"
+        );
+        let first_psn = self.flows[flow].psn_end;
         let message = self.messages.insert(Message {
             id,
             route,
@@ -266,19 +417,26 @@ impl PacketNetwork {
             cut_bytes: 0,
             mtu_bytes,
             next: NONE,
+            flow,
+            first_psn,
+            live_packets: 0,
+            done: false,
         });
-        if let Some(&flow) = self.flow_ids.get(&key) {
-            let tail = self.flows[flow].tail;
+        let packets = self.messages[message].packets();
+        let f = &mut self.flows[flow];
+        f.psn_end += packets;
+        if f.tail == NONE {
+            f.oldest = message;
+        } else {
+            let tail = f.tail;
             self.messages[tail].next = message;
-            self.flows[flow].tail = message;
+        }
+        let f = &mut self.flows[flow];
+        f.tail = message;
+        if f.head != NONE {
             return Ok(());
         }
-        let flow = self.flows.insert(Flow {
-            key,
-            head: message,
-            tail: message,
-        });
-        self.flow_ids.insert(key, flow);
+        f.head = message;
         self.ports[first.index()].flows.push_back(flow);
         self.try_start(first.index(), now, queue)
     }
@@ -292,14 +450,38 @@ impl PacketNetwork {
         queue: &mut EventQueue,
         delivered: &mut Vec<MessageId>,
     ) -> Result<(), OutOfTime> {
+        if !matches!(event, PacketEvent::Timer { .. }) {
+            self.pending_activity -= 1;
+        }
         match event {
             PacketEvent::LinkFree { link } => self.link_free(link as usize, now, queue),
             PacketEvent::Arrive { packet } => self.arrive(packet, now, queue, delivered),
             PacketEvent::Change { index } => self.apply_change(index, now, queue),
+            PacketEvent::Pause { link } => {
+                self.pause_arrives(link as usize, now);
+                Ok(())
+            }
+            PacketEvent::Resume { link } => self.resume_arrives(link as usize, now, queue),
+            PacketEvent::Nak { flow, serial } => self.nak_arrives(flow, serial, now, queue),
+            PacketEvent::Timer { flow, serial } => self.timer_expires(flow, serial, now, queue),
         }
     }
 
-    /// Counters per link direction, indexed by `LinkId::index`.
+    /// Counters per link direction, indexed by `LinkId::index`; a pause
+    /// still in force is counted up to `now`.
+    pub fn usage_at(&self, now: Time) -> Vec<LinkUsage> {
+        let mut usage = self.usage.clone();
+        for (u, port) in usage.iter_mut().zip(&self.ports) {
+            if port.pfc.paused {
+                let open = now.as_ps().saturating_sub(port.pfc.paused_since.as_ps());
+                u.paused_ps = u.paused_ps.saturating_add(open);
+            }
+        }
+        usage
+    }
+
+    /// Counters per link direction, indexed by `LinkId::index` (pauses
+    /// still in force not counted).
     pub fn usage(&self) -> &[LinkUsage] {
         &self.usage
     }
@@ -307,6 +489,11 @@ impl PacketNetwork {
     /// The backlog samples recorded so far (empty unless sampling).
     pub fn take_samples(&mut self) -> Vec<LinkSample> {
         std::mem::take(&mut self.samples)
+    }
+
+    /// The transport failures since the last call.
+    pub fn take_failures(&mut self) -> Vec<TransportFailure> {
+        std::mem::take(&mut self.failures)
     }
 
     /// The topology it models.
@@ -319,51 +506,24 @@ impl PacketNetwork {
         self.messages.len()
     }
 
-    /// A cycle of ports each waiting for buffer room on the next, if the
-    /// waits form one: the buffer-dependency cycle of a credit deadlock,
-    /// written from its lowest link id. Each blocked port waits on exactly
-    /// one port, so following those waits from every port finds any cycle.
-    pub fn credit_cycle(&self) -> Option<Vec<LinkId>> {
-        let n = self.ports.len();
-        let mut waits_on: Vec<Option<usize>> = vec![None; n];
-        for (link, port) in self.ports.iter().enumerate() {
-            for &waiter in &port.waiters {
-                waits_on[waiter as usize] = Some(link);
-            }
+    /// Schedules one of this model's events, counting it as activity
+    /// unless it is a timer.
+    fn schedule(
+        &mut self,
+        at: Time,
+        event: PacketEvent,
+        queue: &mut EventQueue,
+    ) -> Result<(), OutOfTime> {
+        if !matches!(event, PacketEvent::Timer { .. }) {
+            self.pending_activity += 1;
         }
-        // 0 unvisited, 1 on the current walk, 2 done.
-        let mut state = vec![0u8; n];
-        for start in 0..n {
-            let mut walk = Vec::new();
-            let mut at = Some(start);
-            while let Some(p) = at {
-                match state[p] {
-                    0 => {
-                        state[p] = 1;
-                        walk.push(p);
-                        at = waits_on[p];
-                    }
-                    1 => {
-                        let from = walk.iter().position(|&q| q == p).expect("on the walk");
-                        let mut cycle: Vec<usize> = walk[from..].to_vec();
-                        let lowest = (0..cycle.len())
-                            .min_by_key(|&i| cycle[i])
-                            .expect("a cycle is not empty");
-                        cycle.rotate_left(lowest);
-                        return Some(cycle.into_iter().map(LinkId::new).collect());
-                    }
-                    _ => break,
-                }
-            }
-            for p in walk {
-                state[p] = 2;
-            }
-        }
-        None
+        queue.schedule(at, EventKind::Net(NetEvent::Packet(event)));
+        Ok(())
     }
 
-    /// Port `link` has serialised its packet: release its buffer room,
-    /// hand the room to waiting upstream ports, then send the next packet.
+    /// Port `link` has serialised its packet: release its buffer room
+    /// (and its PFC ingress count), hand the room to waiting upstream
+    /// ports, then send the next packet.
     fn link_free(
         &mut self,
         link: usize,
@@ -373,6 +533,10 @@ impl PacketNetwork {
         let port = &mut self.ports[link];
         port.busy = false;
         let released = std::mem::take(&mut port.on_wire_transit_bytes);
+        let ingress = std::mem::replace(&mut port.on_wire_ingress, NONE);
+        if ingress != NONE {
+            self.release_ingress(ingress as usize, released, now, queue)?;
+        }
         if released > 0 {
             self.set_reserved(link, self.ports[link].reserved_bytes - released, now);
             self.grant(link, now, queue)?;
@@ -380,8 +544,8 @@ impl PacketNetwork {
         self.try_start(link, now, queue)
     }
 
-    /// A packet has crossed its hop: delivered if that was the last one,
-    /// otherwise queued at the next port.
+    /// A packet has crossed its hop: lost on the wire, delivered, dropped
+    /// for want of room, or queued at the next port.
     fn arrive(
         &mut self,
         packet: u32,
@@ -389,22 +553,123 @@ impl PacketNetwork {
         queue: &mut EventQueue,
         delivered: &mut Vec<MessageId>,
     ) -> Result<(), OutOfTime> {
-        let p = &mut self.packets[packet];
-        let message = p.message;
+        let p = &self.packets[packet];
+        let (message, bytes) = (p.message, p.bytes);
+        let crossed = self.messages[message].route.get(p.hop).map(|l| l.index());
         let hop = p.hop + 1;
-        let route = &self.messages[message].route;
-        if hop >= route.len() {
-            let last = p.last;
-            self.packets.remove(packet);
-            if last {
-                delivered.push(self.messages.remove(message).id);
+        let next = self.messages[message].route.get(hop).map(|l| l.index());
+        if let Some(l) = crossed
+            && let Some(loss) = self.ports[l].loss.draw()
+        {
+            if let Some(next) = next
+                && self.ports[l].control == Control::Credit
+            {
+                // Its room downstream was reserved when it started.
+                self.set_reserved(next, self.ports[next].reserved_bytes - bytes, now);
+                self.grant(next, now, queue)?;
             }
-            return Ok(());
+            return self.lose(packet, l, loss, now);
         }
-        let next = route[hop].index();
-        p.hop = hop;
+        let Some(next) = next else {
+            return self.receive(packet, now, queue, delivered);
+        };
+        let l = crossed.expect("a packet with a next hop crossed one");
+        if self.ports[next].credited {
+            match self.ports[l].control {
+                Control::Credit => {}
+                Control::Pfc => {
+                    if !self.admit_ingress(l, bytes, now, queue)? {
+                        return self.lose(packet, l, Loss::Overflow, now);
+                    }
+                    self.reserve(next, bytes, now);
+                }
+                Control::Lossy => {
+                    if !self.ports[next].fits(bytes) {
+                        return self.lose(packet, next, Loss::Overflow, now);
+                    }
+                    self.reserve(next, bytes, now);
+                }
+            }
+        } else if self.ports[l].control != Control::Credit {
+            // An endpoint relays through its own memory: counted, never full.
+            self.reserve(next, bytes, now);
+        }
+        self.packets[packet].hop = hop;
         self.ports[next].transit.push_back(packet);
         self.try_start(next, now, queue)
+    }
+
+    /// A packet that did not arrive: counted against link `link`, its
+    /// flow's transport told, the packet gone.
+    fn lose(&mut self, packet: u32, link: usize, loss: Loss, now: Time) -> Result<(), OutOfTime> {
+        let usage = &mut self.usage[link];
+        match loss {
+            Loss::Wire => usage.lost += 1,
+            Loss::Corrupted => usage.corrupted += 1,
+            Loss::Overflow => usage.overflow_drops += 1,
+        }
+        let message = self.packets.remove(packet).message;
+        let m = &self.messages[message];
+        if !m.done {
+            let flow = m.flow;
+            match self.flows[flow].transport.as_mut() {
+                Some(t) => t.note_loss(link, loss, now),
+                None => debug_assert!(false, "only flows over network links lose packets"),
+            }
+        }
+        self.release_packet_of(message);
+        Ok(())
+    }
+
+    /// One packet of `message` has left the network: frees the message
+    /// once it is done and has none left.
+    fn release_packet_of(&mut self, message: u32) {
+        let m = &mut self.messages[message];
+        m.live_packets -= 1;
+        if m.done && m.live_packets == 0 {
+            self.messages.remove(message);
+        }
+    }
+
+    /// A packet has reached its destination: accepted in order, or
+    /// discarded by the transport (a duplicate or out of sequence).
+    fn receive(
+        &mut self,
+        packet: u32,
+        now: Time,
+        queue: &mut EventQueue,
+        delivered: &mut Vec<MessageId>,
+    ) -> Result<(), OutOfTime> {
+        let p = self.packets.remove(packet);
+        let message = p.message;
+        let m = &self.messages[message];
+        let (done, flow) = (m.done, m.flow);
+        let mut accept = !done;
+        if !done && flow != NONE {
+            accept = self.transport_accepts(flow, p.psn, now, queue)?;
+        }
+        if accept && p.last {
+            self.messages[message].done = true;
+            delivered.push(self.messages[message].id);
+            if flow != NONE {
+                self.pop_delivered(flow, message);
+            }
+        }
+        self.release_packet_of(message);
+        Ok(())
+    }
+
+    /// `message`, the oldest of `flow`, is delivered: it leaves the list,
+    /// and the flow ends when nothing of it is left to deliver.
+    fn pop_delivered(&mut self, flow: u32, message: u32) {
+        let f = &mut self.flows[flow];
+        debug_assert_eq!(f.oldest, message, "a flow delivers in order");
+        f.oldest = self.messages[message].next;
+        if f.oldest == NONE {
+            debug_assert_eq!(f.head, NONE, "an undelivered message remains");
+            let key = self.flows.remove(flow).key;
+            self.flow_ids.remove(&key);
+        }
     }
 
     /// Offers the free room of port `link`'s buffer to its waiters, first
@@ -426,18 +691,15 @@ impl PacketNetwork {
             }
             self.ports[link].waiters.pop_front();
             self.ports[waiter].blocked = None;
-            self.set_reserved(
-                link,
-                self.ports[link].reserved_bytes.saturating_add(bytes),
-                now,
-            );
+            self.reserve(link, bytes, now);
             self.begin(waiter, source, bytes, now, queue)?;
         }
         Ok(())
     }
 
-    /// Sends port `link`'s next packet if its wire is free, it is not
-    /// waiting for credit, and it has one whose credit is available.
+    /// Sends port `link`'s next packet if its wire is free, it may send
+    /// (not down, not paused, not waiting for credit), and it has one
+    /// whose credit is available.
     fn try_start(
         &mut self,
         link: usize,
@@ -448,8 +710,8 @@ impl PacketNetwork {
         if port.busy || port.blocked.is_some() {
             return Ok(());
         }
-        if port.down {
-            // Its work waits for a change that restores the link.
+        if port.down || port.pfc.paused {
+            // Its work waits for a link change or a RESUME.
             port.go_idle();
             return Ok(());
         }
@@ -458,21 +720,18 @@ impl PacketNetwork {
             return Ok(());
         };
         let (bytes, next) = self.candidate(link, source);
-        if let Some(next) = next {
+        if let Some(next) = next
+            && self.ports[link].control == Control::Credit
+        {
             let down = &self.ports[next];
             if down.credited && !(down.waiters.is_empty() && down.fits(bytes)) {
-                // A lossy port would drop here instead of waiting.
                 self.ports[next].waiters.push_back(link as u32);
                 let port = &mut self.ports[link];
                 port.blocked = Some(source);
                 port.go_idle();
                 return Ok(());
             }
-            self.set_reserved(
-                next,
-                self.ports[next].reserved_bytes.saturating_add(bytes),
-                now,
-            );
+            self.reserve(next, bytes, now);
         }
         self.begin(link, source, bytes, now, queue)
     }
@@ -515,21 +774,35 @@ impl PacketNetwork {
                     .expect("chosen queue is not empty");
                 (packet, None)
             }
-            Source::Local => self.cut(link, bytes),
+            Source::Local => self.cut(link, bytes, now, queue)?,
         };
+        let p = &self.packets[packet];
+        let route = &self.messages[p.message].route;
+        let last_hop = p.hop + 1 == route.len();
+        // The PFC ingress count the packet leaves once serialised here.
+        let ingress = match source {
+            Source::Transit if self.ports[link].credited => {
+                let prev = route[p.hop - 1].index();
+                (self.ports[prev].control == Control::Pfc).then_some(prev as u32)
+            }
+            _ => None,
+        };
+        let retransmit = p.retransmit;
         let port = &mut self.ports[link];
         let ser_ps = port.serialize(bytes);
         port.busy = true;
         port.local_next = source == Source::Transit;
         port.on_wire_transit_bytes = if source == Source::Transit { bytes } else { 0 };
+        port.on_wire_ingress = ingress.unwrap_or(NONE);
         let usage = &mut self.usage[link];
         usage.bytes = usage.bytes.saturating_add(bytes);
         usage.units += 1;
         usage.busy_ps = usage.busy_ps.saturating_add(ser_ps);
+        if retransmit {
+            usage.retransmitted += 1;
+        }
 
         // `path::hop_latency_ps`, from the port's copy of the parameters.
-        let p = &self.packets[packet];
-        let last_hop = p.hop + 1 == self.messages[p.message].route.len();
         let port = &self.ports[link];
         let hop_ps = if last_hop {
             port.latency_ps
@@ -539,14 +812,8 @@ impl PacketNetwork {
         let free_at = now.checked_plus_ps(ser_ps).ok_or(OutOfTime)?;
         let arrive_at = free_at.checked_plus_ps(hop_ps).ok_or(OutOfTime)?;
         let link_id = u32::try_from(link).expect("link ids fit in u32");
-        queue.schedule(
-            free_at,
-            EventKind::Net(NetEvent::Packet(PacketEvent::LinkFree { link: link_id })),
-        );
-        queue.schedule(
-            arrive_at,
-            EventKind::Net(NetEvent::Packet(PacketEvent::Arrive { packet })),
-        );
+        self.schedule(free_at, PacketEvent::LinkFree { link: link_id }, queue)?;
+        self.schedule(arrive_at, PacketEvent::Arrive { packet }, queue)?;
         match kick {
             Some(other) => self.try_start(other, now, queue),
             None => Ok(()),
@@ -556,35 +823,56 @@ impl PacketNetwork {
     /// Cuts the next packet (of `bytes`) of the flow at the front of port
     /// `link`'s injection round and moves the round on. Returns the packet
     /// and, when the flow's next message leaves by another port, that port.
-    fn cut(&mut self, link: usize, bytes: u64) -> (u32, Option<usize>) {
+    fn cut(
+        &mut self,
+        link: usize,
+        bytes: u64,
+        now: Time,
+        queue: &mut EventQueue,
+    ) -> Result<(u32, Option<usize>), OutOfTime> {
         let flow = self.ports[link]
             .flows
             .pop_front()
             .expect("chosen queue is not empty");
         let message = self.flows[flow].head;
         let m = &mut self.messages[message];
+        let psn = m.next_psn();
         m.cut_bytes += bytes;
+        m.live_packets += 1;
         let last = m.cut_bytes == m.bytes;
         let next = m.next;
+        let f = &mut self.flows[flow];
+        let retransmit = psn < f.psn_sent;
+        f.psn_sent = f.psn_sent.max(psn + 1);
         let packet = self.packets.insert(Packet {
             message,
             hop: 0,
             bytes,
             last,
+            psn,
+            retransmit,
         });
+        self.arm_timer(flow, now, queue)?;
         if !last {
             self.ports[link].flows.push_back(flow);
-            return (packet, None);
-        }
-        if next == NONE {
-            let key = self.flows.remove(flow).key;
-            self.flow_ids.remove(&key);
-            return (packet, None);
+            return Ok((packet, None));
         }
         self.flows[flow].head = next;
+        if next == NONE {
+            return Ok((packet, None));
+        }
         let first = self.messages[next].route[0].index();
         self.ports[first].flows.push_back(flow);
-        (packet, (first != link).then_some(first))
+        Ok((packet, (first != link).then_some(first)))
+    }
+
+    /// Adds `bytes` to what port `link`'s buffer holds.
+    fn reserve(&mut self, link: usize, bytes: u64, now: Time) {
+        self.set_reserved(
+            link,
+            self.ports[link].reserved_bytes.saturating_add(bytes),
+            now,
+        );
     }
 
     /// Sets the bytes reserved in port `link`'s buffer, updating its

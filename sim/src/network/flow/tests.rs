@@ -207,7 +207,8 @@ fn the_long_flow_speeds_up_when_the_short_one_ends() {
             bytes: 6000,
             units: 2,
             busy_ps: 6000,
-            max_queue: 2
+            max_queue: 2,
+            ..LinkUsage::default()
         }
     );
     // The reverse direction carried nothing.

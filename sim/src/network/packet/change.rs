@@ -4,8 +4,8 @@
 use algorithms::Time;
 
 use super::{PacketEvent, PacketNetwork};
-use crate::event::{EventKind, EventQueue};
-use crate::network::{LinkChange, NetEvent, OutOfTime};
+use crate::event::EventQueue;
+use crate::network::{LinkChange, OutOfTime};
 
 impl PacketNetwork {
     /// Schedules `changes` of link bandwidth (see the module docs): each
@@ -29,17 +29,14 @@ impl PacketNetwork {
             if change.time == Time(0) {
                 self.apply_change(index, Time(0), queue)?;
             } else {
-                queue.schedule(
-                    change.time,
-                    EventKind::Net(NetEvent::Packet(PacketEvent::Change { index })),
-                );
+                self.schedule(change.time, PacketEvent::Change { index }, queue)?;
             }
         }
         Ok(())
     }
 
-    /// Applies link change `index` at `now`: sets the port's rate; taking
-    /// it down withdraws it from any wait for credit, bringing it back up
+    /// Applies link change `index` at `now`: sets the port's rate and
+    /// loss; taking it down withdraws it from any wait for credit, bringing it back up
     /// restarts it.
     pub(super) fn apply_change(
         &mut self,
@@ -49,6 +46,10 @@ impl PacketNetwork {
     ) -> Result<(), OutOfTime> {
         let change = self.changes[index as usize];
         let link = change.link.index();
+        let seed = self.loss_seed;
+        self.ports[link]
+            .loss
+            .set(change.loss_rate, change.corruption_rate, seed, link);
         let was_down = self.ports[link].down;
         self.ports[link].set_bandwidth_factor(change.bandwidth_factor);
         match (was_down, self.ports[link].down) {
@@ -60,7 +61,7 @@ impl PacketNetwork {
 
     /// Port `link` has gone down: if it was waiting for credit, it leaves
     /// the waiters of the next link, whose room may now go to the others.
-    fn withdraw(
+    pub(super) fn withdraw(
         &mut self,
         link: usize,
         now: Time,

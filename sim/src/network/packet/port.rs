@@ -2,7 +2,111 @@
 
 use std::collections::VecDeque;
 
-use topologies::{LinkId, Topology};
+use algorithms::Time;
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use topologies::{LinkId, LinkKind, Topology};
+
+use super::NONE;
+use crate::network::PfcConfig;
+
+/// How the receiving end `v` of a link direction `u -> v` keeps its
+/// buffer from overflowing.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Control {
+    /// Credit-based (InfiniBand, NVLink, PCIe, UPI): `u` starts a packet
+    /// only when the buffer it goes to next has room for it.
+    Credit,
+    /// Priority flow control (lossless Ethernet, RoCE): `v` counts what
+    /// it holds from this link and sends PAUSE above a threshold.
+    Pfc,
+    /// None (plain Ethernet): a packet that finds the buffer full is
+    /// dropped.
+    Lossy,
+}
+
+/// What happened to a packet that did not arrive.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Loss {
+    /// Lost on the wire (the link's random loss rate).
+    Wire,
+    /// Arrived corrupted; the receiver's CRC check dropped it.
+    Corrupted,
+    /// Found the buffer full (a lossy link) or the PFC headroom exceeded.
+    Overflow,
+}
+
+impl Loss {
+    /// A short name for reports.
+    pub fn name(self) -> &'static str {
+        match self {
+            Loss::Wire => "random loss",
+            Loss::Corrupted => "corruption (CRC error)",
+            Loss::Overflow => "buffer overflow",
+        }
+    }
+}
+
+/// The PFC state of one link direction `u -> v` (see the module docs of
+/// [`super`], *PFC*): `v`'s accounting of what it holds from this link,
+/// and `u`'s view of whether it may send.
+#[derive(Debug, Default)]
+pub(super) struct Pfc {
+    /// `v` sends PAUSE when it holds this many bytes from the link.
+    pub(super) xoff_bytes: u64,
+    /// `v` sends RESUME when what it holds falls to this many bytes.
+    pub(super) xon_bytes: u64,
+    /// Room above `xoff_bytes` for what arrives after PAUSE is sent.
+    pub(super) headroom_bytes: u64,
+    /// Bytes `v` holds that arrived over this link.
+    pub(super) ingress_bytes: u64,
+    /// Whether `v`'s last PFC frame for this link was a PAUSE.
+    pub(super) pause_sent: bool,
+    /// Whether a PAUSE has reached `u` (and no RESUME since).
+    pub(super) paused: bool,
+    /// When the current pause began at `u`.
+    pub(super) paused_since: Time,
+}
+
+/// A link direction's random loss: rates and their seeded stream.
+#[derive(Debug, Default)]
+pub(super) struct LinkLoss {
+    pub(super) loss_rate: f64,
+    pub(super) corruption_rate: f64,
+    /// One uniform draw per packet crossing while a rate is positive;
+    /// created at the first positive rate.
+    rng: Option<ChaCha8Rng>,
+}
+
+impl LinkLoss {
+    /// Sets the rates; the stream is seeded by `seed` and the link's id.
+    pub(super) fn set(&mut self, loss_rate: f64, corruption_rate: f64, seed: u64, link: usize) {
+        self.loss_rate = loss_rate;
+        self.corruption_rate = corruption_rate;
+        if (loss_rate > 0.0 || corruption_rate > 0.0) && self.rng.is_none() {
+            let mut rng = ChaCha8Rng::seed_from_u64(seed);
+            rng.set_stream(link as u64);
+            self.rng = Some(rng);
+        }
+    }
+
+    /// Whether the next packet crossing is lost, and how: one uniform
+    /// draw `x`, lost on the wire if `x < loss_rate`, corrupted if
+    /// `x < loss_rate + corruption_rate`. No draw while both rates are 0.
+    pub(super) fn draw(&mut self) -> Option<Loss> {
+        if self.loss_rate <= 0.0 && self.corruption_rate <= 0.0 {
+            return None;
+        }
+        let x: f64 = self.rng.as_mut()?.random();
+        if x < self.loss_rate {
+            Some(Loss::Wire)
+        } else if x < self.loss_rate + self.corruption_rate {
+            Some(Loss::Corrupted)
+        } else {
+            None
+        }
+    }
+}
 
 /// Where a port's next packet comes from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -32,6 +136,15 @@ pub(super) struct Port {
     /// Whether upstream ports need credit from this port's buffer: `u`
     /// is not an endpoint (an endpoint relays through its own memory).
     pub(super) credited: bool,
+    /// How `v` protects its buffer from this link.
+    pub(super) control: Control,
+    /// PFC state (meaningful when `control` is [`Control::Pfc`]).
+    pub(super) pfc: Pfc,
+    /// Random loss and corruption.
+    pub(super) loss: LinkLoss,
+    /// Whether a packet crossing this link enters the RDMA transport's
+    /// domain: it is a network link (InfiniBand, RoCE, Ethernet).
+    pub(super) network: bool,
 
     /// Transit packets that reached `u` and wait for this port, in order.
     pub(super) transit: VecDeque<u32>,
@@ -47,6 +160,9 @@ pub(super) struct Port {
     /// Bytes of the packet on the wire to release from this port's
     /// buffer when it is serialised (zero for a locally injected one).
     pub(super) on_wire_transit_bytes: u64,
+    /// The PFC link whose ingress count the packet on the wire leaves
+    /// when serialised, or [`NONE`].
+    pub(super) on_wire_ingress: u32,
     /// Bytes reserved in this port's buffer: transit packets on their way
     /// here, queued here, or on this port's wire.
     pub(super) reserved_bytes: u64,
@@ -64,12 +180,33 @@ impl Port {
     pub(super) fn new(topology: &Topology, id: LinkId) -> Port {
         let link = topology.link(id);
         let (u, v) = topology.ends(id);
+        let ethernet = matches!(link.kind, LinkKind::Roce { .. } | LinkKind::Ethernet { .. });
+        let control = match (link.lossless, ethernet) {
+            (false, _) => Control::Lossy,
+            (true, true) => Control::Pfc,
+            (true, false) => Control::Credit,
+        };
+        let mut pfc = Pfc::default();
+        let forward_latency_ps = topology.vertex(v).forward_latency_ps;
+        pfc.set_thresholds(
+            PfcConfig::default(),
+            link.bandwidth_bytes_per_s,
+            link.latency_ps,
+            forward_latency_ps,
+            link.mtu_bytes,
+            link.buffer_bytes,
+        );
         Port {
+            control,
+            pfc,
+            loss: LinkLoss::default(),
+            network: link.kind.is_network(),
+            on_wire_ingress: NONE,
             nominal_bandwidth_bytes_per_s: link.bandwidth_bytes_per_s,
             bandwidth_bytes_per_s: link.bandwidth_bytes_per_s,
             down: false,
             latency_ps: link.latency_ps,
-            forward_latency_ps: topology.vertex(v).forward_latency_ps,
+            forward_latency_ps,
             buffer_bytes: link.buffer_bytes,
             credited: !topology.vertex(u).kind.is_endpoint(),
             transit: VecDeque::new(),
@@ -139,5 +276,41 @@ impl Port {
     pub(super) fn go_idle(&mut self) {
         self.period_bytes = 0;
         self.period_ps = 0;
+    }
+}
+
+impl Pfc {
+    /// Sets the thresholds from `config`, or where it gives none, from the
+    /// link: headroom covers what is in flight while PAUSE takes effect,
+    /// `bandwidth x (2 x latency + forwarding latency) + 2 x MTU` (the
+    /// wire's round trip, the switch's pipeline, one packet `u` has just
+    /// started and one partly counted); XOFF leaves that headroom inside
+    /// the link's buffer (`buffer - headroom`, at least one MTU); XON is
+    /// two MTUs below XOFF.
+    pub(super) fn set_thresholds(
+        &mut self,
+        config: PfcConfig,
+        bandwidth_bytes_per_s: f64,
+        latency_ps: u64,
+        forward_latency_ps: u64,
+        mtu_bytes: u64,
+        buffer_bytes: u64,
+    ) {
+        let in_flight_ps = latency_ps
+            .saturating_mul(2)
+            .saturating_add(forward_latency_ps);
+        let in_flight = (bandwidth_bytes_per_s * in_flight_ps as f64 / 1e12).ceil() as u64;
+        let headroom = config
+            .headroom_bytes
+            .unwrap_or_else(|| in_flight.saturating_add(mtu_bytes.saturating_mul(2)));
+        let xoff = config
+            .xoff_bytes
+            .unwrap_or_else(|| buffer_bytes.saturating_sub(headroom).max(mtu_bytes));
+        let xon = config
+            .xon_bytes
+            .unwrap_or_else(|| xoff.saturating_sub(mtu_bytes.saturating_mul(2)));
+        self.headroom_bytes = headroom;
+        self.xoff_bytes = xoff;
+        self.xon_bytes = xon.min(xoff.saturating_sub(1));
     }
 }

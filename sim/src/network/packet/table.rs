@@ -44,6 +44,11 @@ impl<T> Table<T> {
         value
     }
 
+    /// The value with id `id`, if it is live.
+    pub(super) fn get(&self, id: u32) -> Option<&T> {
+        self.slots.get(id as usize)?.as_ref()
+    }
+
     /// Number of live values.
     pub(super) fn len(&self) -> usize {
         self.slots.len() - self.free.len()

@@ -116,7 +116,8 @@ fn a_flow_stuck_behind_a_down_link_leaves_the_shared_link_to_the_other() {
             bytes: 9000,
             units: 2,
             busy_ps: 9000,
-            max_queue: 2
+            max_queue: 2,
+            ..LinkUsage::default()
         }
     );
     assert_eq!(usage[links[1].index()].busy_ps, 7000);
