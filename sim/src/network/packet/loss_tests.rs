@@ -1,0 +1,288 @@
+//! Tests of loss, corruption, drops, PFC and the RDMA transport of the
+//! packet model, on small hand-built RoCE and Ethernet topologies.
+
+use std::sync::Arc;
+
+use algorithms::Time;
+use topologies::{Link, LinkId, LinkKind, Topology, Vertex, VertexId, VertexKind};
+
+use super::tests::{Driver, MIB, Send, gpu, send};
+use super::{Loss, PacketNetwork, Stall, TransportFailure};
+use crate::network::{LinkChange, LinkUsage, PfcConfig, TransportConfig};
+
+const KIB: u64 = 1 << 10;
+
+fn kind_link(kind: &str) -> Link {
+    LinkKind::parse(kind).unwrap().defaults()
+}
+
+fn leaf(t: &mut Topology, name: &str) -> VertexId {
+    t.add_vertex(Vertex::with_default_latency(name, VertexKind::Leaf))
+        .unwrap()
+}
+
+/// Two senders and a receiver on one switch: `[h0->s, h1->s, s->h2]`.
+fn incast(l: Link) -> (Arc<Topology>, [LinkId; 3]) {
+    let mut t = Topology::new();
+    let h: Vec<VertexId> = (0..3).map(|i| gpu(&mut t, &format!("h{i}"))).collect();
+    let s = leaf(&mut t, "s");
+    let (a, _) = t.add_link(h[0], s, l.clone()).unwrap();
+    let (b, _) = t.add_link(h[1], s, l.clone()).unwrap();
+    let (_, c) = t.add_link(h[2], s, l).unwrap();
+    (Arc::new(t), [a, b, c])
+}
+
+/// What a run produced, delivered or not.
+struct Outcome {
+    delivered_ps: Vec<Option<u64>>,
+    usage: Vec<LinkUsage>,
+    failures: Vec<TransportFailure>,
+    net: PacketNetwork,
+}
+
+/// Runs until no event is left (timers included), collecting failures.
+fn run(net: PacketNetwork, sends: &[Send], changes: &[LinkChange]) -> Outcome {
+    let mut d = Driver::with_net(net, sends, changes).unwrap();
+    d.run_until(u64::MAX).unwrap();
+    let Driver { mut net, at, .. } = d;
+    Outcome {
+        delivered_ps: at,
+        usage: net.usage().to_vec(),
+        failures: net.take_failures(),
+        net,
+    }
+}
+
+fn loss(link: LinkId, loss_rate: f64, corruption_rate: f64) -> LinkChange {
+    LinkChange {
+        loss_rate,
+        corruption_rate,
+        ..LinkChange::bandwidth(Time(0), link, 1.0)
+    }
+}
+
+fn fast_timeout() -> TransportConfig {
+    // 4.096 us x 2^8 = 1.05 ms: short enough that timeouts do not swamp
+    // the comparisons below, far above any round trip here.
+    TransportConfig {
+        ib_timeout: 8,
+        ib_retry_cnt: 7,
+    }
+}
+
+fn total(u: &[LinkUsage], f: impl Fn(&LinkUsage) -> u64) -> u64 {
+    u.iter().map(f).sum()
+}
+
+#[test]
+fn zero_loss_reproduces_the_lossless_run_exactly() {
+    let (t, [a, b, c]) = incast(kind_link("roce100"));
+    let sends = [send(4 * MIB, &[a, c], 0), send(4 * MIB, &[b, c], 1)];
+    let plain = run(PacketNetwork::new(t.clone(), true), &sends, &[]);
+    let zero = run(
+        PacketNetwork::new(t.clone(), true).with_loss_seed(9),
+        &sends,
+        &[loss(a, 0.0, 0.0), loss(c, 0.0, 0.0)],
+    );
+    assert!(plain.delivered_ps.iter().all(Option::is_some));
+    assert_eq!(plain.delivered_ps, zero.delivered_ps);
+    assert_eq!(plain.usage, zero.usage);
+    assert_eq!(total(&plain.usage, |u| u.retransmitted), 0);
+}
+
+/// One 2 MiB message after another over `h0 -> s -> h2`, the switch's
+/// outgoing link losing `rate` of its packets.
+fn lossy_run(rate: f64, seed: u64) -> Outcome {
+    let (t, [a, _, c]) = incast(kind_link("roce100"));
+    let sends: Vec<Send> = (0..4).map(|_| send(2 * MIB, &[a, c], 0)).collect();
+    let net = PacketNetwork::new(t, false)
+        .with_transport(fast_timeout())
+        .with_loss_seed(seed);
+    run(net, &sends, &[loss(c, rate, 0.0)])
+}
+
+fn makespan(o: &Outcome) -> u64 {
+    o.delivered_ps
+        .iter()
+        .map(|t| t.expect("every message is delivered"))
+        .max()
+        .unwrap()
+}
+
+#[test]
+fn lost_packets_are_retransmitted_deterministically_and_cost_time() {
+    let clean = lossy_run(0.0, 1);
+    let light = lossy_run(0.002, 1);
+    let heavy = lossy_run(0.02, 1);
+    for o in [&light, &heavy] {
+        assert!(o.failures.is_empty());
+        assert!(total(&o.usage, |u| u.lost) > 0);
+        assert!(total(&o.usage, |u| u.retransmitted) > 0);
+        assert_eq!(total(&o.usage, |u| u.corrupted), 0);
+        assert_eq!(o.net.messages_in_flight(), 0);
+    }
+    assert!(makespan(&clean) < makespan(&light));
+    assert!(makespan(&light) < makespan(&heavy));
+    // Go-back-N resends more than it lost: the packets after a gap too.
+    let lost = total(&heavy.usage, |u| u.lost);
+    assert!(total(&heavy.usage, |u| u.retransmitted) > lost);
+    // The same seed, the same drops and times; another seed, others.
+    let again = lossy_run(0.02, 1);
+    assert_eq!(heavy.delivered_ps, again.delivered_ps);
+    assert_eq!(heavy.usage, again.usage);
+    let other = lossy_run(0.02, 2);
+    assert_ne!(
+        (heavy.delivered_ps, heavy.usage),
+        (other.delivered_ps, other.usage)
+    );
+}
+
+#[test]
+fn corrupted_packets_are_counted_apart_and_recovered() {
+    let (t, [a, _, c]) = incast(kind_link("roce100"));
+    let sends = [send(MIB, &[a, c], 0)];
+    let net = PacketNetwork::new(t, false).with_transport(fast_timeout());
+    let o = run(net, &sends, &[loss(c, 0.0, 0.02)]);
+    assert!(o.delivered_ps[0].is_some());
+    assert!(o.usage[c.index()].corrupted > 0);
+    assert_eq!(o.usage[c.index()].lost, 0);
+}
+
+#[test]
+fn past_the_retry_budget_the_flow_fails_and_names_the_link() {
+    let (t, [a, _, c]) = incast(kind_link("roce100"));
+    let sends = [send(64 * KIB, &[a, c], 7)];
+    let transport = TransportConfig {
+        ib_timeout: 10,
+        ib_retry_cnt: 3,
+    };
+    let net = PacketNetwork::new(t, false).with_transport(transport);
+    let o = run(net, &sends, &[loss(c, 1.0, 0.0)]);
+    assert_eq!(o.delivered_ps, vec![None]);
+    let [f] = o.failures.as_slice() else {
+        panic!("one failure: {:?}", o.failures)
+    };
+    assert_eq!((f.flow, f.retries, &f.messages[..]), (7, 3, &[0][..]));
+    // Armed at the first packet (time 0); retried at 1, 2 and 3 RTOs;
+    // given up at the fourth.
+    assert_eq!(f.at, Time(4 * transport.rto_ps()));
+    let (link, how, _) = f.last_loss.unwrap();
+    assert_eq!((link, how), (c, Loss::Wire));
+    // Nothing is left behind: no message, no flow, no packet.
+    assert_eq!(o.net.messages_in_flight(), 0);
+    assert_eq!(o.net.flows.len(), 0);
+    assert_eq!(o.net.packets.len(), 0);
+}
+
+/// Two 4 MiB messages into one 100 GbE port (2:1 incast) with XOFF at
+/// 32 KiB and the given headroom.
+fn incast_run(headroom_bytes: Option<u64>) -> Outcome {
+    let (t, [a, b, c]) = incast(kind_link("roce100"));
+    let sends = [send(4 * MIB, &[a, c], 0), send(4 * MIB, &[b, c], 1)];
+    let pfc = PfcConfig {
+        xoff_bytes: Some(32 * KIB),
+        xon_bytes: None,
+        headroom_bytes,
+    };
+    let net = PacketNetwork::new(t, false)
+        .with_pfc(pfc)
+        .with_transport(fast_timeout());
+    run(net, &sends, &[])
+}
+
+#[test]
+fn pfc_with_sized_headroom_pauses_and_never_drops() {
+    let (_, [a, b, c]) = incast(kind_link("roce100"));
+    let o = incast_run(None);
+    assert!(o.delivered_ps.iter().all(Option::is_some));
+    assert_eq!(total(&o.usage, |u| u.overflow_drops), 0);
+    assert_eq!(total(&o.usage, |u| u.retransmitted), 0);
+    for l in [a, b] {
+        let u = o.usage[l.index()];
+        assert!(u.pause_frames > 0 && u.paused_ps > 0, "{u:?}");
+    }
+    assert_eq!(o.usage[c.index()].pause_frames, 0);
+    // The bottleneck stays busy: 8 MiB through one 12.5 GB/s port, within
+    // a few round trips.
+    let bound = topologies::duration_ps(8 * MIB, 12.5e9);
+    let m = makespan(&o);
+    assert!(m >= bound && m < bound + 5_000_000, "{m} vs {bound}");
+}
+
+#[test]
+fn undersized_headroom_drops_and_the_transport_recovers() {
+    let (_, [a, b, _]) = incast(kind_link("roce100"));
+    let o = incast_run(Some(1));
+    assert!(o.delivered_ps.iter().all(Option::is_some));
+    let drops = o.usage[a.index()].overflow_drops + o.usage[b.index()].overflow_drops;
+    assert!(drops > 0);
+    assert!(total(&o.usage, |u| u.retransmitted) > 0);
+    assert!(o.failures.is_empty());
+}
+
+#[test]
+fn a_lossy_ethernet_port_drops_when_its_buffer_is_full() {
+    let mut l = kind_link("ethernet100");
+    l.buffer_bytes = 64 * KIB;
+    let (t, [a, b, c]) = incast(l);
+    let sends = [send(2 * MIB, &[a, c], 0), send(2 * MIB, &[b, c], 1)];
+    let net = PacketNetwork::new(t, false).with_transport(fast_timeout());
+    let o = run(net, &sends, &[]);
+    assert!(o.delivered_ps.iter().all(Option::is_some));
+    // Dropped at the full egress port, never paused.
+    assert!(o.usage[c.index()].overflow_drops > 0);
+    assert_eq!(total(&o.usage, |u| u.pause_frames), 0);
+    assert!(o.usage[c.index()].max_queue <= 64 * KIB);
+}
+
+/// Five switches in a ring, a host on each; host `i` sends to host
+/// `i + 2` clockwise over two switch links, for the hosts in `senders`.
+fn ring_flows(senders: &[usize]) -> Outcome {
+    let mut t = Topology::new();
+    let hosts: Vec<VertexId> = (0..5).map(|i| gpu(&mut t, &format!("h{i}"))).collect();
+    let sw: Vec<VertexId> = (0..5).map(|i| leaf(&mut t, &format!("s{i}"))).collect();
+    let l = kind_link("roce100");
+    let up: Vec<(LinkId, LinkId)> = (0..5)
+        .map(|i| t.add_link(hosts[i], sw[i], l.clone()).unwrap())
+        .collect();
+    let ring: Vec<LinkId> = (0..5)
+        .map(|i| t.add_link(sw[i], sw[(i + 1) % 5], l.clone()).unwrap().0)
+        .collect();
+    let sends: Vec<Send> = senders
+        .iter()
+        .map(|&i| {
+            let j = (i + 2) % 5;
+            send(8 * MIB, &[up[i].0, ring[i], ring[(i + 1) % 5], up[j].1], i as u64)
+        })
+        .collect();
+    let pfc = PfcConfig {
+        xoff_bytes: Some(64 * KIB),
+        ..PfcConfig::default()
+    };
+    let net = PacketNetwork::new(Arc::new(t), false).with_pfc(pfc);
+    let mut o = run(net, &sends, &[]);
+    o.usage = o.net.usage().to_vec();
+    o
+}
+
+#[test]
+fn a_routing_loop_under_pfc_deadlocks_and_the_cycle_is_found() {
+    let o = ring_flows(&[0, 1, 2, 3, 4]);
+    assert!(o.delivered_ps.iter().any(Option::is_none));
+    // No event is left (the timers saw the cycle and stopped) and the
+    // paused switch links wait on each other all the way round.
+    assert_eq!(o.net.pending_activity, 0);
+    assert!(o.failures.is_empty());
+    let cycle = o.net.buffer_cycle().expect("a cycle");
+    let names: Vec<String> = cycle
+        .iter()
+        .map(|&(l, _)| o.net.topology().link_name(l))
+        .collect();
+    assert_eq!(names, ["s0->s1", "s1->s2", "s2->s3", "s3->s4", "s4->s0"]);
+    assert!(cycle.iter().all(|&(_, s)| s == Stall::Paused));
+    // Without the fifth flow the dependencies form a chain: it completes.
+    let open = ring_flows(&[0, 1, 2, 3]);
+    assert!(open.delivered_ps.iter().all(Option::is_some));
+    assert!(total(&open.usage, |u| u.pause_frames) > 0);
+    assert!(open.net.buffer_cycle().is_none());
+}

@@ -115,7 +115,15 @@ impl<'a> Driver<'a> {
         sends: &'a [Send],
         changes: &[LinkChange],
     ) -> Result<Driver<'a>, OutOfTime> {
-        let mut net = PacketNetwork::new(topology.clone(), true);
+        Driver::with_net(PacketNetwork::new(topology.clone(), true), sends, changes)
+    }
+
+    /// The same with a network already configured.
+    pub(super) fn with_net(
+        mut net: PacketNetwork,
+        sends: &'a [Send],
+        changes: &[LinkChange],
+    ) -> Result<Driver<'a>, OutOfTime> {
         let mut queue = EventQueue::new();
         net.schedule_changes(changes, &mut queue)?;
         for (i, s) in sends.iter().enumerate() {
