@@ -9,7 +9,12 @@
 //! `busy_us` is the time it spent transmitting (packet model) or carrying
 //! at least one flow (flow model). `max_queue` is the largest egress
 //! backlog in bytes (packet model) or the most flows sharing it (flow
-//! model); `units` counts packets or flows.
+//! model); `units` counts packets or flows. The packet model also counts,
+//! per link direction, packets `lost` on the wire, `corrupted` (dropped by
+//! the receiver's CRC check), `overflow_drops` (a full buffer behind a
+//! lossy link or past the PFC headroom), `retransmitted` packets carried,
+//! PFC `pause_frames` the link's receiver sent and `paused_us` its sender
+//! spent paused.
 
 use std::io::{self, Write};
 
@@ -19,7 +24,7 @@ use crate::network::LinkUsage;
 use crate::study::{Detail, Point};
 
 /// Column names of the links CSV.
-pub const LINKS_CSV_HEADER: [&str; 16] = [
+pub const LINKS_CSV_HEADER: [&str; 22] = [
     "section",
     "collective",
     "algorithm",
@@ -36,6 +41,12 @@ pub const LINKS_CSV_HEADER: [&str; 16] = [
     "utilisation",
     "max_queue",
     "run_us",
+    "lost",
+    "corrupted",
+    "overflow_drops",
+    "retransmitted",
+    "pause_frames",
+    "paused_us",
 ];
 
 /// Writes link rows as the study produces them.
@@ -84,6 +95,12 @@ impl<W: Write> LinkCsv<W> {
                 format!("{:.6}", utilisation(&u, spec.bandwidth_bytes_per_s, run_ps)),
                 u.max_queue.to_string(),
                 format!("{:.6}", run_ps as f64 / 1e6),
+                u.lost.to_string(),
+                u.corrupted.to_string(),
+                u.overflow_drops.to_string(),
+                u.retransmitted.to_string(),
+                u.pause_frames.to_string(),
+                format!("{:.6}", u.paused_ps as f64 / 1e6),
             ])?;
         }
         self.writer.flush()
@@ -116,4 +133,55 @@ pub fn busiest(detail: &Detail, topology: &Topology, n: usize) -> Vec<(LinkId, f
     links.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
     links.truncate(n);
     links
+}
+
+/// The links of `detail` that lost, dropped, retransmitted or were paused,
+/// most troubled first (by packets lost or dropped, then retransmitted,
+/// then PFC pause frames; ties by link id), at most `n`.
+pub fn troubled(detail: &Detail, topology: &Topology, n: usize) -> Vec<(LinkId, LinkUsage)> {
+    let Some(usage) = &detail.link_usage else {
+        return Vec::new();
+    };
+    let mut links: Vec<(LinkId, LinkUsage)> = topology
+        .link_ids()
+        .map(|l| (l, usage[l.index()]))
+        .filter(|(_, u)| dropped(u) + u.retransmitted + u.pause_frames > 0)
+        .collect();
+    links.sort_by_key(|(l, u)| {
+        (
+            std::cmp::Reverse((dropped(u), u.retransmitted, u.pause_frames)),
+            *l,
+        )
+    });
+    links.truncate(n);
+    links
+}
+
+/// Packets that did not arrive over a link, for any reason.
+pub fn dropped(u: &LinkUsage) -> u64 {
+    u.lost + u.corrupted + u.overflow_drops
+}
+
+/// One link's troubles in words: `leaf0->spine0: lost 3, retransmitted
+/// 40, 2 PFC pauses (paused 1.2 us)`, naming only what happened.
+pub fn describe_troubles(topology: &Topology, link: LinkId, u: &LinkUsage) -> String {
+    let mut parts = Vec::new();
+    for (n, what) in [
+        (u.lost, "lost"),
+        (u.corrupted, "corrupted"),
+        (u.overflow_drops, "dropped (overflow)"),
+        (u.retransmitted, "retransmitted"),
+    ] {
+        if n > 0 {
+            parts.push(format!("{what} {n}"));
+        }
+    }
+    if u.pause_frames > 0 {
+        parts.push(format!(
+            "{} PFC pause(s) (paused {})",
+            u.pause_frames,
+            algorithms::Time(u.paused_ps)
+        ));
+    }
+    format!("{}: {}", topology.link_name(link), parts.join(", "))
 }
