@@ -37,11 +37,21 @@
 //!
 //! [[link_fault]]                # optional, topology scenarios: faults of the links
 //! kind = "down"                 # between two vertices: "down", "degraded"
-//! from = "leaf0"                # (bandwidth_factor = 0.25) or "flapping"
-//! to = "spine1"                 # (period_us, down_us, until_us required)
-//! at_us = 100
-//! until_us = 300                # optional for down/degraded: back to normal then
+//! from = "leaf0"                # (bandwidth_factor = 0.25), "flapping"
+//! to = "spine1"                 # (period_us, down_us, until_us required) or "lossy"
+//! at_us = 100                   # (loss_rate and/or corruption_rate in [0, 1];
+//!                               # network links, packet model only)
+//! until_us = 300                # optional for down/degraded/lossy: back to normal then
 //! both_directions = true        # default true
+//!
+//! [rdma]                        # optional, topology scenarios: the RDMA transport
+//! ib_timeout = 18               # NCCL_IB_TIMEOUT, 1..=31: timeout 4.096 us x 2^18
+//! ib_retry_cnt = 7              # NCCL_IB_RETRY_CNT, 0..=7
+//!
+//! [pfc]                         # optional, topology scenarios: RoCE pause thresholds
+//! xoff_bytes = "64K"            # per ingress port; each defaults per link
+//! xon_bytes = "32K"             # below xoff_bytes
+//! headroom_bytes = "16K"        # above xoff_bytes, for what is in flight
 //!
 //! [[inject]]                    # optional programming mistakes, for deadlock studies
 //! kind = "extra_recv"           # rank posts a receive from `from` that nobody sends;
@@ -59,6 +69,7 @@ mod link_faults;
 mod raw;
 pub mod size;
 mod topology;
+mod transport;
 mod validate;
 
 use std::fmt;
@@ -108,6 +119,9 @@ pub struct Scenario {
     pub network_description: String,
     /// One line per `[[link_fault]]`, for the report header.
     pub link_fault_notes: Vec<String>,
+    /// One line for `[rdma]` and one for `[pfc]`, each if given, for the
+    /// report header (the transport and PFC settings a run uses).
+    pub network_notes: Vec<String>,
     /// The alpha-beta link the tuner assumes: the ideal link, or on a
     /// topology the slowest route between ring neighbours.
     pub tuner_link: LinkSpec,

@@ -31,6 +31,33 @@ pub struct RawScenario {
     pub fault: Vec<Spanned<RawFault>>,
     #[serde(default)]
     pub link_fault: Vec<Spanned<RawLinkFault>>,
+    #[serde(default)]
+    pub rdma: Option<Spanned<RawRdma>>,
+    #[serde(default)]
+    pub pfc: Option<Spanned<RawPfc>>,
+}
+
+/// `[rdma]`: the RDMA reliable transport's parameters, named as NCCL's
+/// environment variables.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawRdma {
+    #[serde(default)]
+    pub ib_timeout: Option<Spanned<i64>>,
+    #[serde(default)]
+    pub ib_retry_cnt: Option<Spanned<i64>>,
+}
+
+/// `[pfc]`: priority flow control thresholds of the RoCE links.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawPfc {
+    #[serde(default)]
+    pub xoff_bytes: Option<Spanned<ByteSize>>,
+    #[serde(default)]
+    pub xon_bytes: Option<Spanned<ByteSize>>,
+    #[serde(default)]
+    pub headroom_bytes: Option<Spanned<ByteSize>>,
 }
 
 /// One `[[link_fault]]`: a scheduled fault of the links between two
@@ -52,6 +79,10 @@ pub struct RawLinkFault {
     pub period_us: Option<Spanned<f64>>,
     #[serde(default)]
     pub down_us: Option<Spanned<f64>>,
+    #[serde(default)]
+    pub loss_rate: Option<Spanned<f64>>,
+    #[serde(default)]
+    pub corruption_rate: Option<Spanned<f64>>,
 }
 
 /// One `[[fault]]`: a scheduled fault of a rank.

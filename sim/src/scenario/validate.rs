@@ -5,7 +5,6 @@ use std::ops::Range;
 use std::path::Path;
 
 use algorithms::{Algorithm, Collective, DType, ReduceOp, Time};
-use std::sync::Arc;
 use toml::Spanned;
 
 use topologies::LinkSpec;
@@ -118,13 +117,19 @@ pub fn parse(path: &Path, text: &str) -> Result<Scenario, ScenarioError> {
     let world_size = network.world_size;
     let mut network_config = network.config;
     let topology = match &network_config {
-        NetworkConfig::Topology(t) => Some(Arc::clone(&t.topology)),
+        NetworkConfig::Topology(t) => Some(t),
         NetworkConfig::Ideal(_) => None,
     };
     let (changes, link_fault_notes) =
-        super::link_faults::link_faults(&src, &raw.link_fault, topology.as_deref())?;
+        super::link_faults::link_faults(&src, &raw.link_fault, topology)?;
+    let (transport, rdma_note) = super::transport::rdma(&src, raw.rdma.as_ref(), topology)?;
+    let (pfc, pfc_note) = super::transport::pfc(&src, raw.pfc.as_ref(), topology)?;
+    let network_notes = rdma_note.into_iter().chain(pfc_note).collect();
     if let NetworkConfig::Topology(t) = &mut network_config {
         t.changes = changes.into();
+        t.transport = transport;
+        t.pfc = pfc;
+        t.loss_seed = raw.seed;
     }
 
     let call_timeout_ps = match &raw.timeout_ms {
@@ -180,6 +185,7 @@ pub fn parse(path: &Path, text: &str) -> Result<Scenario, ScenarioError> {
         world_size,
         network: network_config,
         link_fault_notes,
+        network_notes,
         network_description: network.description,
         tuner_link: network.tuner_link,
         reduce_bytes_per_s,

@@ -110,7 +110,7 @@ fn link_fault_mistakes_are_located() {
             fault("kind = \"melt\"\nfrom = \"gpu0\"\nto = \"gpu1\"\nat_us = 1"),
             16,
             8,
-            "unknown link fault kind `melt`; expected down, degraded or flapping",
+            "unknown link fault kind `melt`; expected down, degraded, flapping or lossy",
         ),
         (
             fault("kind = \"degraded\"\nfrom = \"gpu0\"\nto = \"gpu1\"\nat_us = 1"),
