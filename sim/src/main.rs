@@ -5,7 +5,8 @@
 //! parameters that run virtual time past its end); 3 the simulated system
 //! deadlocked; 4 a collective produced wrong results; 5 a rank's collective
 //! failed with an error; 6 a collective outlived the scenario's watchdog
-//! (`timeout_ms`).
+//! (`timeout_ms`) or a rank's transport timed out (an RDMA retry budget
+//! exhausted).
 
 use std::fs::File;
 use std::io::{self, BufWriter, Write};
@@ -13,10 +14,12 @@ use std::ops::ControlFlow;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-use algorithms::CollectiveError;
+use std::collections::BTreeMap;
+
+use algorithms::{CollectiveError, FabricError};
 use clap::{Parser, Subcommand};
 use sim::bench::BenchNetwork;
-use sim::link_report::{LinkCsv, busiest};
+use sim::link_report::{LinkCsv, busiest, describe_troubles, dropped, troubled};
 use sim::network::NetworkConfig;
 use sim::report::{table_header, table_row, write_csv};
 use sim::scenario::{ByteSize, CollectiveSpec, Scenario};
@@ -43,7 +46,8 @@ const EXIT_DEADLOCK: u8 = 3;
 const EXIT_WRONG: u8 = 4;
 /// Exit status when a rank's collective returned an error.
 const EXIT_RANK_ERROR: u8 = 5;
-/// Exit status when a collective outlived the scenario's watchdog.
+/// Exit status when a collective outlived the scenario's watchdog or a
+/// transport timed out.
 const EXIT_TIMEOUT: u8 = 6;
 
 #[derive(Parser)]
@@ -222,6 +226,9 @@ fn run(path: &Path, outputs: &Outputs) -> io::Result<ExitCode> {
     for note in &scenario.link_fault_notes {
         writeln!(out, "# {note}")?;
     }
+    for note in &scenario.network_notes {
+        writeln!(out, "# {note}")?;
+    }
     for fault in &scenario.faults {
         writeln!(out, "# fault: {fault}")?;
     }
@@ -232,6 +239,16 @@ fn run(path: &Path, outputs: &Outputs) -> io::Result<ExitCode> {
         writeln!(out, "# NCCL_ALGO={value} restricts the tuner")?;
     }
     out.flush()?;
+    let baseline = if scenario.compare_without_link_faults {
+        writeln!(
+            out,
+            "# each point also runs without the link faults (compare_without_link_faults)"
+        )?;
+        out.flush()?;
+        healthy_rows(&scenario, &filter)
+    } else {
+        BTreeMap::new()
+    };
     let mut pending_summary: Option<String> = None;
     // A failure to write stdout stops quietly (a closed pipe) or exits 1;
     // a failure to write an output file is reported naming the file.
@@ -256,8 +273,16 @@ fn run(path: &Path, outputs: &Outputs) -> io::Result<ExitCode> {
                     trace: &mut trace,
                     budget_noted: &mut budget_noted,
                 };
+                let compared = baseline
+                    .get(&(section, row.size_bytes))
+                    .map(|healthy| comparison_line(row, healthy))
+                    .unwrap_or_default();
+                let troubles = topology
+                    .as_deref()
+                    .map(|t| trouble_lines(row.size_bytes, detail, t))
+                    .unwrap_or_default();
                 match files.write(section, point, detail, topology.as_deref()) {
-                    Ok(note) => format!("{}{note}", table_row(row)),
+                    Ok(note) => format!("{}{compared}{troubles}{note}", table_row(row)),
                     Err(message) => {
                         file_error = Some(message);
                         return ControlFlow::Break(());
@@ -273,12 +298,17 @@ fn run(path: &Path, outputs: &Outputs) -> io::Result<ExitCode> {
                 };
                 // The study stops after a failure anyway: keep going to
                 // print its report even if the files cannot be written.
-                files
+                let troubles = topology
+                    .as_deref()
+                    .map(|t| trouble_lines(point.size_bytes, detail, t))
+                    .unwrap_or_default();
+                let note = files
                     .write(section, point, detail, topology.as_deref())
                     .unwrap_or_else(|message| {
                         file_error = Some(message);
                         String::new()
-                    })
+                    });
+                format!("{troubles}{note}")
             }
         };
         match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
@@ -322,6 +352,62 @@ fn run(path: &Path, outputs: &Outputs) -> io::Result<ExitCode> {
         return Ok(ExitCode::from(EXIT_IO));
     }
     summarise(&mut out, path, &scenario, &rows)
+}
+
+/// Runs `scenario` without its link faults, quietly: the healthy rows,
+/// keyed by collective entry and size (a point that fails there too is
+/// simply absent).
+fn healthy_rows(scenario: &Scenario, filter: &AlgoFilter) -> BTreeMap<(usize, u64), Row> {
+    let healthy = scenario.without_link_faults();
+    let mut rows = BTreeMap::new();
+    let mut section = 0;
+    let _ = run_scenario(&healthy, filter, Options::default(), |progress| {
+        match progress {
+            Progress::Section(index) => section = index,
+            Progress::Row(_, row, _) => {
+                rows.insert((section, row.size_bytes), row.clone());
+            }
+            Progress::Failed(..) => {}
+        }
+        ControlFlow::Continue(())
+    });
+    rows
+}
+
+/// A comment line comparing a row with the same point without link faults.
+fn comparison_line(row: &Row, healthy: &Row) -> String {
+    let ratio = row.time_ps as f64 / healthy.time_ps.max(1) as f64;
+    format!(
+        "#   without link faults: {:.2} us, busbw {:.2} GB/s; with them {:.2}x the time\n",
+        healthy.time_ps as f64 / 1e6,
+        healthy.busbw_gb_per_s,
+        ratio
+    )
+}
+
+/// Comment lines on what went wrong in the network during a point: the
+/// totals, then the three most troubled links (nothing if all was well).
+fn trouble_lines(size_bytes: u64, detail: &Detail, topology: &Topology) -> String {
+    let Some(usage) = &detail.link_usage else {
+        return String::new();
+    };
+    let sum = |f: fn(&sim::network::LinkUsage) -> u64| usage.iter().map(f).sum::<u64>();
+    let (lost, retransmitted, pauses) = (
+        sum(dropped),
+        sum(|u| u.retransmitted),
+        sum(|u| u.pause_frames),
+    );
+    if lost + retransmitted + pauses == 0 {
+        return String::new();
+    }
+    let mut text = format!(
+        "#   network at {size_bytes} B: {lost} packet(s) lost or dropped, {retransmitted} retransmitted \
+         (counted per link crossed), {pauses} PFC pause frame(s)\n"
+    );
+    for (link, u) in troubled(detail, topology, 3) {
+        text += &format!("#     {}\n", describe_troubles(topology, link, &u));
+    }
+    text
 }
 
 /// The per-point output files of `sim run`.
@@ -465,18 +551,31 @@ fn report_failure(
             error,
             stalled,
         } => {
+            let error_kind = match &error {
+                CollectiveError::Fabric(e) => Some(e.clone()),
+                _ => None,
+            };
             // Fabric errors name their rank already.
             let error = match error {
                 CollectiveError::Fabric(e) => e.to_string(),
                 other => format!("rank {rank}: {other}"),
             };
+            let timeout = matches!(
+                error_kind,
+                Some(FabricError::Timeout { .. })
+            );
             writeln!(out, "failed: {error}")?;
             if let Some(report) = stalled {
                 writeln!(out, "the other ranks were then left waiting:")?;
                 write!(out, "{report}")?;
             }
-            eprintln!("error: {}: a rank failed ({at}): {error}", path.display());
-            EXIT_RANK_ERROR
+            if timeout {
+                eprintln!("error: {}: a transport timed out ({at}): {error}", path.display());
+                EXIT_TIMEOUT
+            } else {
+                eprintln!("error: {}: a rank failed ({at}): {error}", path.display());
+                EXIT_RANK_ERROR
+            }
         }
         Failure::Crashed {
             rank,

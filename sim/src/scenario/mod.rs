@@ -136,6 +136,22 @@ pub struct Scenario {
     pub injects: Vec<Inject>,
     /// Scheduled faults of ranks.
     pub faults: Vec<Fault>,
+    /// Whether `sim run` also runs every point without the link faults
+    /// and shows how much they cost.
+    pub compare_without_link_faults: bool,
+}
+
+impl Scenario {
+    /// The same scenario without its link faults (the healthy network).
+    pub fn without_link_faults(&self) -> Scenario {
+        let mut s = self.clone();
+        if let NetworkConfig::Topology(t) = &mut s.network {
+            t.changes = std::sync::Arc::new([]);
+        }
+        s.link_fault_notes.clear();
+        s.compare_without_link_faults = false;
+        s
+    }
 }
 
 /// A scheduled fault of one rank (`[[fault]]`).

@@ -35,6 +35,9 @@ pub struct RawScenario {
     pub rdma: Option<Spanned<RawRdma>>,
     #[serde(default)]
     pub pfc: Option<Spanned<RawPfc>>,
+    /// Also run every point without the link faults, for comparison.
+    #[serde(default)]
+    pub compare_without_link_faults: Option<Spanned<bool>>,
 }
 
 /// `[rdma]`: the RDMA reliable transport's parameters, named as NCCL's

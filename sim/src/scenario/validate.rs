@@ -171,6 +171,17 @@ pub fn parse(path: &Path, text: &str) -> Result<Scenario, ScenarioError> {
         .map(|f| fault(&src, f, world_size))
         .collect::<Result<Vec<_>, _>>()?;
 
+    let compare_without_link_faults = match &raw.compare_without_link_faults {
+        Some(c) if *c.get_ref() && raw.link_fault.is_empty() => {
+            return Err(src.at(
+                c,
+                "compare_without_link_faults needs a [[link_fault]]: without one there is nothing to compare",
+            ));
+        }
+        Some(c) => *c.get_ref(),
+        None => false,
+    };
+
     let name = raw.name.clone().unwrap_or_else(|| {
         path.file_stem().map_or_else(
             || "scenario".to_string(),
@@ -192,6 +203,7 @@ pub fn parse(path: &Path, text: &str) -> Result<Scenario, ScenarioError> {
         collectives,
         injects,
         faults,
+        compare_without_link_faults,
     })
 }
 
