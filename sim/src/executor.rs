@@ -255,6 +255,9 @@ where
             None => report.with_stuck_messages(w.undelivered()),
         }
     });
+    // A deadlocked run counts its pauses up to the deadlock, not to the
+    // timers that found it.
+    let link_usage = w.link_usage(deadlock.as_ref().map_or(w.now, |d| d.time));
     Execution {
         outputs,
         finished_at,
@@ -262,7 +265,7 @@ where
         deadlock,
         out_of_time,
         stats: w.stats(),
-        link_usage: w.link_usage(),
+        link_usage,
         trace: w.take_trace(),
         crashed,
     }

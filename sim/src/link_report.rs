@@ -137,7 +137,8 @@ pub fn busiest(detail: &Detail, topology: &Topology, n: usize) -> Vec<(LinkId, f
 
 /// The links of `detail` that lost, dropped, retransmitted or were paused,
 /// most troubled first (by packets lost or dropped, then retransmitted,
-/// then PFC pause frames; ties by link id), at most `n`.
+/// then time paused by PFC, then pause frames; ties by link id), at most
+/// `n`.
 pub fn troubled(detail: &Detail, topology: &Topology, n: usize) -> Vec<(LinkId, LinkUsage)> {
     let Some(usage) = &detail.link_usage else {
         return Vec::new();
@@ -149,7 +150,7 @@ pub fn troubled(detail: &Detail, topology: &Topology, n: usize) -> Vec<(LinkId, 
         .collect();
     links.sort_by_key(|(l, u)| {
         (
-            std::cmp::Reverse((dropped(u), u.retransmitted, u.pause_frames)),
+            std::cmp::Reverse((dropped(u), u.retransmitted, u.paused_ps, u.pause_frames)),
             *l,
         )
     });

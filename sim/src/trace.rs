@@ -35,6 +35,9 @@ pub enum SpanKind {
     Delay,
     /// The rank crashed here (a scheduled fault; zero length).
     Crash,
+    /// The RDMA transport from the span's peer to this rank gave up here
+    /// (zero length).
+    TransportTimeout,
 }
 
 impl SpanKind {
@@ -46,6 +49,7 @@ impl SpanKind {
             SpanKind::Call(name) => name,
             SpanKind::Delay => "straggler delay",
             SpanKind::Crash => "crash",
+            SpanKind::TransportTimeout => "transport timeout",
         }
     }
 }
@@ -202,15 +206,26 @@ impl<W: Write> ChromeTraceWriter<W> {
                 "args": {"backlog": s.queue}}),
             )?;
         }
+        // Links that have had a lossy change: their return to no loss
+        // is drawn too.
+        let mut lossy = std::collections::BTreeSet::new();
         for c in &log.link_changes {
             let name = match self.link_names.get(c.link.index()) {
-                Some(name) => format!("{name} bandwidth factor"),
-                None => format!("link {} bandwidth factor", c.link.index()),
+                Some(name) => name.clone(),
+                None => format!("link {}", c.link.index()),
             };
             self.event(
-                &json!({"name": name, "ph": "C", "pid": pid, "ts": us(c.time),
-                "args": {"factor": c.bandwidth_factor}}),
+                &json!({"name": format!("{name} bandwidth factor"), "ph": "C", "pid": pid,
+                "ts": us(c.time), "args": {"factor": c.bandwidth_factor}}),
             )?;
+            if c.loss_rate > 0.0 || c.corruption_rate > 0.0 || lossy.contains(&c.link) {
+                lossy.insert(c.link);
+                self.event(
+                    &json!({"name": format!("{name} loss"), "ph": "C", "pid": pid,
+                    "ts": us(c.time),
+                    "args": {"loss_rate": c.loss_rate, "corruption_rate": c.corruption_rate}}),
+                )?;
+            }
         }
         Ok(Written::Traced)
     }

@@ -387,6 +387,16 @@ impl World {
         for &message in &f.messages {
             self.in_flight.remove(message);
         }
+        if let Some(trace) = &mut self.trace {
+            trace.push_span(Span {
+                rank: f.dst,
+                kind: SpanKind::TransportTimeout,
+                peer: Some(f.src),
+                bytes: 0,
+                start: self.now,
+                end: self.now,
+            });
+        }
         for w in &self.waits[f.dst] {
             if w.from == f.src {
                 w.waker.wake_by_ref();
@@ -469,9 +479,10 @@ impl World {
             .collect()
     }
 
-    /// Per-link-direction counters of a topology model.
-    pub fn link_usage(&self) -> Option<Vec<LinkUsage>> {
-        self.network.usage(self.now)
+    /// Per-link-direction counters of a topology model, with pauses still
+    /// in force counted up to `until`.
+    pub fn link_usage(&self, until: Time) -> Option<Vec<LinkUsage>> {
+        self.network.usage(until)
     }
 
     /// Takes the trace recorded so far, with the network's link samples.

@@ -334,11 +334,12 @@ impl Fault<'_> {
         };
         let loss = rate(&f.loss_rate, "loss_rate")?;
         let corruption = rate(&f.corruption_rate, "corruption_rate")?;
-        if loss == 0.0 && corruption == 0.0 {
-            let at = f.loss_rate.as_ref().or(f.corruption_rate.as_ref());
+        // A rate of 0 is allowed (a sweep's healthy point; it changes
+        // nothing), but one of the two must be written.
+        if f.loss_rate.is_none() && f.corruption_rate.is_none() {
             return Err(src.error(
-                Some(at.map_or(spanned.span(), Spanned::span)),
-                "a lossy link needs loss_rate or corruption_rate above 0 (e.g. loss_rate = 1e-3)",
+                Some(spanned.span()),
+                "a lossy link needs loss_rate or corruption_rate (e.g. loss_rate = 1e-3)",
             ));
         }
         if let Some(&link) = links.iter().find(|&&l| !t.link(l).kind.is_network()) {

@@ -251,14 +251,9 @@ fn lossy_fault_mistakes_are_located() {
             "loss_rate must be between 0 and 1 (a probability per packet), got NaN",
         ),
         (
-            lossy("at_us = 0\nloss_rate = 0"),
-            ("loss_rate = 0", 12),
-            "a lossy link needs loss_rate or corruption_rate above 0",
-        ),
-        (
             lossy("at_us = 0"),
             ("[[link_fault]]", 0),
-            "a lossy link needs loss_rate or corruption_rate above 0",
+            "a lossy link needs loss_rate or corruption_rate",
         ),
         (
             lossy("at_us = 0\nloss_rate = 0.1\nbandwidth_factor = 0.5"),
