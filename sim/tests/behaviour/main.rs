@@ -12,6 +12,7 @@ mod link_faults;
 mod loss_scenarios;
 mod network_models;
 mod presets;
+mod reliability;
 mod ring_allreduce_reference;
 mod scenario_errors;
 mod support;
