@@ -560,17 +560,17 @@ fn report_failure(
                 CollectiveError::Fabric(e) => e.to_string(),
                 other => format!("rank {rank}: {other}"),
             };
-            let timeout = matches!(
-                error_kind,
-                Some(FabricError::Timeout { .. })
-            );
+            let timeout = matches!(error_kind, Some(FabricError::Timeout { .. }));
             writeln!(out, "failed: {error}")?;
             if let Some(report) = stalled {
                 writeln!(out, "the other ranks were then left waiting:")?;
                 write!(out, "{report}")?;
             }
             if timeout {
-                eprintln!("error: {}: a transport timed out ({at}): {error}", path.display());
+                eprintln!(
+                    "error: {}: a transport timed out ({at}): {error}",
+                    path.display()
+                );
                 EXIT_TIMEOUT
             } else {
                 eprintln!("error: {}: a rank failed ({at}): {error}", path.display());

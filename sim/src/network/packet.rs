@@ -1,6 +1,8 @@
 //! The packet-level network model: messages cut into packets that cross
-//! egress ports store-and-forward, with finite buffers and lossless,
-//! credit-based hop-by-hop flow control.
+//! egress ports store-and-forward, with finite buffers; credit-based flow
+//! control (InfiniBand, NVLink, PCIe), priority flow control (RoCE) or
+//! none (Ethernet); random loss and corruption; and go-back-N RDMA
+//! retransmission for the flows that cross network links.
 //!
 //! ```text
 //!   source GPU u                 switch v                         GPU w
@@ -42,17 +44,31 @@
 //! vertex also forwards (the GPUs of a ring or torus), transit packets and
 //! local packets alternate, packet by packet, when both wait.
 //!
+//! # Flow control
+//! How a hop `l = u -> v` keeps `v`'s buffers from overflowing depends on
+//! the link ([`topologies::Link::lossless`] and its kind):
+//!
+//! - **Credit** (InfiniBand, NVLink, PCIe, UPI): see *Credit* below; a
+//!   packet never finds a full buffer, nothing is dropped.
+//! - **PFC** (lossless Ethernet: RoCE): `u` sends unless paused; see
+//!   *PFC* below.
+//! - **None** (plain Ethernet, or any link with `lossless = false`): `u`
+//!   sends; a packet that arrives to find the next port's buffer full is
+//!   dropped there (tail drop), counted as an overflow drop of that port.
+//!
 //! # Credit
-//! A packet may start on `l = u -> v` only if `v` is its destination, or
-//! `v` is an endpoint, or the next link on its route `l' = v -> x` has room
-//! in its buffer for it. The room is reserved when the packet starts on
-//! `l` and released when it has been serialised on `l'`. A port whose
-//! chosen packet gets no credit waits for it (head-of-line blocking, as
-//! in InfiniBand) as a waiter on `l'`; freed room goes to waiters in the
-//! order they began waiting, which shares a congested port fairly between
-//! its upstream ports. A port admits a newcomer only when no one waits,
-//! and an empty buffer admits any packet (a buffer smaller than one packet
-//! slows traffic down instead of stopping it).
+//! A packet may start on a credit link `l = u -> v` only if `v` is its
+//! destination, or `v` is an endpoint, or the next link on its route
+//! `l' = v -> x` has room in its buffer for it. The room is reserved when
+//! the packet starts on `l` and released when it has been serialised on
+//! `l'`. A port whose chosen packet gets no credit waits for it
+//! (head-of-line blocking, as in InfiniBand) as a waiter on `l'`; freed
+//! room goes to waiters in the order they began waiting, which shares a
+//! congested port fairly between its upstream ports. A port admits a
+//! newcomer only when no one waits, and an empty buffer admits any packet
+//! (a buffer smaller than one packet slows traffic down instead of
+//! stopping it). The buffer is the egress port's, as in an output-queued
+//! switch: the room a credit stands for is where the packet will wait.
 //!
 //! An endpoint that forwards (a GPU relaying ring traffic) stages transit
 //! packets in its own memory: its buffer is treated as unbounded, which
@@ -62,8 +78,78 @@
 //! `buffer_bytes`. Switches and NICs have the bounded buffers; the
 //! switch fabrics of the presets (trees, leaf-spine, fat-trees) route up
 //! then down, which leaves no cycle of credit dependencies between them.
-//! (A topology whose switch routes do form such a cycle could deadlock
-//! here, as the lossless hardware would.)
+//! (A topology whose switch routes do form such a cycle deadlocks here,
+//! as the lossless hardware would: see *Deadlock* below.)
+//!
+//! # PFC
+//! Priority flow control (IEEE 802.1Qbb) on a RoCE link `l = u -> v`, for
+//! the one lossless priority that carries all collective traffic (as
+//! NCCL uses one traffic class, `NCCL_IB_TC`). `v` counts the bytes it
+//! holds that arrived over `l` (its ingress count: from a packet's
+//! arrival until it has been serialised on its next link). When the
+//! count reaches XOFF, `v` sends a PAUSE frame; when it falls back to
+//! XON, a RESUME. A PFC frame is a MAC control frame that goes ahead of
+//! queued data, so it reaches `u` one link latency later; `u` then
+//! finishes the packet on its wire and starts no other until RESUME
+//! arrives (all its traffic on `l` waits, whatever its destination: PFC's
+//! head-of-line blocking). Pauses spread upstream: a paused port's queue
+//! grows, which fills the ingress count of the link that feeds it, which
+//! pauses the port before it. A packet that arrives when the count would
+//! pass XOFF plus the headroom is dropped (an overflow drop of `l`):
+//! with enough headroom this never happens. The thresholds are per
+//! ingress port and default, for each link, to a headroom of
+//! `bandwidth x (2 x latency + v's forwarding latency) + 2 x MTU` (what
+//! can still arrive once PAUSE is sent: the round trip, the switch
+//! pipeline, a packet `u` has just started and one partly counted), XOFF
+//! at the link's buffer less that headroom, XON two MTUs below XOFF;
+//! [`PacketNetwork::with_pfc`] overrides them. Counters per link: PAUSE
+//! frames `v` sent (`pause_frames`) and the time `u` spent paused
+//! (`paused_ps`). An endpoint that forwards is not PFC-accounted (it
+//! stages packets in memory).
+//!
+//! # Loss and corruption
+//! A link direction may lose packets at random ([`LinkChange::loss_rate`])
+//! or corrupt them ([`LinkChange::corruption_rate`]); a corrupted packet
+//! is dropped by the receiver's CRC check (as RoCE's ICRC or Ethernet's
+//! FCS), so it is lost too, but counted apart. Each link draws from its
+//! own ChaCha8 stream, seeded by [`PacketNetwork::with_loss_seed`] and the
+//! link's id: one uniform draw per packet crossing while a rate is
+//! positive, none otherwise, so a rate of 0 changes nothing and a seed
+//! fixes every drop. A packet lost on a credit link gives its reserved
+//! room back when it would have arrived.
+//!
+//! # Reliable transport
+//! A flow whose route crosses a network link (InfiniBand, RoCE,
+//! Ethernet) is a reliable-connected queue pair: go-back-N, as RDMA NICs
+//! do. Its packets carry consecutive sequence numbers (PSNs) across its
+//! messages. The receiver accepts only the PSN it expects; a later one
+//! is discarded and, on the first such gap, the receiver sends a NAK
+//! (sequence error); a duplicate is discarded. ACKs and NAKs are small
+//! control packets: they take the route's idle latency back and are not
+//! queued or lost (so ACKs are not modelled as events: the sender's
+//! timer reads the receiver's progress when it expires). The sender's
+//! retransmission timer runs while packets are unacknowledged, with the
+//! timeout NCCL users set, 4.096 us x 2^`NCCL_IB_TIMEOUT`
+//! ([`TransportConfig`]), restarting at each acknowledgement. A NAK or an
+//! expiry without progress is a retry: the sender goes back to the first
+//! packet the receiver expects and sends everything from there again
+//! (packets still in the network are discarded as they arrive). After
+//! `NCCL_IB_RETRY_CNT` retries without progress the transport gives up:
+//! the flow's messages are dropped and reported as a
+//! [`TransportFailure`] naming the flow, the last link that lost one of
+//! its packets and where its packets wait. A flow that crosses only
+//! credit links (NVLink, PCIe) never loses a packet and has no transport.
+//!
+//! # Deadlock
+//! When nothing in the network can move, the links may wait on each other
+//! in a cycle: a link waits for credit in the next link's buffer, or is
+//! paused while packets that came over it wait for a paused next link.
+//! [`PacketNetwork::buffer_cycle`] finds such a cycle of the
+//! buffer-dependency graph. A transport timer that expires with no
+//! event pending in the network and such a cycle present does not retry
+//! (no retransmission can help) and is not rearmed, so the run ends with
+//! the network stuck and the cycle reported, as a credit deadlock or a
+//! PFC deadlock, instead of as a transport timeout.
 //!
 //! # Link changes
 //! [`PacketNetwork::schedule_changes`] takes [`LinkChange`]s (link
@@ -93,9 +179,9 @@
 //! starting at a change's time gets the new rate). Changes of one link at
 //! one time apply in the order given; the last one holds.
 //!
-//! Nothing is dropped: every link is treated as lossless. (A lossy port
-//! would drop where this one waits for credit, in [`PacketNetwork`]'s
-//! `try_start`; drops, PFC and retransmission are not modelled yet.)
+//! A change also sets the link's loss and corruption rates from then on
+//! (see *Loss and corruption*). A link that is down drops nothing: what
+//! waits for it stays queued.
 //!
 //! # Delivery and counters
 //! Packets of a message follow one route through FIFO queues, so they

@@ -74,7 +74,11 @@ fn lost_packets_are_resent_results_stay_correct_and_time_grows_with_loss() {
     let (light, light_usage) = study(&leaf_spine(3, &lossy(0.002)));
     let (heavy, heavy_usage) = study(&leaf_spine(3, &lossy(0.02)));
     for (rows, usage) in [(&light, &light_usage), (&heavy, &heavy_usage)] {
-        assert_eq!(rows[0].wrong, Some(0), "retransmission delivers every byte once");
+        assert_eq!(
+            rows[0].wrong,
+            Some(0),
+            "retransmission delivers every byte once"
+        );
         assert!(sum(usage, |u| u.lost) > 0);
         assert!(sum(usage, |u| u.retransmitted) > 0);
     }
@@ -82,7 +86,10 @@ fn lost_packets_are_resent_results_stay_correct_and_time_grows_with_loss() {
     assert!(light[0].time_ps < heavy[0].time_ps);
     // A fixed seed reproduces the drops, the retransmissions and the
     // times; another seed draws other drops.
-    assert_eq!(study(&leaf_spine(3, &lossy(0.02))), (heavy.clone(), heavy_usage.clone()));
+    assert_eq!(
+        study(&leaf_spine(3, &lossy(0.02))),
+        (heavy.clone(), heavy_usage.clone())
+    );
     assert_ne!(study(&leaf_spine(4, &lossy(0.02))).1, heavy_usage);
 }
 
@@ -95,11 +102,17 @@ fn past_the_retry_budget_the_run_reports_a_timeout_naming_link_and_ranks() {
     let out = sim(&["run", path.to_str().unwrap()]);
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert_eq!(out.status.code(), Some(6), "{stdout}");
-    assert!(stdout.contains("RDMA transport: timeout 4.096 us x 2^4"), "{stdout}");
+    assert!(
+        stdout.contains("RDMA transport: timeout 4.096 us x 2^4"),
+        "{stdout}"
+    );
     // The ring's only spine crossings are rank 1 -> 2 and 3 -> 0; the
     // first to give up is reported, with the link that lost its packets.
     assert!(stdout.contains("timed out waiting on rank"), "{stdout}");
-    assert!(stdout.contains("after 2 retries without progress"), "{stdout}");
+    assert!(
+        stdout.contains("after 2 retries without progress"),
+        "{stdout}"
+    );
     // The leaf-spine preset has parallel uplinks, named with their ids.
     let blamed = stdout
         .lines()
@@ -109,7 +122,10 @@ fn past_the_retry_budget_the_run_reports_a_timeout_naming_link_and_ranks() {
         blamed.contains("leaf0 #") && blamed.contains("spine0") && blamed.contains("(random loss)"),
         "{blamed}"
     );
-    assert!(stdout.contains("the other ranks were then left waiting"), "{stdout}");
+    assert!(
+        stdout.contains("the other ranks were then left waiting"),
+        "{stdout}"
+    );
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("a transport timed out"), "{stderr}");
 }
@@ -160,7 +176,10 @@ fn pfc_with_its_headroom_never_drops_and_an_undersized_one_does() {
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert_eq!(out.status.code(), Some(0), "{stdout}");
     assert!(stdout.contains("dropped (overflow)"), "{stdout}");
-    assert!(stdout.contains("/nic->leaf0: dropped (overflow)"), "{stdout}");
+    assert!(
+        stdout.contains("/nic->leaf0: dropped (overflow)"),
+        "{stdout}"
+    );
 }
 
 #[test]
@@ -175,7 +194,10 @@ fn the_pfc_deadlock_scenario_is_reported_with_its_cycle() {
         ),
         "{stdout}"
     );
-    assert!(stdout.contains("the network is stuck: 5 message(s)"), "{stdout}");
+    assert!(
+        stdout.contains("the network is stuck: 5 message(s)"),
+        "{stdout}"
+    );
 }
 
 #[test]

@@ -26,8 +26,8 @@ fn incast(l: Link) -> (Arc<Topology>, [LinkId; 3]) {
     let mut t = Topology::new();
     let h: Vec<VertexId> = (0..3).map(|i| gpu(&mut t, &format!("h{i}"))).collect();
     let s = leaf(&mut t, "s");
-    let (a, _) = t.add_link(h[0], s, l.clone()).unwrap();
-    let (b, _) = t.add_link(h[1], s, l.clone()).unwrap();
+    let (a, _) = t.add_link(h[0], s, l).unwrap();
+    let (b, _) = t.add_link(h[1], s, l).unwrap();
     let (_, c) = t.add_link(h[2], s, l).unwrap();
     (Arc::new(t), [a, b, c])
 }
@@ -243,16 +243,20 @@ fn ring_flows(senders: &[usize]) -> Outcome {
     let sw: Vec<VertexId> = (0..5).map(|i| leaf(&mut t, &format!("s{i}"))).collect();
     let l = kind_link("roce100");
     let up: Vec<(LinkId, LinkId)> = (0..5)
-        .map(|i| t.add_link(hosts[i], sw[i], l.clone()).unwrap())
+        .map(|i| t.add_link(hosts[i], sw[i], l).unwrap())
         .collect();
     let ring: Vec<LinkId> = (0..5)
-        .map(|i| t.add_link(sw[i], sw[(i + 1) % 5], l.clone()).unwrap().0)
+        .map(|i| t.add_link(sw[i], sw[(i + 1) % 5], l).unwrap().0)
         .collect();
     let sends: Vec<Send> = senders
         .iter()
         .map(|&i| {
             let j = (i + 2) % 5;
-            send(8 * MIB, &[up[i].0, ring[i], ring[(i + 1) % 5], up[j].1], i as u64)
+            send(
+                8 * MIB,
+                &[up[i].0, ring[i], ring[(i + 1) % 5], up[j].1],
+                i as u64,
+            )
         })
         .collect();
     let pfc = PfcConfig {

@@ -163,7 +163,10 @@ impl PacketNetwork {
         let rto = self.transport.rto_ps();
         let cut_psn = self.cut_psn(flow);
         let f = &mut self.flows[flow];
-        let t = f.transport.as_mut().expect("only transport flows arm timers");
+        let t = f
+            .transport
+            .as_mut()
+            .expect("only transport flows arm timers");
         t.timer_armed = false;
         if t.expected_psn >= cut_psn {
             return Ok(());
@@ -193,7 +196,10 @@ impl PacketNetwork {
         if !self.flow_with_serial(flow, serial) {
             return Ok(());
         }
-        let t = self.flows[flow].transport.as_mut().expect("a NAK is for a transport flow");
+        let t = self.flows[flow]
+            .transport
+            .as_mut()
+            .expect("a NAK is for a transport flow");
         t.progressed();
         self.retry(flow, now, queue)
     }
@@ -202,7 +208,10 @@ impl PacketNetwork {
     /// budget; within it, go back N and restart the timer.
     fn retry(&mut self, flow: u32, now: Time, queue: &mut EventQueue) -> Result<(), OutOfTime> {
         let budget = self.transport.ib_retry_cnt;
-        let t = self.flows[flow].transport.as_mut().expect("a transport flow");
+        let t = self.flows[flow]
+            .transport
+            .as_mut()
+            .expect("a transport flow");
         t.retries = t.retries.saturating_add(1);
         if t.retries > budget {
             return self.fail(flow, now, queue);
@@ -247,7 +256,10 @@ impl PacketNetwork {
             }
             m = message.next;
         }
-        debug_assert_ne!(target, NONE, "the expected packet is of an undelivered message");
+        debug_assert_ne!(
+            target, NONE,
+            "the expected packet is of an undelivered message"
+        );
         let f = &mut self.flows[flow];
         let idle = f.head == NONE;
         f.head = target;
