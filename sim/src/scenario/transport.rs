@@ -62,12 +62,15 @@ pub(super) fn rdma(
         }
         transport.ib_retry_cnt = x as u8;
     }
-    let note = format!(
+    let mut note = format!(
         "RDMA transport: timeout 4.096 us x 2^{} = {}, {} retries",
         transport.ib_timeout,
         duration(transport.rto_ps()),
         transport.ib_retry_cnt
     );
+    if network.is_some_and(|n| n.level == ModelLevel::Flow) {
+        note.push_str("; no effect in the flow model, which loses nothing");
+    }
     Ok((transport, Some(note)))
 }
 
