@@ -199,6 +199,8 @@ mod fault_tests;
 mod loss_tests;
 mod pfc;
 mod port;
+#[cfg(test)]
+mod stress_tests;
 mod table;
 #[cfg(test)]
 mod tests;
@@ -738,7 +740,7 @@ impl PacketNetwork {
             self.messages[message].done = true;
             delivered.push(self.messages[message].id);
             if flow != NONE {
-                self.pop_delivered(flow, message);
+                self.pop_delivered(flow, message, now, queue)?;
             }
         }
         self.release_packet_of(message);
@@ -746,16 +748,60 @@ impl PacketNetwork {
     }
 
     /// `message`, the oldest of `flow`, is delivered: it leaves the list,
-    /// and the flow ends when nothing of it is left to deliver.
-    fn pop_delivered(&mut self, flow: u32, message: u32) {
+    /// and the flow ends when nothing of it is left to deliver. If a
+    /// retry was cutting it again (its first copies got through after
+    /// all), the sender moves on to the next message: the receiver's
+    /// acknowledgement tells it the rest is not needed.
+    fn pop_delivered(
+        &mut self,
+        flow: u32,
+        message: u32,
+        now: Time,
+        queue: &mut EventQueue,
+    ) -> Result<(), OutOfTime> {
+        let next = self.messages[message].next;
         let f = &mut self.flows[flow];
         debug_assert_eq!(f.oldest, message, "a flow delivers in order");
-        f.oldest = self.messages[message].next;
+        f.oldest = next;
+        if f.head == message {
+            if next == NONE {
+                let first = f.first_link as usize;
+                self.leave_round(flow, now, queue)?;
+                self.flows[flow].head = NONE;
+                self.try_start(first, now, queue)?;
+            } else {
+                // Not cut in this pass yet (a go-back cut it from 0).
+                debug_assert_eq!(self.messages[next].cut_bytes, 0);
+                self.flows[flow].head = next;
+            }
+        }
+        let f = &self.flows[flow];
         if f.oldest == NONE {
             debug_assert_eq!(f.head, NONE, "an undelivered message remains");
             let key = self.flows.remove(flow).key;
             self.flow_ids.remove(&key);
         }
+        Ok(())
+    }
+
+    /// Takes `flow` out of its first link's injection round; if that
+    /// port was waiting for credit for the flow's packet, it stops
+    /// waiting (the caller lets the port choose again).
+    fn leave_round(
+        &mut self,
+        flow: u32,
+        now: Time,
+        queue: &mut EventQueue,
+    ) -> Result<(), OutOfTime> {
+        let first = self.flows[flow].first_link as usize;
+        let port = &self.ports[first];
+        if port.blocked == Some(Source::Local) && port.flows.front() == Some(&flow) {
+            self.withdraw(first, now, queue)?;
+        }
+        let flows = &mut self.ports[first].flows;
+        let at = flows.iter().position(|&f| f == flow).expect("in its round");
+        flows.remove(at);
+        Ok(())
     }
 
     /// Offers the free room of port `link`'s buffer to its waiters, first

@@ -290,3 +290,34 @@ fn a_routing_loop_under_pfc_deadlocks_and_the_cycle_is_found() {
     assert!(total(&open.usage, |u| u.pause_frames) > 0);
     assert!(open.net.buffer_cycle().is_none());
 }
+
+/// One flow over `h0 -> s -> h2` with 5 us links and a 4 us timeout:
+/// the timer goes back while the first copies are still on their way,
+/// and the sender's link is down then, so the second pass has not ended
+/// when the first copies arrive.
+fn spurious_retransmission(messages: usize) -> Outcome {
+    let mut l = kind_link("roce100");
+    l.latency_ps = 5_000_000;
+    let (t, [a, _, c]) = incast(l);
+    let sends: Vec<Send> = (0..messages).map(|_| send(12 * KIB, &[a, c], 3)).collect();
+    let transport = TransportConfig {
+        ib_timeout: 0,
+        ib_retry_cnt: 7,
+    };
+    let net = PacketNetwork::new(t, false).with_transport(transport);
+    let down = LinkChange::bandwidth(Time(3_500_000), a, 0.0);
+    let up = LinkChange::bandwidth(Time(30_000_000), a, 1.0);
+    run(net, &sends, &[down, up])
+}
+
+#[test]
+fn a_message_whose_first_copies_arrive_during_its_retransmission_is_delivered_once() {
+    for messages in [1, 3] {
+        let o = spurious_retransmission(messages);
+        assert!(o.failures.is_empty(), "{:?}", o.failures);
+        assert!(o.delivered_ps.iter().all(Option::is_some));
+        // Delivered by the first copies, before the link came back.
+        assert!(o.delivered_ps.iter().all(|t| t.unwrap() < 30_000_000));
+        super::stress_tests::assert_drained(&o.net, 0);
+    }
+}

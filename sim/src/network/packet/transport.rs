@@ -5,7 +5,7 @@
 use algorithms::Time;
 use topologies::LinkId;
 
-use super::port::{Loss, Source};
+use super::port::Loss;
 use super::{NONE, PacketEvent, PacketNetwork};
 use crate::event::{EventQueue, MessageId};
 use crate::network::OutOfTime;
@@ -276,13 +276,7 @@ impl PacketNetwork {
     fn fail(&mut self, flow: u32, now: Time, queue: &mut EventQueue) -> Result<(), OutOfTime> {
         let first = self.flows[flow].first_link as usize;
         if self.flows[flow].head != NONE {
-            let port = &self.ports[first];
-            if port.blocked == Some(Source::Local) && port.flows.front() == Some(&flow) {
-                self.withdraw(first, now, queue)?;
-            }
-            let flows = &mut self.ports[first].flows;
-            let at = flows.iter().position(|&f| f == flow).expect("in its round");
-            flows.remove(at);
+            self.leave_round(flow, now, queue)?;
         }
         let held_at = self.held_at(flow);
         let f = self.flows.remove(flow);
