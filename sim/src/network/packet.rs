@@ -120,8 +120,9 @@
 //!
 //! # Reliable transport
 //! A flow whose route crosses a network link (InfiniBand, RoCE,
-//! Ethernet) is a reliable-connected queue pair: go-back-N, as RDMA NICs
-//! do. Its packets carry consecutive sequence numbers (PSNs) across its
+//! Ethernet), or a link of any kind declared lossy (`lossless = false`,
+//! which may tail-drop), is a reliable-connected queue pair: go-back-N,
+//! as RDMA NICs do. Its packets carry consecutive sequence numbers (PSNs) across its
 //! messages. The receiver accepts only the PSN it expects; a later one
 //! is discarded and, on the first such gap, the receiver sends a NAK
 //! (sequence error); a duplicate is discarded. ACKs and NAKs are small
@@ -138,7 +139,8 @@
 //! the flow's messages are dropped and reported as a
 //! [`TransportFailure`] naming the flow, the last link that lost one of
 //! its packets and where its packets wait. A flow that crosses only
-//! credit links (NVLink, PCIe) never loses a packet and has no transport.
+//! lossless on-board links (NVLink, PCIe) never loses a packet and has
+//! no transport.
 //!
 //! # Deadlock
 //! When nothing in the network can move, the links may wait on each other
@@ -470,7 +472,12 @@ impl PacketNetwork {
             return self.schedule(now, PacketEvent::Arrive { packet }, queue);
         };
         let mtu_bytes = path_mtu(&self.topology, &route);
-        let network = route.iter().any(|l| self.ports[l.index()].network);
+        // Network links may lose packets, and so may a link of any kind
+        // declared lossy: a flow over either needs the transport.
+        let reliable = route.iter().any(|l| {
+            let port = &self.ports[l.index()];
+            port.network || port.control == Control::Lossy
+        });
         let ack_ps = idle_latency_ps(&self.topology, &route, 0);
         let flow = match self.flow_ids.get(&key) {
             Some(&flow) => flow,
@@ -486,7 +493,7 @@ impl PacketNetwork {
                     tail: NONE,
                     psn_end: 0,
                     psn_sent: 0,
-                    transport: network.then(|| Box::new(Transport::new(ack_ps))),
+                    transport: reliable.then(|| Box::new(Transport::new(ack_ps))),
                 });
                 self.flow_ids.insert(key, flow);
                 flow
@@ -702,7 +709,7 @@ impl PacketNetwork {
             let flow = m.flow;
             match self.flows[flow].transport.as_mut() {
                 Some(t) => t.note_loss(link, loss, now),
-                None => debug_assert!(false, "only flows over network links lose packets"),
+                None => debug_assert!(false, "only flows over lossy or network links lose packets"),
             }
         }
         self.release_packet_of(message);

@@ -321,3 +321,28 @@ fn a_message_whose_first_copies_arrive_during_its_retransmission_is_delivered_on
         super::stress_tests::assert_drained(&o.net, 0);
     }
 }
+
+#[test]
+fn a_flow_over_a_lossy_on_board_link_recovers_its_tail_drops() {
+    // A scenario may declare any link lossy (`lossless = false`): here
+    // the NVLinks of a switch, whose small buffer overflows in an incast.
+    let mut l = kind_link("nvlink4");
+    l.lossless = false;
+    l.buffer_bytes = 16 * KIB;
+    let mut t = Topology::new();
+    let g: Vec<VertexId> = (0..3).map(|i| gpu(&mut t, &format!("g{i}"))).collect();
+    let s = t
+        .add_vertex(Vertex::with_default_latency("nvs", VertexKind::NvSwitch))
+        .unwrap();
+    let (a, _) = t.add_link(g[0], s, l).unwrap();
+    let (b, _) = t.add_link(g[1], s, l).unwrap();
+    let (_, c) = t.add_link(g[2], s, l).unwrap();
+    let sends = [send(256 * KIB, &[a, c], 0), send(256 * KIB, &[b, c], 1)];
+    let net = PacketNetwork::new(Arc::new(t), false).with_transport(fast_timeout());
+    let o = run(net, &sends, &[]);
+    assert!(o.usage[c.index()].overflow_drops > 0);
+    assert!(o.failures.is_empty(), "{:?}", o.failures);
+    assert!(o.delivered_ps.iter().all(Option::is_some));
+    assert!(total(&o.usage, |u| u.retransmitted) > 0);
+    super::stress_tests::assert_drained(&o.net, 0);
+}

@@ -16,9 +16,11 @@ use crate::network::{LinkChange, PfcConfig, TransportConfig};
 
 /// A random link of a network kind (credit, PFC or lossy).
 fn random_link(rng: &mut ChaCha8Rng) -> Link {
-    let kind = ["roce100", "ethernet100", "ib_hdr"][rng.random_range(0..3)];
+    let kind = ["roce100", "ethernet100", "ib_hdr", "nvlink4", "pcie4x16"][rng.random_range(0..5)];
     let mut l = LinkKind::parse(kind).unwrap().defaults();
     l.buffer_bytes = rng.random_range(4..64) * KIB;
+    // A scenario may declare any link lossy.
+    l.lossless = l.lossless && rng.random_bool(0.8);
     l
 }
 
