@@ -148,10 +148,14 @@
 //! paused while packets that came over it wait for a paused next link.
 //! [`PacketNetwork::buffer_cycle`] finds such a cycle of the
 //! buffer-dependency graph. A transport timer that expires with no
-//! event pending in the network and such a cycle present does not retry
-//! (no retransmission can help) and is not rearmed, so the run ends with
+//! event pending in the network and such a cycle present, for a flow
+//! that cannot move (a packet of it waits in a queue, or its first port
+//! is paused, waiting for credit or down), does not retry (no
+//! retransmission can help) and is not rearmed, so the run ends with
 //! the network stuck and the cycle reported, as a credit deadlock or a
-//! PFC deadlock, instead of as a transport timeout.
+//! PFC deadlock, instead of as a transport timeout. A flow whose packets
+//! were all lost and whose first port is free retries as usual: its
+//! route may not cross the cycle.
 //!
 //! # Link changes
 //! [`PacketNetwork::schedule_changes`] takes [`LinkChange`]s (link

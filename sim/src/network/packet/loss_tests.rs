@@ -238,6 +238,13 @@ fn a_lossy_ethernet_port_drops_when_its_buffer_is_full() {
 /// Five switches in a ring, a host on each; host `i` sends to host
 /// `i + 2` clockwise over two switch links, for the hosts in `senders`.
 fn ring_flows(senders: &[usize]) -> Outcome {
+    ring_flows_with(senders, false)
+}
+
+/// The same; with a `bystander`, two more hosts on switch `s0`, one
+/// sending 8 KiB to the other (the last send) over its own links, its
+/// first packets lost in the first 5 us.
+fn ring_flows_with(senders: &[usize], bystander: bool) -> Outcome {
     let mut t = Topology::new();
     let hosts: Vec<VertexId> = (0..5).map(|i| gpu(&mut t, &format!("h{i}"))).collect();
     let sw: Vec<VertexId> = (0..5).map(|i| leaf(&mut t, &format!("s{i}"))).collect();
@@ -259,12 +266,25 @@ fn ring_flows(senders: &[usize]) -> Outcome {
             )
         })
         .collect();
+    let mut sends = sends;
+    let mut changes = Vec::new();
+    if bystander {
+        let h5 = gpu(&mut t, "h5");
+        let h6 = gpu(&mut t, "h6");
+        let (a, _) = t.add_link(h5, sw[0], l).unwrap();
+        let (_, b) = t.add_link(h6, sw[0], l).unwrap();
+        sends.push(send(8 * KIB, &[a, b], 5));
+        changes.push(loss(a, 1.0, 0.0));
+        changes.push(LinkChange::bandwidth(Time(5_000_000), a, 1.0));
+    }
     let pfc = PfcConfig {
         xoff_bytes: Some(64 * KIB),
         ..PfcConfig::default()
     };
-    let net = PacketNetwork::new(Arc::new(t), false).with_pfc(pfc);
-    let mut o = run(net, &sends, &[]);
+    let net = PacketNetwork::new(Arc::new(t), false)
+        .with_pfc(pfc)
+        .with_transport(fast_timeout());
+    let mut o = run(net, &sends, &changes);
     o.usage = o.net.usage().to_vec();
     o
 }
@@ -345,4 +365,17 @@ fn a_flow_over_a_lossy_on_board_link_recovers_its_tail_drops() {
     assert!(o.delivered_ps.iter().all(Option::is_some));
     assert!(total(&o.usage, |u| u.retransmitted) > 0);
     super::stress_tests::assert_drained(&o.net, 0);
+}
+
+#[test]
+fn a_flow_apart_from_a_pfc_deadlock_still_recovers_its_losses() {
+    // The ring deadlocks while the bystander's packets are lost; when its
+    // timer expires nothing in the network moves and the cycle is there,
+    // but its own route is free: its retransmission gets through.
+    let o = ring_flows_with(&[0, 1, 2, 3, 4], true);
+    assert!(o.net.buffer_cycle().is_some());
+    assert!(o.delivered_ps[..5].iter().any(Option::is_none));
+    assert!(o.delivered_ps[5].is_some(), "{:?}", o.delivered_ps);
+    assert!(o.failures.is_empty());
+    assert_eq!(o.net.pending_activity, 0);
 }
