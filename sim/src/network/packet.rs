@@ -120,8 +120,9 @@
 //!
 //! # Reliable transport
 //! A flow whose route crosses a network link (InfiniBand, RoCE,
-//! Ethernet) is a reliable-connected queue pair: go-back-N, as RDMA NICs
-//! do. Its packets carry consecutive sequence numbers (PSNs) across its
+//! Ethernet), or a link of any kind declared lossy (`lossless = false`,
+//! which may tail-drop), is a reliable-connected queue pair: go-back-N,
+//! as RDMA NICs do. Its packets carry consecutive sequence numbers (PSNs) across its
 //! messages. The receiver accepts only the PSN it expects; a later one
 //! is discarded and, on the first such gap, the receiver sends a NAK
 //! (sequence error); a duplicate is discarded. ACKs and NAKs are small
@@ -138,7 +139,8 @@
 //! the flow's messages are dropped and reported as a
 //! [`TransportFailure`] naming the flow, the last link that lost one of
 //! its packets and where its packets wait. A flow that crosses only
-//! credit links (NVLink, PCIe) never loses a packet and has no transport.
+//! lossless on-board links (NVLink, PCIe) never loses a packet and has
+//! no transport.
 //!
 //! # Deadlock
 //! When nothing in the network can move, the links may wait on each other
@@ -146,10 +148,14 @@
 //! paused while packets that came over it wait for a paused next link.
 //! [`PacketNetwork::buffer_cycle`] finds such a cycle of the
 //! buffer-dependency graph. A transport timer that expires with no
-//! event pending in the network and such a cycle present does not retry
-//! (no retransmission can help) and is not rearmed, so the run ends with
+//! event pending in the network and such a cycle present, for a flow
+//! that cannot move (a packet of it waits in a queue, or its first port
+//! is paused, waiting for credit or down), does not retry (no
+//! retransmission can help) and is not rearmed, so the run ends with
 //! the network stuck and the cycle reported, as a credit deadlock or a
-//! PFC deadlock, instead of as a transport timeout.
+//! PFC deadlock, instead of as a transport timeout. A flow whose packets
+//! were all lost and whose first port is free retries as usual: its
+//! route may not cross the cycle.
 //!
 //! # Link changes
 //! [`PacketNetwork::schedule_changes`] takes [`LinkChange`]s (link
@@ -199,6 +205,8 @@ mod fault_tests;
 mod loss_tests;
 mod pfc;
 mod port;
+#[cfg(test)]
+mod stress_tests;
 mod table;
 #[cfg(test)]
 mod tests;
@@ -468,7 +476,12 @@ impl PacketNetwork {
             return self.schedule(now, PacketEvent::Arrive { packet }, queue);
         };
         let mtu_bytes = path_mtu(&self.topology, &route);
-        let network = route.iter().any(|l| self.ports[l.index()].network);
+        // Network links may lose packets, and so may a link of any kind
+        // declared lossy: a flow over either needs the transport.
+        let reliable = route.iter().any(|l| {
+            let port = &self.ports[l.index()];
+            port.network || port.control == Control::Lossy
+        });
         let ack_ps = idle_latency_ps(&self.topology, &route, 0);
         let flow = match self.flow_ids.get(&key) {
             Some(&flow) => flow,
@@ -484,7 +497,7 @@ impl PacketNetwork {
                     tail: NONE,
                     psn_end: 0,
                     psn_sent: 0,
-                    transport: network.then(|| Box::new(Transport::new(ack_ps))),
+                    transport: reliable.then(|| Box::new(Transport::new(ack_ps))),
                 });
                 self.flow_ids.insert(key, flow);
                 flow
@@ -700,7 +713,7 @@ impl PacketNetwork {
             let flow = m.flow;
             match self.flows[flow].transport.as_mut() {
                 Some(t) => t.note_loss(link, loss, now),
-                None => debug_assert!(false, "only flows over network links lose packets"),
+                None => debug_assert!(false, "only flows over lossy or network links lose packets"),
             }
         }
         self.release_packet_of(message);
@@ -738,7 +751,7 @@ impl PacketNetwork {
             self.messages[message].done = true;
             delivered.push(self.messages[message].id);
             if flow != NONE {
-                self.pop_delivered(flow, message);
+                self.pop_delivered(flow, message, now, queue)?;
             }
         }
         self.release_packet_of(message);
@@ -746,16 +759,60 @@ impl PacketNetwork {
     }
 
     /// `message`, the oldest of `flow`, is delivered: it leaves the list,
-    /// and the flow ends when nothing of it is left to deliver.
-    fn pop_delivered(&mut self, flow: u32, message: u32) {
+    /// and the flow ends when nothing of it is left to deliver. If a
+    /// retry was cutting it again (its first copies got through after
+    /// all), the sender moves on to the next message: the receiver's
+    /// acknowledgement tells it the rest is not needed.
+    fn pop_delivered(
+        &mut self,
+        flow: u32,
+        message: u32,
+        now: Time,
+        queue: &mut EventQueue,
+    ) -> Result<(), OutOfTime> {
+        let next = self.messages[message].next;
         let f = &mut self.flows[flow];
         debug_assert_eq!(f.oldest, message, "a flow delivers in order");
-        f.oldest = self.messages[message].next;
+        f.oldest = next;
+        if f.head == message {
+            if next == NONE {
+                let first = f.first_link as usize;
+                self.leave_round(flow, now, queue)?;
+                self.flows[flow].head = NONE;
+                self.try_start(first, now, queue)?;
+            } else {
+                // Not cut in this pass yet (a go-back cut it from 0).
+                debug_assert_eq!(self.messages[next].cut_bytes, 0);
+                self.flows[flow].head = next;
+            }
+        }
+        let f = &self.flows[flow];
         if f.oldest == NONE {
             debug_assert_eq!(f.head, NONE, "an undelivered message remains");
             let key = self.flows.remove(flow).key;
             self.flow_ids.remove(&key);
         }
+        Ok(())
+    }
+
+    /// Takes `flow` out of its first link's injection round; if that
+    /// port was waiting for credit for the flow's packet, it stops
+    /// waiting (the caller lets the port choose again).
+    fn leave_round(
+        &mut self,
+        flow: u32,
+        now: Time,
+        queue: &mut EventQueue,
+    ) -> Result<(), OutOfTime> {
+        let first = self.flows[flow].first_link as usize;
+        let port = &self.ports[first];
+        if port.blocked == Some(Source::Local) && port.flows.front() == Some(&flow) {
+            self.withdraw(first, now, queue)?;
+        }
+        let flows = &mut self.ports[first].flows;
+        let at = flows.iter().position(|&f| f == flow).expect("in its round");
+        flows.remove(at);
+        Ok(())
     }
 
     /// Offers the free room of port `link`'s buffer to its waiters, first

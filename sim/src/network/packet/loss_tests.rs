@@ -238,6 +238,13 @@ fn a_lossy_ethernet_port_drops_when_its_buffer_is_full() {
 /// Five switches in a ring, a host on each; host `i` sends to host
 /// `i + 2` clockwise over two switch links, for the hosts in `senders`.
 fn ring_flows(senders: &[usize]) -> Outcome {
+    ring_flows_with(senders, false)
+}
+
+/// The same; with a `bystander`, two more hosts on switch `s0`, one
+/// sending 8 KiB to the other (the last send) over its own links, its
+/// first packets lost in the first 5 us.
+fn ring_flows_with(senders: &[usize], bystander: bool) -> Outcome {
     let mut t = Topology::new();
     let hosts: Vec<VertexId> = (0..5).map(|i| gpu(&mut t, &format!("h{i}"))).collect();
     let sw: Vec<VertexId> = (0..5).map(|i| leaf(&mut t, &format!("s{i}"))).collect();
@@ -259,12 +266,25 @@ fn ring_flows(senders: &[usize]) -> Outcome {
             )
         })
         .collect();
+    let mut sends = sends;
+    let mut changes = Vec::new();
+    if bystander {
+        let h5 = gpu(&mut t, "h5");
+        let h6 = gpu(&mut t, "h6");
+        let (a, _) = t.add_link(h5, sw[0], l).unwrap();
+        let (_, b) = t.add_link(h6, sw[0], l).unwrap();
+        sends.push(send(8 * KIB, &[a, b], 5));
+        changes.push(loss(a, 1.0, 0.0));
+        changes.push(LinkChange::bandwidth(Time(5_000_000), a, 1.0));
+    }
     let pfc = PfcConfig {
         xoff_bytes: Some(64 * KIB),
         ..PfcConfig::default()
     };
-    let net = PacketNetwork::new(Arc::new(t), false).with_pfc(pfc);
-    let mut o = run(net, &sends, &[]);
+    let net = PacketNetwork::new(Arc::new(t), false)
+        .with_pfc(pfc)
+        .with_transport(fast_timeout());
+    let mut o = run(net, &sends, &changes);
     o.usage = o.net.usage().to_vec();
     o
 }
@@ -289,4 +309,73 @@ fn a_routing_loop_under_pfc_deadlocks_and_the_cycle_is_found() {
     assert!(open.delivered_ps.iter().all(Option::is_some));
     assert!(total(&open.usage, |u| u.pause_frames) > 0);
     assert!(open.net.buffer_cycle().is_none());
+}
+
+/// One flow over `h0 -> s -> h2` with 5 us links and a 4 us timeout:
+/// the timer goes back while the first copies are still on their way,
+/// and the sender's link is down then, so the second pass has not ended
+/// when the first copies arrive.
+fn spurious_retransmission(messages: usize) -> Outcome {
+    let mut l = kind_link("roce100");
+    l.latency_ps = 5_000_000;
+    let (t, [a, _, c]) = incast(l);
+    let sends: Vec<Send> = (0..messages).map(|_| send(12 * KIB, &[a, c], 3)).collect();
+    let transport = TransportConfig {
+        ib_timeout: 0,
+        ib_retry_cnt: 7,
+    };
+    let net = PacketNetwork::new(t, false).with_transport(transport);
+    let down = LinkChange::bandwidth(Time(3_500_000), a, 0.0);
+    let up = LinkChange::bandwidth(Time(30_000_000), a, 1.0);
+    run(net, &sends, &[down, up])
+}
+
+#[test]
+fn a_message_whose_first_copies_arrive_during_its_retransmission_is_delivered_once() {
+    for messages in [1, 3] {
+        let o = spurious_retransmission(messages);
+        assert!(o.failures.is_empty(), "{:?}", o.failures);
+        assert!(o.delivered_ps.iter().all(Option::is_some));
+        // Delivered by the first copies, before the link came back.
+        assert!(o.delivered_ps.iter().all(|t| t.unwrap() < 30_000_000));
+        super::stress_tests::assert_drained(&o.net, 0);
+    }
+}
+
+#[test]
+fn a_flow_over_a_lossy_on_board_link_recovers_its_tail_drops() {
+    // A scenario may declare any link lossy (`lossless = false`): here
+    // the NVLinks of a switch, whose small buffer overflows in an incast.
+    let mut l = kind_link("nvlink4");
+    l.lossless = false;
+    l.buffer_bytes = 16 * KIB;
+    let mut t = Topology::new();
+    let g: Vec<VertexId> = (0..3).map(|i| gpu(&mut t, &format!("g{i}"))).collect();
+    let s = t
+        .add_vertex(Vertex::with_default_latency("nvs", VertexKind::NvSwitch))
+        .unwrap();
+    let (a, _) = t.add_link(g[0], s, l).unwrap();
+    let (b, _) = t.add_link(g[1], s, l).unwrap();
+    let (_, c) = t.add_link(g[2], s, l).unwrap();
+    let sends = [send(256 * KIB, &[a, c], 0), send(256 * KIB, &[b, c], 1)];
+    let net = PacketNetwork::new(Arc::new(t), false).with_transport(fast_timeout());
+    let o = run(net, &sends, &[]);
+    assert!(o.usage[c.index()].overflow_drops > 0);
+    assert!(o.failures.is_empty(), "{:?}", o.failures);
+    assert!(o.delivered_ps.iter().all(Option::is_some));
+    assert!(total(&o.usage, |u| u.retransmitted) > 0);
+    super::stress_tests::assert_drained(&o.net, 0);
+}
+
+#[test]
+fn a_flow_apart_from_a_pfc_deadlock_still_recovers_its_losses() {
+    // The ring deadlocks while the bystander's packets are lost; when its
+    // timer expires nothing in the network moves and the cycle is there,
+    // but its own route is free: its retransmission gets through.
+    let o = ring_flows_with(&[0, 1, 2, 3, 4], true);
+    assert!(o.net.buffer_cycle().is_some());
+    assert!(o.delivered_ps[..5].iter().any(Option::is_none));
+    assert!(o.delivered_ps[5].is_some(), "{:?}", o.delivered_ps);
+    assert!(o.failures.is_empty());
+    assert_eq!(o.net.pending_activity, 0);
 }

@@ -5,7 +5,7 @@
 use algorithms::Time;
 use topologies::LinkId;
 
-use super::port::{Loss, Source};
+use super::port::Loss;
 use super::{NONE, PacketEvent, PacketNetwork};
 use crate::event::{EventQueue, MessageId};
 use crate::network::OutOfTime;
@@ -148,8 +148,9 @@ impl PacketNetwork {
     /// since it started restarts it from the last acknowledgement; else
     /// the sender goes back to the first unacknowledged packet, or gives
     /// up after `NCCL_IB_RETRY_CNT` retries. In a network where nothing
-    /// moves and buffers wait on each other in a cycle, it stops instead:
-    /// no retry can help, and the run ends reporting the deadlock.
+    /// moves and buffers wait on each other in a cycle, a flow held there
+    /// stops instead: no retry can help, and the run ends reporting the
+    /// deadlock.
     pub(super) fn timer_expires(
         &mut self,
         flow: u32,
@@ -178,10 +179,19 @@ impl PacketNetwork {
             t.timer_armed = true;
             return self.schedule(at, PacketEvent::Timer { flow, serial }, queue);
         }
-        if self.pending_activity == 0 && self.buffer_cycle().is_some() {
+        if self.pending_activity == 0 && self.held(flow) && self.buffer_cycle().is_some() {
             return Ok(());
         }
         self.retry(flow, now, queue)
+    }
+
+    /// Whether `flow` cannot move in a network where nothing moves: a
+    /// packet of it waits in a queue (a copy sent again would wait behind
+    /// it), or its first port cannot send. A flow whose packets were all
+    /// lost and whose first port is free may still get through.
+    fn held(&self, flow: u32) -> bool {
+        let port = &self.ports[self.flows[flow].first_link as usize];
+        port.down || port.pfc.paused || port.blocked.is_some() || self.held_at(flow).is_some()
     }
 
     /// A NAK reaches `flow`'s sender: it acknowledges what came before
@@ -276,13 +286,7 @@ impl PacketNetwork {
     fn fail(&mut self, flow: u32, now: Time, queue: &mut EventQueue) -> Result<(), OutOfTime> {
         let first = self.flows[flow].first_link as usize;
         if self.flows[flow].head != NONE {
-            let port = &self.ports[first];
-            if port.blocked == Some(Source::Local) && port.flows.front() == Some(&flow) {
-                self.withdraw(first, now, queue)?;
-            }
-            let flows = &mut self.ports[first].flows;
-            let at = flows.iter().position(|&f| f == flow).expect("in its round");
-            flows.remove(at);
+            self.leave_round(flow, now, queue)?;
         }
         let held_at = self.held_at(flow);
         let f = self.flows.remove(flow);
