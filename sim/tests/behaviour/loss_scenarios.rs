@@ -372,7 +372,11 @@ fn rdma_defaults_to_nccls_and_takes_overrides() {
     );
     assert_eq!(
         s.network_notes,
-        vec!["RDMA transport: timeout 4.096 us x 2^18 = 1.07 s, 0 retries".to_string()]
+        vec![
+            "RDMA transport: timeout 4.096 us x 2^18 = 1.07 s, 0 retries; \
+             no effect in the flow model, which loses nothing"
+                .to_string()
+        ]
     );
 }
 
