@@ -14,7 +14,8 @@ use super::tests::{Driver, KIB, Send, gpu, send};
 use super::{NONE, PacketNetwork};
 use crate::network::{LinkChange, PfcConfig, TransportConfig};
 
-/// A random link of a network kind (credit, PFC or lossy).
+/// A random link: of a network kind (credit, PFC or lossy) or on board
+/// (credit), with a small buffer, now and then declared lossy.
 fn random_link(rng: &mut ChaCha8Rng) -> Link {
     let kind = ["roce100", "ethernet100", "ib_hdr", "nvlink4", "pcie4x16"][rng.random_range(0..5)];
     let mut l = LinkKind::parse(kind).unwrap().defaults();
