@@ -131,7 +131,8 @@
 //! timer reads the receiver's progress when it expires). The sender's
 //! retransmission timer runs while packets are unacknowledged, with the
 //! timeout NCCL users set, 4.096 us x 2^`NCCL_IB_TIMEOUT`
-//! ([`TransportConfig`]), restarting at each acknowledgement. A NAK or an
+//! ([`TransportConfig`]), restarting at each acknowledgement and at each
+//! NAK (which acknowledges what came before its gap). A NAK or an
 //! expiry without progress is a retry: the sender goes back to the first
 //! packet the receiver expects and sends everything from there again
 //! (packets still in the network are discarded as they arrive). After

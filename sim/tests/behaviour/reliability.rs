@@ -222,3 +222,85 @@ fn a_run_with_loss_compares_itself_with_the_healthy_network() {
     assert!(line.contains(&us), "{line} vs {us}");
     assert!(stdout.contains("#     leaf0->spine0 #16: lost"), "{stdout}");
 }
+
+/// A leaf-spine study with random loss on random links, a small retry
+/// budget and a random collective, from `seed`.
+fn random_lossy_study(seed: u64) -> String {
+    // SplitMix64: a few numbers from the seed, no RNG crate needed here.
+    let mut state = seed;
+    let mut next = move || {
+        state = state.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = state;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    };
+    let mut faults = String::new();
+    for (from, to) in [("leaf0", "spine0"), ("spine0", "leaf1")] {
+        if next() % 2 == 0 {
+            let rate = (next() % 300) as f64 / 1000.0;
+            faults += &format!(
+                "[[link_fault]]\nkind = \"lossy\"\nfrom = \"{from}\"\nto = \"{to}\"\nat_us = 0\nloss_rate = {rate}\n"
+            );
+        }
+    }
+    let (kind, algorithm) = [
+        ("allreduce", "ring"),
+        ("alltoall", "pairwise"),
+        ("allgather", "ring"),
+    ][(next() % 3) as usize];
+    let timeout = 1 + next() % 4;
+    let retries = next() % 8;
+    format!(
+        r#"seed = {seed}
+[topology]
+preset = "leaf_spine"
+hosts = 4
+hosts_per_leaf = 2
+spines = 1
+nic = "roce100"
+model = "packet"
+{faults}
+[rdma]
+ib_timeout = {timeout}
+ib_retry_cnt = {retries}
+[[collective]]
+kind = "{kind}"
+algorithm = "{algorithm}"
+min_bytes = "64K"
+max_bytes = "256K"
+iters = 2
+warmup = 0
+"#
+    )
+}
+
+#[test]
+fn random_lossy_studies_complete_correctly_or_report_a_transport_timeout() {
+    for seed in 0..16 {
+        let text = random_lossy_study(seed);
+        let s = Scenario::parse(Path::new("random.toml"), &text).unwrap_or_else(|e| panic!("{e}"));
+        let run = |s: &Scenario| {
+            run_scenario(s, &AlgoFilter::default(), Options::default(), |_| {
+                ControlFlow::Continue(())
+            })
+        };
+        let result = run(&s);
+        match &result {
+            Ok(rows) => assert!(rows.iter().all(|r| r.wrong == Some(0)), "{text}"),
+            Err(failed) => match &failed.1 {
+                sim::study::Failure::RankError { error, .. } => assert!(
+                    matches!(
+                        error,
+                        algorithms::CollectiveError::Fabric(
+                            algorithms::FabricError::Timeout { .. }
+                        )
+                    ),
+                    "{text}\n{error:?}"
+                ),
+                other => panic!("{text}\n{other:?}"),
+            },
+        }
+        assert_eq!(run(&s), result, "not deterministic:\n{text}");
+    }
+}

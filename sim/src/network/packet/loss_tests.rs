@@ -379,3 +379,36 @@ fn a_flow_apart_from_a_pfc_deadlock_still_recovers_its_losses() {
     assert!(o.failures.is_empty());
     assert_eq!(o.net.pending_activity, 0);
 }
+
+/// One 128 KiB message over `h0 -> s -> h2` (100 GbE, 4 us timeout, one
+/// retry allowed); the switch's link loses everything from `from_ps` to
+/// `until_ps`.
+fn one_loss(from_ps: u64, until_ps: u64) -> Outcome {
+    let (t, [a, _, c]) = incast(kind_link("roce100"));
+    let sends = [send(128 * KIB, &[a, c], 0)];
+    let transport = TransportConfig {
+        ib_timeout: 0,
+        ib_retry_cnt: 1,
+    };
+    let net = PacketNetwork::new(t, false).with_transport(transport);
+    let on = LinkChange {
+        loss_rate: 1.0,
+        ..LinkChange::bandwidth(Time(from_ps), c, 1.0)
+    };
+    let off = LinkChange::bandwidth(Time(until_ps), c, 1.0);
+    run(net, &sends, &[on, off])
+}
+
+#[test]
+fn a_nak_restarts_the_timer_so_one_loss_costs_one_retry() {
+    // Packet 20 is lost; the NAK that packet 21 draws reaches the sender
+    // at 8.40 us, just before the timer (restarted at the last
+    // acknowledgement, 8.56 us). The NAK's retry resends from packet 20;
+    // the timer must not count a second retry against the budget of one
+    // before the resent packets can arrive (9.6 us).
+    let o = one_loss(7_500_000, 7_800_000);
+    assert_eq!(total(&o.usage, |u| u.lost), 1);
+    assert!(o.failures.is_empty(), "{:?}", o.failures);
+    assert!(o.delivered_ps[0].is_some());
+    super::stress_tests::assert_drained(&o.net, 0);
+}

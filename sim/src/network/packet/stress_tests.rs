@@ -14,7 +14,8 @@ use super::tests::{Driver, KIB, Send, gpu, send};
 use super::{NONE, PacketNetwork};
 use crate::network::{LinkChange, PfcConfig, TransportConfig};
 
-/// A random link of a network kind (credit, PFC or lossy).
+/// A random link: of a network kind (credit, PFC or lossy) or on board
+/// (credit), with a small buffer, now and then declared lossy.
 fn random_link(rng: &mut ChaCha8Rng) -> Link {
     let kind = ["roce100", "ethernet100", "ib_hdr", "nvlink4", "pcie4x16"][rng.random_range(0..5)];
     let mut l = LinkKind::parse(kind).unwrap().defaults();
@@ -72,8 +73,14 @@ fn random_changes(rng: &mut ChaCha8Rng, t: &Topology) -> Vec<LinkChange> {
         let link = LinkId::new(l);
         // Loss only on network links, as scenarios allow.
         if t.link(link).kind.is_network() && rng.random_bool(0.5) {
+            // Now and then a link that loses everything.
+            let loss_rate = if rng.random_bool(0.05) {
+                1.0
+            } else {
+                rng.random_range(0.0..0.3)
+            };
             changes.push(LinkChange {
-                loss_rate: rng.random_range(0.0..0.3),
+                loss_rate,
                 corruption_rate: rng.random_range(0.0..0.05),
                 ..LinkChange::bandwidth(Time(0), link, 1.0)
             });
@@ -108,9 +115,16 @@ fn random_pfc(rng: &mut ChaCha8Rng) -> PfcConfig {
     }
 }
 
-/// Random sends between the hosts, at random times.
+/// Random sends between the hosts, at random times: light traffic
+/// spread out, or heavy traffic at once (queues fill, PFC pauses).
 fn random_sends(rng: &mut ChaCha8Rng, routes: &[Vec<Vec<LinkId>>]) -> Vec<Send> {
-    let n = rng.random_range(1..14);
+    let heavy = rng.random_bool(0.3);
+    let n = rng.random_range(1..if heavy { 24 } else { 14 });
+    let (bytes_max, spread_ps) = if heavy {
+        (512 * KIB, 20_000_000)
+    } else {
+        (48 * KIB, 300_000_000)
+    };
     (0..n)
         .map(|_| {
             let a = rng.random_range(0..4);
@@ -118,10 +132,10 @@ fn random_sends(rng: &mut ChaCha8Rng, routes: &[Vec<Vec<LinkId>>]) -> Vec<Send> 
             let bytes = if rng.random_bool(0.1) {
                 0
             } else {
-                rng.random_range(1..48 * KIB)
+                rng.random_range(1..bytes_max)
             };
             let mut s = send(bytes, &routes[a][b], (a * 4 + b) as u64);
-            s.at_ps = rng.random_range(0..300_000_000);
+            s.at_ps = rng.random_range(0..spread_ps);
             s
         })
         .collect()
@@ -220,8 +234,9 @@ fn ring(rng: &mut ChaCha8Rng, switches: bool) -> (Arc<Topology>, Vec<Vec<Vec<Lin
 
 /// One random run: every message delivered exactly once or failed with
 /// its flow, and nothing left behind; or, on a ring, the network stuck
-/// in a cycle of buffers with nothing left to happen.
-fn stress(seed: u64) {
+/// in a cycle of buffers with nothing left to happen. Returns what a
+/// second run of the seed must reproduce.
+fn stress(seed: u64) -> String {
     let mut rng = ChaCha8Rng::seed_from_u64(seed);
     let shape = rng.random_range(0..3);
     let (t, routes) = random_topology(&mut rng, shape);
@@ -239,7 +254,9 @@ fn stress(seed: u64) {
     d.run_until(u64::MAX).unwrap();
     let Driver { mut net, at, .. } = d;
     let mut failed = vec![false; sends.len()];
-    for f in net.take_failures() {
+    let failures = net.take_failures();
+    let digest = format!("{at:?} {failures:?} {:?}", net.usage());
+    for f in failures {
         for m in f.messages {
             assert!(!failed[m as usize], "seed {seed}: message {m} failed twice");
             failed[m as usize] = true;
@@ -251,11 +268,13 @@ fn stress(seed: u64) {
             "seed {seed}: message {m} delivered and failed"
         );
     }
+    // Stuck: a message neither delivered nor failed, or packets (maybe of
+    // failed flows) left in the network.
     let stuck = at
         .iter()
         .zip(&failed)
         .any(|(at, failed)| at.is_none() && !failed);
-    if stuck {
+    if stuck || net.packets.len() > 0 {
         assert_eq!(net.pending_activity, 0, "seed {seed}");
         assert!(
             net.buffer_cycle().is_some(),
@@ -265,11 +284,15 @@ fn stress(seed: u64) {
     } else {
         assert_drained(&net, seed);
     }
+    digest
 }
 
 #[test]
 fn random_lossy_runs_deliver_or_fail_every_message_and_leave_nothing() {
-    for seed in 0..1500 {
-        stress(seed);
+    for seed in 0..300 {
+        let digest = stress(seed);
+        if seed % 16 == 0 {
+            assert_eq!(stress(seed), digest, "seed {seed}: not deterministic");
+        }
     }
 }

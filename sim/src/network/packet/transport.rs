@@ -21,6 +21,9 @@ pub(super) struct Transport {
     nak_pending: bool,
     /// When the receiver last accepted a packet.
     progress_at: Time,
+    /// When a NAK last reached the sender: a response, which restarts
+    /// the timer as an acknowledgement does.
+    nak_at: Time,
     /// How long an ACK or NAK takes back to the sender (the route's idle
     /// latency: control packets are small and not queued here).
     ack_ps: u64,
@@ -60,6 +63,7 @@ impl Transport {
             expected_psn: 0,
             nak_pending: false,
             progress_at: Time::ZERO,
+            nak_at: Time::ZERO,
             ack_ps,
             timer_armed: false,
             timer_psn: 0,
@@ -145,7 +149,8 @@ impl PacketNetwork {
     }
 
     /// `flow`'s timer expires: nothing outstanding disarms it; progress
-    /// since it started restarts it from the last acknowledgement; else
+    /// since it started, or a NAK since it was set, restarts it from the
+    /// last acknowledgement or NAK; else
     /// the sender goes back to the first unacknowledged packet, or gives
     /// up after `NCCL_IB_RETRY_CNT` retries. In a network where nothing
     /// moves and buffers wait on each other in a cycle, a flow held there
@@ -172,10 +177,16 @@ impl PacketNetwork {
         if t.expected_psn >= cut_psn {
             return Ok(());
         }
-        if t.progressed() {
-            // The timer restarts at the last acknowledgement's arrival.
+        // The timer restarts at the last acknowledgement's arrival, or at
+        // a NAK's (which took the progress it reported).
+        let restart = if t.progressed() {
             let acked = t.progress_at.checked_plus_ps(t.ack_ps).ok_or(OutOfTime)?;
-            let at = acked.checked_plus_ps(rto).ok_or(OutOfTime)?.max(now);
+            Some(acked.max(t.nak_at))
+        } else {
+            Some(t.nak_at).filter(|&at| at.checked_plus_ps(rto).is_some_and(|end| end > now))
+        };
+        if let Some(restart) = restart {
+            let at = restart.checked_plus_ps(rto).ok_or(OutOfTime)?.max(now);
             t.timer_armed = true;
             return self.schedule(at, PacketEvent::Timer { flow, serial }, queue);
         }
@@ -195,7 +206,8 @@ impl PacketNetwork {
     }
 
     /// A NAK reaches `flow`'s sender: it acknowledges what came before
-    /// the gap, and the sender goes back to the missing packet.
+    /// the gap (the timer restarts), and the sender goes back to the
+    /// missing packet.
     pub(super) fn nak_arrives(
         &mut self,
         flow: u32,
@@ -211,6 +223,7 @@ impl PacketNetwork {
             .as_mut()
             .expect("a NAK is for a transport flow");
         t.progressed();
+        t.nak_at = now;
         self.retry(flow, now, queue)
     }
 
