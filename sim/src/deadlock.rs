@@ -64,6 +64,8 @@ pub struct DeadlockReport {
     /// network is stuck: for credit (a credit deadlock) or because PFC
     /// paused them (a PFC deadlock).
     pub buffer_cycle: Vec<(String, Stall)>,
+    /// Rank pairs whose RDMA transport gave up during the run, in words.
+    pub transport_failures: Vec<String>,
 }
 
 /// A message the network holds with no event left to move it.
@@ -93,6 +95,7 @@ impl DeadlockReport {
             crashed: Vec::new(),
             down_links: Vec::new(),
             buffer_cycle: Vec::new(),
+            transport_failures: Vec::new(),
         }
     }
 
@@ -106,6 +109,12 @@ impl DeadlockReport {
     /// paused by priority flow control.
     pub fn is_pfc_deadlock(&self) -> bool {
         self.buffer_cycle.iter().any(|(_, s)| *s == Stall::Paused)
+    }
+
+    /// The same report, noting the transport failures of the run.
+    pub fn with_transport_failures(mut self, failures: Vec<String>) -> DeadlockReport {
+        self.transport_failures = failures;
+        self
     }
 
     /// The same report, noting the link directions that are down.
@@ -194,6 +203,9 @@ impl fmt::Display for DeadlockReport {
         }
         for (rank, at) in &self.crashed {
             writeln!(f, "  rank {rank} crashed at {at} (scheduled fault)")?;
+        }
+        for failure in &self.transport_failures {
+            writeln!(f, "  {failure}")?;
         }
         for b in &self.blocked {
             if b.at_sync {

@@ -246,13 +246,31 @@ where
         let report = DeadlockReport::new(at, blocked, n)
             .with_crashes(crashed.clone())
             .with_down_links(w.down_links())
-            .with_buffer_cycle(w.buffer_cycle());
+            .with_transport_failures(
+                w.transport_timeouts
+                    .iter()
+                    .map(|f| {
+                        format!(
+                            "the RDMA transport from rank {} to rank {} gave up at {} after {} retries: {}",
+                            f.src,
+                            f.dst,
+                            f.at,
+                            f.retries,
+                            f.cause()
+                        )
+                    })
+                    .collect(),
+            );
         match timed_out {
             Some((started, deadline)) => {
                 report.timed_out(started, deadline.as_ps() - started.as_ps())
             }
-            // With no event left, a message still in flight can never arrive.
-            None => report.with_stuck_messages(w.undelivered()),
+            // With no event left, a message still in flight can never
+            // arrive; the buffers it waits in may form a cycle (a cycle
+            // seen while things still move, at a watchdog, may pass).
+            None => report
+                .with_stuck_messages(w.undelivered())
+                .with_buffer_cycle(w.buffer_cycle()),
         }
     });
     // A deadlocked run counts its pauses up to the deadlock, not to the
