@@ -126,6 +126,11 @@ fn past_the_retry_budget_the_run_reports_a_timeout_naming_link_and_ranks() {
         stdout.contains("the other ranks were then left waiting"),
         "{stdout}"
     );
+    // The report of what the others wait for lists the failures too.
+    assert!(
+        stdout.contains("  the RDMA transport from rank"),
+        "{stdout}"
+    );
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("a transport timed out"), "{stderr}");
 }
