@@ -15,8 +15,8 @@
 //! - [`presets`]: DGX A100/H100 nodes, a PCIe box, a rail-optimised
 //!   fat-tree, a leaf-spine cluster, a ring and a 2-D torus.
 //! - [`nvsmi`]: importer for the matrix `nvidia-smi topo -m` prints.
-//! - [`routing`]: rank placement, shortest-path routes with deterministic
-//!   ECMP, cached per flow.
+//! - [`routing`]: rank placement, shortest-path or up*/down* routes
+//!   ([`Routing`]) with deterministic ECMP, cached per flow.
 //! - [`LinkSpec`] and [`FullMesh`]: the ideal model's one-link-per-pair mesh.
 
 pub mod graph;
@@ -28,7 +28,7 @@ pub mod vertex;
 
 pub use graph::{LinkId, Topology, VertexId};
 pub use kind::{IbRate, Link, LinkKind};
-pub use routing::{Placement, Route, Router};
+pub use routing::{Placement, Route, Router, Routing};
 pub use vertex::{Vertex, VertexKind};
 
 /// Why a topology or link description is invalid.

@@ -22,14 +22,29 @@
 //! bundle beats a two-hop PCIe path, because one packet serialises faster.
 //!
 //! # Routes
-//! A route is a shortest path under that cost. It may pass *through* a
-//! vertex only if [`Vertex::forwards`](crate::Vertex::forwards) (GPUs and
-//! CPUs normally do not; the ring and torus presets make GPUs forward);
-//! its source and destination may be any vertex.
+//! A route is a cheapest legal path under that cost. It may pass *through*
+//! a vertex only if [`Vertex::forwards`](crate::Vertex::forwards) (GPUs
+//! and CPUs normally do not; the ring and torus presets make GPUs
+//! forward); its source and destination may be any vertex. Which paths are
+//! legal is the [`Routing`] policy:
+//!
+//! - [`Routing::Shortest`] (the default): every path.
+//! - [`Routing::UpDown`]: up*/down* routing ([`updown`] has the
+//!   definition): up link directions, then down ones, never up after down.
+//!   The channel dependencies of such routes cannot form a cycle, so
+//!   lossless (credit or PFC) traffic cannot deadlock on one, where
+//!   shortest paths around a ring of switches can.
+//!
+//! Up*/down* routes are found over states `(vertex, phase)`, phase 0
+//! meaning only up directions so far and phase 1 a down one taken: an up
+//! direction is allowed only in phase 0 and keeps it, a down one is
+//! allowed in both and leads to phase 1. A route starts in phase 0.
+//! Shortest-path routing is the same with a single phase and every
+//! direction allowed.
 //!
 //! # ECMP
 //! At each vertex on the way, the outgoing link directions that start a
-//! shortest remaining path are the candidates, in [`LinkId`] order
+//! cheapest legal remaining path are the candidates, in [`LinkId`] order
 //! (parallel links count separately). The route takes candidate number
 //! `ecmp_hash(seed, flow, vertex) % candidates`, where `ecmp_hash` is the
 //! fixed [`splitmix64`] mix below: the same seed and flow always give the
@@ -37,11 +52,11 @@
 //! depends on `std`'s randomly keyed hashers.
 //!
 //! # Caching
-//! Per destination, a reverse Dijkstra gives every vertex's distance to it
-//! (one `u64` per vertex, computed on first use). A GPU whose links all
-//! lead to one switch shares that switch's array (hosts on a leaf share the
-//! leaf's; the DGX presets' GPUs also link to a PCIe switch, so there each
-//! destination GPU has its own); and at most [`DISTANCE_CACHE_BYTES`] of
+//! Per destination, a reverse Dijkstra gives every state's distance to it
+//! (one `u64` per vertex and phase, computed on first use). A GPU whose
+//! links all lead to one switch shares that switch's array (hosts on a
+//! leaf share the leaf's; the DGX presets' GPUs also link to a PCIe
+//! switch, so there each destination GPU has its own); and at most [`DISTANCE_CACHE_BYTES`] of
 //! arrays are kept (oldest dropped first, recomputed if needed again).
 //! Per `(source, destination, flow)` the finished route is kept in a
 //! `HashMap` that is only looked up, never iterated.
@@ -51,7 +66,9 @@
 //! connected exactly when they are adjacent or touch one connected
 //! component of forwarding vertices (links are full duplex). When every
 //! placed rank touches one common component, which is the case on any
-//! switched fabric, the check is linear in the number of ranks.
+//! switched fabric, the check is linear in the number of ranks. The check
+//! holds for both policies: up*/down* connects every pair that shortest
+//! paths connect ([`updown`] says why).
 
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, VecDeque};
@@ -61,6 +78,8 @@ use std::sync::Arc;
 
 use crate::graph::{LinkId, Topology, VertexId};
 use crate::vertex::VertexKind;
+
+pub mod updown;
 
 /// Routing weight added for passing through a CPU socket (see the module
 /// docs): 1 ms, more than any path through switches costs, so a route
@@ -105,6 +124,23 @@ pub enum RouteError {
     /// A vertex id that is not in the router's topology.
     #[error("vertex {0} is not in the topology")]
     UnknownVertex(usize),
+    /// An up*/down* root that does not forward traffic.
+    #[error("the up*/down* root {0} does not forward traffic")]
+    RootNotForwarding(String),
+}
+
+/// Which paths a [`Router`] may choose (see the module docs).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Routing {
+    /// The cheapest path.
+    #[default]
+    Shortest,
+    /// The cheapest up*/down* path.
+    UpDown {
+        /// The root of the up*/down* levels; `None` is the default root
+        /// (see [`updown`]).
+        root: Option<VertexId>,
+    },
 }
 
 impl Placement {
@@ -194,19 +230,25 @@ pub const ROUTES_CACHED_MAX: usize = 1 << 20;
 /// Distances to a route's destination, from its own array or from the
 /// array of its stub anchor (see [`Router::stub_anchor`]).
 struct Distances<'a> {
+    /// By state: `to_target[phase * vertex_count + v]`.
     to_target: &'a [u64],
+    vertex_count: usize,
     dst: VertexId,
     /// `(w, last hop cost, forward(w) + last hop cost)`.
     anchor: Option<(VertexId, u64, u64)>,
 }
 
 impl Distances<'_> {
-    fn get(&self, v: VertexId) -> u64 {
+    /// The cost from `v`, in `phase`, to the destination.
+    fn get(&self, v: VertexId, phase: usize) -> u64 {
+        let state = phase * self.vertex_count + v.index();
         match self.anchor {
-            None => self.to_target[v.index()],
+            None => self.to_target[state],
+            // The last hop w -> dst is down (dst does not forward), legal
+            // in either phase.
             Some(_) if v == self.dst => 0,
             Some((w, last_ps, _)) if v == w => last_ps,
-            Some((_, _, through_ps)) => match self.to_target[v.index()] {
+            Some((_, _, through_ps)) => match self.to_target[state] {
                 UNREACHABLE => UNREACHABLE,
                 d => d.saturating_add(through_ps),
             },
@@ -218,12 +260,16 @@ impl Distances<'_> {
 pub struct Router {
     topology: Arc<Topology>,
     seed: u64,
+    routing: Routing,
+    /// `up[l]` under up*/down* routing; `None` for shortest paths.
+    up: Option<Box<[bool]>>,
     /// `out[v]`: the link directions leaving `v`, sorted by id.
     out: Vec<Vec<LinkId>>,
     /// `base_ps[l]`: latency plus one MTU's serialisation on `l`.
     base_ps: Vec<u64>,
-    /// `dist_to[d][v]`: cost of the best route from `v` to `d`, by `d`;
-    /// computed on first use, looked up only.
+    /// `dist_to[d][phase * vertex_count + v]`: cost of the best route
+    /// from `v` in `phase` to `d`, by `d`; computed on first use, looked
+    /// up only.
     dist_to: HashMap<u32, Box<[u64]>>,
     /// The keys of `dist_to`, oldest first, for eviction.
     dist_order: VecDeque<u32>,
@@ -239,6 +285,7 @@ impl std::fmt::Debug for Router {
         f.debug_struct("Router")
             .field("vertices", &self.topology.vertex_count())
             .field("seed", &self.seed)
+            .field("routing", &self.routing)
             .field("distance_arrays", &self.dist_to.len())
             .field("routes_cached", &self.routes.len())
             .finish_non_exhaustive()
@@ -246,12 +293,32 @@ impl std::fmt::Debug for Router {
 }
 
 impl Router {
-    /// A router over `topology`; `seed` salts the ECMP hash.
+    /// A shortest-path router over `topology`; `seed` salts the ECMP hash.
     pub fn new(topology: Arc<Topology>, seed: u64) -> Router {
-        let out = topology
+        Router::with_routing(topology, seed, Routing::Shortest)
+            .expect("shortest-path routing has no root to reject")
+    }
+
+    /// A router over `topology` choosing routes by `routing`; `seed` salts
+    /// the ECMP hash. Fails when an up*/down* root is not a forwarding
+    /// vertex of `topology`.
+    pub fn with_routing(
+        topology: Arc<Topology>,
+        seed: u64,
+        routing: Routing,
+    ) -> Result<Router, RouteError> {
+        let out: Vec<Vec<LinkId>> = topology
             .vertex_ids()
             .map(|v| topology.out_links(v))
             .collect();
+        let up = match routing {
+            Routing::Shortest => None,
+            Routing::UpDown { root } => {
+                let level = updown::levels(&topology, &out, root)?;
+                Some(updown::up_directions(&topology, &level))
+            }
+        };
+        let phases = if up.is_some() { 2 } else { 1 };
         let base_ps = topology
             .link_ids()
             .map(|l| {
@@ -261,15 +328,38 @@ impl Router {
                     .max(1)
             })
             .collect();
-        Router {
+        let array_bytes = 8 * phases * topology.vertex_count().max(1);
+        Ok(Router {
             dist_to: HashMap::default(),
             dist_order: VecDeque::new(),
-            dist_capacity: (DISTANCE_CACHE_BYTES / (8 * topology.vertex_count().max(1))).max(16),
+            dist_capacity: (DISTANCE_CACHE_BYTES / array_bytes).max(16),
             topology,
             seed,
+            routing,
+            up,
             out,
             base_ps,
             routes: HashMap::default(),
+        })
+    }
+
+    /// The routing policy.
+    pub fn routing(&self) -> Routing {
+        self.routing
+    }
+
+    /// Phases of the routing states: 1 for shortest paths, 2 for up*/down*.
+    fn phases(&self) -> usize {
+        if self.up.is_some() { 2 } else { 1 }
+    }
+
+    /// The phase after crossing `l` in `phase`, or `None` if the policy
+    /// forbids `l` there (an up direction after a down one).
+    fn step(&self, phase: usize, l: LinkId) -> Option<usize> {
+        match &self.up {
+            None => Some(phase),
+            Some(up) if up[l.index()] => (phase == 0).then_some(0),
+            Some(_) => Some(1),
         }
     }
 
@@ -314,11 +404,12 @@ impl Router {
         let t = &*self.topology;
         let dist = Distances {
             to_target: &self.dist_to[&(target.index() as u32)],
+            vertex_count: t.vertex_count(),
             dst,
             anchor: anchor
                 .map(|(w, last_ps)| (w, last_ps, last_ps.saturating_add(self.transit_ps(w)))),
         };
-        if dist.get(src) == UNREACHABLE {
+        if dist.get(src, 0) == UNREACHABLE {
             return Err(RouteError::NoPath {
                 src: t.vertex(src).name.clone(),
                 dst: t.vertex(dst).name.clone(),
@@ -326,23 +417,30 @@ impl Router {
         }
         let mut hops = Vec::new();
         let mut candidates = Vec::new();
-        let mut cur = src;
+        let (mut cur, mut phase) = (src, 0);
         while cur != dst {
             candidates.clear();
+            let here = dist.get(cur, phase);
             for &l in &self.out[cur.index()] {
                 let (_, v) = t.ends(l);
-                if !(v == dst || t.vertex(v).forwards) || dist.get(v) == UNREACHABLE {
+                if !(v == dst || t.vertex(v).forwards) {
                     continue;
                 }
-                if self.cost(l, v, dst).saturating_add(dist.get(v)) == dist.get(cur) {
-                    candidates.push(l);
+                let Some(next) = self.step(phase, l) else {
+                    continue;
+                };
+                let there = dist.get(v, next);
+                if there != UNREACHABLE && self.cost(l, v, dst).saturating_add(there) == here {
+                    candidates.push((l, next));
                 }
             }
             let pick = ecmp_hash(self.seed, flow, cur.index() as u64) % candidates.len() as u64;
-            let l = candidates[pick as usize];
+            let (l, next) = candidates[pick as usize];
             hops.push(l);
-            cur = t.ends(l).1;
-            // Each hop lowers the remaining distance by at least 1 ps.
+            (cur, phase) = (t.ends(l).1, next);
+            // Each hop lowers the remaining distance by at least 1 ps, and
+            // a vertex's phase-1 distance is at least its phase-0 one (phase
+            // 1 allows fewer paths), so no vertex is visited twice.
             assert!(
                 hops.len() <= t.vertex_count(),
                 "routes are loop-free because every hop costs at least 1 ps"
@@ -393,8 +491,8 @@ impl Router {
     }
 
     /// Computes the distances to `dst` if not yet cached: Dijkstra over
-    /// the reversed link directions, relaxing only out of `dst` and out of
-    /// forwarding vertices.
+    /// the reversed link directions and the routing states, relaxing only
+    /// out of `dst` and out of forwarding vertices.
     fn ensure_distances(&mut self, dst: VertexId) {
         let key = dst.index() as u32;
         if self.dist_to.contains_key(&key) {
@@ -410,25 +508,35 @@ impl Router {
         self.dist_order.push_back(key);
     }
 
-    /// Every vertex's distance to `dst`.
+    /// Every state's distance to `dst`, indexed `phase * vertex_count +
+    /// vertex`.
     fn dijkstra(&self, dst: VertexId) -> Box<[u64]> {
         let t = &*self.topology;
-        let mut dist = vec![UNREACHABLE; t.vertex_count()].into_boxed_slice();
+        let n = t.vertex_count();
+        let phases = self.phases();
+        let mut dist = vec![UNREACHABLE; phases * n].into_boxed_slice();
         let mut heap = BinaryHeap::new();
-        dist[dst.index()] = 0;
-        heap.push(Reverse((0u64, dst.index() as u32)));
-        while let Some(Reverse((du, u))) = heap.pop() {
-            let u = VertexId::new(u as usize);
-            if du > dist[u.index()] || (u != dst && !t.vertex(u).forwards) {
+        for phase in 0..phases {
+            let state = phase * n + dst.index();
+            dist[state] = 0;
+            heap.push(Reverse((0u64, state as u64)));
+        }
+        while let Some(Reverse((du, state))) = heap.pop() {
+            let (q, u) = (state as usize / n, VertexId::new(state as usize % n));
+            if du > dist[state as usize] || (u != dst && !t.vertex(u).forwards) {
                 continue;
             }
             for &l_out in &self.out[u.index()] {
                 let l = t.reverse(l_out); // w -> u
                 let w = t.ends(l).0;
                 let nd = du.saturating_add(self.cost(l, u, dst));
-                if nd < dist[w.index()] {
-                    dist[w.index()] = nd;
-                    heap.push(Reverse((nd, w.index() as u32)));
+                // The phases in which w may cross l and arrive in phase q.
+                for p in (0..phases).filter(|&p| self.step(p, l) == Some(q)) {
+                    let from = p * n + w.index();
+                    if nd < dist[from] {
+                        dist[from] = nd;
+                        heap.push(Reverse((nd, from as u64)));
+                    }
                 }
             }
         }
@@ -835,21 +943,40 @@ mod tests {
     }
 
     /// Checks that the distances a route uses, shared or not, equal a
-    /// Dijkstra run for the destination itself.
+    /// Dijkstra run for the destination itself, in every phase, under
+    /// shortest and up*/down* routing (from the default root and from the
+    /// last forwarding vertex).
     fn assert_shared_distances_exact(t: Arc<Topology>) {
-        let mut r = Router::new(Arc::clone(&t), 0);
-        for dst in t.vertex_ids() {
-            let direct = r.dijkstra(dst);
-            let anchor = r.stub_anchor(dst);
-            let target = anchor.map_or(dst, |(w, _)| w);
-            r.ensure_distances(target);
-            let d = Distances {
-                to_target: &r.dist_to[&(target.index() as u32)],
-                dst,
-                anchor: anchor.map(|(w, last)| (w, last, last + t.vertex(w).forward_latency_ps)),
-            };
-            for v in t.vertex_ids() {
-                assert_eq!(d.get(v), direct[v.index()], "{v:?} to {dst:?}");
+        let last = t.vertex_ids().filter(|&v| t.vertex(v).forwards).last();
+        for routing in [
+            Routing::Shortest,
+            Routing::UpDown { root: None },
+            Routing::UpDown { root: last },
+        ] {
+            let mut r = Router::with_routing(Arc::clone(&t), 0, routing).unwrap();
+            let n = t.vertex_count();
+            for dst in t.vertex_ids() {
+                let direct = r.dijkstra(dst);
+                assert_eq!(direct.len(), r.phases() * n);
+                let anchor = r.stub_anchor(dst);
+                let target = anchor.map_or(dst, |(w, _)| w);
+                r.ensure_distances(target);
+                let d = Distances {
+                    to_target: &r.dist_to[&(target.index() as u32)],
+                    vertex_count: n,
+                    dst,
+                    anchor: anchor
+                        .map(|(w, last)| (w, last, last + t.vertex(w).forward_latency_ps)),
+                };
+                for phase in 0..r.phases() {
+                    for v in t.vertex_ids() {
+                        assert_eq!(
+                            d.get(v, phase),
+                            direct[phase * n + v.index()],
+                            "{routing:?}: {v:?} in phase {phase} to {dst:?}"
+                        );
+                    }
+                }
             }
         }
     }
@@ -883,18 +1010,30 @@ mod tests {
     fn evicting_distances_changes_no_route() {
         let t = Arc::new(fat_tree(8, 4, 4));
         let p = Placement::in_order(&t, 32).unwrap();
-        let mut roomy = Router::new(Arc::clone(&t), 9);
-        let mut tight = Router::new(Arc::clone(&t), 9);
-        tight.dist_capacity = 1;
-        for a in 0..32 {
-            for b in 0..32 {
-                let (x, y) = (p.vertex(a), p.vertex((a * 7 + b) % 32));
-                let flow = (a * 32 + b) as u64;
-                assert_eq!(roomy.route(x, y, flow), tight.route(x, y, flow));
+        for routing in [Routing::Shortest, Routing::UpDown { root: None }] {
+            let mut roomy = Router::with_routing(Arc::clone(&t), 9, routing).unwrap();
+            let mut tight = Router::with_routing(Arc::clone(&t), 9, routing).unwrap();
+            tight.dist_capacity = 1;
+            for a in 0..32 {
+                for b in 0..32 {
+                    let (x, y) = (p.vertex(a), p.vertex((a * 7 + b) % 32));
+                    let flow = (a * 32 + b) as u64;
+                    assert_eq!(roomy.route(x, y, flow), tight.route(x, y, flow));
+                }
             }
+            assert_eq!(tight.dist_to.len(), 1);
+            assert_eq!(roomy.dist_to.len(), 8, "one array per leaf");
         }
-        assert_eq!(tight.dist_to.len(), 1);
-        assert_eq!(roomy.dist_to.len(), 8, "one array per leaf");
+    }
+
+    #[test]
+    fn up_down_distance_arrays_hold_two_phases() {
+        let t = Arc::new(fat_tree(2, 2, 2));
+        let shortest = Router::new(Arc::clone(&t), 0);
+        let up_down = Router::with_routing(t, 0, Routing::UpDown { root: None }).unwrap();
+        assert_eq!(shortest.dist_capacity, 2 * up_down.dist_capacity);
+        assert_eq!(up_down.routing(), Routing::UpDown { root: None });
+        assert!(format!("{up_down:?}").contains("UpDown"));
     }
 
     #[test]

@@ -1,11 +1,12 @@
 //! Routes on every preset: every pair of ranks is connected, and a route
 //! passes through a vertex only if that vertex forwards (through a GPU only
-//! where the preset makes GPUs forward: the ring and the torus).
+//! where the preset makes GPUs forward: the ring and the torus). On the
+//! tree-like presets up*/down* routing costs nothing.
 
 use std::sync::Arc;
 
 use topologies::presets::{self, FatTree, LeafSpine, PcieBox, RingParams, Torus};
-use topologies::{Placement, Router, Topology, VertexKind};
+use topologies::{Placement, Router, Routing, Topology, VertexKind};
 
 fn every_preset() -> Vec<(&'static str, Topology)> {
     vec![
@@ -107,6 +108,65 @@ fn network_traffic_leaves_a_node_through_the_nearest_nic() {
             assert!(near(0, g).contains(&via[1]), "{via:?}");
             assert!(near(1, h).iter().any(|n| via.contains(n)), "{via:?}");
             assert!(!via.iter().any(|v| v.contains("socket")), "{via:?}");
+        }
+    }
+}
+
+#[test]
+fn up_down_routes_on_trees_and_clos_networks_are_as_short_as_shortest_paths() {
+    // Clos networks and DGX nodes are already up-down: every rank pair
+    // still routes, over as many hops at the same cost.
+    let tree_like = [
+        "dgx_h100",
+        "pcie_box",
+        "fat_tree",
+        "fat_tree_oversubscribed",
+        "leaf_spine",
+    ];
+    for (name, topology) in every_preset()
+        .into_iter()
+        .filter(|(name, _)| tree_like.contains(name))
+    {
+        let topology = Arc::new(topology);
+        let n = topology.endpoints().len();
+        let placement = Placement::in_order(&topology, n).unwrap();
+        let mut shortest = Router::new(Arc::clone(&topology), 3);
+        let up_down = Routing::UpDown { root: None };
+        let mut router = Router::with_routing(Arc::clone(&topology), 3, up_down).unwrap();
+        assert_eq!(router.routing(), up_down);
+        router.check_connected(&placement).unwrap();
+        // Latency, one MTU's serialization and forwarding, hop by hop (a
+        // detour through a CPU socket would cost its forwarding latency).
+        let cost = |route: &[topologies::LinkId]| -> u64 {
+            let t = &topology;
+            let links: u64 = route
+                .iter()
+                .map(|&l| t.link(l).latency_ps + t.link(l).serialization_ps(t.link(l).mtu_bytes))
+                .sum();
+            let forwarding: u64 = route[1..]
+                .iter()
+                .map(|&l| t.vertex(t.ends(l).0).forward_latency_ps)
+                .sum();
+            links + forwarding
+        };
+        for a in 0..n {
+            for b in (0..n).filter(|&b| b != a) {
+                let (src, dst) = (placement.vertex(a), placement.vertex(b));
+                let flow = (a * n + b) as u64;
+                let want = shortest.route(src, dst, flow).unwrap();
+                let got = router.route(src, dst, flow).unwrap();
+                assert_eq!(got.len(), want.len(), "{name}: {a}->{b}");
+                let names = |r: &[topologies::LinkId]| -> Vec<String> {
+                    r.iter().map(|&l| topology.link_name(l)).collect()
+                };
+                assert_eq!(
+                    cost(&got),
+                    cost(&want),
+                    "{name}: {a}->{b}: {:?} instead of {:?}",
+                    names(&got),
+                    names(&want)
+                );
+            }
         }
     }
 }

@@ -175,6 +175,11 @@ pub struct RawTopology {
     pub model: Option<Spanned<String>>,
     #[serde(default)]
     pub placement: Option<Spanned<Vec<Spanned<i64>>>>,
+    // Routing, for every preset.
+    #[serde(default)]
+    pub routing: Option<Spanned<String>>,
+    #[serde(default)]
+    pub routing_root: Option<Spanned<String>>,
     // Nodes and fat-trees.
     #[serde(default)]
     pub nodes: Option<Spanned<i64>>,

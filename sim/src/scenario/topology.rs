@@ -1,13 +1,16 @@
 //! Validation of `[topology]`: builds the hardware graph (a preset, an
 //! `nvidia-smi topo -m` file, or explicit vertices and links), places the
-//! ranks and checks every pair of them is connected.
+//! ranks, chooses the routing policy (`routing`, `routing_root`) and
+//! checks every pair of ranks is connected.
 
 use std::ops::Range;
 use std::sync::Arc;
 
 use toml::Spanned;
 use topologies::presets;
-use topologies::{Link, LinkKind, LinkSpec, Placement, Router, Topology, Vertex, VertexKind};
+use topologies::{
+    Link, LinkKind, LinkSpec, Placement, Router, Routing, Topology, Vertex, VertexKind,
+};
 
 use super::ScenarioError;
 use super::raw::{RawLink, RawTopology, RawVertex};
@@ -163,7 +166,9 @@ pub(super) fn network(
             }
         },
     };
+    let up_down = routing_name(src, t)?;
     let topology = build(src, spanned, preset)?;
+    let routing = routing(src, t, up_down, &topology)?;
     let endpoints = topology.endpoints().len();
     let world_size = match (world_size, &t.placement) {
         (Some(w), _) => {
@@ -196,18 +201,28 @@ pub(super) fn network(
     }
     let placement = place(src, t, &topology, world_size)?;
     let topology = Arc::new(topology);
-    let mut router = Router::new(Arc::clone(&topology), seed);
+    let mut router = Router::with_routing(Arc::clone(&topology), seed, routing).map_err(|e| {
+        let at = t
+            .routing_root
+            .as_ref()
+            .map_or(t.preset.span(), |r| r.span());
+        src.error(Some(at), e.to_string())
+    })?;
     router
         .check_connected(&placement)
         .map_err(|e| src.at(&t.preset, e.to_string()))?;
     let tuner_link = tuner_link(&topology, &mut router, &placement)
         .map_err(|e| src.at(&t.preset, e.to_string()))?;
-    let description = format!(
+    let mut description = format!(
         "{preset} topology ({} vertices, {} links), {} model",
         topology.vertex_count(),
         topology.link_count(),
         level.name()
     );
+    if let Routing::UpDown { root } = routing {
+        let root = root.map_or_else(|| "default".into(), |v| topology.vertex(v).name.clone());
+        description.push_str(&format!(", up_down routing (root {root})"));
+    }
     let placement: Arc<[_]> = (0..world_size).map(|r| placement.vertex(r)).collect();
     Ok(Network {
         config: NetworkConfig::Topology(TopologyConfig::with_router(
@@ -217,6 +232,52 @@ pub(super) fn network(
         description,
         tuner_link,
         max_collective_ranks: world_size,
+    })
+}
+
+/// Whether `routing` asks for up*/down* routing (`"up_down"`) rather
+/// than shortest paths (`"shortest"`, the default).
+fn routing_name(src: &Source, t: &RawTopology) -> Result<bool, ScenarioError> {
+    match &t.routing {
+        None => Ok(false),
+        Some(r) => match r.get_ref().as_str() {
+            "shortest" => Ok(false),
+            "up_down" => Ok(true),
+            other => Err(src.at(
+                r,
+                format!("unknown routing `{other}`; expected \"shortest\" or \"up_down\""),
+            )),
+        },
+    }
+}
+
+/// The routing policy: shortest paths, or up*/down* from `routing_root`
+/// (a vertex name) or the default root.
+fn routing(
+    src: &Source,
+    t: &RawTopology,
+    up_down: bool,
+    topology: &Topology,
+) -> Result<Routing, ScenarioError> {
+    let root = match &t.routing_root {
+        None => None,
+        Some(r) if !up_down => {
+            return Err(src.at(r, "`routing_root` applies only to routing = \"up_down\""));
+        }
+        Some(r) => Some(topology.find(r.get_ref()).ok_or_else(|| {
+            src.at(
+                r,
+                format!(
+                    "routing_root `{}` is not a vertex of the topology",
+                    r.get_ref()
+                ),
+            )
+        })?),
+    };
+    Ok(if up_down {
+        Routing::UpDown { root }
+    } else {
+        Routing::Shortest
     })
 }
 

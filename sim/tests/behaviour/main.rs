@@ -18,3 +18,4 @@ mod scenario_errors;
 mod support;
 mod topology_scenarios;
 mod tuner_cli;
+mod up_down_routing;
