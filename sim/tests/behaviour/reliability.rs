@@ -203,6 +203,23 @@ fn the_pfc_deadlock_scenario_is_reported_with_its_cycle() {
         stdout.contains("the network is stuck: 5 message(s)"),
         "{stdout}"
     );
+
+    // The same topology and traffic with loop-free (up*/down*) routing
+    // pauses but completes.
+    let text = std::fs::read_to_string(&path).unwrap();
+    assert!(text.contains("model = \"packet\"\n"));
+    let text = text.replace(
+        "model = \"packet\"\n",
+        "model = \"packet\"\nrouting = \"up_down\"\n",
+    );
+    let dir = temp_dir("pfc-up-down");
+    let path = dir.join("pfc_up_down.toml");
+    std::fs::write(&path, text).unwrap();
+    let out = sim(&["run", path.to_str().unwrap()]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{stdout}");
+    assert!(stdout.contains("up_down routing"), "{stdout}");
+    assert!(stdout.contains("PFC pause frame(s)"), "{stdout}");
 }
 
 #[test]
