@@ -68,7 +68,7 @@ fn root_text(row: &Row) -> String {
 }
 
 /// The CSV column names, in order.
-pub const CSV_HEADER: [&str; 15] = [
+pub const CSV_HEADER: [&str; 16] = [
     "collective",
     "algorithm",
     "tuned",
@@ -84,10 +84,13 @@ pub const CSV_HEADER: [&str; 15] = [
     "busbw_gb_per_s",
     "wrong",
     "time_ps",
+    "model_time_us",
 ];
 
 /// Writes `rows` as CSV with a header line. Times keep picosecond
-/// precision (six decimals of a microsecond, and `time_ps` exactly).
+/// precision (six decimals of a microsecond, and `time_ps` exactly);
+/// `model_time_us` is the algorithm's closed-form time on the tuner's
+/// link (empty where its formula does not apply).
 pub fn write_csv(out: impl Write, rows: &[Row]) -> io::Result<()> {
     let mut w = csv::Writer::from_writer(out);
     w.write_record(CSV_HEADER)?;
@@ -108,6 +111,8 @@ pub fn write_csv(out: impl Write, rows: &[Row]) -> io::Result<()> {
             format!("{:.6}", r.busbw_gb_per_s),
             wrong_text(r),
             r.time_ps.to_string(),
+            r.model_ps
+                .map_or_else(String::new, |ps| format!("{:.6}", ps as f64 / 1e6)),
         ])?;
     }
     w.flush()
@@ -133,6 +138,7 @@ mod tests {
             algbw_gb_per_s: 0.0829,
             busbw_gb_per_s: 0.146,
             wrong: Some(0),
+            model_ps: Some(11_000_000),
         }
     }
 
@@ -147,8 +153,8 @@ mod tests {
         let text = String::from_utf8(out).unwrap();
         assert_eq!(
             text,
-            "collective,algorithm,tuned,chunk_bytes,ranks,size_bytes,count,type,redop,root,time_us,algbw_gb_per_s,busbw_gb_per_s,wrong,time_ps\n\
-             allreduce,ring,true,524288,8,1024,256,float,sum,-1,12.345678,0.082900,0.146000,0,12345678\n"
+            "collective,algorithm,tuned,chunk_bytes,ranks,size_bytes,count,type,redop,root,time_us,algbw_gb_per_s,busbw_gb_per_s,wrong,time_ps,model_time_us\n\
+             allreduce,ring,true,524288,8,1024,256,float,sum,-1,12.345678,0.082900,0.146000,0,12345678,11.000000\n"
         );
         assert_eq!(table_header().lines().count(), 2);
     }

@@ -65,6 +65,9 @@ pub struct Row {
     pub busbw_gb_per_s: f64,
     /// Wrong elements summed over ranks; `None` when not checked.
     pub wrong: Option<u64>,
+    /// The algorithm's closed-form (alpha-beta-gamma) time per call on the
+    /// scenario's tuner link, in ps; `None` past the range of its formula.
+    pub model_ps: Option<u64>,
 }
 
 /// Why a point of a study did not produce a row.
@@ -347,6 +350,15 @@ pub fn run_point(
         algbw_gb_per_s: algbw,
         busbw_gb_per_s: algbw * spec.kind.busbw_factor(n),
         wrong,
+        model_ps: collective::cost_ps(
+            spec.kind,
+            algorithm,
+            &cost_model(scenario),
+            n,
+            count,
+            spec.dtype,
+            &params,
+        ),
     };
     Ok((row, detail))
 }
