@@ -30,6 +30,7 @@ use crate::deadlock::{BlockedRank, DeadlockReport, PendingRecv};
 use crate::event::EventKind;
 use crate::fabric::SimFabric;
 use crate::network::LinkUsage;
+use crate::network::timeline::LinkTimeline;
 use crate::trace::TraceLog;
 use crate::world::{EngineStats, World, WorldConfig};
 
@@ -100,6 +101,8 @@ pub struct Execution<T> {
     /// Ranks stopped by a scheduled crash, with when (their outputs are
     /// `None`).
     pub crashed: Vec<(Rank, Time)>,
+    /// Link traffic per time bin, if the network config asked for it.
+    pub link_timeline: Option<LinkTimeline>,
 }
 
 /// Stops the tasks of the ranks whose crash time has come: dropping a task
@@ -285,6 +288,7 @@ where
         stats: w.stats(),
         link_usage,
         trace: w.take_trace(),
+        link_timeline: w.take_timeline(),
         crashed,
     }
 }

@@ -186,3 +186,76 @@ pub fn describe_troubles(topology: &Topology, link: LinkId, u: &LinkUsage) -> St
     }
     format!("{}: {}", topology.link_name(link), parts.join(", "))
 }
+
+/// Column names of the links timeline CSV.
+pub const LINKS_TIMELINE_HEADER: [&str; 14] = [
+    "section",
+    "collective",
+    "algorithm",
+    "ranks",
+    "size_bytes",
+    "link_id",
+    "from",
+    "to",
+    "kind",
+    "bandwidth_gb_per_s",
+    "bin_start_us",
+    "bin_us",
+    "bytes",
+    "utilisation",
+];
+
+/// Writes `--links-timeline` rows as the study produces them: per study
+/// point, per link direction with traffic, per time bin, the bytes it
+/// carried and that as a fraction of what its bandwidth could carry in
+/// the bin.
+pub struct LinkTimelineCsv<W: Write> {
+    writer: csv::Writer<W>,
+}
+
+impl<W: Write> LinkTimelineCsv<W> {
+    /// A timeline CSV on `out`, header written.
+    pub fn new(out: W) -> io::Result<LinkTimelineCsv<W>> {
+        let mut writer = csv::Writer::from_writer(out);
+        writer.write_record(LINKS_TIMELINE_HEADER)?;
+        Ok(LinkTimelineCsv { writer })
+    }
+
+    /// The rows of one study point (nothing without a timeline); returns
+    /// whether the point's timeline was truncated.
+    pub fn write_point(
+        &mut self,
+        section: usize,
+        point: &Point,
+        detail: &Detail,
+        topology: &Topology,
+    ) -> io::Result<bool> {
+        let Some(timeline) = &detail.link_timeline else {
+            return Ok(false);
+        };
+        let bin_ps = timeline.bin_ps();
+        for bin in timeline.bins() {
+            let spec = topology.link(bin.link);
+            let (from, to) = topology.ends(bin.link);
+            let capacity = spec.bandwidth_bytes_per_s * bin_ps as f64 / 1e12;
+            self.writer.write_record([
+                section.to_string(),
+                point.collective.to_string(),
+                detail.algorithm.to_string(),
+                detail.ranks.to_string(),
+                point.size_bytes.to_string(),
+                bin.link.index().to_string(),
+                topology.vertex(from).name.clone(),
+                topology.vertex(to).name.clone(),
+                spec.kind.to_string(),
+                format!("{:.3}", spec.bandwidth_bytes_per_s / 1e9),
+                format!("{:.6}", bin.start.as_ps() as f64 / 1e6),
+                format!("{:.6}", bin_ps as f64 / 1e6),
+                format!("{:.0}", bin.bytes),
+                format!("{:.6}", bin.bytes / capacity),
+            ])?;
+        }
+        self.writer.flush()?;
+        Ok(timeline.truncated)
+    }
+}

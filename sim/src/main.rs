@@ -19,7 +19,7 @@ use std::collections::BTreeMap;
 use algorithms::{CollectiveError, FabricError};
 use clap::{Parser, Subcommand};
 use sim::bench::BenchNetwork;
-use sim::link_report::{LinkCsv, busiest, describe_troubles, dropped, troubled};
+use sim::link_report::{LinkCsv, LinkTimelineCsv, busiest, describe_troubles, dropped, troubled};
 use sim::network::NetworkConfig;
 use sim::report::{table_header, table_row, write_csv};
 use sim::scenario::{ByteSize, CollectiveSpec, Scenario};
@@ -76,6 +76,13 @@ enum Command {
         /// Write a Chrome trace (JSON, for Perfetto) of every run to this file.
         #[arg(long, value_name = "FILE")]
         trace: Option<PathBuf>,
+        /// Write each link's traffic per time bin (topology scenarios) as
+        /// CSV to this file: utilisation over time.
+        #[arg(long, value_name = "FILE")]
+        links_timeline: Option<PathBuf>,
+        /// The time bin of --links-timeline, in microseconds.
+        #[arg(long, value_name = "US", default_value_t = 10.0, value_parser = parse_bin_us)]
+        timeline_bin_us: f64,
     },
     /// List the algorithm catalogue: collective, algorithm, cost formula.
     Algorithms,
@@ -108,12 +115,16 @@ fn main() -> ExitCode {
             csv,
             links_csv,
             trace,
+            links_timeline,
+            timeline_bin_us,
         } => run(
             &scenario,
             &Outputs {
                 csv,
                 links_csv,
                 trace,
+                links_timeline,
+                timeline_bin_ps: (timeline_bin_us * 1e6).round() as u64,
             },
         ),
         Command::Algorithms => list_algorithms(),
@@ -141,6 +152,21 @@ struct Outputs {
     csv: Option<PathBuf>,
     links_csv: Option<PathBuf>,
     trace: Option<PathBuf>,
+    links_timeline: Option<PathBuf>,
+    timeline_bin_ps: u64,
+}
+
+/// A timeline bin in microseconds: from 1 ps to 1 s.
+fn parse_bin_us(text: &str) -> Result<f64, String> {
+    let us: f64 = text
+        .parse()
+        .map_err(|_| format!("`{text}` is not a number of microseconds"))?;
+    if !(1e-6..=1e6).contains(&us) {
+        return Err(format!(
+            "the timeline bin must be between 1e-6 us (1 ps) and 1e6 us (1 s), got {text}"
+        ));
+    }
+    Ok(us)
 }
 
 /// Creates an output file, or says why it cannot be.
@@ -216,8 +242,19 @@ fn run(path: &Path, outputs: &Outputs) -> io::Result<ExitCode> {
         Ok(Some(f)) => Some(ChromeTraceWriter::new(f)?),
         Err(code) => return Ok(code),
     };
+    let mut timeline_csv = match outputs
+        .links_timeline
+        .as_deref()
+        .map(|p| create(p, "links timeline"))
+        .transpose()
+    {
+        Ok(None) => None,
+        Ok(Some(f)) => Some(LinkTimelineCsv::new(f)?),
+        Err(code) => return Ok(code),
+    };
     let options = Options {
         trace: trace.is_some(),
+        timeline_bin_ps: timeline_csv.as_ref().map(|_| outputs.timeline_bin_ps),
     };
     let mut section = 0;
     let mut out = io::stdout().lock();
@@ -270,6 +307,7 @@ fn run(path: &Path, outputs: &Outputs) -> io::Result<ExitCode> {
                 let files = PointFiles {
                     outputs,
                     links_csv: &mut links_csv,
+                    timeline: &mut timeline_csv,
                     trace: &mut trace,
                     budget_noted: &mut budget_noted,
                 };
@@ -293,6 +331,7 @@ fn run(path: &Path, outputs: &Outputs) -> io::Result<ExitCode> {
                 let files = PointFiles {
                     outputs,
                     links_csv: &mut links_csv,
+                    timeline: &mut timeline_csv,
                     trace: &mut trace,
                     budget_noted: &mut budget_noted,
                 };
@@ -414,6 +453,7 @@ fn trouble_lines(size_bytes: u64, detail: &Detail, topology: &Topology) -> Strin
 struct PointFiles<'a> {
     outputs: &'a Outputs,
     links_csv: &'a mut Option<LinkCsv<BufWriter<File>>>,
+    timeline: &'a mut Option<LinkTimelineCsv<BufWriter<File>>>,
     trace: &'a mut Option<ChromeTraceWriter<BufWriter<File>>>,
     /// Whether the table already says the trace reached its size limit.
     budget_noted: &'a mut bool,
@@ -441,6 +481,18 @@ impl PointFiles<'_> {
                 .map_err(|e| named(&self.outputs.links_csv, "links CSV", e))?;
         }
         let mut note = String::new();
+        if let (Some(w), Some(t)) = (self.timeline.as_mut(), topology) {
+            let truncated = w
+                .write_point(section, point, detail, t)
+                .map_err(|e| named(&self.outputs.links_timeline, "links timeline", e))?;
+            if truncated {
+                note += &format!(
+                    "# the links timeline of {} B is truncated at {} (link, bin) entries: use a wider --timeline-bin-us\n",
+                    point.size_bytes,
+                    sim::network::timeline::TIMELINE_ENTRIES_MAX
+                );
+            }
+        }
         if let (Some(w), Some(log)) = (self.trace.as_mut(), &detail.trace) {
             let label = format!(
                 "{} {} {} B",
@@ -451,12 +503,12 @@ impl PointFiles<'_> {
                 .map_err(|e| named(&self.outputs.trace, "trace", e))?;
             if written == Written::OverBudget && !*self.budget_noted {
                 *self.budget_noted = true;
-                note = format!(
+                note += &format!(
                     "# the trace reached {TRACE_EVENTS_MAX} events: later runs are listed in it \
                      but not traced; trace fewer sizes or iterations\n"
                 );
             } else if written == Written::Traced && log.truncated {
-                note = format!(
+                note += &format!(
                     "# the trace of {label} is truncated: it stopped recording at its limits \
                      ({TRACE_SPANS_MAX} spans, {} link samples); trace fewer sizes or iterations\n",
                     sim::network::LINK_SAMPLES_MAX

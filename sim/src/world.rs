@@ -485,6 +485,11 @@ impl World {
         self.network.usage(until)
     }
 
+    /// Takes the link traffic per time bin, if the network recorded it.
+    pub fn take_timeline(&mut self) -> Option<crate::network::timeline::LinkTimeline> {
+        self.network.take_timeline()
+    }
+
     /// Takes the trace recorded so far, with the network's link samples.
     pub fn take_trace(&mut self) -> Option<TraceLog> {
         let mut trace = self.trace.take()?;

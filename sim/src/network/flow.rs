@@ -88,6 +88,7 @@ use algorithms::Time;
 use topologies::{LinkId, Route, Topology};
 
 use super::path::idle_latency_ps;
+use super::timeline::LinkTimeline;
 use super::{LinkChange, LinkSample, LinkUsage, NetEvent, OutOfTime, Transfer};
 use crate::event::{EventKind, EventQueue, MessageId};
 use faults::Busy;
@@ -186,6 +187,8 @@ pub struct FlowNetwork {
     /// When each busy link became busy.
     busy_since: Vec<Time>,
     sample_links: bool,
+    /// Link traffic per time bin, when asked for.
+    timeline: Option<LinkTimeline>,
     samples: Vec<LinkSample>,
     reallocations: u64,
 }
@@ -217,6 +220,7 @@ impl FlowNetwork {
             sending: vec![0; links],
             busy_since: vec![Time::ZERO; links],
             sample_links,
+            timeline: None,
             samples: Vec::new(),
             reallocations: 0,
         }
@@ -283,6 +287,18 @@ impl FlowNetwork {
     /// Counters per link direction, indexed by `LinkId::index`.
     pub fn usage(&self) -> &[LinkUsage] {
         &self.usage
+    }
+
+    /// The same, recording each link's traffic per bin of `bin_ps` (none
+    /// if `None`).
+    pub fn with_timeline(mut self, bin_ps: Option<u64>) -> FlowNetwork {
+        self.timeline = bin_ps.map(|b| LinkTimeline::new(self.usage.len(), b));
+        self
+    }
+
+    /// The link traffic per time bin recorded so far, if asked for.
+    pub fn take_timeline(&mut self) -> Option<LinkTimeline> {
+        self.timeline.take()
     }
 
     /// The backlog samples recorded so far (empty unless sampling).
@@ -367,6 +383,11 @@ impl FlowNetwork {
     ) -> Result<(), OutOfTime> {
         let slot = &mut self.slots[flow as usize];
         slot.active = false;
+        if let Some(t) = &mut self.timeline {
+            for l in slot.route.iter() {
+                t.add(l.index(), slot.updated, now, slot.remaining_bytes);
+            }
+        }
         slot.remaining_bytes = 0.0;
         let (bytes, route) = (slot.bytes, slot.route.clone());
         if slot.rate_bytes_per_s > 0.0 {
@@ -448,6 +469,7 @@ impl FlowNetwork {
     /// Recomputes the rates of the flows connected to the dirty links and
     /// reschedules those whose rate changed.
     fn reallocate(&mut self, now: Time, queue: &mut EventQueue) -> Result<(), OutOfTime> {
+        let mut timeline = self.timeline.take();
         self.reallocate_pending = false;
         self.reallocations += 1;
         let slots = &self.slots;
@@ -475,7 +497,13 @@ impl FlowNetwork {
             let elapsed_ps = now.0 - slot.updated.0;
             if elapsed_ps > 0 {
                 let sent = slot.rate_bytes_per_s * elapsed_ps as f64 / 1e12;
-                slot.remaining_bytes = (slot.remaining_bytes - sent).max(0.0);
+                let sent = sent.min(slot.remaining_bytes);
+                slot.remaining_bytes -= sent;
+                if let Some(t) = &mut timeline {
+                    for l in slot.route.iter() {
+                        t.add(l.index(), slot.updated, now, sent);
+                    }
+                }
             }
             slot.updated = now;
             slot.rate_bytes_per_s = rate;
@@ -489,6 +517,7 @@ impl FlowNetwork {
             let version = slot.version;
             queue.schedule(at, net(FlowEvent::Finish { flow, version }));
         }
+        self.timeline = timeline;
         Ok(())
     }
 

@@ -16,6 +16,7 @@
 pub mod flow;
 pub mod packet;
 pub mod path;
+pub mod timeline;
 
 use std::sync::{Arc, Mutex};
 
@@ -257,6 +258,9 @@ pub struct TopologyConfig {
     pub pfc: PfcConfig,
     /// Seeds the per-link random streams of packet loss and corruption.
     pub loss_seed: u64,
+    /// When set, the model records each link's traffic per time bin of
+    /// this many ps (see [`timeline`]).
+    pub timeline_bin_ps: Option<u64>,
 }
 
 impl TopologyConfig {
@@ -289,6 +293,7 @@ impl TopologyConfig {
             transport: TransportConfig::default(),
             pfc: PfcConfig::default(),
             loss_seed: 0,
+            timeline_bin_ps: None,
         }
     }
 }
@@ -355,13 +360,15 @@ impl Network {
                         model: packet::PacketNetwork::new(topology, sample_links)
                             .with_transport(t.transport)
                             .with_pfc(t.pfc)
-                            .with_loss_seed(t.loss_seed),
+                            .with_loss_seed(t.loss_seed)
+                            .with_timeline(t.timeline_bin_ps),
                         router,
                         placement,
                         world_size,
                     })),
                     ModelLevel::Flow => Network::Flow(Box::new(Routed {
-                        model: flow::FlowNetwork::new(topology, sample_links),
+                        model: flow::FlowNetwork::new(topology, sample_links)
+                            .with_timeline(t.timeline_bin_ps),
                         router,
                         placement,
                         world_size,
@@ -489,6 +496,15 @@ impl Network {
             Network::Ideal(links) => links.stats().links_used,
             Network::Packet(r) => used(r.model.usage()),
             Network::Flow(r) => used(r.model.usage()),
+        }
+    }
+
+    /// The link traffic per time bin, if the config asked for it.
+    pub fn take_timeline(&mut self) -> Option<timeline::LinkTimeline> {
+        match self {
+            Network::Ideal(_) => None,
+            Network::Packet(r) => r.model.take_timeline(),
+            Network::Flow(r) => r.model.take_timeline(),
         }
     }
 

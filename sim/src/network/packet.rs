@@ -223,6 +223,7 @@ use self::port::{Control, Port, Source};
 use self::table::Table;
 use self::transport::Transport;
 use super::path::{idle_latency_ps, path_mtu};
+use super::timeline::LinkTimeline;
 use super::{
     LinkChange, LinkSample, LinkUsage, NetEvent, OutOfTime, PfcConfig, Transfer, TransportConfig,
 };
@@ -378,6 +379,8 @@ pub struct PacketNetwork {
     pending_activity: u64,
     /// Flows whose transport gave up, not yet taken by the world.
     failures: Vec<TransportFailure>,
+    /// Link traffic per time bin, when asked for.
+    timeline: Option<LinkTimeline>,
 }
 
 impl PacketNetwork {
@@ -405,7 +408,20 @@ impl PacketNetwork {
             loss_seed: 0,
             pending_activity: 0,
             failures: Vec::new(),
+            timeline: None,
         }
+    }
+
+    /// The same, recording each link's traffic per bin of `bin_ps` (none
+    /// if `None`).
+    pub fn with_timeline(mut self, bin_ps: Option<u64>) -> PacketNetwork {
+        self.timeline = bin_ps.map(|b| LinkTimeline::new(self.ports.len(), b));
+        self
+    }
+
+    /// The link traffic per time bin recorded so far, if asked for.
+    pub fn take_timeline(&mut self) -> Option<LinkTimeline> {
+        self.timeline.take()
     }
 
     /// The same with the RDMA transport's parameters.
@@ -955,6 +971,9 @@ impl PacketNetwork {
         };
         let free_at = now.checked_plus_ps(ser_ps).ok_or(OutOfTime)?;
         let arrive_at = free_at.checked_plus_ps(hop_ps).ok_or(OutOfTime)?;
+        if let Some(t) = &mut self.timeline {
+            t.add(link, now, free_at, bytes as f64);
+        }
         let link_id = u32::try_from(link).expect("link ids fit in u32");
         self.schedule(free_at, PacketEvent::LinkFree { link: link_id }, queue)?;
         self.schedule(arrive_at, PacketEvent::Arrive { packet }, queue)?;

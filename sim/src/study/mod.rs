@@ -26,7 +26,8 @@ use rand_chacha::ChaCha8Rng;
 
 use crate::deadlock::DeadlockReport;
 use crate::executor::run;
-use crate::network::LinkUsage;
+use crate::network::timeline::LinkTimeline;
+use crate::network::{LinkUsage, NetworkConfig};
 use crate::scenario::{CollectiveSpec, Fault, Inject, Scenario};
 use crate::trace::TraceLog;
 use crate::tuning::AlgoFilter;
@@ -154,6 +155,8 @@ pub struct Detail {
     pub link_usage: Option<Vec<LinkUsage>>,
     /// The run's trace, when the study records one.
     pub trace: Option<TraceLog>,
+    /// Link traffic per time bin, when the study records it.
+    pub link_timeline: Option<LinkTimeline>,
 }
 
 /// How to run a study.
@@ -161,6 +164,9 @@ pub struct Detail {
 pub struct Options {
     /// Record a trace of every run.
     pub trace: bool,
+    /// Record each link's traffic per time bin of this many ps (topology
+    /// scenarios).
+    pub timeline_bin_ps: Option<u64>,
 }
 
 /// Runs every collective of `scenario` at every size, telling `on_progress`
@@ -278,9 +284,13 @@ pub fn run_point(
             .collect()
     });
     let (algorithm, params, tuned) = select(scenario, spec, filter, count);
+    let mut network = scenario.network.clone();
+    if let NetworkConfig::Topology(t) = &mut network {
+        t.timeline_bin_ps = options.timeline_bin_ps;
+    }
     let config = WorldConfig {
         world_size: n,
-        network: scenario.network.clone(),
+        network,
         reduce_bytes_per_s: scenario.reduce_bytes_per_s,
         trace: options.trace,
         call_timeout_ps: scenario.call_timeout_ps,
@@ -301,6 +311,7 @@ pub fn run_point(
         end_time: exec.end_time,
         link_usage: exec.link_usage,
         trace: exec.trace,
+        link_timeline: exec.link_timeline,
     };
     if let Some(&(rank, at)) = exec.crashed.first() {
         let failure = Failure::Crashed {

@@ -9,6 +9,7 @@ mod failure_exits;
 mod faults;
 mod golden;
 mod link_faults;
+mod links_timeline;
 mod loss_scenarios;
 mod network_models;
 mod presets;
