@@ -21,6 +21,7 @@
 //! - [`scenario`]: TOML scenarios, parsed and validated with file:line:col errors.
 //! - [`study`]: runs a scenario's collectives over their size ranges and
 //!   checks results against references.
+//! - [`sweep`]: `[sweep]` axes, `sim sweep` (parallel, sharded) and `sim merge`.
 //! - [`tuning`]: `NCCL_ALGO`, restricting the tuner's choice.
 //! - [`report`]: the nccl-tests table and the CSV.
 //! - [`bench`](mod@bench): the engine benchmark (`sim bench-engine`).
@@ -38,6 +39,7 @@ pub mod report;
 pub mod scenario;
 pub mod slab;
 pub mod study;
+pub mod sweep;
 pub mod trace;
 pub mod tuning;
 pub mod world;

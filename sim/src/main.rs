@@ -9,7 +9,7 @@
 //! exhausted).
 
 use std::fs::File;
-use std::io::{self, BufWriter, Write};
+use std::io::{self, BufWriter, IsTerminal, Write};
 use std::ops::ControlFlow;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -24,6 +24,7 @@ use sim::network::NetworkConfig;
 use sim::report::{table_header, table_row, write_csv};
 use sim::scenario::{ByteSize, CollectiveSpec, Scenario};
 use sim::study::{Detail, Failure, Options, Point, Progress, Row, run_scenario};
+use sim::sweep::command;
 use sim::trace::{ChromeTraceWriter, TRACE_EVENTS_MAX, TRACE_SPANS_MAX, Written};
 use sim::tuning::AlgoFilter;
 use std::sync::Arc;
@@ -84,6 +85,35 @@ enum Command {
         #[arg(long, value_name = "US", default_value_t = 10.0, value_parser = parse_bin_us)]
         timeline_bin_us: f64,
     },
+    /// Run a scenario's [sweep]: every point of its axes, in parallel, as
+    /// CSV rows (see the README's "Sweeps").
+    Sweep {
+        /// The scenario file (TOML) with a [sweep] table.
+        scenario: PathBuf,
+        /// Write the CSV to this file instead of stdout.
+        #[arg(long, value_name = "FILE")]
+        csv: Option<PathBuf>,
+        /// Worker threads (default: one per core).
+        #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..))]
+        threads: Option<u16>,
+        /// No progress bar.
+        #[arg(long)]
+        quiet: bool,
+        /// Run only the points whose index is I modulo N, for `sim merge`.
+        #[arg(long, value_name = "I/N", value_parser = sim::sweep::shard::Shard::parse)]
+        shard: Option<sim::sweep::shard::Shard>,
+        /// Print the scenario file of this point (to `sim run` it alone) and exit.
+        #[arg(long, value_name = "POINT", conflicts_with_all = ["csv", "shard"])]
+        print_point: Option<usize>,
+    },
+    /// Join the shard CSVs of `sim sweep --shard` into the CSV one run writes.
+    Merge {
+        /// The merged CSV to write.
+        out: PathBuf,
+        /// The shard CSVs.
+        #[arg(required = true)]
+        shards: Vec<PathBuf>,
+    },
     /// List the algorithm catalogue: collective, algorithm, cost formula.
     Algorithms,
     /// Benchmark the engine: a phantom ring allreduce, events per second.
@@ -127,6 +157,25 @@ fn main() -> ExitCode {
                 timeline_bin_ps: (timeline_bin_us * 1e6).round() as u64,
             },
         ),
+        Command::Sweep {
+            scenario,
+            csv,
+            threads,
+            quiet,
+            shard,
+            print_point,
+        } => match print_point {
+            Some(point) => command::print_point(&scenario, point).map(ExitCode::from),
+            None => {
+                let options = sim::sweep::run::RunOptions {
+                    threads: threads.map(usize::from),
+                    shard,
+                    progress: !quiet && io::stderr().is_terminal(),
+                };
+                command::sweep(&scenario, csv.as_deref(), options).map(ExitCode::from)
+            }
+        },
+        Command::Merge { out, shards } => command::merge(&out, &shards).map(ExitCode::from),
         Command::Algorithms => list_algorithms(),
         Command::BenchEngine {
             ranks,
@@ -268,6 +317,9 @@ fn run(path: &Path, outputs: &Outputs) -> io::Result<ExitCode> {
     }
     for fault in &scenario.faults {
         writeln!(out, "# fault: {fault}")?;
+    }
+    if scenario.has_sweep {
+        writeln!(out, "# [sweep] ignored by sim run: use sim sweep")?;
     }
     if let Some(ps) = scenario.call_timeout_ps {
         writeln!(out, "# collective watchdog: {}", algorithms::Time(ps))?;

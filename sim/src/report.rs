@@ -95,27 +95,33 @@ pub fn write_csv(out: impl Write, rows: &[Row]) -> io::Result<()> {
     let mut w = csv::Writer::from_writer(out);
     w.write_record(CSV_HEADER)?;
     for r in rows {
-        w.write_record([
-            r.collective.to_string(),
-            r.algorithm.to_string(),
-            r.tuned.to_string(),
-            r.chunk_bytes.to_string(),
-            r.ranks.to_string(),
-            r.size_bytes.to_string(),
-            r.count.to_string(),
-            r.dtype.to_string(),
-            r.redop.to_string(),
-            root_text(r),
-            format!("{:.6}", r.time_ps as f64 / 1e6),
-            format!("{:.6}", r.algbw_gb_per_s),
-            format!("{:.6}", r.busbw_gb_per_s),
-            wrong_text(r),
-            r.time_ps.to_string(),
-            r.model_ps
-                .map_or_else(String::new, |ps| format!("{:.6}", ps as f64 / 1e6)),
-        ])?;
+        w.write_record(csv_record(r))?;
     }
     w.flush()
+}
+
+/// One row's CSV fields, in the order of [`CSV_HEADER`] (`sim sweep`
+/// writes the same fields after its own).
+pub fn csv_record(r: &Row) -> [String; CSV_HEADER.len()] {
+    [
+        r.collective.to_string(),
+        r.algorithm.to_string(),
+        r.tuned.to_string(),
+        r.chunk_bytes.to_string(),
+        r.ranks.to_string(),
+        r.size_bytes.to_string(),
+        r.count.to_string(),
+        r.dtype.to_string(),
+        r.redop.to_string(),
+        root_text(r),
+        format!("{:.6}", r.time_ps as f64 / 1e6),
+        format!("{:.6}", r.algbw_gb_per_s),
+        format!("{:.6}", r.busbw_gb_per_s),
+        wrong_text(r),
+        r.time_ps.to_string(),
+        r.model_ps
+            .map_or_else(String::new, |ps| format!("{:.6}", ps as f64 / 1e6)),
+    ]
 }
 
 #[cfg(test)]

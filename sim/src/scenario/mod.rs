@@ -60,6 +60,9 @@
 //!                               # (first element of its result off by one)
 //! rank = 3
 //! from = 5
+//!
+//! [sweep]                       # optional: axes for `sim sweep` (see crate::sweep);
+//! world_size = [8, 16, 32]      # `sim run` runs the file as written without them
 //! ```
 //!
 //! Every problem is reported as a [`ScenarioError`] naming the file, line
@@ -81,6 +84,7 @@ use topologies::LinkSpec;
 use crate::network::NetworkConfig;
 
 pub use size::ByteSize;
+pub(crate) use validate::Source;
 
 /// The largest world a scenario may ask for (keeps a typo from exhausting
 /// memory).
@@ -139,6 +143,9 @@ pub struct Scenario {
     /// Whether `sim run` also runs every point without the link faults
     /// and shows how much they cost.
     pub compare_without_link_faults: bool,
+    /// Whether the file has a `[sweep]` table, which `sim run` ignores
+    /// (`sim sweep` runs it).
+    pub has_sweep: bool,
 }
 
 impl Scenario {

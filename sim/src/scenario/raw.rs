@@ -38,6 +38,10 @@ pub struct RawScenario {
     /// Also run every point without the link faults, for comparison.
     #[serde(default)]
     pub compare_without_link_faults: Option<Spanned<bool>>,
+    /// `[sweep]`: the axes of a study, read by `sim sweep`
+    /// ([`crate::sweep`]); `sim run` runs the file as written without it.
+    #[serde(default)]
+    pub sweep: Option<toml::Value>,
 }
 
 /// `[rdma]`: the RDMA reliable transport's parameters, named as NCCL's

@@ -18,7 +18,7 @@ use super::{
 };
 
 /// The file being validated, for turning byte spans into line:column.
-pub(super) struct Source<'a> {
+pub(crate) struct Source<'a> {
     pub path: &'a Path,
     pub text: &'a str,
 }
@@ -204,6 +204,7 @@ pub fn parse(path: &Path, text: &str) -> Result<Scenario, ScenarioError> {
         injects,
         faults,
         compare_without_link_faults,
+        has_sweep: raw.sweep.is_some(),
     })
 }
 

@@ -17,6 +17,7 @@ mod reliability;
 mod ring_allreduce_reference;
 mod scenario_errors;
 mod support;
+mod sweep;
 mod topology_scenarios;
 mod tuner_cli;
 mod up_down_routing;
