@@ -193,6 +193,9 @@ pub struct RawTopology {
     pub style: Option<Spanned<String>>,
     #[serde(default)]
     pub leaves: Option<Spanned<i64>>,
+    /// fat_tree: nodes one leaf of a rail holds (sets `leaves`).
+    #[serde(default)]
+    pub nodes_per_leaf: Option<Spanned<i64>>,
     #[serde(default)]
     pub spines: Option<Spanned<i64>>,
     #[serde(default)]

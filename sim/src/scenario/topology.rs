@@ -59,6 +59,7 @@ const PRESETS: &[(&str, &[&str])] = &[
             "gpus_per_node",
             "style",
             "leaves",
+            "nodes_per_leaf",
             "spines",
             "oversubscription",
             "nic",
@@ -90,6 +91,7 @@ fn given(t: &RawTopology) -> Vec<(&'static str, Range<usize>)> {
         ("gpus_per_node", span(&t.gpus_per_node)),
         ("style", span(&t.style)),
         ("leaves", span(&t.leaves)),
+        ("nodes_per_leaf", span(&t.nodes_per_leaf)),
         ("spines", span(&t.spines)),
         ("oversubscription", span(&t.oversubscription)),
         ("nic", span(&t.nic)),
@@ -482,17 +484,27 @@ fn presets_build(
                 Some(v) => Some(src.count(v, "spines", 1, max)? as usize),
                 None => d.spines,
             };
-            let leaves = match &t.leaves {
-                Some(v) => Some(src.count(v, "leaves", 1, max)? as usize),
-                None => d.leaves,
+            let nodes = count(src, &t.nodes, "nodes", d.nodes, max)?;
+            let gpus_per_node = count(src, &t.gpus_per_node, "gpus_per_node", d.gpus_per_node, 8)?;
+            let leaves = match (&t.leaves, &t.nodes_per_leaf) {
+                (Some(_), Some(p)) => {
+                    return Err(src.at(p, "give leaves or nodes_per_leaf, not both"));
+                }
+                (Some(v), None) => Some(src.count(v, "leaves", 1, max)? as usize),
+                // A rail needs as many leaves as it takes to hold its nodes.
+                (None, Some(p)) => {
+                    let per_leaf = src.count(p, "nodes_per_leaf", 1, max)? as usize;
+                    Some(gpus_per_node * nodes.div_ceil(per_leaf))
+                }
+                (None, None) => d.leaves,
             };
             let nic = match &t.nic {
                 Some(_) => Some(link_kind(src, &t.nic, LinkKind::Smp)?),
                 None => d.nic,
             };
             presets::fat_tree(&presets::FatTree {
-                nodes: count(src, &t.nodes, "nodes", d.nodes, max)?,
-                gpus_per_node: count(src, &t.gpus_per_node, "gpus_per_node", d.gpus_per_node, 8)?,
+                nodes,
+                gpus_per_node,
                 style: if t.style.is_some() {
                     style(src, &t.style)?
                 } else {

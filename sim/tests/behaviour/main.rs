@@ -15,6 +15,7 @@ mod network_models;
 mod presets;
 mod reliability;
 mod ring_allreduce_reference;
+mod scaling_story;
 mod scenario_errors;
 mod support;
 mod sweep;
