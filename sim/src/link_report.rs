@@ -259,3 +259,28 @@ impl<W: Write> LinkTimelineCsv<W> {
         Ok(timeline.truncated)
     }
 }
+
+/// Comment lines on what went wrong in the network during a point: the
+/// totals, then the three most troubled links (nothing if all was well).
+pub fn trouble_lines(size_bytes: u64, detail: &Detail, topology: &Topology) -> String {
+    let Some(usage) = &detail.link_usage else {
+        return String::new();
+    };
+    let sum = |f: fn(&LinkUsage) -> u64| usage.iter().map(f).sum::<u64>();
+    let (lost, retransmitted, pauses) = (
+        sum(dropped),
+        sum(|u| u.retransmitted),
+        sum(|u| u.pause_frames),
+    );
+    if lost + retransmitted + pauses == 0 {
+        return String::new();
+    }
+    let mut text = format!(
+        "#   network at {size_bytes} B: {lost} packet(s) lost or dropped, {retransmitted} retransmitted \
+         (counted per link crossed), {pauses} PFC pause frame(s)\n"
+    );
+    for (link, u) in troubled(detail, topology, 3) {
+        text += &format!("#     {}\n", describe_troubles(topology, link, &u));
+    }
+    text
+}

@@ -19,7 +19,7 @@ use std::collections::BTreeMap;
 use algorithms::{CollectiveError, FabricError};
 use clap::{Parser, Subcommand};
 use sim::bench::BenchNetwork;
-use sim::link_report::{LinkCsv, LinkTimelineCsv, busiest, describe_troubles, dropped, troubled};
+use sim::link_report::{LinkCsv, LinkTimelineCsv, busiest, trouble_lines};
 use sim::network::NetworkConfig;
 use sim::report::{table_header, table_row, write_csv};
 use sim::scenario::{ByteSize, CollectiveSpec, Scenario};
@@ -334,7 +334,7 @@ fn run(path: &Path, outputs: &Outputs) -> io::Result<ExitCode> {
             "# each point also runs without the link faults (compare_without_link_faults)"
         )?;
         out.flush()?;
-        healthy_rows(&scenario, &filter)
+        sim::study::healthy_rows(&scenario, &filter)
     } else {
         BTreeMap::new()
     };
@@ -365,7 +365,7 @@ fn run(path: &Path, outputs: &Outputs) -> io::Result<ExitCode> {
                 };
                 let compared = baseline
                     .get(&(section, row.size_bytes))
-                    .map(|healthy| comparison_line(row, healthy))
+                    .map(|healthy| sim::report::comparison_line(row, healthy))
                     .unwrap_or_default();
                 let troubles = topology
                     .as_deref()
@@ -443,62 +443,6 @@ fn run(path: &Path, outputs: &Outputs) -> io::Result<ExitCode> {
         return Ok(ExitCode::from(EXIT_IO));
     }
     summarise(&mut out, path, &scenario, &rows)
-}
-
-/// Runs `scenario` without its link faults, quietly: the healthy rows,
-/// keyed by collective entry and size (a point that fails there too is
-/// simply absent).
-fn healthy_rows(scenario: &Scenario, filter: &AlgoFilter) -> BTreeMap<(usize, u64), Row> {
-    let healthy = scenario.without_link_faults();
-    let mut rows = BTreeMap::new();
-    let mut section = 0;
-    let _ = run_scenario(&healthy, filter, Options::default(), |progress| {
-        match progress {
-            Progress::Section(index) => section = index,
-            Progress::Row(_, row, _) => {
-                rows.insert((section, row.size_bytes), row.clone());
-            }
-            Progress::Failed(..) => {}
-        }
-        ControlFlow::Continue(())
-    });
-    rows
-}
-
-/// A comment line comparing a row with the same point without link faults.
-fn comparison_line(row: &Row, healthy: &Row) -> String {
-    let ratio = row.time_ps as f64 / healthy.time_ps.max(1) as f64;
-    format!(
-        "#   without link faults: {:.2} us, busbw {:.2} GB/s; with them {:.2}x the time\n",
-        healthy.time_ps as f64 / 1e6,
-        healthy.busbw_gb_per_s,
-        ratio
-    )
-}
-
-/// Comment lines on what went wrong in the network during a point: the
-/// totals, then the three most troubled links (nothing if all was well).
-fn trouble_lines(size_bytes: u64, detail: &Detail, topology: &Topology) -> String {
-    let Some(usage) = &detail.link_usage else {
-        return String::new();
-    };
-    let sum = |f: fn(&sim::network::LinkUsage) -> u64| usage.iter().map(f).sum::<u64>();
-    let (lost, retransmitted, pauses) = (
-        sum(dropped),
-        sum(|u| u.retransmitted),
-        sum(|u| u.pause_frames),
-    );
-    if lost + retransmitted + pauses == 0 {
-        return String::new();
-    }
-    let mut text = format!(
-        "#   network at {size_bytes} B: {lost} packet(s) lost or dropped, {retransmitted} retransmitted \
-         (counted per link crossed), {pauses} PFC pause frame(s)\n"
-    );
-    for (link, u) in troubled(detail, topology, 3) {
-        text += &format!("#     {}\n", describe_troubles(topology, link, &u));
-    }
-    text
 }
 
 /// The per-point output files of `sim run`.

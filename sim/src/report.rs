@@ -124,6 +124,17 @@ pub fn csv_record(r: &Row) -> [String; CSV_HEADER.len()] {
     ]
 }
 
+/// A comment line comparing a row with the same point without link faults.
+pub fn comparison_line(row: &Row, healthy: &Row) -> String {
+    let ratio = row.time_ps as f64 / healthy.time_ps.max(1) as f64;
+    format!(
+        "#   without link faults: {:.2} us, busbw {:.2} GB/s; with them {:.2}x the time\n",
+        healthy.time_ps as f64 / 1e6,
+        healthy.busbw_gb_per_s,
+        ratio
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -439,3 +439,26 @@ fn count_wrong(
     }
     wrong as u64
 }
+
+/// Runs `scenario` without its link faults, quietly: the healthy rows,
+/// keyed by collective entry and size (a point that fails there too is
+/// simply absent).
+pub fn healthy_rows(
+    scenario: &Scenario,
+    filter: &AlgoFilter,
+) -> std::collections::BTreeMap<(usize, u64), Row> {
+    let healthy = scenario.without_link_faults();
+    let mut rows = std::collections::BTreeMap::new();
+    let mut section = 0;
+    let _ = run_scenario(&healthy, filter, Options::default(), |progress| {
+        match progress {
+            Progress::Section(index) => section = index,
+            Progress::Row(_, row, _) => {
+                rows.insert((section, row.size_bytes), row.clone());
+            }
+            Progress::Failed(..) => {}
+        }
+        ControlFlow::Continue(())
+    });
+    rows
+}
