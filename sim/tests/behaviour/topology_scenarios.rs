@@ -159,7 +159,7 @@ fn preset_mistakes_are_located() {
             3,
             5,
             "`x` does not apply to preset `fat_tree`; it takes: nodes, gpus_per_node, style, \
-             leaves, spines, oversubscription, nic",
+             leaves, nodes_per_leaf, spines, oversubscription, nic",
         ),
         (
             "[topology]\npreset = \"fat_tree\"\nnodes = 2\nnic = \"ib_qdr\"\n",
