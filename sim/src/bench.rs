@@ -36,6 +36,30 @@ pub enum BenchNetwork {
     Flow,
 }
 
+/// Which allreduce the benchmark runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum BenchAlgorithm {
+    /// The flat ring over all ranks in order.
+    Ring,
+    /// Reduce-scatter inside each node of 8 ranks, a ring per rail across
+    /// nodes, then allgather inside each node.
+    Hierarchical,
+}
+
+impl BenchAlgorithm {
+    /// The catalogue's algorithm.
+    pub fn algorithm(self) -> Algorithm {
+        match self {
+            BenchAlgorithm::Ring => Algorithm::Ring,
+            BenchAlgorithm::Hierarchical => Algorithm::Hierarchical,
+        }
+    }
+}
+
+/// Ranks per node of the benchmark's fat-tree (and of its hierarchical
+/// allreduce).
+pub const BENCH_RANKS_PER_NODE: usize = 8;
+
 /// The network of `ranks` ranks: ideal links, or the default fat-tree
 /// preset with `ceil(ranks / 8)` nodes, ranks placed in order.
 pub fn bench_network(network: BenchNetwork, ranks: usize) -> NetworkConfig {
@@ -57,10 +81,11 @@ pub fn bench_network(network: BenchNetwork, ranks: usize) -> NetworkConfig {
     NetworkConfig::Topology(TopologyConfig::new(topology, placement, level, 1))
 }
 
-/// Simulates one phantom float-sum ring allreduce of `bytes` on `ranks`
-/// ranks of `network` and times it.
-pub fn ring_allreduce_phantom(
+/// Simulates one phantom float-sum allreduce (`algorithm`) of `bytes` on
+/// `ranks` ranks of `network` and times it.
+pub fn allreduce_phantom(
     network: NetworkConfig,
+    algorithm: BenchAlgorithm,
     ranks: usize,
     bytes: u64,
     chunk_bytes: u64,
@@ -80,12 +105,13 @@ pub fn ring_allreduce_phantom(
         let mut buf = Payload::phantom(DType::F32, count);
         let params = Params {
             chunk_bytes,
+            ranks_per_node: BENCH_RANKS_PER_NODE,
             ..Params::default()
         };
         collective::run(
             &fabric,
             Collective::Allreduce,
-            Algorithm::Ring,
+            algorithm.algorithm(),
             &mut buf,
             ReduceOp::Sum,
             &params,
@@ -93,7 +119,7 @@ pub fn ring_allreduce_phantom(
         .await
     });
     let wall_s = started.elapsed().as_secs_f64();
-    assert!(exec.deadlock.is_none(), "ring allreduce does not deadlock");
+    assert!(exec.deadlock.is_none(), "the allreduce does not deadlock");
     BenchResult {
         wall_s,
         simulated_ps: exec.end_time.as_ps(),

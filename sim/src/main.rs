@@ -18,7 +18,7 @@ use std::collections::BTreeMap;
 
 use algorithms::{CollectiveError, FabricError};
 use clap::{Parser, Subcommand};
-use sim::bench::BenchNetwork;
+use sim::bench::{BENCH_RANKS_PER_NODE, BenchAlgorithm, BenchNetwork};
 use sim::link_report::{LinkCsv, LinkTimelineCsv, busiest, trouble_lines};
 use sim::network::NetworkConfig;
 use sim::report::{table_header, table_row, write_csv};
@@ -134,6 +134,9 @@ enum Command {
         /// flow level.
         #[arg(long, value_enum, default_value = "ideal")]
         network: BenchNetwork,
+        /// The allreduce: the flat ring, or hierarchical (8 ranks per node).
+        #[arg(long, value_enum, default_value = "ring")]
+        algorithm: BenchAlgorithm,
     },
 }
 
@@ -183,7 +186,8 @@ fn main() -> ExitCode {
             chunk,
             repeat,
             network,
-        } => bench(ranks as usize, bytes, chunk, repeat, network),
+            algorithm,
+        } => bench(ranks as usize, bytes, chunk, repeat, network, algorithm),
     };
     match result {
         Ok(code) => code,
@@ -686,9 +690,16 @@ fn bench(
     chunk: ByteSize,
     repeat: u32,
     network: BenchNetwork,
+    algorithm: BenchAlgorithm,
 ) -> io::Result<ExitCode> {
     if chunk.0 < 4096 {
         eprintln!("error: --chunk must be at least 4K");
+        return Ok(ExitCode::from(EXIT_INPUT));
+    }
+    if algorithm == BenchAlgorithm::Hierarchical && !ranks.is_multiple_of(BENCH_RANKS_PER_NODE) {
+        eprintln!(
+            "error: the hierarchical allreduce needs a multiple of {BENCH_RANKS_PER_NODE} ranks"
+        );
         return Ok(ExitCode::from(EXIT_INPUT));
     }
     let messages = algorithms::allreduce::ring::messages((bytes.0 / 4) as usize, ranks, 4, chunk.0);
@@ -702,7 +713,8 @@ fn bench(
     let mut out = io::stdout().lock();
     writeln!(
         out,
-        "# ring allreduce, phantom float payload, {ranks} ranks, {} bytes, chunk {} bytes, {} network",
+        "# {} allreduce, phantom float payload, {ranks} ranks, {} bytes, chunk {} bytes, {} network",
+        algorithm.algorithm().name(),
         bytes.0,
         chunk.0,
         match network {
@@ -718,7 +730,7 @@ fn bench(
     )?;
     for rep in 0..repeat {
         let config = sim::bench::bench_network(network, ranks);
-        let r = sim::bench::ring_allreduce_phantom(config, ranks, bytes.0, chunk.0);
+        let r = sim::bench::allreduce_phantom(config, algorithm, ranks, bytes.0, chunk.0);
         writeln!(
             out,
             "{:>4} {:>12.4} {:>12} {:>14.0} {:>14.3}",
