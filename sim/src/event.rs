@@ -132,4 +132,31 @@ mod tests {
             .collect();
         assert_eq!(order, vec![1, 3, 0, 2]);
     }
+
+    proptest::proptest! {
+        /// Pops come out sorted by (time, scheduling order), with pushes
+        /// and pops interleaved.
+        #[test]
+        fn pops_in_time_then_scheduling_order(
+            ops in proptest::collection::vec((0u64..50, proptest::bool::ANY), 0..300)
+        ) {
+            let mut q = EventQueue::new();
+            let mut model: Vec<(u64, u32)> = Vec::new();
+            for (i, (t, pop)) in ops.into_iter().enumerate() {
+                if pop {
+                    model.sort();
+                    let want = (!model.is_empty()).then(|| model.remove(0));
+                    let got = q.pop().map(|e| match e.kind {
+                        EventKind::Deliver { message } => (e.time.0, message),
+                        _ => unreachable!(),
+                    });
+                    proptest::prop_assert_eq!(got, want);
+                } else {
+                    q.schedule(Time(t), EventKind::Deliver { message: i as u32 });
+                    model.push((t, i as u32));
+                }
+                proptest::prop_assert_eq!(q.len(), model.len());
+            }
+        }
+    }
 }

@@ -469,6 +469,11 @@ impl Network {
         let Network::Packet(r) = self else {
             return Vec::new();
         };
+        if !r.model.has_failures() {
+            // The common case, checked before anything is built: this runs
+            // after every network event.
+            return Vec::new();
+        }
         let failures = r.model.take_failures();
         let n = r.world_size as u64;
         let topology = r.model.topology();

@@ -607,6 +607,11 @@ impl PacketNetwork {
         std::mem::take(&mut self.samples)
     }
 
+    /// Whether a transport failure waits to be taken.
+    pub fn has_failures(&self) -> bool {
+        !self.failures.is_empty()
+    }
+
     /// The transport failures since the last call.
     pub fn take_failures(&mut self) -> Vec<TransportFailure> {
         std::mem::take(&mut self.failures)
