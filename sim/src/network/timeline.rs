@@ -55,9 +55,11 @@ impl LinkTimeline {
     }
 
     /// `bytes` carried by `link` evenly over `[start, end]` (all in the
-    /// bin of `start` if the interval is empty).
+    /// bin of `start` if the interval is empty). Nothing once truncated:
+    /// the timeline stops recording (and an interval of many fine bins
+    /// stops its walk over them).
     pub fn add(&mut self, link: usize, start: Time, end: Time, bytes: f64) {
-        if bytes <= 0.0 {
+        if bytes <= 0.0 || self.truncated {
             return;
         }
         let (s, e) = (start.as_ps(), end.as_ps().max(start.as_ps()));
@@ -72,6 +74,9 @@ impl LinkTimeline {
             let hi = ((bin + 1).saturating_mul(self.bin_ps)).min(e);
             if hi > lo {
                 self.push(link, bin, bytes * (hi - lo) as f64 / span);
+                if self.truncated {
+                    return;
+                }
             }
         }
     }
@@ -169,5 +174,18 @@ mod tests {
         assert_eq!(bins.len(), 2);
         assert_eq!(bins[0].bytes, adds as f64);
         assert_eq!(bins[1].bytes, adds as f64);
+    }
+
+    #[test]
+    fn a_long_interval_in_fine_bins_stops_at_the_cap() {
+        // 2^40 bins of 1 ps: the walk stops at the cap instead of visiting
+        // every bin, and later additions are not recorded.
+        let mut t = LinkTimeline::new(1, 1);
+        t.add(0, Time(0), Time(1 << 40), 1.0);
+        assert!(t.truncated);
+        t.add(0, Time(0), Time(1 << 40), 1.0);
+        let bins = t.bins();
+        assert_eq!(bins.len(), TIMELINE_ENTRIES_MAX);
+        assert_eq!(bins[0].bytes, 1.0 / (1u64 << 40) as f64);
     }
 }
