@@ -5,7 +5,10 @@
 //! A row's baseline is the row of the same collective entry and size (the
 //! k-th row of that collective and size within its point) at the point
 //! with the same values on every other axis and the smallest value on the
-//! rank-count axis. With aggregate throughput `ranks x size_bytes / time`:
+//! rank-count axis (where the size rounds with the rank count, as
+//! alltoall's does, the row at the same position among the rows of that
+//! collective, if both points have as many). With aggregate throughput
+//! `ranks x size_bytes / time`:
 //!
 //! ```text
 //! speedup    = throughput / throughput of the baseline
@@ -96,6 +99,30 @@ fn scaled(table: &Table, axes: std::ops::Range<usize>, rank_axis: usize) -> Vec<
         })
         .collect();
     let index: BTreeMap<_, usize> = keys.iter().enumerate().map(|(i, k)| (*k, i)).collect();
+    // Each row's position among the rows of its collective within its
+    // point, and how many such rows each point has: where a size rounds
+    // differently with the rank count (alltoall sizes are whole elements
+    // per rank), the row at the same position of a point with as many rows
+    // of that collective ran the same entry and requested size.
+    let mut per_collective: BTreeMap<(&str, &str), usize> = BTreeMap::new();
+    let positions: Vec<usize> = table
+        .rows
+        .iter()
+        .map(|row| {
+            let n = per_collective
+                .entry((row[0].as_str(), row[collective].as_str()))
+                .or_insert(0);
+            *n += 1;
+            *n - 1
+        })
+        .collect();
+    let by_position: BTreeMap<(&str, &str, usize), usize> = table
+        .rows
+        .iter()
+        .zip(&positions)
+        .enumerate()
+        .map(|(i, (row, &n))| ((row[0].as_str(), row[collective].as_str(), n), i))
+        .collect();
     let throughput = |row: &[String]| -> Option<(f64, f64)> {
         let r: u64 = row[ranks].parse().ok()?;
         let s: u64 = row[size].parse().ok()?;
@@ -107,8 +134,12 @@ fn scaled(table: &Table, axes: std::ops::Range<usize>, rank_axis: usize) -> Vec<
         let Some(&(_, base_point)) = baseline.get(&others(row)) else {
             continue;
         };
-        let (_, c, s, k) = keys[i];
-        let Some(&j) = index.get(&(base_point, c, s, k)) else {
+        let (point, c, s, k) = keys[i];
+        let same_shape = per_collective.get(&(point, c)) == per_collective.get(&(base_point, c));
+        let found = index
+            .get(&(base_point, c, s, k))
+            .or_else(|| same_shape.then(|| by_position.get(&(base_point, c, positions[i])))?);
+        let Some(&j) = found else {
             continue;
         };
         if let (Some((r, x)), Some((r0, x0))) = (throughput(row), throughput(&table.rows[j])) {
@@ -192,5 +223,26 @@ mod tests {
                 ("", "")
             ]
         );
+    }
+
+    #[test]
+    fn rows_whose_size_rounds_with_the_rank_count_still_have_a_baseline() {
+        // Alltoall sizes are whole elements per rank: 1 MiB is 1048572 B
+        // on 3 ranks. Same entry, same requested size: compared all the same.
+        let mut t = table(&[
+            ["0", "2", "1", "ok", "alltoall", "64", "2", "100"],
+            ["0", "2", "1", "ok", "alltoall", "1048576", "2", "1000"],
+            ["1", "3", "1", "ok", "alltoall", "60", "3", "100"],
+            ["1", "3", "1", "ok", "alltoall", "1048572", "3", "1000"],
+            // A point with fewer rows of the collective is not guessed at.
+            ["2", "6", "1", "ok", "alltoall", "1048560", "6", "1000"],
+        ]);
+        fill(&mut t);
+        let speedups: Vec<&str> = t.rows.iter().map(|r| r[8].as_str()).collect();
+        let x = |r: f64, s: f64| r * s / 1000.0;
+        let expected = format!("{:.6}", x(3.0, 1048572.0) / x(2.0, 1048576.0));
+        assert_eq!(speedups[3], expected);
+        assert_eq!(speedups[2], format!("{:.6}", (3.0 * 60.0) / (2.0 * 64.0)));
+        assert_eq!(speedups[4], "");
     }
 }
