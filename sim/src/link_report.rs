@@ -77,18 +77,8 @@ impl<W: Write> LinkCsv<W> {
         for link in topology.link_ids() {
             let u = usage[link.index()];
             let spec = topology.link(link);
-            let (from, to) = topology.ends(link);
-            self.writer.write_record([
-                section.to_string(),
-                point.collective.to_string(),
-                detail.algorithm.to_string(),
-                detail.ranks.to_string(),
-                point.size_bytes.to_string(),
-                link.index().to_string(),
-                topology.vertex(from).name.clone(),
-                topology.vertex(to).name.clone(),
-                spec.kind.to_string(),
-                format!("{:.3}", spec.bandwidth_bytes_per_s / 1e9),
+            let mut row = link_columns(section, point, detail, topology, link);
+            row.extend([
                 u.bytes.to_string(),
                 u.units.to_string(),
                 format!("{:.6}", u.busy_ps as f64 / 1e6),
@@ -101,10 +91,37 @@ impl<W: Write> LinkCsv<W> {
                 u.retransmitted.to_string(),
                 u.pause_frames.to_string(),
                 format!("{:.6}", u.paused_ps as f64 / 1e6),
-            ])?;
+            ]);
+            self.writer.write_record(&row)?;
         }
         self.writer.flush()
     }
+}
+
+/// The columns both link CSVs start with: the study point (section,
+/// collective, algorithm, ranks, size) and the link (id, ends, kind,
+/// bandwidth).
+fn link_columns(
+    section: usize,
+    point: &Point,
+    detail: &Detail,
+    topology: &Topology,
+    link: LinkId,
+) -> Vec<String> {
+    let spec = topology.link(link);
+    let (from, to) = topology.ends(link);
+    vec![
+        section.to_string(),
+        point.collective.to_string(),
+        detail.algorithm.to_string(),
+        detail.ranks.to_string(),
+        point.size_bytes.to_string(),
+        link.index().to_string(),
+        topology.vertex(from).name.clone(),
+        topology.vertex(to).name.clone(),
+        spec.kind.to_string(),
+        format!("{:.3}", spec.bandwidth_bytes_per_s / 1e9),
+    ]
 }
 
 /// Average throughput over `run_ps` as a fraction of `bandwidth`.
@@ -236,24 +253,15 @@ impl<W: Write> LinkTimelineCsv<W> {
         let bin_ps = timeline.bin_ps();
         for bin in timeline.bins() {
             let spec = topology.link(bin.link);
-            let (from, to) = topology.ends(bin.link);
             let capacity = spec.bandwidth_bytes_per_s * bin_ps as f64 / 1e12;
-            self.writer.write_record([
-                section.to_string(),
-                point.collective.to_string(),
-                detail.algorithm.to_string(),
-                detail.ranks.to_string(),
-                point.size_bytes.to_string(),
-                bin.link.index().to_string(),
-                topology.vertex(from).name.clone(),
-                topology.vertex(to).name.clone(),
-                spec.kind.to_string(),
-                format!("{:.3}", spec.bandwidth_bytes_per_s / 1e9),
+            let mut row = link_columns(section, point, detail, topology, bin.link);
+            row.extend([
                 format!("{:.6}", bin.start.as_ps() as f64 / 1e6),
                 format!("{:.6}", bin_ps as f64 / 1e6),
                 format!("{:.0}", bin.bytes),
                 format!("{:.6}", bin.bytes / capacity),
-            ])?;
+            ]);
+            self.writer.write_record(&row)?;
         }
         self.writer.flush()?;
         Ok(timeline.truncated)

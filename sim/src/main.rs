@@ -230,6 +230,23 @@ fn create(path: &Path, what: &str) -> Result<BufWriter<File>, ExitCode> {
     })
 }
 
+/// Opens an optional output file and starts its writer with `start`:
+/// `Ok(Ok(None))` without a path, `Ok(Err(code))` if the file cannot be
+/// created (already reported), `Err` if starting the writer fails.
+fn open_output<T>(
+    path: &Option<PathBuf>,
+    what: &str,
+    start: impl FnOnce(BufWriter<File>) -> io::Result<T>,
+) -> io::Result<Result<Option<T>, ExitCode>> {
+    let Some(path) = path else {
+        return Ok(Ok(None));
+    };
+    match create(path, what) {
+        Ok(file) => start(file).map(|w| Ok(Some(w))),
+        Err(code) => Ok(Err(code)),
+    }
+}
+
 /// The busiest links of a run, as one comment line.
 fn busiest_line(row: &Row, detail: &Detail, topology: &Topology) -> Option<String> {
     let links = busiest(detail, topology, 3);
@@ -275,34 +292,20 @@ fn run(path: &Path, outputs: &Outputs) -> io::Result<ExitCode> {
         NetworkConfig::Topology(t) => Some(Arc::clone(&t.topology)),
         NetworkConfig::Ideal(_) => None,
     };
-    let mut links_csv = match outputs
-        .links_csv
-        .as_deref()
-        .map(|p| create(p, "links CSV"))
-        .transpose()
-    {
-        Ok(None) => None,
-        Ok(Some(f)) => Some(LinkCsv::new(f)?),
+    let mut links_csv = match open_output(&outputs.links_csv, "links CSV", LinkCsv::new)? {
+        Ok(w) => w,
         Err(code) => return Ok(code),
     };
-    let mut trace = match outputs
-        .trace
-        .as_deref()
-        .map(|p| create(p, "trace"))
-        .transpose()
-    {
-        Ok(None) => None,
-        Ok(Some(f)) => Some(ChromeTraceWriter::new(f)?),
+    let mut trace = match open_output(&outputs.trace, "trace", ChromeTraceWriter::new)? {
+        Ok(w) => w,
         Err(code) => return Ok(code),
     };
-    let mut timeline_csv = match outputs
-        .links_timeline
-        .as_deref()
-        .map(|p| create(p, "links timeline"))
-        .transpose()
-    {
-        Ok(None) => None,
-        Ok(Some(f)) => Some(LinkTimelineCsv::new(f)?),
+    let mut timeline_csv = match open_output(
+        &outputs.links_timeline,
+        "links timeline",
+        LinkTimelineCsv::new,
+    )? {
+        Ok(w) => w,
         Err(code) => return Ok(code),
     };
     let options = Options {

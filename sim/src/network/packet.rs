@@ -493,16 +493,17 @@ impl PacketNetwork {
             return self.schedule(now, PacketEvent::Arrive { packet }, queue);
         };
         let mtu_bytes = path_mtu(&self.topology, &route);
-        // Network links may lose packets, and so may a link of any kind
-        // declared lossy: a flow over either needs the transport.
-        let reliable = route.iter().any(|l| {
-            let port = &self.ports[l.index()];
-            port.network || port.control == Control::Lossy
-        });
-        let ack_ps = idle_latency_ps(&self.topology, &route, 0);
         let flow = match self.flow_ids.get(&key) {
             Some(&flow) => flow,
             None => {
+                // Network links may lose packets, and so may a link of any
+                // kind declared lossy: a flow over either needs the
+                // transport (decided once per flow: its route is fixed).
+                let reliable = route.iter().any(|l| {
+                    let port = &self.ports[l.index()];
+                    port.network || port.control == Control::Lossy
+                });
+                let ack_ps = idle_latency_ps(&self.topology, &route, 0);
                 let serial = self.next_serial;
                 self.next_serial = self.next_serial.wrapping_add(1);
                 let flow = self.flows.insert(Flow {
