@@ -198,6 +198,38 @@ impl Payload {
         }
     }
 
+    /// The elements as raw bytes in the host's byte order, for transports
+    /// that copy payloads into frames or shared memory (`None` for a
+    /// phantom, which has no bytes).
+    pub fn as_bytes(&self) -> Option<&[u8]> {
+        match self {
+            Payload::Data(b) => Some(with_vec!(b, v, T => bytemuck::cast_slice::<T, u8>(v))),
+            Payload::Phantom(_) => None,
+        }
+    }
+
+    /// The elements as mutable raw bytes in the host's byte order, so that a
+    /// transport can receive straight into a payload made by
+    /// [`Payload::zeros`] (`None` for a phantom).
+    pub fn as_bytes_mut(&mut self) -> Option<&mut [u8]> {
+        match self {
+            Payload::Data(b) => Some(with_vec!(b, v, T => bytemuck::cast_slice_mut::<T, u8>(v))),
+            Payload::Phantom(_) => None,
+        }
+    }
+
+    /// Real data of type `dtype` copied from raw bytes in the host's byte
+    /// order; `None` when `bytes` is not a whole number of elements.
+    pub fn from_bytes(dtype: DType, bytes: &[u8]) -> Option<Payload> {
+        let size = dtype.size_bytes();
+        if !bytes.len().is_multiple_of(size) {
+            return None;
+        }
+        let mut p = Payload::zeros(dtype, bytes.len() / size, false);
+        p.as_bytes_mut()?.copy_from_slice(bytes);
+        Some(p)
+    }
+
     /// The type and length.
     pub fn shape(&self) -> Shape {
         match self {
@@ -376,6 +408,23 @@ mod tests {
         assert!(p.reduce_from(0..11, &part, ReduceOp::Max).is_err());
         let real = Payload::from_vec(vec![0.0f64; 10]);
         assert!(p.copy_from(0..10, &real).is_err());
+    }
+
+    #[test]
+    fn bytes_round_trip_for_every_dtype() {
+        for dtype in DType::ALL {
+            let mut p = Payload::zeros(dtype, 3, false);
+            let n = p.as_bytes().unwrap().len();
+            assert_eq!(n, 3 * dtype.size_bytes());
+            for (i, b) in p.as_bytes_mut().unwrap().iter_mut().enumerate() {
+                *b = i as u8 + 1;
+            }
+            let q = Payload::from_bytes(dtype, p.as_bytes().unwrap()).unwrap();
+            assert_eq!(q, p);
+            assert_ne!(q, Payload::zeros(dtype, 3, false));
+        }
+        assert!(Payload::from_bytes(DType::F32, &[0u8; 7]).is_none());
+        assert!(Payload::phantom(DType::U8, 4).as_bytes().is_none());
     }
 
     #[test]

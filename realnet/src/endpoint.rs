@@ -1,0 +1,52 @@
+//! [`Endpoint`]: what a real fabric offers beyond [`Fabric`].
+//!
+//! A driver (the `sim bench` command, the tests) runs a collective on any
+//! endpoint the same way: [`Endpoint::begin_call`] before each call, the
+//! call's future through [`Endpoint::block_on`], and [`Endpoint::finish`]
+//! at the end so that peers can tell a rank that finished from one that died.
+
+use std::future::Future;
+use std::time::Instant;
+
+use algorithms::{Fabric, FabricError};
+
+use crate::call::CallId;
+use crate::executor::{self, IdlePolicy};
+use crate::mailbox::Mailbox;
+
+/// A real transport's fabric for one rank.
+pub trait Endpoint: Fabric {
+    /// The rank's mailbox, where arrived messages and failures land.
+    fn mailbox(&self) -> &Mailbox;
+
+    /// Drives the transport once (moves bytes, checks peers); returns
+    /// whether anything moved.
+    fn progress(&self) -> bool;
+
+    /// How the executor waits when nothing moves.
+    fn idle_policy(&self) -> IdlePolicy {
+        IdlePolicy::default()
+    }
+
+    /// Starts collective call `call` (see [`CallId`]); every message sent
+    /// from now on carries it.
+    fn begin_call(&self, call: CallId) -> Result<(), FabricError>;
+
+    /// Runs `fut` (a collective on this endpoint) to completion, driving
+    /// the transport and failing receives that wait past the timeout.
+    fn block_on<T>(&self, fut: impl Future<Output = T>) -> T {
+        executor::block_on(
+            fut,
+            || {
+                let moved = self.progress();
+                moved || self.mailbox().expire(Instant::now())
+            },
+            self.idle_policy(),
+        )
+    }
+
+    /// Flushes what this rank sent, tells its peers it is done and waits
+    /// (up to the timeout) until they are done too, so that no peer
+    /// mistakes its exit for a crash.
+    fn finish(&self) -> Result<(), FabricError>;
+}

@@ -1,0 +1,159 @@
+//! [`block_on`]: the single-threaded executor that runs one rank.
+//!
+//! A rank's collective is one future (its concurrency comes from joined
+//! futures, not threads). The executor polls it when it was woken, and in
+//! between lets the transport make progress: shared memory has no way to
+//! wake another process, so its progress function polls the rings; TCP's
+//! reader threads deliver into the [`Mailbox`](crate::Mailbox) and wake the
+//! executor themselves. When nothing moves the executor spins briefly (the
+//! lowest latency on an idle core), then yields the core, then parks for
+//! short periods, as MPI libraries do when oversubscribed.
+
+use std::future::Future;
+use std::pin::pin;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::task::{Context, Poll, Wake, Waker};
+use std::thread::{self, Thread};
+use std::time::Duration;
+
+/// How the executor waits when neither the future nor the transport moves.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct IdlePolicy {
+    /// Idle rounds spent spinning before yielding the core.
+    pub spin: u32,
+    /// Idle rounds spent yielding before parking.
+    pub yields: u32,
+    /// How long to park each round after that (a waker ends it early).
+    pub park: Duration,
+}
+
+impl Default for IdlePolicy {
+    /// Spin 2000 rounds, yield 2000, then park 200 us at a time.
+    fn default() -> Self {
+        IdlePolicy {
+            spin: 2000,
+            yields: 2000,
+            park: Duration::from_micros(200),
+        }
+    }
+}
+
+/// Wakes the executor's thread.
+struct ThreadWaker {
+    woken: AtomicBool,
+    thread: Thread,
+}
+
+impl Wake for ThreadWaker {
+    fn wake(self: Arc<Self>) {
+        self.wake_by_ref();
+    }
+
+    fn wake_by_ref(self: &Arc<Self>) {
+        self.woken.store(true, Ordering::Release);
+        self.thread.unpark();
+    }
+}
+
+/// Runs `fut` to completion on this thread. `progress` is called whenever
+/// the future is pending; it drives the transport and returns whether
+/// anything moved (then the future is polled again at once).
+pub fn block_on<T>(
+    fut: impl Future<Output = T>,
+    mut progress: impl FnMut() -> bool,
+    policy: IdlePolicy,
+) -> T {
+    let signal = Arc::new(ThreadWaker {
+        woken: AtomicBool::new(true),
+        thread: thread::current(),
+    });
+    let waker = Waker::from(signal.clone());
+    let mut cx = Context::from_waker(&waker);
+    let mut fut = pin!(fut);
+    let mut idle: u64 = 0;
+    loop {
+        if signal.woken.swap(false, Ordering::AcqRel) {
+            if let Poll::Ready(out) = fut.as_mut().poll(&mut cx) {
+                return out;
+            }
+            idle = 0;
+        }
+        if progress() {
+            // Whatever moved may have woken the future; poll it if so.
+            idle = 0;
+            continue;
+        }
+        idle += 1;
+        if idle <= u64::from(policy.spin) {
+            std::hint::spin_loop();
+        } else if idle <= u64::from(policy.spin) + u64::from(policy.yields) {
+            thread::yield_now();
+        } else {
+            thread::park_timeout(policy.park);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::cell::Cell;
+    use std::task::Poll;
+
+    #[test]
+    fn progress_drives_a_future_to_completion() {
+        let steps = Cell::new(0);
+        let fut = std::future::poll_fn(|cx| {
+            if steps.get() >= 5 {
+                Poll::Ready(steps.get())
+            } else {
+                cx.waker().wake_by_ref();
+                Poll::Pending
+            }
+        });
+        let out = block_on(
+            fut,
+            || {
+                steps.set(steps.get() + 1);
+                true
+            },
+            IdlePolicy::default(),
+        );
+        assert_eq!(out, 5);
+    }
+
+    #[test]
+    fn a_waker_from_another_thread_ends_the_wait() {
+        let (tx, rx) = std::sync::mpsc::channel::<Waker>();
+        let done = Arc::new(AtomicBool::new(false));
+        let d2 = done.clone();
+        let helper = thread::spawn(move || {
+            let w = rx.recv().unwrap();
+            thread::sleep(Duration::from_millis(20));
+            d2.store(true, Ordering::Release);
+            w.wake();
+        });
+        let mut sent = false;
+        let fut = std::future::poll_fn(|cx| {
+            if done.load(Ordering::Acquire) {
+                return Poll::Ready(());
+            }
+            if !sent {
+                tx.send(cx.waker().clone()).unwrap();
+                sent = true;
+            }
+            Poll::Pending
+        });
+        block_on(
+            fut,
+            || false,
+            IdlePolicy {
+                spin: 1,
+                yields: 1,
+                park: Duration::from_secs(60),
+            },
+        );
+        helper.join().unwrap();
+    }
+}

@@ -1,0 +1,33 @@
+//! Real transports behind the [`algorithms::Fabric`] trait.
+//!
+//! The collectives of the `algorithms` crate run unchanged on these
+//! fabrics, one rank per process (or per thread in tests), so a user swaps
+//! the simulator for real hardware and compares.
+//!
+//! # Map of the crate
+//! Shared by every transport:
+//! - [`call`]: [`CallId`], which collective call a message belongs to, so a
+//!   rank that calls a different collective than its peers is caught.
+//! - [`mailbox`]: [`Mailbox`], matching of arrived messages to receives by
+//!   `(source, tag, call)`, peer failures and receive timeouts.
+//! - [`executor`]: [`block_on`](executor::block_on), the single-threaded
+//!   executor that drives one rank's collective and the transport's progress.
+//! - [`bootstrap`]: [`Bootstrap`], the out-of-band exchange of addresses at
+//!   start-up, and [`LocalBootstrap`] for ranks that are threads of one process.
+//! - [`endpoint`]: [`Endpoint`], what a real fabric offers beyond [`algorithms::Fabric`].
+
+pub mod bootstrap;
+pub mod call;
+pub mod endpoint;
+pub mod executor;
+pub mod mailbox;
+
+pub use bootstrap::{Bootstrap, BootstrapError, LocalBootstrap};
+pub use call::CallId;
+pub use endpoint::Endpoint;
+pub use mailbox::Mailbox;
+
+#[cfg(target_endian = "big")]
+compile_error!(
+    "realnet sends payloads in the host's byte order and supports little-endian hosts only"
+);

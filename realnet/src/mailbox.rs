@@ -1,0 +1,437 @@
+//! [`Mailbox`]: where arrived messages wait for the receive that matches them.
+//!
+//! A transport hands every message it receives to [`Mailbox::deliver`] with
+//! its source, tag and [`CallId`]; a receive takes the oldest message with
+//! its own `(source, tag)` of the rank's current call. Messages of a later
+//! call (a fast peer already in the next collective) wait in their own queue.
+//! The mailbox is also where failures land: a peer that died or hung
+//! ([`Mailbox::fail_peer`]), an error that ends the rank
+//! ([`Mailbox::fail_all`]), a message of a collective different from the
+//! rank's own (caught in [`Mailbox::deliver`]), and receives that waited
+//! longer than the timeout ([`Mailbox::expire`]). Every receive waiting on
+//! the failed peer then returns the error instead of hanging.
+//!
+//! It is thread-safe so that a transport's reader threads can deliver while
+//! the rank's executor polls receives.
+
+use std::collections::{BTreeMap, VecDeque};
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::{Mutex, MutexGuard};
+use std::task::{Context, Poll, Waker};
+use std::time::{Duration, Instant};
+
+use algorithms::{FabricError, Payload, Rank, Shape, Tag};
+
+use crate::call::CallId;
+
+/// A receive's key: source rank, tag and call sequence number.
+type Key = (Rank, Tag, u64);
+
+/// A receive that found nothing yet: who to wake and since when it waits.
+struct Waiter {
+    wakers: Vec<Waker>,
+    since: Instant,
+}
+
+#[derive(Default)]
+struct Inner {
+    call: Option<CallId>,
+    queues: BTreeMap<Key, VecDeque<Payload>>,
+    waiters: BTreeMap<Key, Waiter>,
+    failed_peers: BTreeMap<Rank, FabricError>,
+    fatal: Option<FabricError>,
+}
+
+/// Arrived messages of one rank, matched to its receives.
+pub struct Mailbox {
+    rank: Rank,
+    world_size: usize,
+    timeout: Duration,
+    inner: Mutex<Inner>,
+}
+
+impl Mailbox {
+    /// An empty mailbox for `rank` of `world_size`, whose receives fail
+    /// after waiting `timeout` without progress from their peer.
+    pub fn new(rank: Rank, world_size: usize, timeout: Duration) -> Mailbox {
+        Mailbox {
+            rank,
+            world_size,
+            timeout,
+            inner: Mutex::new(Inner::default()),
+        }
+    }
+
+    /// The rank this mailbox belongs to.
+    pub fn rank(&self) -> Rank {
+        self.rank
+    }
+
+    /// The number of ranks in the job.
+    pub fn world_size(&self) -> usize {
+        self.world_size
+    }
+
+    /// How long a receive may wait without progress from its peer.
+    pub fn timeout(&self) -> Duration {
+        self.timeout
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Inner> {
+        // A panic while holding the lock leaves consistent maps behind
+        // (every update is a single insert or remove), so keep going.
+        self.inner.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The rank's current call, if a call has begun.
+    pub fn call(&self) -> Option<CallId> {
+        self.lock().call
+    }
+
+    /// Starts collective call `call`: receives now match its messages.
+    /// Fails (and fails every later receive) if a message of an earlier
+    /// call was never received, or one of this call's sequence number
+    /// already arrived for a different collective.
+    pub fn begin_call(&self, call: CallId) -> Result<(), FabricError> {
+        let mut inner = self.lock();
+        if let Some(e) = &inner.fatal {
+            return Err(e.clone());
+        }
+        let mut problem = None;
+        for ((src, tag, seq), queue) in &inner.queues {
+            if queue.is_empty() {
+                continue;
+            }
+            if *seq < call.seq {
+                problem = Some(format!(
+                    "a message from rank {src} with tag {tag} of call #{seq} was never received \
+                     (rank {src} and this rank disagree on the collectives called)"
+                ));
+                break;
+            }
+        }
+        inner.call = Some(call);
+        if let Some(reason) = problem {
+            let err = FabricError::Transport {
+                rank: self.rank,
+                reason,
+            };
+            Self::set_fatal(&mut inner, err.clone());
+            return Err(err);
+        }
+        Ok(())
+    }
+
+    /// Hands an arrived message to the mailbox. A message of the current
+    /// call's sequence number but another collective or algorithm, or of
+    /// an earlier call, is a protocol error that fails the rank.
+    pub fn deliver(&self, src: Rank, tag: Tag, call: CallId, payload: Payload) {
+        let mut inner = self.lock();
+        if inner.fatal.is_some() {
+            return;
+        }
+        if let Some(mine) = inner.call {
+            let reason = if call.seq == mine.seq && !call.same_kind(mine) {
+                Some(format!(
+                    "rank {src} is in {call} while this rank is in {mine}: \
+                     the ranks called different collectives"
+                ))
+            } else if call.seq < mine.seq {
+                Some(format!(
+                    "rank {src} sent a message (tag {tag}) of {call} after this rank moved \
+                     on to {mine}: the ranks disagree on the collectives called"
+                ))
+            } else {
+                None
+            };
+            if let Some(reason) = reason {
+                let err = FabricError::Transport {
+                    rank: self.rank,
+                    reason,
+                };
+                Self::set_fatal(&mut inner, err);
+                return;
+            }
+        }
+        let key = (src, tag, call.seq);
+        inner.queues.entry(key).or_default().push_back(payload);
+        if let Some(w) = inner.waiters.remove(&key) {
+            w.wakers.into_iter().for_each(Waker::wake);
+        }
+    }
+
+    /// Notes progress from `peer` (part of a large message arrived), so
+    /// receives waiting on it restart their timeout.
+    pub fn touch(&self, peer: Rank) {
+        let now = Instant::now();
+        let mut inner = self.lock();
+        for ((src, _, _), w) in inner.waiters.iter_mut() {
+            if *src == peer {
+                w.since = now;
+            }
+        }
+    }
+
+    /// Records that `peer` failed: every receive from it, waiting now or
+    /// later, returns `err` (messages it sent before failing are still
+    /// received first).
+    pub fn fail_peer(&self, peer: Rank, err: FabricError) {
+        let mut inner = self.lock();
+        inner.failed_peers.entry(peer).or_insert(err);
+        let keys: Vec<Key> = inner
+            .waiters
+            .keys()
+            .filter(|(src, _, _)| *src == peer)
+            .copied()
+            .collect();
+        for key in keys {
+            if let Some(w) = inner.waiters.remove(&key) {
+                w.wakers.into_iter().for_each(Waker::wake);
+            }
+        }
+    }
+
+    /// Records an error that ends this rank: every receive returns it.
+    pub fn fail_all(&self, err: FabricError) {
+        let mut inner = self.lock();
+        Self::set_fatal(&mut inner, err);
+    }
+
+    fn set_fatal(inner: &mut Inner, err: FabricError) {
+        inner.fatal.get_or_insert(err);
+        for (_, w) in std::mem::take(&mut inner.waiters) {
+            w.wakers.into_iter().for_each(Waker::wake);
+        }
+    }
+
+    /// The error that ended this rank, if any.
+    pub fn fatal(&self) -> Option<FabricError> {
+        self.lock().fatal.clone()
+    }
+
+    /// The failure recorded for `peer`, if any.
+    pub fn peer_failure(&self, peer: Rank) -> Option<FabricError> {
+        self.lock().failed_peers.get(&peer).cloned()
+    }
+
+    /// Fails the peers of receives that have waited longer than the
+    /// timeout at `now`, naming what they waited for. Returns whether any
+    /// receive was failed.
+    pub fn expire(&self, now: Instant) -> bool {
+        let expired: Vec<Key> = {
+            let inner = self.lock();
+            inner
+                .waiters
+                .iter()
+                .filter(|(_, w)| now.saturating_duration_since(w.since) > self.timeout)
+                .map(|(k, _)| *k)
+                .collect()
+        };
+        for (src, tag, seq) in &expired {
+            let err = FabricError::Timeout {
+                rank: self.rank,
+                peer: *src,
+                reason: format!(
+                    "no message with tag {tag} of call #{seq} within {:.1} s (rank {src} is dead or hung)",
+                    self.timeout.as_secs_f64()
+                ),
+            };
+            self.fail_peer(*src, err);
+        }
+        !expired.is_empty()
+    }
+
+    /// What this rank's receives wait for, one line each, for reports.
+    pub fn waiting(&self) -> Vec<String> {
+        let inner = self.lock();
+        inner
+            .waiters
+            .keys()
+            .map(|(src, tag, seq)| format!("rank {src}, tag {tag}, call #{seq}"))
+            .collect()
+    }
+
+    /// Polls for the message a receive of `expect` from `src` with `tag`
+    /// wants, registering `cx`'s waker if it has not arrived.
+    pub fn poll_recv(
+        &self,
+        src: Rank,
+        tag: Tag,
+        expect: Shape,
+        cx: &mut Context<'_>,
+    ) -> Poll<Result<Payload, FabricError>> {
+        if src >= self.world_size {
+            return Poll::Ready(Err(FabricError::PeerOutOfRange {
+                rank: self.rank,
+                peer: src,
+                world_size: self.world_size,
+            }));
+        }
+        let mut inner = self.lock();
+        if let Some(e) = &inner.fatal {
+            return Poll::Ready(Err(e.clone()));
+        }
+        let seq = inner.call.map_or(0, |c| c.seq);
+        let key = (src, tag, seq);
+        if let Some(queue) = inner.queues.get_mut(&key)
+            && let Some(payload) = queue.pop_front()
+        {
+            if queue.is_empty() {
+                inner.queues.remove(&key);
+            }
+            if payload.shape() != expect {
+                return Poll::Ready(Err(FabricError::ShapeMismatch {
+                    rank: self.rank,
+                    from: src,
+                    tag,
+                    expected: expect,
+                    got: payload.shape(),
+                }));
+            }
+            return Poll::Ready(Ok(payload));
+        }
+        if let Some(e) = inner.failed_peers.get(&src) {
+            return Poll::Ready(Err(e.clone()));
+        }
+        let waiter = inner.waiters.entry(key).or_insert_with(|| Waiter {
+            wakers: Vec::new(),
+            since: Instant::now(),
+        });
+        if !waiter.wakers.iter().any(|w| w.will_wake(cx.waker())) {
+            waiter.wakers.push(cx.waker().clone());
+        }
+        Poll::Pending
+    }
+
+    /// A future that receives the next message from `src` with `tag` of
+    /// the current call.
+    pub fn recv(&self, src: Rank, tag: Tag, expect: Shape) -> Recv<'_> {
+        Recv {
+            mailbox: self,
+            src,
+            tag,
+            expect,
+        }
+    }
+}
+
+/// The future of [`Mailbox::recv`].
+pub struct Recv<'a> {
+    mailbox: &'a Mailbox,
+    src: Rank,
+    tag: Tag,
+    expect: Shape,
+}
+
+impl Future for Recv<'_> {
+    type Output = Result<Payload, FabricError>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let this = self.get_mut();
+        this.mailbox.poll_recv(this.src, this.tag, this.expect, cx)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use algorithms::{Algorithm, Collective, DType};
+    use futures_util::task::noop_waker;
+
+    fn poll(m: &Mailbox, src: Rank, tag: u64, count: usize) -> Poll<Result<Payload, FabricError>> {
+        let waker = noop_waker();
+        let mut cx = Context::from_waker(&waker);
+        m.poll_recv(src, Tag(tag), Shape::new(DType::I32, count), &mut cx)
+    }
+
+    fn ar(seq: u64) -> CallId {
+        CallId::new(seq, Collective::Allreduce, Algorithm::Ring)
+    }
+
+    #[test]
+    fn matches_by_source_tag_and_call_in_order() {
+        let m = Mailbox::new(0, 3, Duration::from_secs(5));
+        m.begin_call(ar(1)).unwrap();
+        m.deliver(2, Tag(7), ar(2), Payload::from_vec(vec![9i32]));
+        m.deliver(1, Tag(7), ar(1), Payload::from_vec(vec![1i32]));
+        m.deliver(1, Tag(7), ar(1), Payload::from_vec(vec![2i32]));
+        assert!(
+            poll(&m, 2, 7, 1).is_pending(),
+            "call 2's message waits for call 2"
+        );
+        let Poll::Ready(Ok(p)) = poll(&m, 1, 7, 1) else {
+            panic!()
+        };
+        assert_eq!(p.as_slice::<i32>(), Some(&[1][..]));
+        let Poll::Ready(Ok(p)) = poll(&m, 1, 7, 1) else {
+            panic!()
+        };
+        assert_eq!(p.as_slice::<i32>(), Some(&[2][..]));
+        m.begin_call(ar(2)).unwrap();
+        let Poll::Ready(Ok(p)) = poll(&m, 2, 7, 1) else {
+            panic!()
+        };
+        assert_eq!(p.as_slice::<i32>(), Some(&[9][..]));
+        assert!(matches!(poll(&m, 1, 7, 2), Poll::Pending));
+        assert!(matches!(
+            poll(&m, 5, 7, 1),
+            Poll::Ready(Err(FabricError::PeerOutOfRange { peer: 5, .. }))
+        ));
+    }
+
+    #[test]
+    fn a_different_collective_fails_the_rank_naming_the_sender() {
+        let m = Mailbox::new(0, 2, Duration::from_secs(5));
+        m.begin_call(ar(1)).unwrap();
+        assert!(poll(&m, 1, 0, 1).is_pending());
+        m.deliver(
+            1,
+            Tag(0),
+            CallId::new(1, Collective::Broadcast, Algorithm::Chain),
+            Payload::from_vec(vec![1i32]),
+        );
+        let Poll::Ready(Err(e)) = poll(&m, 1, 0, 1) else {
+            panic!()
+        };
+        let text = e.to_string();
+        assert!(
+            text.contains("rank 1 is in call #1 (broadcast, chain)"),
+            "{text}"
+        );
+        assert!(text.contains("call #1 (allreduce, ring)"), "{text}");
+    }
+
+    #[test]
+    fn a_message_left_from_an_earlier_call_is_an_error() {
+        let m = Mailbox::new(0, 2, Duration::from_secs(5));
+        m.begin_call(ar(1)).unwrap();
+        m.deliver(1, Tag(0), ar(1), Payload::from_vec(vec![1i32]));
+        let e = m.begin_call(ar(2)).unwrap_err();
+        assert!(e.to_string().contains("never received"), "{e}");
+    }
+
+    #[test]
+    fn failures_and_timeouts_end_waiting_receives() {
+        let m = Mailbox::new(0, 3, Duration::from_millis(10));
+        m.begin_call(ar(1)).unwrap();
+        assert!(poll(&m, 1, 0, 1).is_pending());
+        assert!(poll(&m, 2, 0, 1).is_pending());
+        m.fail_peer(
+            1,
+            FabricError::Transport {
+                rank: 0,
+                reason: "rank 1 closed its connection".into(),
+            },
+        );
+        assert!(matches!(
+            poll(&m, 1, 0, 1),
+            Poll::Ready(Err(FabricError::Transport { .. }))
+        ));
+        assert!(!m.expire(Instant::now()));
+        assert!(m.expire(Instant::now() + Duration::from_millis(50)));
+        let Poll::Ready(Err(FabricError::Timeout { peer: 2, .. })) = poll(&m, 2, 0, 1) else {
+            panic!()
+        };
+    }
+}
