@@ -15,16 +15,26 @@
 //! - [`bootstrap`]: [`Bootstrap`], the out-of-band exchange of addresses at
 //!   start-up, and [`LocalBootstrap`] for ranks that are threads of one process.
 //! - [`endpoint`]: [`Endpoint`], what a real fabric offers beyond [`algorithms::Fabric`].
+//! - [`job`]: [`JobOptions`], the job id, token and timeout every rank shares.
+//! - [`selftest`]: the whole catalogue run and checked on one endpoint.
+//!
+//! Transports:
+//! - [`local`]: [`LocalFabric`], ranks that are threads of one process.
 
 pub mod bootstrap;
 pub mod call;
 pub mod endpoint;
 pub mod executor;
+pub mod job;
+pub mod local;
 pub mod mailbox;
+pub mod selftest;
 
 pub use bootstrap::{Bootstrap, BootstrapError, LocalBootstrap};
 pub use call::CallId;
 pub use endpoint::Endpoint;
+pub use job::JobOptions;
+pub use local::LocalFabric;
 pub use mailbox::Mailbox;
 
 #[cfg(target_endian = "big")]

@@ -37,7 +37,7 @@ struct Waiter {
 #[derive(Default)]
 struct Inner {
     call: Option<CallId>,
-    queues: BTreeMap<Key, VecDeque<Payload>>,
+    queues: BTreeMap<Key, VecDeque<(CallId, Payload)>>,
     waiters: BTreeMap<Key, Waiter>,
     failed_peers: BTreeMap<Rank, FabricError>,
     fatal: Option<FabricError>,
@@ -100,14 +100,18 @@ impl Mailbox {
         }
         let mut problem = None;
         for ((src, tag, seq), queue) in &inner.queues {
-            if queue.is_empty() {
+            let Some((theirs, _)) = queue.front() else {
                 continue;
-            }
+            };
             if *seq < call.seq {
                 problem = Some(format!(
                     "a message from rank {src} with tag {tag} of call #{seq} was never received \
                      (rank {src} and this rank disagree on the collectives called)"
                 ));
+                break;
+            }
+            if *seq == call.seq && !theirs.same_kind(call) {
+                problem = Some(Self::different(*src, *theirs, call));
                 break;
             }
         }
@@ -133,10 +137,7 @@ impl Mailbox {
         }
         if let Some(mine) = inner.call {
             let reason = if call.seq == mine.seq && !call.same_kind(mine) {
-                Some(format!(
-                    "rank {src} is in {call} while this rank is in {mine}: \
-                     the ranks called different collectives"
-                ))
+                Some(Self::different(src, call, mine))
             } else if call.seq < mine.seq {
                 Some(format!(
                     "rank {src} sent a message (tag {tag}) of {call} after this rank moved \
@@ -155,10 +156,21 @@ impl Mailbox {
             }
         }
         let key = (src, tag, call.seq);
-        inner.queues.entry(key).or_default().push_back(payload);
+        inner
+            .queues
+            .entry(key)
+            .or_default()
+            .push_back((call, payload));
         if let Some(w) = inner.waiters.remove(&key) {
             w.wakers.into_iter().for_each(Waker::wake);
         }
+    }
+
+    /// The error for a message of `theirs` from `src` while this rank is in `mine`.
+    fn different(src: Rank, theirs: CallId, mine: CallId) -> String {
+        format!(
+            "rank {src} is in {theirs} while this rank is in {mine}: the ranks called different collectives"
+        )
     }
 
     /// Notes progress from `peer` (part of a large message arrived), so
@@ -275,7 +287,7 @@ impl Mailbox {
         let seq = inner.call.map_or(0, |c| c.seq);
         let key = (src, tag, seq);
         if let Some(queue) = inner.queues.get_mut(&key)
-            && let Some(payload) = queue.pop_front()
+            && let Some((_, payload)) = queue.pop_front()
         {
             if queue.is_empty() {
                 inner.queues.remove(&key);
@@ -400,6 +412,22 @@ mod tests {
             "{text}"
         );
         assert!(text.contains("call #1 (allreduce, ring)"), "{text}");
+    }
+
+    #[test]
+    fn a_different_collective_that_arrived_early_is_caught_at_the_call() {
+        let m = Mailbox::new(0, 2, Duration::from_secs(5));
+        m.deliver(
+            1,
+            Tag(0),
+            CallId::new(1, Collective::Broadcast, Algorithm::Chain),
+            Payload::from_vec(vec![1i32]),
+        );
+        let e = m.begin_call(ar(1)).unwrap_err();
+        assert!(
+            e.to_string().contains("called different collectives"),
+            "{e}"
+        );
     }
 
     #[test]
