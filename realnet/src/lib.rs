@@ -17,17 +17,23 @@
 //! - [`endpoint`]: [`Endpoint`], what a real fabric offers beyond [`algorithms::Fabric`].
 //! - [`job`]: [`JobOptions`], the job id, token and timeout every rank shares.
 //! - [`selftest`]: the whole catalogue run and checked on one endpoint.
+//! - [`launch`]: [`RankEnv`](launch::RankEnv), rank and world size from Slurm, Open MPI, PMI or torchrun variables.
+//! - [`rendezvous`]: [`TcpRendezvous`](rendezvous::TcpRendezvous), the [`Bootstrap`] of processes, through rank 0.
+//! - [`bench`](mod@bench): [`run_bench`](bench::run_bench), nccl-tests style timing and checking on any endpoint.
 //!
 //! Transports:
 //! - [`local`]: [`LocalFabric`], ranks that are threads of one process.
 
+pub mod bench;
 pub mod bootstrap;
 pub mod call;
 pub mod endpoint;
 pub mod executor;
 pub mod job;
+pub mod launch;
 pub mod local;
 pub mod mailbox;
+pub mod rendezvous;
 pub mod selftest;
 
 pub use bootstrap::{Bootstrap, BootstrapError, LocalBootstrap};
