@@ -25,6 +25,8 @@
 //! - [`tuning`]: `NCCL_ALGO`, restricting the tuner's choice.
 //! - [`report`]: the nccl-tests table and the CSV.
 //! - [`bench`](mod@bench): the engine benchmark (`sim bench-engine`).
+//! - [`real`]: `sim bench`, `sim launch` and `sim run --fabric` on the
+//!   real fabrics of the `realnet` crate.
 
 pub mod bench;
 mod cycle;
@@ -35,6 +37,7 @@ pub mod fabric;
 pub mod link_report;
 pub mod links;
 pub mod network;
+pub mod real;
 pub mod report;
 pub mod scenario;
 pub mod slab;

@@ -21,6 +21,9 @@ use clap::{Parser, Subcommand};
 use sim::bench::{BENCH_RANKS_PER_NODE, BenchAlgorithm, BenchNetwork};
 use sim::link_report::{LinkCsv, LinkTimelineCsv, busiest, trouble_lines};
 use sim::network::NetworkConfig;
+use sim::real::FabricKind;
+use sim::real::bench_cmd::{BenchArgs, JobArgs};
+use sim::real::launch_cmd::LaunchArgs;
 use sim::report::{table_header, table_row, write_csv};
 use sim::scenario::{ByteSize, CollectiveSpec, Scenario};
 use sim::study::{Detail, Failure, Options, Point, Progress, Row, run_scenario};
@@ -84,7 +87,27 @@ enum Command {
         /// The time bin of --links-timeline, in microseconds.
         #[arg(long, value_name = "US", default_value_t = 10.0, value_parser = parse_bin_us)]
         timeline_bin_us: f64,
+        /// Run the scenario's collectives on a real fabric instead of the
+        /// simulator (threads: the scenario's ranks as threads of this
+        /// process; shm, tcp: under a launcher such as `sim launch`). The
+        /// modelled network is not used; [[fault]] and [[inject]] are refused.
+        #[arg(long, value_enum, conflicts_with_all = ["links_csv", "trace", "links_timeline"])]
+        fabric: Option<FabricKind>,
+        /// With --fabric: where rank 0 runs the rendezvous, instead of
+        /// MASTER_ADDR:MASTER_PORT.
+        #[arg(long, value_name = "HOST:PORT", requires = "fabric")]
+        rendezvous: Option<String>,
+        /// With --fabric: how long a rank waits for a silent peer (default:
+        /// REALNET_TIMEOUT_MS, else 30 s).
+        #[arg(long, value_name = "S", requires = "fabric", value_parser = sim::real::bench_cmd::parse_seconds)]
+        timeout_s: Option<f64>,
     },
+    /// Benchmark a collective on a real fabric, nccl-tests style: the same
+    /// columns as `sim run` (rank 0 prints them).
+    Bench(Box<BenchArgs>),
+    /// Start N local processes of this program as the ranks of one job
+    /// (torchrun's environment: RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT).
+    Launch(LaunchArgs),
     /// Run a scenario's [sweep]: every point of its axes, in parallel, as
     /// CSV rows (see the README's "Sweeps").
     Sweep {
@@ -146,10 +169,30 @@ fn main() -> ExitCode {
         Command::Run {
             scenario,
             csv,
+            fabric: Some(kind),
+            rendezvous,
+            timeout_s,
+            ..
+        } => sim::real::run_cmd::run_real(
+            &scenario,
+            kind,
+            &JobArgs {
+                fabric: Some(kind),
+                rendezvous,
+                timeout_s,
+            },
+            csv.as_deref(),
+            &command_line(),
+        ),
+        Command::Run {
+            scenario,
+            csv,
             links_csv,
             trace,
             links_timeline,
             timeline_bin_us,
+            fabric: None,
+            ..
         } => run(
             &scenario,
             &Outputs {
@@ -188,6 +231,8 @@ fn main() -> ExitCode {
             network,
             algorithm,
         } => bench(ranks as usize, bytes, chunk, repeat, network, algorithm),
+        Command::Bench(args) => sim::real::bench_cmd::bench(&args, &command_line()),
+        Command::Launch(args) => sim::real::launch_cmd::launch(&args),
     };
     match result {
         Ok(code) => code,
@@ -198,6 +243,12 @@ fn main() -> ExitCode {
             ExitCode::from(EXIT_IO)
         }
     }
+}
+
+/// This process's arguments, for checking that every rank of a job runs
+/// the same command.
+fn command_line() -> String {
+    std::env::args().skip(1).collect::<Vec<_>>().join(" ")
 }
 
 /// The files `sim run` writes besides stdout.

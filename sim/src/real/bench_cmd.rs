@@ -1,0 +1,389 @@
+//! `sim bench`: nccl-tests on a real fabric, printing `sim run`'s columns.
+//!
+//! Every rank of the job runs the same command (a launcher starts them:
+//! `sim launch`, srun, mpirun, torchrun); rank 0 prints the table and
+//! writes the CSV. With `--fabric threads` the ranks are threads of one
+//! process and no launcher is needed.
+
+use std::fs::File;
+use std::io::{self, BufWriter, Write};
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use algorithms::{Algorithm, Collective, CollectiveError, DType, FabricError, Params, ReduceOp};
+use realnet::Endpoint;
+use realnet::bench::{AlgorithmChoice, BenchOptions, run_bench};
+use realnet::launch::{EnvOverrides, RankEnv};
+
+use super::fabric::{FabricKind, RankJob, with_fabric};
+use super::table::{footer, to_row};
+use super::{EXIT_INPUT, EXIT_IO, EXIT_RANK_ERROR, EXIT_TIMEOUT, EXIT_WRONG};
+use crate::report::{table_header, table_row, write_csv};
+use crate::scenario::ByteSize;
+use crate::study::Row;
+use crate::tuning::AlgoFilter;
+
+/// How a rank finds its job: the fabric and the rendezvous.
+#[derive(Clone, Debug, clap::Args)]
+pub struct JobArgs {
+    /// The fabric: threads (every rank a thread of this process), shm or
+    /// tcp (one rank per process, started by a launcher). Default: the
+    /// launcher's REALNET_FABRIC, else threads.
+    #[arg(long, value_enum)]
+    pub fabric: Option<FabricKind>,
+    /// Where rank 0 runs the rendezvous, instead of MASTER_ADDR:MASTER_PORT.
+    #[arg(long, value_name = "HOST:PORT")]
+    pub rendezvous: Option<String>,
+    /// How long a rank waits for a silent peer before reporting it
+    /// (default: REALNET_TIMEOUT_MS, else 30 s).
+    #[arg(long, value_name = "S", value_parser = parse_seconds)]
+    pub timeout_s: Option<f64>,
+}
+
+impl JobArgs {
+    /// This process's rank environment, or the error to print.
+    pub fn rank_env(&self) -> Result<RankEnv, String> {
+        let overrides = EnvOverrides {
+            rendezvous: self.rendezvous.clone(),
+            timeout: self.timeout_s.map(Duration::from_secs_f64),
+        };
+        RankEnv::from_env(&overrides).map_err(|e| e.to_string())
+    }
+
+    /// The fabric: `--fabric`, else the launcher's `REALNET_FABRIC`, else
+    /// `default`.
+    pub fn fabric_kind(&self, env: &RankEnv, default: FabricKind) -> Result<FabricKind, String> {
+        match (self.fabric, &env.fabric) {
+            (Some(k), _) => Ok(k),
+            (None, Some(name)) => {
+                FabricKind::parse(name).map_err(|e| format!("REALNET_FABRIC: {e}"))
+            }
+            (None, None) => Ok(default),
+        }
+    }
+}
+
+/// A timeout in seconds: positive, at most a day.
+pub fn parse_seconds(text: &str) -> Result<f64, String> {
+    let s: f64 = text
+        .parse()
+        .map_err(|_| format!("`{text}` is not a number of seconds"))?;
+    if !(s > 0.0 && s <= 86_400.0) {
+        return Err(format!(
+            "the timeout must be in (0, 86400] seconds, got {text}"
+        ));
+    }
+    Ok(s)
+}
+
+/// `sim bench`'s flags, nccl-tests' where it has them.
+#[derive(Clone, Debug, clap::Args)]
+pub struct BenchArgs {
+    /// Smallest size (nccl-tests -b), e.g. 8, 64K, 32M.
+    #[arg(short = 'b', long = "minbytes", value_name = "SIZE", default_value = "32M", value_parser = ByteSize::parse)]
+    pub min_bytes: ByteSize,
+    /// Largest size (-e).
+    #[arg(short = 'e', long = "maxbytes", value_name = "SIZE", default_value = "32M", value_parser = ByteSize::parse)]
+    pub max_bytes: ByteSize,
+    /// Multiply the size by this each step (-f).
+    #[arg(short = 'f', long = "stepfactor", value_name = "F", default_value_t = 2, value_parser = clap::value_parser!(u64).range(2..))]
+    pub step_factor: u64,
+    /// Timed iterations per size (-n).
+    #[arg(short = 'n', long = "iters", value_name = "N", default_value_t = 20, value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
+    pub iters: u32,
+    /// Untimed warm-up iterations per size (-w).
+    #[arg(short = 'w', long = "warmup", value_name = "N", default_value_t = 5, value_parser = clap::value_parser!(u32).range(0..=1_000_000))]
+    pub warmup: u32,
+    /// Check results (-c 1) or not (-c 0).
+    #[arg(short = 'c', long = "check", value_name = "0|1", default_value_t = 1, value_parser = clap::value_parser!(u8).range(0..=1))]
+    pub check: u8,
+    /// The collective.
+    #[arg(long, value_name = "NAME", default_value = "allreduce", value_parser = parse_collective)]
+    pub collective: Collective,
+    /// The algorithm, or auto for the tuner (restricted by NCCL_ALGO).
+    #[arg(long, value_name = "NAME|auto", default_value = "auto", value_parser = parse_algorithm)]
+    pub algorithm: AlgorithmArg,
+    /// The reduction: sum, prod, min, max, avg (-o).
+    #[arg(short = 'o', long, value_name = "OP", default_value = "sum", value_parser = parse_op)]
+    pub op: ReduceOp,
+    /// The element type: float, double, int32, int64, uint8 (-d).
+    #[arg(short = 'd', long, value_name = "TYPE", default_value = "float", value_parser = parse_dtype)]
+    pub dtype: DType,
+    /// The root of rooted collectives (-r).
+    #[arg(short = 'r', long, value_name = "RANK", default_value_t = 0)]
+    pub root: usize,
+    /// Pipeline chunk of a named algorithm (the tuner picks its own).
+    #[arg(long, value_name = "SIZE", default_value = "512K", value_parser = ByteSize::parse)]
+    pub chunk: ByteSize,
+    /// Chunks in flight per connection.
+    #[arg(long, value_name = "N", default_value_t = 8, value_parser = clap::value_parser!(u16).range(1..=1024))]
+    pub slots: u16,
+    /// Ranks per node, for the hierarchical allreduce.
+    #[arg(long, value_name = "N", default_value_t = 8, value_parser = clap::value_parser!(u32).range(1..))]
+    pub ranks_per_node: u32,
+    /// Number of ranks with --fabric threads (a launcher sets the world
+    /// size of the other fabrics).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..=256))]
+    pub ranks: Option<u16>,
+    /// Also write the rows as CSV to this file (rank 0).
+    #[arg(long, value_name = "FILE")]
+    pub csv: Option<PathBuf>,
+    /// The fabric and the rendezvous.
+    #[command(flatten)]
+    pub job: JobArgs,
+}
+
+/// A named algorithm or the tuner.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct AlgorithmArg(pub Option<Algorithm>);
+
+fn parse_algorithm(text: &str) -> Result<AlgorithmArg, String> {
+    if text.eq_ignore_ascii_case("auto") {
+        return Ok(AlgorithmArg(None));
+    }
+    text.parse().map(|a| AlgorithmArg(Some(a)))
+}
+
+fn parse_collective(text: &str) -> Result<Collective, String> {
+    text.parse()
+}
+
+fn parse_op(text: &str) -> Result<ReduceOp, String> {
+    text.parse()
+}
+
+fn parse_dtype(text: &str) -> Result<DType, String> {
+    text.parse()
+}
+
+/// The ranks' common failure report and exit status for a failed rank.
+pub fn failure_code(e: &CollectiveError) -> u8 {
+    match e {
+        CollectiveError::Fabric(FabricError::Timeout { .. }) => EXIT_TIMEOUT,
+        _ => EXIT_RANK_ERROR,
+    }
+}
+
+/// The NCCL_ALGO restriction, or the error to print.
+pub fn algo_filter() -> Result<AlgoFilter, String> {
+    match std::env::var("NCCL_ALGO") {
+        Ok(v) => AlgoFilter::parse(&v),
+        Err(_) => Ok(AlgoFilter::default()),
+    }
+}
+
+/// Runs `sim bench`.
+pub fn bench(args: &BenchArgs, command: &str) -> io::Result<ExitCode> {
+    super::watch_launcher();
+    let input_error = |message: String| {
+        eprintln!("error: {message}");
+        Ok(ExitCode::from(EXIT_INPUT))
+    };
+    let env = match args.job.rank_env() {
+        Ok(env) => env,
+        Err(e) => return input_error(e),
+    };
+    let kind = match args.job.fabric_kind(&env, FabricKind::Threads) {
+        Ok(k) => k,
+        Err(e) => return input_error(e),
+    };
+    let world_size = match (kind.in_process(), args.ranks) {
+        (true, r) => usize::from(r.unwrap_or(2)),
+        (false, None) => env.world_size,
+        (false, Some(_)) => {
+            return input_error(format!(
+                "--ranks applies to --fabric threads; with {kind} the launcher sets the world size"
+            ));
+        }
+    };
+    let filter = match algo_filter() {
+        Ok(f) => f,
+        Err(e) => return input_error(e),
+    };
+    let options = BenchOptions {
+        collective: args.collective,
+        algorithm: match args.algorithm.0 {
+            Some(a) => AlgorithmChoice::Fixed(a),
+            None => AlgorithmChoice::Tuned {
+                model: kind.tuner_model(),
+                allowed: filter.allowed(args.collective),
+            },
+        },
+        op: args.op,
+        dtype: args.dtype,
+        min_bytes: args.min_bytes.0,
+        max_bytes: args.max_bytes.0,
+        step_factor: args.step_factor,
+        iters: args.iters,
+        warmup: args.warmup,
+        check: args.check == 1,
+        params: Params {
+            chunk_bytes: args.chunk.0,
+            slots: usize::from(args.slots),
+            root: args.root,
+            ranks_per_node: args.ranks_per_node as usize,
+            ..Params::default()
+        },
+    };
+    if let Err(e) = options.validate(world_size) {
+        return input_error(e);
+    }
+    let prints = env.rank == 0;
+    let csv = match (&args.csv, prints) {
+        (Some(path), true) => match File::create(path) {
+            Ok(f) => Some((path.clone(), BufWriter::new(f))),
+            Err(e) => {
+                eprintln!("error: {}: cannot write CSV: {e}", path.display());
+                return Ok(ExitCode::from(EXIT_IO));
+            }
+        },
+        _ => None,
+    };
+    let algorithm = match args.algorithm.0 {
+        Some(a) => a.name().to_string(),
+        None => {
+            let m = kind.tuner_model();
+            let restricted = filter
+                .source
+                .as_ref()
+                .map_or(String::new(), |v| format!(", NCCL_ALGO={v}"));
+            format!(
+                "auto (tuner, assuming {} us and {} GB/s per link{restricted})",
+                m.latency_ps as f64 / 1e6,
+                m.bandwidth_bytes_per_s / 1e9
+            )
+        }
+    };
+    let header = format!(
+        "# sim bench on {kind}: {}\n# {} {}{}, {}..{} bytes x{}, algorithm {algorithm}, {} warm-up + {} timed iterations, check {}\n\
+         # time: per call, the slowest rank's mean over the timed calls\n",
+        if kind.in_process() {
+            format!("{world_size} thread ranks")
+        } else {
+            env.describe()
+        },
+        args.collective,
+        args.dtype,
+        if args.collective.reduces() {
+            format!(" {}", args.op)
+        } else {
+            String::new()
+        },
+        args.min_bytes.0,
+        args.max_bytes.0,
+        args.step_factor,
+        args.warmup,
+        args.iters,
+        if args.check == 1 { "on" } else { "off" }
+    );
+    let job = SectionsJob {
+        sections: vec![Section { header, options }],
+    };
+    let outcome = run_job(kind, &env, world_size, command, &job, csv);
+    Ok(ExitCode::from(outcome))
+}
+
+/// One table of a job: its comment lines and what to run.
+pub struct Section {
+    /// Comment lines printed before the table header (each ending in a newline).
+    pub header: String,
+    /// What to benchmark.
+    pub options: BenchOptions,
+}
+
+/// What every rank runs: each section in turn, on one endpoint, calls
+/// numbered across sections; rank 0 prints the tables.
+pub struct SectionsJob {
+    /// The tables, in order.
+    pub sections: Vec<Section>,
+}
+
+impl RankJob for SectionsJob {
+    /// The rank's exit status so far and the rows it completed.
+    type Output = (u8, Vec<Row>);
+
+    fn run<E: Endpoint>(&self, endpoint: &E) -> (u8, Vec<Row>) {
+        let rank = endpoint.rank();
+        let say = |text: &str| {
+            if rank == 0 {
+                print(text);
+            }
+        };
+        let mut seq = 1;
+        let mut rows = Vec::new();
+        for s in &self.sections {
+            say(&format!("{}{}", s.header, table_header()));
+            match run_bench(endpoint, &s.options, seq, |row| {
+                say(&table_row(&to_row(row)))
+            }) {
+                Ok((done, next)) => {
+                    rows.extend(done.iter().map(to_row));
+                    seq = next;
+                }
+                Err(e) => {
+                    say(&format!(
+                        "# {} at {} bytes did not complete\n",
+                        e.during, e.size_bytes
+                    ));
+                    eprintln!("error: rank {rank}: {e}");
+                    return (failure_code(&e.error), rows);
+                }
+            }
+        }
+        if let Err(e) = endpoint.finish() {
+            eprintln!("error: rank {rank}: finishing: {e}");
+            return (failure_code(&CollectiveError::Fabric(e)), rows);
+        }
+        (0, rows)
+    }
+}
+
+/// Writes to stdout, ignoring a reader that went away.
+fn print(text: &str) {
+    let mut out = io::stdout().lock();
+    let _ = out.write_all(text.as_bytes()).and_then(|()| out.flush());
+}
+
+/// Connects and runs `job`; this process's rank 0 (if it has it) prints
+/// the footer and writes `csv`. Returns the exit status: the first failed
+/// rank's (in rank order), else 4 if any element was wrong.
+pub fn run_job(
+    kind: FabricKind,
+    env: &RankEnv,
+    world_size: usize,
+    command: &str,
+    job: &SectionsJob,
+    csv: Option<(PathBuf, BufWriter<File>)>,
+) -> u8 {
+    let outputs = match with_fabric(kind, env, world_size, command, job) {
+        Ok(outputs) => outputs,
+        Err(e) => {
+            eprintln!("error: rank {}: {}", env.rank, e.message);
+            return e.code;
+        }
+    };
+    let failed = outputs.iter().map(|(code, _)| *code).find(|&c| c != 0);
+    let Some((_, rows)) = outputs.into_iter().next() else {
+        return 0;
+    };
+    if env.rank != 0 {
+        return failed.unwrap_or(0);
+    }
+    if let Some(code) = failed {
+        return code;
+    }
+    print(&footer(&rows));
+    if let Some((path, file)) = csv
+        && let Err(e) = write_csv(file, &rows)
+    {
+        eprintln!("error: {}: cannot write CSV: {e}", path.display());
+        return EXIT_IO;
+    }
+    let wrong: u64 = rows.iter().filter_map(|r| r.wrong).sum();
+    if wrong > 0 {
+        eprintln!("error: {wrong} wrong element(s) over all ranks");
+        return EXIT_WRONG;
+    }
+    0
+}

@@ -1,0 +1,304 @@
+//! [`FabricKind`] and [`with_fabric`]: from the command line's `--fabric`
+//! and the rank environment to a connected [`Endpoint`] running a job.
+//!
+//! Multi-process fabrics first meet through the TCP rendezvous (rank 0 at
+//! `MASTER_ADDR:MASTER_PORT`), where the ranks also check that they were
+//! started with the same command (a rank benchmarking other sizes than its
+//! peers would otherwise hang or mismatch), then connect the fabric over
+//! it.
+
+use std::fmt;
+
+use algorithms::FabricError;
+use realnet::launch::RankEnv;
+use realnet::rendezvous::TcpRendezvous;
+use realnet::{Bootstrap, Endpoint, LocalFabric};
+
+use super::{EXIT_INPUT, EXIT_RANK_ERROR, EXIT_TIMEOUT};
+
+/// Which real fabric carries the messages.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum FabricKind {
+    /// Every rank is a thread of this process (no launcher needed; `--ranks`
+    /// says how many): for trying the commands and testing drivers.
+    Threads,
+    /// Shared memory between processes of one host.
+    Shm,
+    /// TCP between processes on one host or several.
+    Tcp,
+}
+
+impl FabricKind {
+    /// The name `--fabric` and `REALNET_FABRIC` use.
+    pub fn name(self) -> &'static str {
+        match self {
+            FabricKind::Threads => "threads",
+            FabricKind::Shm => "shm",
+            FabricKind::Tcp => "tcp",
+        }
+    }
+
+    /// Parses a `REALNET_FABRIC` value.
+    pub fn parse(text: &str) -> Result<FabricKind, String> {
+        match text.trim().to_ascii_lowercase().as_str() {
+            "threads" => Ok(FabricKind::Threads),
+            "shm" => Ok(FabricKind::Shm),
+            "tcp" => Ok(FabricKind::Tcp),
+            _ => Err(format!(
+                "unknown fabric `{text}`; expected threads, shm or tcp"
+            )),
+        }
+    }
+
+    /// Whether every rank of the job is in this process.
+    pub fn in_process(self) -> bool {
+        self == FabricKind::Threads
+    }
+
+    /// A rough alpha-beta model of the fabric, for the tuner when no
+    /// algorithm is named: threads and shared memory a 2 us latency and
+    /// 10 GB/s, TCP a 30 us latency and 1.25 GB/s (10 GbE). Guesses, not
+    /// measurements; `--algorithm` or `NCCL_ALGO` override the tuner.
+    pub fn tuner_model(self) -> algorithms::CostModel {
+        let (latency_ps, bandwidth_bytes_per_s) = match self {
+            FabricKind::Threads | FabricKind::Shm => (2_000_000, 10e9),
+            FabricKind::Tcp => (30_000_000, 1.25e9),
+        };
+        algorithms::CostModel {
+            latency_ps,
+            bandwidth_bytes_per_s,
+            reduce_bytes_per_s: None,
+        }
+    }
+}
+
+impl fmt::Display for FabricKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// What one rank runs once its endpoint is connected.
+pub trait RankJob: Sync {
+    /// What a rank's run returns (typically its exit status).
+    type Output: Send;
+
+    /// Runs on one rank's endpoint (rank 0 prints the results).
+    fn run<E: Endpoint>(&self, endpoint: &E) -> Self::Output;
+}
+
+/// Why a rank could not get a connected endpoint.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SetupError {
+    /// The exit status it deserves.
+    pub code: u8,
+    /// What went wrong, naming ranks and addresses.
+    pub message: String,
+}
+
+impl SetupError {
+    fn input(message: String) -> SetupError {
+        SetupError {
+            code: EXIT_INPUT,
+            message,
+        }
+    }
+}
+
+impl From<FabricError> for SetupError {
+    fn from(e: FabricError) -> SetupError {
+        let code = match e {
+            FabricError::Timeout { .. } => EXIT_TIMEOUT,
+            _ => EXIT_RANK_ERROR,
+        };
+        SetupError {
+            code,
+            message: e.to_string(),
+        }
+    }
+}
+
+// ======================================================================
+// INTEGRATION POINT: the one place where a fabric kind becomes a connected
+// endpoint. The shm and tcp arms are filled in when `realnet::shm` and
+// `realnet::tcp` are merged (see `connect_and_run`).
+// ======================================================================
+
+/// Connects this process's rank(s) of the job on `kind` and runs `job` on
+/// each: with [`FabricKind::Threads`], `threads` ranks as threads of this
+/// process (returning every rank's output, by rank); with a multi-process
+/// fabric, this process's rank of the job `env` describes, after checking
+/// through the rendezvous that every rank runs the same `command`.
+pub fn with_fabric<J: RankJob>(
+    kind: FabricKind,
+    env: &RankEnv,
+    threads: usize,
+    command: &str,
+    job: &J,
+) -> Result<Vec<J::Output>, SetupError> {
+    match kind {
+        FabricKind::Threads => {
+            if env.world_size > 1 {
+                return Err(SetupError::input(format!(
+                    "--fabric threads runs every rank as a thread of one process, but this \
+                     process is {}; use --fabric shm or tcp under a launcher",
+                    env.describe()
+                )));
+            }
+            Ok(run_threads(threads, env, job))
+        }
+        FabricKind::Shm | FabricKind::Tcp => {
+            let bootstrap = TcpRendezvous::connect(env, &env.job).map_err(|e| SetupError {
+                code: EXIT_RANK_ERROR,
+                message: e.to_string(),
+            })?;
+            agree(&bootstrap, command)?;
+            connect_and_run(kind, &bootstrap, env, job).map(|out| vec![out])
+        }
+    }
+}
+
+/// Connects `kind` over `bootstrap` and runs `job` on this rank.
+fn connect_and_run<J: RankJob>(
+    kind: FabricKind,
+    bootstrap: &TcpRendezvous,
+    env: &RankEnv,
+    job: &J,
+) -> Result<J::Output, SetupError> {
+    let _ = (bootstrap, job, &env.job);
+    match kind {
+        // let fabric = realnet::shm::ShmFabric::connect(bootstrap, &realnet::shm::ShmOptions {
+        //     job: env.job.clone(), ..Default::default() })?;
+        // Ok(job.run(&fabric))
+        FabricKind::Shm => Err(not_built(kind)),
+        // let fabric = realnet::tcp::TcpFabric::connect(bootstrap, &realnet::tcp::TcpOptions {
+        //     job: env.job.clone(), ..Default::default() })?;
+        // Ok(job.run(&fabric))
+        FabricKind::Tcp => Err(not_built(kind)),
+        FabricKind::Threads => unreachable!("threads never connect through a rendezvous"),
+    }
+}
+
+fn not_built(kind: FabricKind) -> SetupError {
+    SetupError::input(format!(
+        "the {kind} fabric is not part of this build of sim yet; use --fabric threads"
+    ))
+}
+
+// ======================================================================
+
+/// Runs `job` on `n` thread ranks; every rank's output, by rank.
+fn run_threads<J: RankJob>(n: usize, env: &RankEnv, job: &J) -> Vec<J::Output> {
+    let fabrics = LocalFabric::group(n, &env.job);
+    std::thread::scope(|s| {
+        let handles: Vec<_> = fabrics
+            .iter()
+            .map(|f| s.spawn(move || job.run(f)))
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| h.join().expect("a rank thread does not panic"))
+            .collect()
+    })
+}
+
+/// Checks through the rendezvous that every rank runs the same command.
+fn agree(bootstrap: &dyn Bootstrap, command: &str) -> Result<(), SetupError> {
+    let bytes = command.as_bytes();
+    let cut = &bytes[..bytes.len().min(realnet::rendezvous::ALLGATHER_BYTES_MAX)];
+    let all = bootstrap.allgather(cut).map_err(|e| SetupError {
+        code: EXIT_RANK_ERROR,
+        message: e.to_string(),
+    })?;
+    for (rank, theirs) in all.iter().enumerate() {
+        if theirs.as_slice() != cut {
+            return Err(SetupError::input(format!(
+                "rank {rank} runs `{}` but rank {} runs `{command}`: every rank must run the same command",
+                String::from_utf8_lossy(theirs),
+                bootstrap.rank()
+            )));
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use realnet::JobOptions;
+    use realnet::LocalBootstrap;
+
+    #[test]
+    fn ranks_with_different_commands_are_stopped() {
+        let group = LocalBootstrap::group(3);
+        let errors: Vec<Result<(), SetupError>> = std::thread::scope(|s| {
+            let handles: Vec<_> = group
+                .iter()
+                .map(|b| {
+                    s.spawn(move || {
+                        let cmd = if b.rank() == 2 {
+                            "bench -e 1M"
+                        } else {
+                            "bench"
+                        };
+                        agree(b, cmd)
+                    })
+                })
+                .collect();
+            handles.into_iter().map(|h| h.join().unwrap()).collect()
+        });
+        let e = errors[0].clone().unwrap_err();
+        assert_eq!(e.code, EXIT_INPUT);
+        assert!(
+            e.message.contains("rank 2 runs `bench -e 1M`"),
+            "{}",
+            e.message
+        );
+        assert!(
+            errors[2]
+                .clone()
+                .unwrap_err()
+                .message
+                .contains("rank 0 runs `bench`")
+        );
+    }
+
+    struct Ranks;
+
+    impl RankJob for Ranks {
+        type Output = (usize, usize);
+        fn run<E: Endpoint>(&self, e: &E) -> (usize, usize) {
+            (e.rank(), e.world_size())
+        }
+    }
+
+    #[test]
+    fn threads_run_every_rank_and_refuse_a_launcher() {
+        let single = RankEnv {
+            rank: 0,
+            world_size: 1,
+            launcher: None,
+            rendezvous: None,
+            job: JobOptions::default(),
+            fabric: None,
+        };
+        let out = with_fabric(FabricKind::Threads, &single, 3, "x", &Ranks).unwrap();
+        assert_eq!(out, vec![(0, 3), (1, 3), (2, 3)]);
+        let launched = RankEnv {
+            world_size: 2,
+            ..single
+        };
+        let e = with_fabric(FabricKind::Threads, &launched, 3, "x", &Ranks).unwrap_err();
+        assert!(
+            e.message.contains("use --fabric shm or tcp"),
+            "{}",
+            e.message
+        );
+        assert_eq!(FabricKind::parse("TCP"), Ok(FabricKind::Tcp));
+        assert!(
+            FabricKind::parse("ib")
+                .unwrap_err()
+                .contains("threads, shm or tcp")
+        );
+    }
+}

@@ -1,0 +1,295 @@
+//! `sim run SCENARIO --fabric KIND`: a scenario's collectives, sizes and
+//! algorithms on a real fabric instead of the simulator, in the same
+//! columns.
+//!
+//! What carries over: every `[[collective]]` entry (kind, algorithm or the
+//! tuner, sizes, dtype, op, root, chunk, slots, ranks per node, warm-up and
+//! timed iterations, check); with no algorithm named, the tuner decides
+//! under the scenario's links and `NCCL_ALGO`, exactly as the simulator's
+//! run does, so that both runs use the same algorithm at every size.
+//!
+//! What does not, and how it is treated (the rule: the modelled network is
+//! replaced by the real one and noted; what changes the ranks' programs is
+//! refused):
+//! - `[links]`, topologies, `[[link_fault]]`, `[rdma]`, `[pfc]`, `[compute]`
+//!   and `timeout_ms` model the network and hardware: ignored with a note
+//!   (the real fabric and its peer timeout take their place);
+//! - `seed` and `phantom`: the inputs are computed per rank (never drawn,
+//!   never phantom), noted;
+//! - `[sweep]` is ignored as `sim run` ignores it;
+//! - `[[fault]]` and `[[inject]]` (crashes, stragglers, programming
+//!   mistakes) only the simulator can schedule: refused (exit 2).
+
+use std::fs::File;
+use std::io::{self, BufWriter};
+use std::path::Path;
+use std::process::ExitCode;
+
+use algorithms::Params;
+use realnet::bench::{AlgorithmChoice, BenchOptions};
+use realnet::launch::RankEnv;
+
+use super::EXIT_INPUT;
+use super::bench_cmd::{JobArgs, Section, SectionsJob, algo_filter, run_job};
+use super::fabric::FabricKind;
+use crate::scenario::{CollectiveSpec, Scenario};
+use crate::study::cost_model;
+use crate::tuning::AlgoFilter;
+
+/// Runs `path` on `kind` (the flags of `sim run` that apply: `--csv`).
+pub fn run_real(
+    path: &Path,
+    kind: FabricKind,
+    job_args: &JobArgs,
+    csv: Option<&Path>,
+    command: &str,
+) -> io::Result<ExitCode> {
+    super::watch_launcher();
+    let input_error = |message: String| {
+        eprintln!("error: {message}");
+        Ok(ExitCode::from(EXIT_INPUT))
+    };
+    let scenario = match Scenario::load(path) {
+        Ok(s) => s,
+        Err(e) => return input_error(e.to_string()),
+    };
+    let env = match job_args.rank_env() {
+        Ok(env) => env,
+        Err(e) => return input_error(e),
+    };
+    let filter = match algo_filter() {
+        Ok(f) => f,
+        Err(e) => return input_error(e),
+    };
+    if let Err(e) = refuse_simulated_programs(&scenario) {
+        return input_error(format!("{}: {e}", path.display()));
+    }
+    if !kind.in_process() {
+        for (i, spec) in scenario.collectives.iter().enumerate() {
+            if spec.world_size != env.world_size {
+                return input_error(format!(
+                    "{}: [[collective]] #{} ({}) runs on {} ranks but this job has {} ({}); \
+                     launch {} ranks or change world_size",
+                    path.display(),
+                    i + 1,
+                    spec.kind,
+                    spec.world_size,
+                    env.world_size,
+                    env.describe(),
+                    spec.world_size
+                ));
+            }
+        }
+    }
+    let csv = match (csv, env.rank == 0) {
+        (Some(p), true) => match File::create(p) {
+            Ok(f) => Some((p.to_path_buf(), BufWriter::new(f))),
+            Err(e) => {
+                eprintln!("error: {}: cannot write CSV: {e}", p.display());
+                return Ok(ExitCode::from(super::EXIT_IO));
+            }
+        },
+        _ => None,
+    };
+    if env.rank == 0 {
+        let mut notes = vec![
+            format!("# sim run {} on the {kind} fabric", path.display()),
+            format!("# {scenario}"),
+        ];
+        notes.extend(
+            not_applied(&scenario, kind)
+                .into_iter()
+                .map(|n| format!("# {n}")),
+        );
+        if let Some(value) = &filter.source {
+            notes.push(format!("# NCCL_ALGO={value} restricts the tuner"));
+        }
+        println!("{}", notes.join("\n"));
+    }
+    let sections: Vec<Section> = scenario
+        .collectives
+        .iter()
+        .map(|spec| Section {
+            header: format!("#\n# {}\n", describe(spec)),
+            options: options(&scenario, spec, &filter),
+        })
+        .collect();
+    let code = if kind.in_process() {
+        // Each entry gets its own group of thread ranks (entries may
+        // differ in world size); the CSV and footer cover them all.
+        run_threads_by_entry(&scenario, sections, &env, command, csv)
+    } else {
+        run_job(
+            kind,
+            &env,
+            env.world_size,
+            command,
+            &SectionsJob { sections },
+            csv,
+        )
+    };
+    Ok(ExitCode::from(code))
+}
+
+/// Thread ranks, entry by entry, when entries differ in world size.
+fn run_threads_by_entry(
+    scenario: &Scenario,
+    sections: Vec<Section>,
+    env: &RankEnv,
+    command: &str,
+    csv: Option<(std::path::PathBuf, BufWriter<File>)>,
+) -> u8 {
+    let sizes: Vec<usize> = scenario.collectives.iter().map(|s| s.world_size).collect();
+    if sizes.windows(2).all(|w| w[0] == w[1]) {
+        let n = sizes.first().copied().unwrap_or(1);
+        return run_job(
+            FabricKind::Threads,
+            env,
+            n,
+            command,
+            &SectionsJob { sections },
+            csv,
+        );
+    }
+    // Several world sizes: one table (and footer) per entry; the CSV
+    // would need them joined, so it is refused up front instead.
+    if csv.is_some() {
+        eprintln!(
+            "error: --csv with --fabric threads needs every [[collective]] on the same world size"
+        );
+        return EXIT_INPUT;
+    }
+    let mut first_failure = 0;
+    for (section, n) in sections.into_iter().zip(sizes) {
+        let job = SectionsJob {
+            sections: vec![section],
+        };
+        let code = run_job(FabricKind::Threads, env, n, command, &job, None);
+        if first_failure == 0 {
+            first_failure = code;
+        }
+    }
+    first_failure
+}
+
+/// `[[fault]]` and `[[inject]]` change what the ranks do; only the
+/// simulator can schedule them.
+fn refuse_simulated_programs(scenario: &Scenario) -> Result<(), String> {
+    if !scenario.faults.is_empty() {
+        return Err(format!(
+            "{} [[fault]] entr{} (crashes, stragglers) can only be scheduled by the simulator; \
+             remove them to run on a real fabric",
+            scenario.faults.len(),
+            if scenario.faults.len() == 1 {
+                "y"
+            } else {
+                "ies"
+            }
+        ));
+    }
+    if !scenario.injects.is_empty() {
+        return Err(format!(
+            "{} [[inject]] entr{} (programming mistakes) can only be injected by the simulator; \
+             remove them to run on a real fabric",
+            scenario.injects.len(),
+            if scenario.injects.len() == 1 {
+                "y"
+            } else {
+                "ies"
+            }
+        ));
+    }
+    Ok(())
+}
+
+/// One line per scenario feature that does not apply on a real fabric.
+pub fn not_applied(scenario: &Scenario, kind: FabricKind) -> Vec<String> {
+    let mut notes = vec![format!(
+        "not applied: the modelled network ({}); the {kind} fabric is the network",
+        scenario.network_description
+    )];
+    for n in scenario
+        .link_fault_notes
+        .iter()
+        .chain(&scenario.network_notes)
+    {
+        notes.push(format!("not applied (network model): {n}"));
+    }
+    if scenario.reduce_bytes_per_s.is_some() {
+        notes.push("not applied: [compute] (reductions run at the CPU's speed)".into());
+    }
+    if let Some(ps) = scenario.call_timeout_ps {
+        notes.push(format!(
+            "not applied: the collective watchdog ({}); the fabric's peer timeout applies",
+            algorithms::Time(ps)
+        ));
+    }
+    notes.push(format!(
+        "not applied: seed {} (inputs are computed per rank so every rank can check its result)",
+        scenario.seed
+    ));
+    if scenario.collectives.iter().any(|c| c.phantom) {
+        notes.push("not applied: phantom payloads (real fabrics move real data)".into());
+    }
+    if scenario.has_sweep {
+        notes.push("[sweep] ignored by sim run: use sim sweep".into());
+    }
+    notes
+}
+
+/// The benchmark of one `[[collective]]` entry: the simulator's choice
+/// of algorithm (the entry's, or the tuner's under the scenario's links).
+fn options(scenario: &Scenario, spec: &CollectiveSpec, filter: &AlgoFilter) -> BenchOptions {
+    BenchOptions {
+        collective: spec.kind,
+        algorithm: match spec.algorithm {
+            Some(a) => AlgorithmChoice::Fixed(a),
+            None => AlgorithmChoice::Tuned {
+                model: cost_model(scenario),
+                allowed: filter.allowed(spec.kind),
+            },
+        },
+        op: spec.op,
+        dtype: spec.dtype,
+        min_bytes: spec.min_bytes,
+        max_bytes: spec.max_bytes,
+        step_factor: spec.step_factor,
+        iters: spec.iters,
+        warmup: spec.warmup,
+        check: spec.check,
+        params: Params {
+            chunk_bytes: spec.chunk_bytes,
+            slots: spec.slots,
+            root: spec.root,
+            ranks_per_node: spec.ranks_per_node,
+            ..Params::default()
+        },
+    }
+}
+
+/// One line describing an entry, as `sim run` prints it.
+fn describe(c: &CollectiveSpec) -> String {
+    let algorithm = c.algorithm.map_or("auto (tuner)", |a| a.name());
+    let root = if c.kind.has_root() {
+        format!(", root {}", c.root)
+    } else {
+        String::new()
+    };
+    let data = if c.kind.reduces() {
+        format!("{} {}", c.dtype, c.op)
+    } else {
+        c.dtype.to_string()
+    };
+    format!(
+        "{} on {} ranks, {data}{root}, {}..{} bytes x{}, algorithm {algorithm}, chunk {} bytes, {} slots, {} warm-up + {} timed iterations",
+        c.kind,
+        c.world_size,
+        c.min_bytes,
+        c.max_bytes,
+        c.step_factor,
+        c.chunk_bytes,
+        c.slots,
+        c.warmup,
+        c.iters,
+    )
+}
