@@ -43,11 +43,16 @@ pub fn watch_launcher() {
         return;
     }
     std::thread::spawn(|| {
-        use std::io::Read;
+        use std::io::{Read, Write};
         let mut sink = [0u8; 64];
         let mut stdin = std::io::stdin();
         while matches!(stdin.read(&mut sink), Ok(n) if n > 0) {}
-        eprintln!("error: sim launch went away; this rank stops");
+        // Not eprintln!: with the launcher gone, stderr may be a pipe
+        // nobody reads, and eprintln! would panic instead of exiting.
+        let _ = writeln!(
+            std::io::stderr(),
+            "error: sim launch went away; this rank stops"
+        );
         std::process::exit(i32::from(EXIT_RANK_ERROR));
     });
 }
