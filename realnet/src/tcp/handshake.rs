@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 use algorithms::Tag;
 
 use crate::call::CallId;
-use crate::frame::{Body, CONTROL_CAP, Frame, HEADER_LEN, Header};
+use crate::frame::{Body, CONTROL_CAP, Frame, FrameError, HEADER_LEN, Header, MAGIC};
 
 /// Handshakes in progress at once on one listener; connections beyond
 /// this are refused without reading them (a flood of strays cannot make a
@@ -299,7 +299,17 @@ fn read_control(stream: &mut TcpStream) -> Result<Frame, String> {
         _ => e.to_string(),
     };
     let mut head = [0u8; HEADER_LEN];
-    stream.read_exact(&mut head).map_err(io)?;
+    // The magic first: a stranger that sends a few bytes and waits is
+    // told apart at once, not after the handshake timeout.
+    stream.read_exact(&mut head[..MAGIC.len()]).map_err(io)?;
+    if head[..MAGIC.len()] != MAGIC {
+        let found = [head[0], head[1], head[2], head[3]];
+        return Err(format!(
+            "not a realnet hello: {}",
+            FrameError::BadMagic { found }
+        ));
+    }
+    stream.read_exact(&mut head[MAGIC.len()..]).map_err(io)?;
     let header = Header::decode(&head, HEADER_LEN as u64 + CONTROL_CAP)
         .map_err(|e| format!("not a realnet hello: {e}"))?;
     // At most CONTROL_CAP bytes, checked by the decode above.

@@ -33,7 +33,8 @@
 //! # Failures
 //! A peer whose connection ends without a bye, or breaks, fails the whole
 //! rank with an error naming it (no collective can complete without a
-//! rank); so does a corrupted frame. A peer that hangs is caught by the
+//! rank) once the messages it sent before are consumed; a corrupted frame
+//! fails the rank at once. A peer that hangs is caught by the
 //! [`Mailbox`] timeout. See [`reader`] for the reader's side.
 
 mod address;
@@ -110,6 +111,10 @@ pub(crate) struct Shared {
     changed: Condvar,
     /// Set when the fabric is dropped: readers stop without reporting.
     closing: AtomicBool,
+    /// Set when a peer died; [`Shared::dead`] says which.
+    any_dead: AtomicBool,
+    /// The first peer that died, and how.
+    dead: Mutex<Option<FabricError>>,
     refusals: Arc<Refusals>,
 }
 
@@ -123,10 +128,36 @@ impl Shared {
         self.changed.notify_all();
     }
 
-    /// `peer` failed: its receives and then every receive get `err`.
-    fn fail(&self, peer: Rank, err: FabricError) {
+    /// `peer`'s connection ended without a bye or broke: receives from it
+    /// fail at once (after the messages it sent before), and the rank
+    /// fails as soon as it waits for anything else (see
+    /// [`TcpFabric::progress`]).
+    fn died(&self, peer: Rank, err: FabricError) {
         self.mailbox.fail_peer(peer, err.clone());
-        self.mailbox.fail_all(err);
+        self.dead
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get_or_insert(err);
+        self.any_dead.store(true, Ordering::Release);
+        let _guard = self.byes();
+        self.changed.notify_all();
+    }
+
+    /// The first peer death, if any.
+    fn dead(&self) -> Option<FabricError> {
+        if !self.any_dead.load(Ordering::Acquire) {
+            return None;
+        }
+        self.dead.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    /// `peer` sent something that cannot be trusted, or could not be
+    /// written to: every receive fails with `err` at once.
+    fn fail(&self, peer: Rank, err: FabricError) {
+        // The rank's error first, so that no receive woken by the peer's
+        // failure finds the rank still healthy.
+        self.mailbox.fail_all(err.clone());
+        self.mailbox.fail_peer(peer, err);
         let _guard = self.byes();
         self.changed.notify_all();
     }
@@ -225,6 +256,8 @@ impl TcpFabric {
             byes: Mutex::new(vec![false; world_size]),
             changed: Condvar::new(),
             closing: AtomicBool::new(false),
+            any_dead: AtomicBool::new(false),
+            dead: Mutex::new(None),
             refusals,
         });
         let mut fabric = TcpFabric {
@@ -319,6 +352,9 @@ impl TcpFabric {
                 world_size: self.world_size,
             });
         };
+        if let Some(e) = self.shared.mailbox.peer_failure(to) {
+            return Err(e);
+        }
         let mut link = link.lock().unwrap_or_else(|e| e.into_inner());
         let frame = Frame {
             job_id: self.job_id,
@@ -383,7 +419,7 @@ impl TcpFabric {
         let deadline = Instant::now() + self.timeout;
         let mut byes = self.shared.byes();
         loop {
-            if let Some(e) = self.shared.mailbox.fatal() {
+            if let Some(e) = self.shared.mailbox.fatal().or_else(|| self.shared.dead()) {
                 return Err(e);
             }
             let missing: Vec<Rank> = (0..self.world_size)
@@ -477,9 +513,19 @@ impl Endpoint for TcpFabric {
         &self.shared.mailbox
     }
 
-    /// Reader threads deliver on their own; nothing to drive here.
+    /// Reader threads deliver on their own. What is left: once a peer
+    /// died, the rank's call cannot complete (every collective needs every
+    /// rank), so when the rank waits again after consuming what had
+    /// arrived, it fails naming the dead peer, even when it was waiting on
+    /// another (live) rank, rather than wait for the timeout.
     fn progress(&self) -> bool {
-        false
+        match self.shared.dead() {
+            Some(e) if self.shared.mailbox.fatal().is_none() => {
+                self.shared.mailbox.fail_all(e);
+                true
+            }
+            _ => false,
+        }
     }
 
     /// Readers wake the executor, so it parks soon rather than spin.
@@ -497,7 +543,7 @@ impl Endpoint for TcpFabric {
     }
 
     fn finish(&self) -> Result<(), FabricError> {
-        if let Some(e) = self.shared.mailbox.fatal() {
+        if let Some(e) = self.shared.mailbox.fatal().or_else(|| self.shared.dead()) {
             return Err(e);
         }
         for peer in 0..self.world_size {

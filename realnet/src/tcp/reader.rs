@@ -4,7 +4,8 @@
 //! A reader never waits for anything but its socket (delivering is a
 //! non-blocking insert), so a peer's writes always drain. What it reports:
 //! - the end of the stream without a bye, or a socket error: the peer
-//!   died, named (the rank fails: a collective cannot finish without it);
+//!   died, named (the rank fails once it has consumed what the peer sent
+//!   before: a collective cannot finish without it);
 //! - a frame that fails its checks (checksum, cap, job, ranks, sequence):
 //!   corruption or a protocol error from that peer; the rank fails and the
 //!   connection is shut so the peer notices too. Nothing of such a frame
@@ -81,6 +82,7 @@ impl Reader {
             return;
         }
         let (peer, addr) = (self.peer, self.addr);
+        let died = matches!(stop, Stop::Closed | Stop::Truncated | Stop::Io(_));
         let reason = match stop {
             Stop::Done => unreachable!("handled above"),
             Stop::Closed => format!(
@@ -93,19 +95,24 @@ impl Reader {
             Stop::Io(e) => format!(
                 "the connection to rank {peer} ({addr}) failed: {e} (rank {peer} died or the network broke)"
             ),
+            Stop::Corrupt(e @ FrameError::OverCap { .. }) => {
+                format!("refused a frame from rank {peer} ({addr}): {e}")
+            }
             Stop::Corrupt(e) => format!("corrupt frame from rank {peer} ({addr}): {e}"),
             Stop::Protocol(what) => format!("protocol error from rank {peer} ({addr}): {what}"),
         };
         // Whatever is left on this stream cannot be trusted; let the peer
         // see the connection end.
         let _ = input.get_ref().shutdown(Shutdown::Both);
-        self.shared.fail(
-            peer,
-            FabricError::Transport {
-                rank: self.rank as Rank,
-                reason,
-            },
-        );
+        let err = FabricError::Transport {
+            rank: self.rank as Rank,
+            reason,
+        };
+        if died {
+            self.shared.died(peer, err);
+        } else {
+            self.shared.fail(peer, err);
+        }
     }
 
     fn read_all(&self, input: &mut impl Read) -> Stop {
