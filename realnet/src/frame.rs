@@ -29,7 +29,8 @@
 //! byte of the frame and a single flipped bit anywhere is always detected.
 //! A length is used only after it was checked against a frame cap: no
 //! decoder here ever allocates from an unchecked length, and none panics on
-//! any input. [`Header::decode`] and [`Header::check_payload`] decode in two
+//! any input. The encoding is canonical: a frame that decodes re-encodes
+//! to exactly the bytes it came from. [`Header::decode`] and [`Header::check_payload`] decode in two
 //! steps (the TCP reader reads the payload straight into its buffer);
 //! [`Decoder`] decodes incrementally from a byte stream.
 
@@ -405,7 +406,10 @@ impl Body {
                 }
             }
             Kind::Bye => Body::Bye,
-            Kind::Refuse => Body::Refuse(String::from_utf8_lossy(payload).into_owned()),
+            Kind::Refuse => Body::Refuse(
+                String::from_utf8(payload.to_vec())
+                    .map_err(|_| FrameError::Malformed("a refusal that is not UTF-8"))?,
+            ),
         })
     }
 }

@@ -323,6 +323,67 @@ fn read_control(stream: &mut TcpStream) -> Result<Frame, String> {
 mod tests {
     use super::*;
 
+    fn hand(rank: u32) -> Hand {
+        Hand {
+            rank,
+            world_size: 4,
+            job_id: 1,
+            token: b"t".as_slice().into(),
+            timeout: Duration::from_secs(2),
+        }
+    }
+
+    #[test]
+    fn each_lower_rank_is_accepted_once_and_impostors_are_refused() {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        let refusals = Arc::new(Refusals::default());
+        let stop = AtomicBool::new(false);
+        let deadline = Instant::now() + Duration::from_secs(10);
+        let me = hand(2);
+        thread::scope(|s| {
+            let acceptor = s.spawn(|| me.accept_lower(&listener, deadline, &stop, &refusals));
+            let zero = hand(0).dial(2, addr, deadline, &stop).unwrap();
+            let again = hand(0).dial(2, addr, deadline, &stop).unwrap_err();
+            assert!(
+                again.ends_with("refused this rank's connection: rank 0 is already connected"),
+                "{again}"
+            );
+            let higher = hand(3).dial(2, addr, deadline, &stop).unwrap_err();
+            assert!(
+                higher.contains("higher ranks wait for lower ones"),
+                "{higher}"
+            );
+            let wrong = hand(1).dial(3, addr, deadline, &stop).unwrap_err();
+            assert!(
+                wrong.contains("hello addressed to rank 3, but this is rank 2"),
+                "{wrong}"
+            );
+            let one = hand(1).dial(2, addr, deadline, &stop).unwrap();
+            let got = acceptor.join().unwrap().unwrap();
+            assert_eq!(got.len(), 2);
+            assert_eq!(got[0].peer_addr().unwrap(), zero.local_addr().unwrap());
+            assert_eq!(got[1].peer_addr().unwrap(), one.local_addr().unwrap());
+        });
+        let logged = refusals.all();
+        assert_eq!(logged.len(), 3, "{logged:?}");
+        assert!(logged[0].starts_with("rank 2 refused a connection from 127.0.0.1:"));
+    }
+
+    #[test]
+    fn ranks_that_never_dial_are_named_at_the_deadline() {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let refusals = Arc::new(Refusals::default());
+        let deadline = Instant::now() + Duration::from_millis(50);
+        let e = hand(2)
+            .accept_lower(&listener, deadline, &AtomicBool::new(false), &refusals)
+            .unwrap_err();
+        assert!(
+            e.starts_with("rank(s) 0, 1 did not connect to 127.0.0.1:"),
+            "{e}"
+        );
+    }
+
     #[test]
     fn tokens_compare_whole() {
         assert!(same_token(b"abc", b"abc"));

@@ -7,3 +7,4 @@ mod catalogue;
 mod failures;
 mod handshake;
 mod support;
+mod throughput;
