@@ -23,18 +23,21 @@
 //!
 //! Transports:
 //! - [`local`]: [`LocalFabric`], ranks that are threads of one process.
+//! - [`tcp`]: [`TcpFabric`](tcp::TcpFabric), one connection per pair of ranks, carrying [`frame`]s (the wire format).
 
 pub mod bench;
 pub mod bootstrap;
 pub mod call;
 pub mod endpoint;
 pub mod executor;
+pub mod frame;
 pub mod job;
 pub mod launch;
 pub mod local;
 pub mod mailbox;
 pub mod rendezvous;
 pub mod selftest;
+pub mod tcp;
 
 pub use bootstrap::{Bootstrap, BootstrapError, LocalBootstrap};
 pub use call::CallId;

@@ -1,0 +1,744 @@
+//! The TCP fabric's wire format: one [`Frame`] per message, a fixed
+//! [`Header`] then the payload.
+//!
+//! ```text
+//!  offset  size  field
+//!       0     4  magic "rNet"
+//!       4     2  protocol version (little-endian, like every field)
+//!       6     1  kind: 1 data, 2 phantom, 3 hello, 4 bye, 5 refuse
+//!       7     1  dtype (index in DType::ALL; 0xff for control frames)
+//!       8     8  job id
+//!      16     4  source rank
+//!      20     4  destination rank
+//!      24     8  tag
+//!      32     8  per-pair sequence number (0 for the hello, then 1, 2, ...)
+//!      40     8  sender's call: sequence number
+//!      48     1  sender's call: collective
+//!      49     1  sender's call: algorithm
+//!      50     2  reserved, zero
+//!      52     4  CRC32C of the payload
+//!      56     8  count: elements (data, phantom) or bytes (hello, refuse)
+//!      64     4  CRC32C of bytes 0..64 (covers the payload CRC too)
+//!      68     .  payload: count x dtype bytes in the host's (little-endian)
+//!                byte order, or the control frame's bytes
+//! ```
+//!
+//! The header's own checksum is verified before any of its fields is
+//! trusted, so a corrupted length is caught before it is used; the payload
+//! checksum lives in the header, so the two checksums together cover every
+//! byte of the frame and a single flipped bit anywhere is always detected.
+//! A length is used only after it was checked against a frame cap: no
+//! decoder here ever allocates from an unchecked length, and none panics on
+//! any input. The encoding is canonical: a frame that decodes re-encodes
+//! to exactly the bytes it came from. [`Header::decode`] and [`Header::check_payload`] decode in two
+//! steps (the TCP reader reads the payload straight into its buffer);
+//! [`Decoder`] decodes incrementally from a byte stream.
+
+use std::borrow::Cow;
+
+use algorithms::{DType, Payload, Shape, Tag};
+
+use crate::call::CallId;
+
+/// The first four bytes of every frame.
+pub const MAGIC: [u8; 4] = *b"rNet";
+/// The protocol version this build speaks.
+pub const VERSION: u16 = 1;
+/// Bytes in a frame header.
+pub const HEADER_LEN: usize = 68;
+/// The default largest frame (header and payload) a decoder accepts:
+/// a 1 GiB payload.
+pub const DEFAULT_FRAME_CAP: u64 = (1 << 30) + HEADER_LEN as u64;
+/// The largest payload of a control frame (hello, refuse), whatever the cap.
+pub const CONTROL_CAP: u64 = 64 * 1024;
+
+const NO_DTYPE: u8 = u8::MAX;
+
+/// What a frame carries, as its header says.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
+    /// A message with real elements of this type.
+    Data(DType),
+    /// A message that is a shape only (a phantom payload).
+    Phantom(DType),
+    /// The handshake: world size and the job token.
+    Hello,
+    /// The sender is done and will send nothing more.
+    Bye,
+    /// The sender refuses the connection; the payload says why.
+    Refuse,
+}
+
+impl Kind {
+    fn code(self) -> (u8, u8) {
+        match self {
+            Kind::Data(d) => (1, dtype_code(d)),
+            Kind::Phantom(d) => (2, dtype_code(d)),
+            Kind::Hello => (3, NO_DTYPE),
+            Kind::Bye => (4, NO_DTYPE),
+            Kind::Refuse => (5, NO_DTYPE),
+        }
+    }
+
+    fn from_code(kind: u8, dtype: u8) -> Result<Kind, FrameError> {
+        let typed = |make: fn(DType) -> Kind| {
+            DType::ALL
+                .get(usize::from(dtype))
+                .map(|d| make(*d))
+                .ok_or(FrameError::DType(dtype))
+        };
+        let control = |k: Kind| {
+            if dtype == NO_DTYPE {
+                Ok(k)
+            } else {
+                Err(FrameError::Malformed("a control frame with a dtype"))
+            }
+        };
+        match kind {
+            1 => typed(Kind::Data),
+            2 => typed(Kind::Phantom),
+            3 => control(Kind::Hello),
+            4 => control(Kind::Bye),
+            5 => control(Kind::Refuse),
+            other => Err(FrameError::Kind(other)),
+        }
+    }
+}
+
+fn dtype_code(d: DType) -> u8 {
+    let i = DType::ALL.iter().position(|x| *x == d);
+    u8::try_from(i.expect("every dtype is in DType::ALL")).expect("few dtypes")
+}
+
+/// Why bytes are not a valid frame.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum FrameError {
+    /// The stream does not start with [`MAGIC`]: not a realnet peer.
+    #[error(
+        "bad magic {found:02x?} (not a realnet frame: a stray connection or a corrupted stream)"
+    )]
+    BadMagic {
+        /// The four bytes found.
+        found: [u8; 4],
+    },
+    /// The peer speaks another protocol version.
+    #[error("protocol version {found}, but this build speaks version {VERSION}")]
+    Version {
+        /// The version in the header.
+        found: u16,
+    },
+    /// The header's checksum does not match: it was corrupted.
+    #[error(
+        "header checksum mismatch (CRC32C {computed:#010x}, header says {stored:#010x}): the frame was corrupted"
+    )]
+    HeaderCrc {
+        /// The checksum stored in the header.
+        stored: u32,
+        /// The checksum of the bytes received.
+        computed: u32,
+    },
+    /// The payload's checksum does not match: it was corrupted.
+    #[error(
+        "payload checksum mismatch (CRC32C {computed:#010x}, header says {stored:#010x}): the frame was corrupted"
+    )]
+    PayloadCrc {
+        /// The checksum stored in the header.
+        stored: u32,
+        /// The checksum of the bytes received.
+        computed: u32,
+    },
+    /// An unknown frame kind.
+    #[error("unknown frame kind {0}")]
+    Kind(u8),
+    /// An unknown element type.
+    #[error("unknown dtype code {0}")]
+    DType(u8),
+    /// The frame is longer than the receiver accepts.
+    #[error("a frame of {len} bytes is over the cap of {cap} bytes (refused without reading it)")]
+    OverCap {
+        /// The frame's length as its header claims (`u64::MAX` on overflow).
+        len: u64,
+        /// The largest frame accepted.
+        cap: u64,
+    },
+    /// A field that a valid sender never writes.
+    #[error("malformed frame: {0}")]
+    Malformed(&'static str),
+}
+
+/// A validated frame header.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Header {
+    /// The job the sender belongs to.
+    pub job_id: u64,
+    /// The sending rank.
+    pub src: u32,
+    /// The receiving rank.
+    pub dst: u32,
+    /// The message's tag (0 for control frames).
+    pub tag: Tag,
+    /// The frame's number on its (source, destination) connection.
+    pub seq: u64,
+    /// The sender's collective call when it sent the frame.
+    pub call: CallId,
+    /// What the frame carries.
+    pub kind: Kind,
+    /// Elements (data, phantom) or bytes (hello, refuse); 0 for bye.
+    pub count: u64,
+    /// CRC32C of the payload.
+    pub payload_crc: u32,
+}
+
+impl Header {
+    /// Bytes of payload that follow this header.
+    pub fn payload_len(&self) -> u64 {
+        match self.kind {
+            // Checked not to overflow by `decode`; saturate for headers
+            // built by hand.
+            Kind::Data(d) => self.count.saturating_mul(d.size_bytes() as u64),
+            Kind::Phantom(_) | Kind::Bye => 0,
+            Kind::Hello | Kind::Refuse => self.count,
+        }
+    }
+
+    /// The header's bytes, with its checksum.
+    pub fn encode(&self) -> [u8; HEADER_LEN] {
+        let mut b = [0u8; HEADER_LEN];
+        let (kind, dtype) = self.kind.code();
+        b[0..4].copy_from_slice(&MAGIC);
+        b[4..6].copy_from_slice(&VERSION.to_le_bytes());
+        b[6] = kind;
+        b[7] = dtype;
+        b[8..16].copy_from_slice(&self.job_id.to_le_bytes());
+        b[16..20].copy_from_slice(&self.src.to_le_bytes());
+        b[20..24].copy_from_slice(&self.dst.to_le_bytes());
+        b[24..32].copy_from_slice(&self.tag.0.to_le_bytes());
+        b[32..40].copy_from_slice(&self.seq.to_le_bytes());
+        b[40..48].copy_from_slice(&self.call.seq.to_le_bytes());
+        b[48] = self.call.collective;
+        b[49] = self.call.algorithm;
+        b[52..56].copy_from_slice(&self.payload_crc.to_le_bytes());
+        b[56..64].copy_from_slice(&self.count.to_le_bytes());
+        let crc = crc32c::crc32c(&b[..64]);
+        b[64..68].copy_from_slice(&crc.to_le_bytes());
+        b
+    }
+
+    /// Decodes and validates a header: magic, checksum, version, kind and
+    /// dtype, and the frame's length against `cap` (bytes of header and
+    /// payload) and [`CONTROL_CAP`].
+    pub fn decode(b: &[u8; HEADER_LEN], cap: u64) -> Result<Header, FrameError> {
+        let found: [u8; 4] = [b[0], b[1], b[2], b[3]];
+        if found != MAGIC {
+            return Err(FrameError::BadMagic { found });
+        }
+        let version = u16::from_le_bytes([b[4], b[5]]);
+        let stored = u32_at(b, 64);
+        let computed = crc32c::crc32c(&b[..64]);
+        if stored != computed {
+            // Another build may lay its header out differently: say so
+            // rather than blame corruption.
+            if version != VERSION {
+                return Err(FrameError::Version { found: version });
+            }
+            return Err(FrameError::HeaderCrc { stored, computed });
+        }
+        if version != VERSION {
+            return Err(FrameError::Version { found: version });
+        }
+        if b[50] != 0 || b[51] != 0 {
+            return Err(FrameError::Malformed("reserved header bytes are not zero"));
+        }
+        let header = Header {
+            kind: Kind::from_code(b[6], b[7])?,
+            job_id: u64_at(b, 8),
+            src: u32_at(b, 16),
+            dst: u32_at(b, 20),
+            tag: Tag(u64_at(b, 24)),
+            seq: u64_at(b, 32),
+            call: CallId {
+                seq: u64_at(b, 40),
+                collective: b[48],
+                algorithm: b[49],
+            },
+            payload_crc: u32_at(b, 52),
+            count: u64_at(b, 56),
+        };
+        header.check_lengths(cap)?;
+        Ok(header)
+    }
+
+    fn check_lengths(&self, cap: u64) -> Result<(), FrameError> {
+        let over = |len: u64, cap: u64| {
+            if len > cap {
+                Err(FrameError::OverCap { len, cap })
+            } else {
+                Ok(())
+            }
+        };
+        if usize::try_from(self.count).is_err() {
+            return Err(FrameError::Malformed(
+                "element count beyond this host's memory",
+            ));
+        }
+        match self.kind {
+            Kind::Data(d) => {
+                let len = self
+                    .count
+                    .checked_mul(d.size_bytes() as u64)
+                    .and_then(|p| p.checked_add(HEADER_LEN as u64))
+                    .unwrap_or(u64::MAX);
+                over(len, cap)
+            }
+            // A phantom has no bytes, but its size in bytes must be a number.
+            Kind::Phantom(d) => match self.count.checked_mul(d.size_bytes() as u64) {
+                Some(_) => Ok(()),
+                None => Err(FrameError::Malformed("phantom size overflows 64 bits")),
+            },
+            Kind::Hello | Kind::Refuse => {
+                let cap = cap.saturating_sub(HEADER_LEN as u64).min(CONTROL_CAP);
+                over(self.count, cap)
+            }
+            Kind::Bye if self.count != 0 => Err(FrameError::Malformed("a bye with a payload")),
+            Kind::Bye => Ok(()),
+        }
+    }
+
+    /// Checks a received payload against this header's length and checksum.
+    pub fn check_payload(&self, payload: &[u8]) -> Result<(), FrameError> {
+        if payload.len() as u64 != self.payload_len() {
+            return Err(FrameError::Malformed(
+                "payload length differs from the header's",
+            ));
+        }
+        let computed = crc32c::crc32c(payload);
+        if computed != self.payload_crc {
+            return Err(FrameError::PayloadCrc {
+                stored: self.payload_crc,
+                computed,
+            });
+        }
+        Ok(())
+    }
+}
+
+fn u32_at(b: &[u8], at: usize) -> u32 {
+    u32::from_le_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]])
+}
+
+fn u64_at(b: &[u8], at: usize) -> u64 {
+    let mut x = [0u8; 8];
+    x.copy_from_slice(&b[at..at + 8]);
+    u64::from_le_bytes(x)
+}
+
+/// What a frame carries, decoded.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Body {
+    /// A message: real data (kind data) or a phantom's shape (kind phantom).
+    Payload(Payload),
+    /// The handshake: the sender's idea of the world size and its token.
+    Hello {
+        /// The number of ranks the sender believes the job has.
+        world_size: u64,
+        /// The job token the sender presents.
+        token: Vec<u8>,
+    },
+    /// The sender is done.
+    Bye,
+    /// The sender refuses the connection, saying why.
+    Refuse(String),
+}
+
+impl Body {
+    /// The kind and count this body gets in its header.
+    fn kind_and_count(&self) -> (Kind, u64) {
+        match self {
+            Body::Payload(p) => {
+                let s = p.shape();
+                let kind = if p.is_phantom() {
+                    Kind::Phantom(s.dtype)
+                } else {
+                    Kind::Data(s.dtype)
+                };
+                (kind, s.count as u64)
+            }
+            Body::Hello { token, .. } => (Kind::Hello, 8 + token.len() as u64),
+            Body::Bye => (Kind::Bye, 0),
+            Body::Refuse(why) => (Kind::Refuse, why.len() as u64),
+        }
+    }
+
+    /// The payload bytes that follow the header.
+    pub fn bytes(&self) -> Cow<'_, [u8]> {
+        match self {
+            Body::Payload(p) => Cow::Borrowed(p.as_bytes().unwrap_or(&[])),
+            Body::Hello { world_size, token } => {
+                let mut v = world_size.to_le_bytes().to_vec();
+                v.extend_from_slice(token);
+                Cow::Owned(v)
+            }
+            Body::Bye => Cow::Borrowed(&[]),
+            Body::Refuse(why) => Cow::Borrowed(why.as_bytes()),
+        }
+    }
+
+    /// Decodes the payload that followed `header`, checking its length
+    /// and checksum.
+    pub fn decode(header: &Header, payload: &[u8]) -> Result<Body, FrameError> {
+        header.check_payload(payload)?;
+        Ok(match header.kind {
+            Kind::Data(d) => Body::Payload(
+                Payload::from_bytes(d, payload).ok_or(FrameError::Malformed("partial element"))?,
+            ),
+            Kind::Phantom(d) => {
+                let count = usize::try_from(header.count)
+                    .map_err(|_| FrameError::Malformed("element count beyond this host"))?;
+                Body::Payload(Payload::Phantom(Shape::new(d, count)))
+            }
+            Kind::Hello => {
+                if payload.len() < 8 {
+                    return Err(FrameError::Malformed("a hello without a world size"));
+                }
+                Body::Hello {
+                    world_size: u64_at(payload, 0),
+                    token: payload[8..].to_vec(),
+                }
+            }
+            Kind::Bye => Body::Bye,
+            Kind::Refuse => Body::Refuse(
+                String::from_utf8(payload.to_vec())
+                    .map_err(|_| FrameError::Malformed("a refusal that is not UTF-8"))?,
+            ),
+        })
+    }
+}
+
+/// A whole frame: addressing and the body.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Frame {
+    /// The job the sender belongs to.
+    pub job_id: u64,
+    /// The sending rank.
+    pub src: u32,
+    /// The receiving rank.
+    pub dst: u32,
+    /// The message's tag.
+    pub tag: Tag,
+    /// The frame's number on its connection.
+    pub seq: u64,
+    /// The sender's collective call.
+    pub call: CallId,
+    /// What the frame carries.
+    pub body: Body,
+}
+
+impl Frame {
+    /// The header of this frame (computes the payload's checksum).
+    pub fn header(&self) -> Header {
+        let (kind, count) = self.body.kind_and_count();
+        Header {
+            job_id: self.job_id,
+            src: self.src,
+            dst: self.dst,
+            tag: self.tag,
+            seq: self.seq,
+            call: self.call,
+            kind,
+            count,
+            payload_crc: crc32c::crc32c(&self.body.bytes()),
+        }
+    }
+
+    /// Appends the frame's bytes (header, then payload) to `out`.
+    pub fn encode(&self, out: &mut Vec<u8>) {
+        let header = self.header();
+        out.extend_from_slice(&header.encode());
+        out.extend_from_slice(&self.body.bytes());
+    }
+
+    /// The frame made of a decoded header and its decoded body.
+    pub fn from_parts(header: &Header, body: Body) -> Frame {
+        Frame {
+            job_id: header.job_id,
+            src: header.src,
+            dst: header.dst,
+            tag: header.tag,
+            seq: header.seq,
+            call: header.call,
+            body,
+        }
+    }
+}
+
+/// Decodes the frame at the start of `bytes`: `Ok(None)` if more bytes
+/// are needed, else the frame and the bytes it used.
+pub fn decode(bytes: &[u8], cap: u64) -> Result<Option<(Frame, usize)>, FrameError> {
+    // A stranger is told apart by its first four bytes, before a whole
+    // header arrives.
+    if let Some(found) = bytes.first_chunk::<4>()
+        && *found != MAGIC
+    {
+        return Err(FrameError::BadMagic { found: *found });
+    }
+    let Some(head) = bytes.first_chunk::<HEADER_LEN>() else {
+        return Ok(None);
+    };
+    let header = Header::decode(head, cap)?;
+    // Checked against the cap (or zero for a phantom), so it fits in memory.
+    let len = usize::try_from(header.payload_len())
+        .map_err(|_| FrameError::Malformed("payload beyond this host's memory"))?;
+    let Some(payload) = bytes[HEADER_LEN..].get(..len) else {
+        return Ok(None);
+    };
+    let body = Body::decode(&header, payload)?;
+    Ok(Some((Frame::from_parts(&header, body), HEADER_LEN + len)))
+}
+
+/// An incremental decoder over a byte stream. It holds only the bytes
+/// pushed into it, so a lying length cannot make it allocate; after an
+/// error it keeps returning that error (a stream cannot resynchronise).
+#[derive(Debug)]
+pub struct Decoder {
+    cap: u64,
+    buf: Vec<u8>,
+    failed: Option<FrameError>,
+}
+
+impl Decoder {
+    /// A decoder that accepts frames of at most `cap` bytes.
+    pub fn new(cap: u64) -> Decoder {
+        Decoder {
+            cap,
+            buf: Vec::new(),
+            failed: None,
+        }
+    }
+
+    /// Appends bytes received from the stream.
+    pub fn push(&mut self, bytes: &[u8]) {
+        if self.failed.is_none() {
+            self.buf.extend_from_slice(bytes);
+        }
+    }
+
+    /// The next whole frame, `Ok(None)` if more bytes are needed.
+    pub fn next_frame(&mut self) -> Result<Option<Frame>, FrameError> {
+        if let Some(e) = &self.failed {
+            return Err(e.clone());
+        }
+        match decode(&self.buf, self.cap) {
+            Ok(Some((frame, used))) => {
+                self.buf.drain(..used);
+                Ok(Some(frame))
+            }
+            Ok(None) => Ok(None),
+            Err(e) => {
+                self.buf = Vec::new();
+                self.failed = Some(e.clone());
+                Err(e)
+            }
+        }
+    }
+
+    /// Bytes received but not yet decoded.
+    pub fn buffered(&self) -> usize {
+        self.buf.len()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use algorithms::{Algorithm, Collective};
+    use proptest::prelude::*;
+
+    fn data_payload() -> impl Strategy<Value = Payload> {
+        prop_oneof![
+            proptest::collection::vec(any::<i32>(), 0..64).prop_map(Payload::from_vec),
+            proptest::collection::vec(any::<u8>(), 0..64).prop_map(Payload::from_vec),
+            proptest::collection::vec(any::<i64>(), 0..16).prop_map(Payload::from_vec),
+            proptest::collection::vec(proptest::num::f64::NORMAL, 0..16)
+                .prop_map(Payload::from_vec),
+            proptest::collection::vec(proptest::num::f32::NORMAL, 0..16)
+                .prop_map(Payload::from_vec),
+            (0..5usize, 0..1usize << 40).prop_map(|(d, n)| Payload::phantom(DType::ALL[d], n)),
+        ]
+    }
+
+    fn body() -> impl Strategy<Value = Body> {
+        prop_oneof![
+            data_payload().prop_map(Body::Payload),
+            (any::<u64>(), proptest::collection::vec(any::<u8>(), 0..40))
+                .prop_map(|(world_size, token)| Body::Hello { world_size, token }),
+            Just(Body::Bye),
+            "[ -~]{0,40}".prop_map(Body::Refuse),
+        ]
+    }
+
+    prop_compose! {
+        fn frame()(job_id: u64, src: u32, dst: u32, tag: u64, seq: u64, cseq: u64,
+                   coll: u8, alg: u8, body in body()) -> Frame {
+            Frame { job_id, src, dst, tag: Tag(tag), seq,
+                    call: CallId { seq: cseq, collective: coll, algorithm: alg }, body }
+        }
+    }
+
+    proptest! {
+        #[test]
+        fn decode_inverts_encode(f in frame()) {
+            let mut bytes = Vec::new();
+            f.encode(&mut bytes);
+            let (back, used) = decode(&bytes, DEFAULT_FRAME_CAP).unwrap().unwrap();
+            prop_assert_eq!(used, bytes.len());
+            prop_assert_eq!(&back, &f);
+            // Byte by byte through the incremental decoder too.
+            let mut d = Decoder::new(DEFAULT_FRAME_CAP);
+            for (i, b) in bytes.iter().enumerate() {
+                prop_assert_eq!(d.next_frame().unwrap(), None, "early at byte {}", i);
+                d.push(std::slice::from_ref(b));
+            }
+            prop_assert_eq!(d.next_frame().unwrap(), Some(f));
+            prop_assert_eq!(d.buffered(), 0);
+        }
+
+        #[test]
+        fn random_bytes_never_panic_the_decoder(
+            bytes in proptest::collection::vec(any::<u8>(), 0..400),
+            cap in 0u64..1 << 20,
+        ) {
+            let _ = decode(&bytes, cap);
+            let mut d = Decoder::new(cap);
+            for piece in bytes.chunks(7) {
+                d.push(piece);
+                while let Ok(Some(_)) = d.next_frame() {}
+            }
+        }
+
+        #[test]
+        fn valid_headers_with_random_fields_never_panic(
+            raw in proptest::array::uniform32(any::<u8>()),
+            more in proptest::array::uniform32(any::<u8>()),
+            payload in proptest::collection::vec(any::<u8>(), 0..64),
+        ) {
+            // Random fields behind a correct magic, version and checksum:
+            // the decoder's checks, not the checksum, must stop them.
+            let mut b = [0u8; HEADER_LEN];
+            b[..32].copy_from_slice(&raw);
+            b[32..64].copy_from_slice(&more);
+            b[0..4].copy_from_slice(&MAGIC);
+            b[4..6].copy_from_slice(&VERSION.to_le_bytes());
+            let crc = crc32c::crc32c(&b[..64]);
+            b[64..68].copy_from_slice(&crc.to_le_bytes());
+            let mut bytes = b.to_vec();
+            bytes.extend_from_slice(&payload);
+            let _ = decode(&bytes, DEFAULT_FRAME_CAP);
+        }
+
+        #[test]
+        fn a_single_flipped_bit_is_always_caught(f in frame(), at in any::<prop::sample::Index>(), bit in 0u8..8) {
+            let mut bytes = Vec::new();
+            f.encode(&mut bytes);
+            let i = at.index(bytes.len());
+            bytes[i] ^= 1 << bit;
+            prop_assert!(decode(&bytes, DEFAULT_FRAME_CAP).is_err(), "flip at byte {} bit {} passed", i, bit);
+        }
+    }
+
+    fn sample() -> Frame {
+        Frame {
+            job_id: 7,
+            src: 1,
+            dst: 2,
+            tag: Tag(5),
+            seq: 3,
+            call: CallId::new(4, Collective::Allreduce, Algorithm::Ring),
+            body: Body::Payload(Payload::from_vec(vec![1i32, 2, 3, 4])),
+        }
+    }
+
+    #[test]
+    fn over_cap_lengths_are_refused_from_the_header_alone() {
+        let mut f = sample();
+        f.body = Body::Payload(Payload::phantom(DType::I32, 4));
+        let mut h = f.header();
+        h.kind = Kind::Data(DType::F64);
+        h.count = u64::MAX / 4;
+        // Only the header: the decoder must refuse before asking for the body.
+        let e = decode(&h.encode(), DEFAULT_FRAME_CAP).unwrap_err();
+        assert_eq!(
+            e,
+            FrameError::OverCap {
+                len: u64::MAX,
+                cap: DEFAULT_FRAME_CAP
+            }
+        );
+        h.count = 1000;
+        let e = decode(&h.encode(), 4096).unwrap_err();
+        assert_eq!(
+            e,
+            FrameError::OverCap {
+                len: 8068,
+                cap: 4096
+            }
+        );
+        assert!(e.to_string().contains("over the cap of 4096 bytes"), "{e}");
+        h.kind = Kind::Hello;
+        h.count = CONTROL_CAP + 1;
+        assert!(matches!(
+            decode(&h.encode(), DEFAULT_FRAME_CAP),
+            Err(FrameError::OverCap {
+                cap: CONTROL_CAP,
+                ..
+            })
+        ));
+    }
+
+    #[test]
+    fn corruption_and_strangers_get_clear_errors() {
+        let mut bytes = Vec::new();
+        sample().encode(&mut bytes);
+        let mut flipped = bytes.clone();
+        *flipped.last_mut().unwrap() ^= 0x10;
+        let e = decode(&flipped, DEFAULT_FRAME_CAP).unwrap_err();
+        assert!(matches!(e, FrameError::PayloadCrc { .. }), "{e}");
+        assert!(e.to_string().contains("payload checksum mismatch"), "{e}");
+        let mut flipped = bytes.clone();
+        flipped[30] ^= 1;
+        assert!(matches!(
+            decode(&flipped, DEFAULT_FRAME_CAP),
+            Err(FrameError::HeaderCrc { .. })
+        ));
+        let http = b"GET / HTTP/1.1\r\n";
+        assert!(matches!(
+            decode(http, DEFAULT_FRAME_CAP),
+            Err(FrameError::BadMagic { .. })
+        ));
+        let mut other = bytes.clone();
+        other[4] = 9;
+        assert_eq!(
+            decode(&other, DEFAULT_FRAME_CAP).unwrap_err(),
+            FrameError::Version { found: 9 }
+        );
+    }
+
+    #[test]
+    fn the_decoder_splits_a_stream_and_stays_failed() {
+        let mut bytes = Vec::new();
+        let mut a = sample();
+        a.encode(&mut bytes);
+        a.seq = 4;
+        a.body = Body::Bye;
+        a.encode(&mut bytes);
+        let mut d = Decoder::new(DEFAULT_FRAME_CAP);
+        d.push(&bytes[..100]);
+        assert_eq!(d.next_frame().unwrap().unwrap().seq, 3);
+        assert_eq!(d.next_frame().unwrap(), None);
+        d.push(&bytes[100..]);
+        assert_eq!(d.next_frame().unwrap().unwrap().body, Body::Bye);
+        d.push(b"garbage that is long enough to hold a header, and then some more bytes");
+        assert!(d.next_frame().is_err());
+        assert!(d.next_frame().is_err(), "a failed stream stays failed");
+        assert_eq!(d.buffered(), 0);
+    }
+}

@@ -1,0 +1,577 @@
+//! [`TcpFabric`]: ranks on one or several hosts, one TCP connection per
+//! pair of ranks, carrying [`frame`](crate::frame)s.
+//!
+//! ```text
+//!  connect:  listen on the interface (first free port of the range)
+//!            -> allgather "ip:port" through the Bootstrap
+//!            -> dial every higher rank, accept every lower one, hellos
+//!               checked both ways (handshake.rs; strays refused, logged)
+//!  running:  send = one frame written by the rank's thread
+//!            one reader thread per connection -> Mailbox::deliver
+//!  finish:   bye to everyone, wait for everyone's bye, shut down writes
+//! ```
+//!
+//! # Why sends are blocking writes
+//! A send encodes its frame and writes it on the calling (executor)
+//! thread, under the connection's lock. This cannot deadlock: on the other
+//! end a reader thread drains every connection without ever waiting for
+//! anything but its socket, so a write completes as fast as the network
+//! carries it, even when two ranks write large messages to each other at
+//! once (the classic deadlock of two blocking sends needs a receiver that
+//! does not read). Receives are not held up by a long write either: they
+//! arrive through the reader threads. Writer threads would add a copy or a
+//! hand-off per message for nothing. A peer that stops reading altogether
+//! (a frozen process) is caught by the write timeout, the job's timeout.
+//!
+//! # Small and large frames
+//! A frame of up to [`SMALL_FRAME_BYTES`] is built in one buffer and
+//! written with one system call (with `TCP_NODELAY` it leaves at once); a
+//! larger one is written as its header then the payload straight from the
+//! caller's buffer, without a copy. A message larger than the frame cap is
+//! refused at the sender with an error naming the option to raise.
+//!
+//! # Failures
+//! A peer whose connection ends without a bye, or breaks, fails the whole
+//! rank with an error naming it (no collective can complete without a
+//! rank) once the messages it sent before are consumed; a corrupted frame
+//! fails the rank at once. A peer that hangs is caught by the
+//! [`Mailbox`] timeout. See [`reader`] for the reader's side.
+
+mod address;
+mod handshake;
+mod reader;
+
+use std::io::Write;
+use std::net::{Shutdown, SocketAddr, TcpStream};
+use std::ops::RangeInclusive;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::thread::{self, JoinHandle};
+use std::time::{Duration, Instant};
+
+use algorithms::{Fabric, FabricError, Payload, Rank, Shape, Tag, Time, Work};
+
+use crate::bootstrap::Bootstrap;
+use crate::call::CallId;
+use crate::endpoint::Endpoint;
+use crate::executor::IdlePolicy;
+use crate::frame::{Body, DEFAULT_FRAME_CAP, Frame, HEADER_LEN};
+use crate::job::JobOptions;
+use crate::mailbox::Mailbox;
+
+use handshake::{Hand, Refusals};
+use reader::Reader;
+
+/// Frames up to this size are written from one buffer in one system call.
+pub const SMALL_FRAME_BYTES: usize = 64 * 1024;
+
+/// How a rank sets up its TCP connections.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TcpOptions {
+    /// The job id, token and timeout every rank shares.
+    pub job: JobOptions,
+    /// Where to listen and what to advertise: an IP address, or the name
+    /// of a network interface (`eth0`, `ib0`). `None`: the loopback
+    /// address, for ranks on one host.
+    pub interface: Option<String>,
+    /// The ports to try, first free one wins; `0..=0` lets the system pick.
+    pub ports: RangeInclusive<u16>,
+    /// The largest frame (header and payload) a rank sends or accepts.
+    pub frame_cap: u64,
+    /// How long connecting to every peer may take in all.
+    pub connect_timeout: Duration,
+    /// How long one connection's handshake may take.
+    pub handshake_timeout: Duration,
+    /// Socket send and receive buffer sizes to ask the kernel for.
+    pub socket_buffer_bytes: usize,
+}
+
+impl Default for TcpOptions {
+    /// Loopback, any port, a 1 GiB frame cap, 30 s to connect, 5 s per
+    /// handshake, 4 MiB socket buffers.
+    fn default() -> Self {
+        TcpOptions {
+            job: JobOptions::default(),
+            interface: None,
+            ports: 0..=0,
+            frame_cap: DEFAULT_FRAME_CAP,
+            connect_timeout: Duration::from_secs(30),
+            handshake_timeout: Duration::from_secs(5),
+            socket_buffer_bytes: 4 << 20,
+        }
+    }
+}
+
+/// What the reader threads share with the rank.
+pub(crate) struct Shared {
+    mailbox: Mailbox,
+    /// Which peers said bye.
+    byes: Mutex<Vec<bool>>,
+    /// Signalled when a bye or a failure arrives.
+    changed: Condvar,
+    /// Set when the fabric is dropped: readers stop without reporting.
+    closing: AtomicBool,
+    /// Set when a peer died; [`Shared::dead`] says which.
+    any_dead: AtomicBool,
+    /// The first peer that died, and how.
+    dead: Mutex<Option<FabricError>>,
+    refusals: Arc<Refusals>,
+}
+
+impl Shared {
+    fn byes(&self) -> MutexGuard<'_, Vec<bool>> {
+        self.byes.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn said_bye(&self, peer: Rank) {
+        self.byes()[peer] = true;
+        self.changed.notify_all();
+    }
+
+    /// `peer`'s connection ended without a bye or broke: receives from it
+    /// fail at once (after the messages it sent before), and the rank
+    /// fails as soon as it waits for anything else (see
+    /// [`TcpFabric::progress`]).
+    fn died(&self, peer: Rank, err: FabricError) {
+        self.mailbox.fail_peer(peer, err.clone());
+        self.dead
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get_or_insert(err);
+        self.any_dead.store(true, Ordering::Release);
+        let _guard = self.byes();
+        self.changed.notify_all();
+    }
+
+    /// The first peer death, if any.
+    fn dead(&self) -> Option<FabricError> {
+        if !self.any_dead.load(Ordering::Acquire) {
+            return None;
+        }
+        self.dead.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    /// `peer` sent something that cannot be trusted, or could not be
+    /// written to: every receive fails with `err` at once.
+    fn fail(&self, peer: Rank, err: FabricError) {
+        // The rank's error first, so that no receive woken by the peer's
+        // failure finds the rank still healthy.
+        self.mailbox.fail_all(err.clone());
+        self.mailbox.fail_peer(peer, err);
+        let _guard = self.byes();
+        self.changed.notify_all();
+    }
+}
+
+/// The sending half of one connection.
+struct Link {
+    stream: TcpStream,
+    /// The number of the next frame (the hello was 0).
+    seq: u64,
+    /// Reused buffer for small frames.
+    buf: Vec<u8>,
+}
+
+/// One rank of a job whose ranks talk over TCP.
+pub struct TcpFabric {
+    rank: Rank,
+    world_size: usize,
+    job_id: u64,
+    frame_cap: u64,
+    timeout: Duration,
+    shared: Arc<Shared>,
+    /// Index by peer; `None` for this rank itself.
+    links: Vec<Option<Mutex<Link>>>,
+    addrs: Vec<SocketAddr>,
+    readers: Mutex<Vec<JoinHandle<()>>>,
+    call: Mutex<CallId>,
+    start: Instant,
+}
+
+impl TcpFabric {
+    /// Listens, exchanges addresses through `bootstrap`, connects to every
+    /// other rank (handshakes checked both ways) and starts the readers.
+    pub fn connect(
+        bootstrap: &dyn Bootstrap,
+        options: &TcpOptions,
+    ) -> Result<TcpFabric, FabricError> {
+        let rank = bootstrap.rank();
+        let world_size = bootstrap.world_size();
+        let fail = |reason: String| FabricError::Transport {
+            rank,
+            reason: format!("TCP setup: {reason}"),
+        };
+        let (Ok(rank32), Ok(world32)) = (u32::try_from(rank), u32::try_from(world_size)) else {
+            return Err(fail(format!("{world_size} ranks are too many")));
+        };
+        if rank >= world_size {
+            return Err(fail(format!(
+                "rank {rank} is outside a job of {world_size} ranks"
+            )));
+        }
+        let ip = address::resolve(options.interface.as_deref()).map_err(fail)?;
+        let listener = address::bind(ip, &options.ports).map_err(fail)?;
+        let local = listener
+            .local_addr()
+            .map_err(|e| fail(format!("listener: {e}")))?;
+        let all = bootstrap
+            .allgather(local.to_string().as_bytes())
+            .map_err(|e| fail(e.to_string()))?;
+        let addrs = parse_addresses(&all).map_err(fail)?;
+        let hand = Hand {
+            rank: rank32,
+            world_size: world32,
+            job_id: options.job.job_id,
+            token: options.job.token.as_bytes().into(),
+            timeout: options.handshake_timeout,
+        };
+        let refusals = Arc::new(Refusals::default());
+        let deadline = Instant::now() + options.connect_timeout;
+        let stop = AtomicBool::new(false);
+        let mut streams: Vec<Option<TcpStream>> = (0..world_size).map(|_| None).collect();
+        thread::scope(|s| -> Result<(), String> {
+            let acceptor = s.spawn(|| hand.accept_lower(&listener, deadline, &stop, &refusals));
+            let mut dialled = Ok(());
+            for peer in rank + 1..world_size {
+                match hand.dial(peer as u32, addrs[peer], deadline, &stop) {
+                    Ok(stream) => streams[peer] = Some(stream),
+                    Err(e) => {
+                        dialled = Err(e);
+                        stop.store(true, Ordering::Relaxed);
+                        break;
+                    }
+                }
+            }
+            let accepted = acceptor.join().expect("the acceptor does not panic");
+            dialled?;
+            for (peer, stream) in accepted?.into_iter().enumerate() {
+                streams[peer] = Some(stream);
+            }
+            Ok(())
+        })
+        .map_err(fail)?;
+        drop(listener);
+        let shared = Arc::new(Shared {
+            mailbox: Mailbox::new(rank, world_size, options.job.timeout),
+            byes: Mutex::new(vec![false; world_size]),
+            changed: Condvar::new(),
+            closing: AtomicBool::new(false),
+            any_dead: AtomicBool::new(false),
+            dead: Mutex::new(None),
+            refusals,
+        });
+        let mut fabric = TcpFabric {
+            rank,
+            world_size,
+            job_id: options.job.job_id,
+            frame_cap: options.frame_cap,
+            timeout: options.job.timeout,
+            shared,
+            links: (0..world_size).map(|_| None).collect(),
+            addrs,
+            readers: Mutex::new(Vec::new()),
+            call: Mutex::new(CallId::NONE),
+            start: Instant::now(),
+        };
+        for (peer, stream) in streams.into_iter().enumerate() {
+            if let Some(stream) = stream {
+                fabric.start_peer(peer, stream, options).map_err(fail)?;
+            }
+        }
+        Ok(fabric)
+    }
+
+    /// Tunes a connected stream, starts its reader and keeps its sender.
+    fn start_peer(
+        &mut self,
+        peer: Rank,
+        stream: TcpStream,
+        options: &TcpOptions,
+    ) -> Result<(), String> {
+        let io = |e: std::io::Error| format!("connection to rank {peer}: {e}");
+        stream.set_nodelay(true).map_err(io)?;
+        stream.set_read_timeout(None).map_err(io)?;
+        stream.set_write_timeout(Some(self.timeout)).map_err(io)?;
+        let sock = socket2::SockRef::from(&stream);
+        // The kernel may clamp these (net.core.wmem_max); that is fine.
+        let _ = sock.set_send_buffer_size(options.socket_buffer_bytes);
+        let _ = sock.set_recv_buffer_size(options.socket_buffer_bytes);
+        let reader = Reader {
+            shared: self.shared.clone(),
+            rank: self.rank as u32,
+            peer,
+            addr: self.addrs[peer],
+            job_id: self.job_id,
+            frame_cap: self.frame_cap,
+        };
+        let input = stream.try_clone().map_err(io)?;
+        let handle = thread::Builder::new()
+            .name(format!("realnet-tcp-{}<-{peer}", self.rank))
+            .spawn(move || reader.run(input))
+            .map_err(|e| format!("cannot start the reader of rank {peer}: {e}"))?;
+        self.readers
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(handle);
+        self.links[peer] = Some(Mutex::new(Link {
+            stream,
+            seq: 1,
+            buf: Vec::with_capacity(SMALL_FRAME_BYTES),
+        }));
+        Ok(())
+    }
+
+    /// The connections this rank refused while connecting, one line each
+    /// (also logged to stderr with a `realnet:` prefix).
+    pub fn refusals(&self) -> Vec<String> {
+        self.shared.refusals.all()
+    }
+
+    /// The address each rank listened on, by rank.
+    pub fn addresses(&self) -> &[SocketAddr] {
+        &self.addrs
+    }
+
+    fn current_call(&self) -> CallId {
+        *self.call.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn error(&self, reason: String) -> FabricError {
+        FabricError::Transport {
+            rank: self.rank,
+            reason,
+        }
+    }
+
+    /// Writes one frame to `to`; a failed write fails the peer.
+    fn send_body(&self, to: Rank, tag: Tag, body: Body) -> Result<(), FabricError> {
+        let Some(Some(link)) = self.links.get(to) else {
+            return Err(FabricError::PeerOutOfRange {
+                rank: self.rank,
+                peer: to,
+                world_size: self.world_size,
+            });
+        };
+        if let Some(e) = self.shared.mailbox.peer_failure(to) {
+            return Err(e);
+        }
+        let mut link = link.lock().unwrap_or_else(|e| e.into_inner());
+        let frame = Frame {
+            job_id: self.job_id,
+            src: self.rank as u32,
+            dst: to as u32,
+            tag,
+            seq: link.seq,
+            call: self.current_call(),
+            body,
+        };
+        let payload = frame.body.bytes();
+        let len = (HEADER_LEN + payload.len()) as u64;
+        if len > self.frame_cap {
+            return Err(self.error(format!(
+                "a message of {len} bytes to rank {to} is over the frame cap of {} bytes \
+                 (raise TcpOptions::frame_cap on every rank)",
+                self.frame_cap
+            )));
+        }
+        let header = frame.header().encode();
+        let Link { stream, buf, .. } = &mut *link;
+        let written = if payload.len() + HEADER_LEN <= SMALL_FRAME_BYTES {
+            buf.clear();
+            buf.extend_from_slice(&header);
+            buf.extend_from_slice(&payload);
+            stream.write_all(buf)
+        } else {
+            stream
+                .write_all(&header)
+                .and_then(|()| stream.write_all(&payload))
+        };
+        if let Err(e) = written {
+            let addr = self.addrs[to];
+            let err = if matches!(
+                e.kind(),
+                std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+            ) {
+                FabricError::Timeout {
+                    rank: self.rank,
+                    peer: to,
+                    reason: format!(
+                        "rank {to} ({addr}) took no data for {:.1} s (it is hung)",
+                        self.timeout.as_secs_f64()
+                    ),
+                }
+            } else {
+                self.error(format!(
+                    "sending to rank {to} ({addr}) failed: {e} (rank {to} died or closed its connection)"
+                ))
+            };
+            // A partly written frame leaves the stream unusable.
+            let _ = stream.shutdown(Shutdown::Both);
+            self.shared.fail(to, err.clone());
+            return Err(err);
+        }
+        link.seq += 1;
+        Ok(())
+    }
+
+    /// Waits until every peer said bye, up to the timeout.
+    fn wait_for_byes(&self) -> Result<(), FabricError> {
+        let deadline = Instant::now() + self.timeout;
+        let mut byes = self.shared.byes();
+        loop {
+            if let Some(e) = self.shared.mailbox.fatal().or_else(|| self.shared.dead()) {
+                return Err(e);
+            }
+            let missing: Vec<Rank> = (0..self.world_size)
+                .filter(|p| *p != self.rank && !byes[*p])
+                .collect();
+            let Some(first) = missing.first() else {
+                return Ok(());
+            };
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                let list: Vec<String> = missing.iter().map(|r| r.to_string()).collect();
+                return Err(FabricError::Timeout {
+                    rank: self.rank,
+                    peer: *first,
+                    reason: format!(
+                        "rank(s) {} did not finish within {:.1} s of this rank",
+                        list.join(", "),
+                        self.timeout.as_secs_f64()
+                    ),
+                });
+            }
+            byes = self
+                .shared
+                .changed
+                .wait_timeout(byes, left)
+                .unwrap_or_else(|e| e.into_inner())
+                .0;
+        }
+    }
+}
+
+/// The listening addresses the ranks advertised, by rank.
+fn parse_addresses(all: &[Vec<u8>]) -> Result<Vec<SocketAddr>, String> {
+    all.iter()
+        .enumerate()
+        .map(|(r, bytes)| {
+            std::str::from_utf8(bytes)
+                .ok()
+                .and_then(|s| s.parse().ok())
+                .ok_or_else(|| {
+                    format!(
+                        "rank {r} advertised {:?}, not an address",
+                        String::from_utf8_lossy(bytes)
+                    )
+                })
+        })
+        .collect()
+}
+
+impl Fabric for TcpFabric {
+    fn rank(&self) -> Rank {
+        self.rank
+    }
+
+    fn world_size(&self) -> usize {
+        self.world_size
+    }
+
+    fn now(&self) -> Time {
+        Time(
+            u64::try_from(self.start.elapsed().as_nanos())
+                .unwrap_or(u64::MAX)
+                .saturating_mul(1000),
+        )
+    }
+
+    async fn send(&self, to: Rank, tag: Tag, payload: Payload) -> Result<(), FabricError> {
+        if let Some(e) = self.shared.mailbox.fatal() {
+            return Err(e);
+        }
+        if to == self.rank {
+            self.shared
+                .mailbox
+                .deliver(self.rank, tag, self.current_call(), payload);
+            return Ok(());
+        }
+        self.send_body(to, tag, Body::Payload(payload))
+    }
+
+    async fn recv(&self, from: Rank, tag: Tag, expect: Shape) -> Result<Payload, FabricError> {
+        self.shared.mailbox.recv(from, tag, expect).await
+    }
+
+    async fn compute(&self, _work: Work) -> Result<(), FabricError> {
+        Ok(())
+    }
+}
+
+impl Endpoint for TcpFabric {
+    fn mailbox(&self) -> &Mailbox {
+        &self.shared.mailbox
+    }
+
+    /// Reader threads deliver on their own. What is left: once a peer
+    /// died, the rank's call cannot complete (every collective needs every
+    /// rank), so when the rank waits again after consuming what had
+    /// arrived, it fails naming the dead peer, even when it was waiting on
+    /// another (live) rank, rather than wait for the timeout.
+    fn progress(&self) -> bool {
+        match self.shared.dead() {
+            Some(e) if self.shared.mailbox.fatal().is_none() => {
+                self.shared.mailbox.fail_all(e);
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// Readers wake the executor, so it parks soon rather than spin.
+    fn idle_policy(&self) -> IdlePolicy {
+        IdlePolicy {
+            spin: 200,
+            yields: 50,
+            park: Duration::from_millis(2),
+        }
+    }
+
+    fn begin_call(&self, call: CallId) -> Result<(), FabricError> {
+        *self.call.lock().unwrap_or_else(|e| e.into_inner()) = call;
+        self.shared.mailbox.begin_call(call)
+    }
+
+    fn finish(&self) -> Result<(), FabricError> {
+        if let Some(e) = self.shared.mailbox.fatal().or_else(|| self.shared.dead()) {
+            return Err(e);
+        }
+        for peer in 0..self.world_size {
+            if peer != self.rank {
+                self.send_body(peer, Tag(0), Body::Bye)?;
+            }
+        }
+        self.wait_for_byes()?;
+        for link in self.links.iter().flatten() {
+            let link = link.lock().unwrap_or_else(|e| e.into_inner());
+            let _ = link.stream.shutdown(Shutdown::Write);
+        }
+        Ok(())
+    }
+}
+
+impl Drop for TcpFabric {
+    /// Closes every connection (without a bye, peers take this as a
+    /// crash) and joins the readers.
+    fn drop(&mut self) {
+        self.shared.closing.store(true, Ordering::Release);
+        for link in self.links.iter().flatten() {
+            let link = link.lock().unwrap_or_else(|e| e.into_inner());
+            let _ = link.stream.shutdown(Shutdown::Both);
+        }
+        let readers = std::mem::take(&mut *self.readers.lock().unwrap_or_else(|e| e.into_inner()));
+        for handle in readers {
+            let _ = handle.join();
+        }
+    }
+}

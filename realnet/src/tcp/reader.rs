@@ -1,0 +1,230 @@
+//! The reader thread of one connection: decodes the peer's frames and
+//! hands each message to the [`Mailbox`](crate::Mailbox).
+//!
+//! A reader never waits for anything but its socket (delivering is a
+//! non-blocking insert), so a peer's writes always drain. What it reports:
+//! - the end of the stream without a bye, or a socket error: the peer
+//!   died, named (the rank fails once it has consumed what the peer sent
+//!   before: a collective cannot finish without it);
+//! - a frame that fails its checks (checksum, cap, job, ranks, sequence):
+//!   corruption or a protocol error from that peer; the rank fails and the
+//!   connection is shut so the peer notices too. Nothing of such a frame
+//!   is delivered, so a corrupted frame never becomes a wrong result.
+
+use std::io::{BufReader, ErrorKind, Read};
+use std::net::{Shutdown, SocketAddr, TcpStream};
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+
+use algorithms::{FabricError, Payload, Rank};
+
+use crate::frame::{FrameError, HEADER_LEN, Header, Kind};
+
+use super::Shared;
+
+/// Bytes the reader buffers from its socket (several small frames per
+/// system call).
+const BUFFER_BYTES: usize = 256 * 1024;
+
+/// A large payload is read in pieces of this size, each one restarting the
+/// timeout of receives waiting on the peer.
+const TOUCH_BYTES: usize = 1 << 20;
+
+/// Why a reader stopped.
+enum Stop {
+    /// The peer said bye, then closed: a clean end.
+    Done,
+    /// The stream ended between frames without a bye.
+    Closed,
+    /// The stream ended inside a frame.
+    Truncated,
+    /// A socket error.
+    Io(std::io::Error),
+    /// A frame failed its checks.
+    Corrupt(FrameError),
+    /// A well-formed frame that this connection must not carry.
+    Protocol(String),
+}
+
+impl From<std::io::Error> for Stop {
+    fn from(e: std::io::Error) -> Stop {
+        if e.kind() == ErrorKind::UnexpectedEof {
+            Stop::Truncated
+        } else {
+            Stop::Io(e)
+        }
+    }
+}
+
+impl From<FrameError> for Stop {
+    fn from(e: FrameError) -> Stop {
+        Stop::Corrupt(e)
+    }
+}
+
+/// One connection's reader.
+pub(super) struct Reader {
+    pub shared: Arc<Shared>,
+    pub rank: u32,
+    pub peer: Rank,
+    pub addr: SocketAddr,
+    pub job_id: u64,
+    pub frame_cap: u64,
+}
+
+impl Reader {
+    /// Reads frames until the peer closes or fails; reports a failure to
+    /// the mailbox unless the fabric itself is closing.
+    pub(super) fn run(self, stream: TcpStream) {
+        let mut input = BufReader::with_capacity(BUFFER_BYTES, stream);
+        let stop = self.read_all(&mut input);
+        if matches!(stop, Stop::Done) || self.shared.closing.load(Ordering::Acquire) {
+            return;
+        }
+        let (peer, addr) = (self.peer, self.addr);
+        let died = matches!(stop, Stop::Closed | Stop::Truncated | Stop::Io(_));
+        let reason = match stop {
+            Stop::Done => unreachable!("handled above"),
+            Stop::Closed => format!(
+                "rank {peer} ({addr}) closed its connection without saying goodbye: \
+                 it exited early or died"
+            ),
+            Stop::Truncated => format!(
+                "rank {peer} ({addr}) closed its connection in the middle of a frame: it died"
+            ),
+            Stop::Io(e) => format!(
+                "the connection to rank {peer} ({addr}) failed: {e} (rank {peer} died or the network broke)"
+            ),
+            Stop::Corrupt(e @ FrameError::OverCap { .. }) => {
+                format!("refused a frame from rank {peer} ({addr}): {e}")
+            }
+            Stop::Corrupt(e) => format!("corrupt frame from rank {peer} ({addr}): {e}"),
+            Stop::Protocol(what) => format!("protocol error from rank {peer} ({addr}): {what}"),
+        };
+        // Whatever is left on this stream cannot be trusted; let the peer
+        // see the connection end.
+        let _ = input.get_ref().shutdown(Shutdown::Both);
+        let err = FabricError::Transport {
+            rank: self.rank as Rank,
+            reason,
+        };
+        if died {
+            self.shared.died(peer, err);
+        } else {
+            self.shared.fail(peer, err);
+        }
+    }
+
+    fn read_all(&self, input: &mut impl Read) -> Stop {
+        let mut next_seq = 1u64;
+        let mut said_bye = false;
+        loop {
+            let mut head = [0u8; HEADER_LEN];
+            match read_header(input, &mut head) {
+                Ok(true) => {}
+                Ok(false) if said_bye => return Stop::Done,
+                Ok(false) => return Stop::Closed,
+                Err(e) => return e.into(),
+            }
+            let header = match Header::decode(&head, self.frame_cap) {
+                Ok(h) => h,
+                Err(e) => return e.into(),
+            };
+            if let Err(what) = self.check(&header, next_seq, said_bye) {
+                return Stop::Protocol(what);
+            }
+            next_seq += 1;
+            match self.body(input, &header) {
+                Ok(true) => said_bye = true,
+                Ok(false) => {}
+                Err(stop) => return stop,
+            }
+        }
+    }
+
+    fn check(&self, h: &Header, next_seq: u64, said_bye: bool) -> Result<(), String> {
+        if h.job_id != self.job_id {
+            return Err(format!(
+                "a frame of job {} (this job is {})",
+                h.job_id, self.job_id
+            ));
+        }
+        if h.src as Rank != self.peer || h.dst != self.rank {
+            return Err(format!(
+                "a frame from rank {} to rank {} on the connection between ranks {} and {}",
+                h.src, h.dst, self.peer, self.rank
+            ));
+        }
+        if h.seq != next_seq {
+            return Err(format!(
+                "frame number {} where {next_seq} was next (lost or repeated frames)",
+                h.seq
+            ));
+        }
+        if said_bye {
+            return Err("a frame after its bye".into());
+        }
+        Ok(())
+    }
+
+    /// Reads and delivers the body of `header`'s frame; returns whether it
+    /// was a bye.
+    fn body(&self, input: &mut impl Read, header: &Header) -> Result<bool, Stop> {
+        let mailbox = &self.shared.mailbox;
+        match header.kind {
+            Kind::Data(dtype) => {
+                // The count was checked against the frame cap by
+                // `Header::decode`. Zeroed vectors come from calloc, so
+                // pages are only committed as the bytes arrive.
+                let count = usize::try_from(header.count).expect("checked by Header::decode");
+                let mut payload = Payload::zeros(dtype, count, false);
+                let bytes = payload.as_bytes_mut().expect("real data has bytes");
+                let big = bytes.len() > TOUCH_BYTES;
+                for piece in bytes.chunks_mut(TOUCH_BYTES) {
+                    input.read_exact(piece)?;
+                    if big {
+                        mailbox.touch(self.peer);
+                    }
+                }
+                header.check_payload(bytes)?;
+                mailbox.deliver(self.peer, header.tag, header.call, payload);
+                Ok(false)
+            }
+            Kind::Phantom(dtype) => {
+                let count = usize::try_from(header.count).expect("checked by Header::decode");
+                header.check_payload(&[])?;
+                mailbox.deliver(
+                    self.peer,
+                    header.tag,
+                    header.call,
+                    Payload::phantom(dtype, count),
+                );
+                Ok(false)
+            }
+            Kind::Bye => {
+                header.check_payload(&[])?;
+                self.shared.said_bye(self.peer);
+                Ok(true)
+            }
+            Kind::Hello | Kind::Refuse => Err(Stop::Protocol(format!(
+                "a {:?} frame after the handshake",
+                header.kind
+            ))),
+        }
+    }
+}
+
+/// Fills `head`; `Ok(false)` if the stream ended before its first byte.
+fn read_header(input: &mut impl Read, head: &mut [u8; HEADER_LEN]) -> std::io::Result<bool> {
+    let mut filled = 0;
+    while filled < HEADER_LEN {
+        match input.read(&mut head[filled..]) {
+            Ok(0) if filled == 0 => return Ok(false),
+            Ok(0) => return Err(ErrorKind::UnexpectedEof.into()),
+            Ok(n) => filled += n,
+            Err(e) if e.kind() == ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(true)
+}
