@@ -20,6 +20,7 @@
 //!
 //! Transports:
 //! - [`local`]: [`LocalFabric`], ranks that are threads of one process.
+//! - [`shm`]: [`ShmFabric`](shm::ShmFabric), processes of one host sharing a memory segment.
 
 pub mod bootstrap;
 pub mod call;
@@ -29,6 +30,7 @@ pub mod job;
 pub mod local;
 pub mod mailbox;
 pub mod selftest;
+pub mod shm;
 
 pub use bootstrap::{Bootstrap, BootstrapError, LocalBootstrap};
 pub use call::CallId;
