@@ -35,10 +35,12 @@ fn encode(r: &Result<Vec<u8>, String>) -> Vec<u8> {
 
 /// The first failure among the ranks' contributions, naming the rank.
 fn first_failure(all: &[Vec<u8>]) -> Option<String> {
-    all.iter().enumerate().find_map(|(r, c)| match c.split_first() {
-        Some((1, msg)) => Some(format!("rank {r}: {}", String::from_utf8_lossy(msg))),
-        _ => None,
-    })
+    all.iter()
+        .enumerate()
+        .find_map(|(r, c)| match c.split_first() {
+            Some((1, msg)) => Some(format!("rank {r}: {}", String::from_utf8_lossy(msg))),
+            _ => None,
+        })
 }
 
 impl ShmFabric {
@@ -130,6 +132,8 @@ impl ShmFabric {
         let attach_to = (0..world)
             .map(|dst| all[dst].get(rank).copied() == Some(1))
             .collect();
-        Ok(ShmFabric::assemble(seg, rank, world, options, pids, attach_to, probe))
+        Ok(ShmFabric::assemble(
+            seg, rank, world, options, pids, attach_to, probe,
+        ))
     }
 }

@@ -150,7 +150,10 @@ impl ShmFabric {
         let bytes = shape.bytes() as usize;
         let attach = !payload.is_phantom()
             && self.attach_to[to]
-            && self.options.attach_min_bytes.is_some_and(|min| bytes >= min.max(1));
+            && self
+                .options
+                .attach_min_bytes
+                .is_some_and(|min| bytes >= min.max(1));
         let kind = match () {
             _ if payload.is_phantom() => Kind::Phantom,
             _ if attach => Kind::Attach,
@@ -200,7 +203,10 @@ impl ShmFabric {
             }
             if let Some(bytes) = p.inline.as_ref().and_then(Payload::as_bytes) {
                 let rest = &bytes[p.offset..];
-                let n = ring.writable(&mut o.cur, rest.len()).map_err(corrupt)?.min(rest.len());
+                let n = ring
+                    .writable(&mut o.cur, rest.len())
+                    .map_err(corrupt)?
+                    .min(rest.len());
                 ring.write(&mut o.cur, &rest[..n]);
                 p.offset += n;
                 moved |= n > 0;
@@ -274,7 +280,10 @@ impl ShmFabric {
                 Rx::Body { payload, got, .. } => {
                     let bytes = payload.as_bytes_mut().expect("inline payloads hold data");
                     let rest = bytes.len() - *got;
-                    let n = ring.readable(&mut inc.cur, rest).map_err(corrupt)?.min(rest);
+                    let n = ring
+                        .readable(&mut inc.cur, rest)
+                        .map_err(corrupt)?
+                        .min(rest);
                     if n == 0 {
                         break;
                     }
@@ -316,7 +325,9 @@ impl ShmFabric {
         // A sender that failed may have freed what we just read: do not
         // deliver bytes whose source was let go.
         if self.seg.rank_control(src).state() == RankState::Failed {
-            return Err(self.error(format!("rank {src} failed while this rank copied its message")));
+            return Err(self.error(format!(
+                "rank {src} failed while this rank copied its message"
+            )));
         }
         Ok(payload)
     }
@@ -381,7 +392,8 @@ impl Fabric for ShmFabric {
             self.mailbox.deliver(to, tag, self.call.get(), payload);
             return Ok(());
         }
-        self.enqueue(to, tag, payload).inspect_err(|e| self.mailbox.fail_all(e.clone()))
+        self.enqueue(to, tag, payload)
+            .inspect_err(|e| self.mailbox.fail_all(e.clone()))
     }
 
     async fn recv(&self, from: Rank, tag: Tag, expect: Shape) -> Result<Payload, FabricError> {

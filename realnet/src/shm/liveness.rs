@@ -160,7 +160,9 @@ impl ShmFabric {
             pause(moved, &mut idle);
         }
         // 2. Tell the peers, then wait for them.
-        self.seg.rank_control(self.rank).set_state(RankState::Finished);
+        self.seg
+            .rank_control(self.rank)
+            .set_state(RankState::Finished);
         self.finished.set(true);
         loop {
             let mut pending = None;

@@ -115,6 +115,7 @@ impl<'a> Ring<'a> {
     }
 
     /// The control block (for the `copied` counter).
+    #[cfg_attr(loom, allow(dead_code))]
     pub(crate) fn control(&self) -> &'a RingControl {
         self.ctl
     }
@@ -349,7 +350,11 @@ mod loom_tests {
                     let mut p = Cursor::default();
                     let mut sent = 0;
                     while sent < total {
-                        let n = ring.writable(&mut p, 1).unwrap().min(piece).min(total - sent);
+                        let n = ring
+                            .writable(&mut p, 1)
+                            .unwrap()
+                            .min(piece)
+                            .min(total - sent);
                         if n == 0 {
                             loom::thread::yield_now();
                             continue;
@@ -390,5 +395,10 @@ mod loom_tests {
     #[test]
     fn pieces_larger_than_what_is_free_wait_for_the_consumer() {
         stream(4, 5, 3);
+    }
+
+    #[test]
+    fn a_full_ring_is_refilled_as_the_consumer_frees_it() {
+        stream(2, 5, 1);
     }
 }

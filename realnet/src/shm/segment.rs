@@ -219,8 +219,9 @@ impl Segment {
         ring_bytes: usize,
     ) -> Result<Segment, String> {
         static NEXT: AtomicU64 = AtomicU64::new(0);
-        let layout = Layout::new(world, ring_bytes)
-            .ok_or_else(|| format!("a segment for {world} ranks of {ring_bytes}-byte rings overflows"))?;
+        let layout = Layout::new(world, ring_bytes).ok_or_else(|| {
+            format!("a segment for {world} ranks of {ring_bytes}-byte rings overflows")
+        })?;
         let nonce = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.subsec_nanos());
@@ -246,7 +247,8 @@ impl Segment {
         };
         let setup = || -> io::Result<()> {
             // SAFETY: plain syscall on a file descriptor we own.
-            let r = unsafe { libc::posix_fallocate(file.as_raw_fd(), 0, layout.total as libc::off_t) };
+            let r =
+                unsafe { libc::posix_fallocate(file.as_raw_fd(), 0, layout.total as libc::off_t) };
             if r != 0 {
                 return Err(io::Error::from_raw_os_error(r));
             }
@@ -280,21 +282,34 @@ impl Segment {
         file.read_exact_at(&mut raw, 0)
             .map_err(|e| format!("cannot read the header of {}: {e}", path.display()))?;
         let h = Header::decode(&raw);
-        let layout = Layout::new(world, ring_bytes)
-            .ok_or_else(|| format!("a segment for {world} ranks of {ring_bytes}-byte rings overflows"))?;
+        let layout = Layout::new(world, ring_bytes).ok_or_else(|| {
+            format!("a segment for {world} ranks of {ring_bytes}-byte rings overflows")
+        })?;
         let size = file.metadata().map(|m| m.len()).unwrap_or(0);
         let problem = if h.magic != MAGIC {
             Some("it is not a realnet shared-memory segment".to_string())
         } else if h.version != VERSION {
-            Some(format!("its layout version is {}, this build's is {VERSION}", h.version))
+            Some(format!(
+                "its layout version is {}, this build's is {VERSION}",
+                h.version
+            ))
         } else if h.job_id != job_id {
-            Some(format!("it belongs to job {:#x}, not job {job_id:#x}", h.job_id))
+            Some(format!(
+                "it belongs to job {:#x}, not job {job_id:#x}",
+                h.job_id
+            ))
         } else if h.world as usize != world {
             Some(format!("it is for {} ranks, not {world}", h.world))
         } else if h.ring_bytes != ring_bytes as u64 {
-            Some(format!("its rings are {} bytes, not {ring_bytes}", h.ring_bytes))
+            Some(format!(
+                "its rings are {} bytes, not {ring_bytes}",
+                h.ring_bytes
+            ))
         } else if h.total != layout.total as u64 || size < h.total {
-            Some(format!("its size is {size} bytes, expected {}", layout.total))
+            Some(format!(
+                "its size is {size} bytes, expected {}",
+                layout.total
+            ))
         } else {
             None
         };
@@ -353,7 +368,8 @@ impl Segment {
                 .add(l.ring_controls + pair * size_of::<RingControl>())
                 .cast::<RingControl>();
             let data = std::slice::from_raw_parts(
-                base.add(l.ring_data + pair * l.ring_bytes).cast::<UnsafeCell>(),
+                base.add(l.ring_data + pair * l.ring_bytes)
+                    .cast::<UnsafeCell>(),
                 l.ring_bytes,
             );
             Ring::new(ctl, data)
@@ -401,7 +417,10 @@ mod tests {
         let path = seg.path().to_path_buf();
         assert!(Segment::open(&path, 7, 3, 4096).is_ok());
         let other_job = Segment::open(&path, 8, 3, 4096).err().unwrap();
-        assert!(other_job.contains("belongs to job 0x7, not job 0x8"), "{other_job}");
+        assert!(
+            other_job.contains("belongs to job 0x7, not job 0x8"),
+            "{other_job}"
+        );
         let other_world = Segment::open(&path, 7, 4, 4096).err().unwrap();
         assert!(other_world.contains("for 3 ranks, not 4"), "{other_world}");
         let other_ring = Segment::open(&path, 7, 3, 8192).err().unwrap();
@@ -439,6 +458,9 @@ mod tests {
         a.rank_control(0).fail(&"é".repeat(200));
         assert_eq!(b.rank_control(0).state(), RankState::Failed);
         let reason = b.rank_control(0).reason();
-        assert!(reason.len() <= REASON_BYTES && reason.starts_with("éé"), "{reason}");
+        assert!(
+            reason.len() <= REASON_BYTES && reason.starts_with("éé"),
+            "{reason}"
+        );
     }
 }

@@ -25,6 +25,12 @@ pub(crate) struct UnsafeCell(std::cell::UnsafeCell<u8>);
 #[cfg(loom)]
 pub(crate) struct UnsafeCell(loom::cell::UnsafeCell<u8>);
 
+// SAFETY: ring bytes are shared between a producer and a consumer thread
+// (or process); they are only touched through `copy_in` and `copy_out`,
+// which the ring protocol (release/acquire on head and tail) gives to one
+// side at a time, and loom checks that it does.
+unsafe impl Sync for UnsafeCell {}
+
 impl UnsafeCell {
     /// A zero byte (loom models and tests build their own rings).
     #[cfg(any(test, loom))]
