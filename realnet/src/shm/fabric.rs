@@ -350,8 +350,7 @@ impl ShmFabric {
     /// Marks this rank failed with `reason`, so that its peers stop with an
     /// error naming it instead of waiting for their timeout.
     pub fn fail(&self, reason: &str) {
-        self.seg.rank_control(self.rank).fail(reason);
-        self.mailbox.fail_all(self.error(reason.to_string()));
+        self.fail_with(self.error(reason.to_string()));
     }
 }
 
@@ -424,7 +423,7 @@ impl Endpoint for ShmFabric {
                 false
             }
             Err(e) => {
-                self.mailbox.fail_all(e);
+                self.fail_with(e);
                 true
             }
         }

@@ -84,14 +84,34 @@ impl ShmFabric {
         })
     }
 
-    /// Every peer's trouble, as the first error found.
+    /// The peers' trouble as one error: every peer that died (the likely
+    /// cause), or else the first that failed, with its reason (which often
+    /// names the peer that caused it).
     fn check_peers(&self) -> Result<(), FabricError> {
-        for peer in (0..self.world).filter(|p| *p != self.rank) {
-            if let Some(t) = self.probe(peer) {
-                return Err(self.trouble_error(peer, t));
-            }
+        let troubles: Vec<(Rank, PeerTrouble)> = (0..self.world)
+            .filter(|p| *p != self.rank)
+            .filter_map(|p| self.probe(p).map(|t| (p, t)))
+            .collect();
+        let died: Vec<&(Rank, PeerTrouble)> = troubles
+            .iter()
+            .filter(|(_, t)| *t == PeerTrouble::Died)
+            .collect();
+        let chosen: Vec<&(Rank, PeerTrouble)> = if died.is_empty() {
+            troubles.iter().take(1).collect()
+        } else {
+            died
+        };
+        if chosen.is_empty() {
+            return Ok(());
         }
-        Ok(())
+        let reasons: Vec<String> = chosen
+            .into_iter()
+            .map(|(p, t)| match self.trouble_error(*p, t.clone()) {
+                FabricError::Transport { reason, .. } => reason,
+                other => other.to_string(),
+            })
+            .collect();
+        Err(self.error(reasons.join("; ")))
     }
 
     /// Called when progress found nothing to do: probes the peers when
@@ -110,14 +130,21 @@ impl ShmFabric {
         h.last_probe = now;
         drop(h);
         if let Err(e) = self.check_peers() {
-            self.mailbox.fail_all(e);
+            self.fail_with(e);
         }
     }
 
-    /// Fails this rank with `e`: its peers see the reason, and it is returned.
-    fn give_up(&self, e: FabricError) -> FabricError {
+    /// Fails this rank with `e` at once, in its mailbox and in its
+    /// control block, so that peers learn the reason (not merely that this
+    /// rank went away) even if the process exits right after.
+    pub(crate) fn fail_with(&self, e: FabricError) {
         self.seg.rank_control(self.rank).fail(&e.to_string());
-        self.mailbox.fail_all(e.clone());
+        self.mailbox.fail_all(e);
+    }
+
+    /// [`ShmFabric::fail_with`], returning the error.
+    fn give_up(&self, e: FabricError) -> FabricError {
+        self.fail_with(e.clone());
         e
     }
 
@@ -166,10 +193,8 @@ impl ShmFabric {
         self.finished.set(true);
         loop {
             let mut pending = None;
+            self.check_peers()?;
             for peer in (0..self.world).filter(|p| *p != self.rank) {
-                if let Some(t) = self.probe(peer) {
-                    return Err(self.trouble_error(peer, t));
-                }
                 if pending.is_none() && self.seg.rank_control(peer).state() != RankState::Finished {
                     pending = Some(peer);
                 }
