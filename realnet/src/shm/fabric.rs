@@ -316,11 +316,14 @@ impl ShmFabric {
         let bytes = payload.as_bytes_mut().expect("attached payloads hold data");
         cma::advise_huge_pages(bytes);
         cma::read(self.pids[src], h.addr, bytes).map_err(|e| {
-            self.error(format!(
-                "cannot copy {} bytes from rank {src} (pid {}): {e}; rank {src} died or its memory is gone",
-                bytes.len(),
-                self.pids[src]
-            ))
+            // The sender exited: say why, if it or another peer told.
+            self.check_peers().err().unwrap_or_else(|| {
+                self.error(format!(
+                    "cannot copy {} bytes from rank {src} (pid {}): {e}; rank {src} died or its memory is gone",
+                    bytes.len(),
+                    self.pids[src]
+                ))
+            })
         })?;
         // A sender that failed may have freed what we just read: do not
         // deliver bytes whose source was let go.

@@ -87,7 +87,7 @@ impl ShmFabric {
     /// The peers' trouble as one error: every peer that died (the likely
     /// cause), or else the first that failed, with its reason (which often
     /// names the peer that caused it).
-    fn check_peers(&self) -> Result<(), FabricError> {
+    pub(crate) fn check_peers(&self) -> Result<(), FabricError> {
         let troubles: Vec<(Rank, PeerTrouble)> = (0..self.world)
             .filter(|p| *p != self.rank)
             .filter_map(|p| self.probe(p).map(|t| (p, t)))
