@@ -1,5 +1,6 @@
 //! Every collective and algorithm of the catalogue gives correct results on
 //! the shared-memory fabric, ranks being threads that each map the segment.
+#![cfg(not(loom))]
 
 use std::time::Duration;
 

@@ -2,6 +2,7 @@
 //! within a short time and never as a hang: a rank that drops its fabric
 //! without finishing, one that marks itself failed, one that hangs, ranks
 //! of different jobs and ranks calling different collectives.
+#![cfg(not(loom))]
 
 use std::time::{Duration, Instant};
 

@@ -4,6 +4,7 @@
 //! The test re-executes its own binary as the ranks (the environment
 //! variable [`CHILD`] tells a child its rank), and the ranks meet through
 //! [`FileBootstrap`], an allgather over files in a directory.
+#![cfg(not(loom))]
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};

@@ -43,6 +43,9 @@
 //!
 //! (under `--cfg loom` only this module of `shm` is compiled).
 
+// Under loom only the models use the ring.
+#![cfg_attr(loom, allow(dead_code))]
+
 use super::sync::{AtomicU64, Ordering, UnsafeCell, copy_in, copy_out};
 
 /// One atomic counter alone on a 128-byte line.
@@ -115,7 +118,6 @@ impl<'a> Ring<'a> {
     }
 
     /// The control block (for the `copied` counter).
-    #[cfg_attr(loom, allow(dead_code))]
     pub(crate) fn control(&self) -> &'a RingControl {
         self.ctl
     }
