@@ -24,6 +24,7 @@
 //! Transports:
 //! - [`local`]: [`LocalFabric`], ranks that are threads of one process.
 //! - [`tcp`]: [`TcpFabric`](tcp::TcpFabric), one connection per pair of ranks, carrying [`frame`]s (the wire format).
+//! - [`shm`]: [`ShmFabric`](shm::ShmFabric), processes of one host sharing a memory segment.
 
 pub mod bench;
 pub mod bootstrap;
@@ -37,6 +38,7 @@ pub mod local;
 pub mod mailbox;
 pub mod rendezvous;
 pub mod selftest;
+pub mod shm;
 pub mod tcp;
 
 pub use bootstrap::{Bootstrap, BootstrapError, LocalBootstrap};

@@ -1,0 +1,477 @@
+//! [`ShmFabric`]: one rank's end of the shared segment: eager sends into
+//! per-peer queues, progress that moves bytes between queues, rings and
+//! the [`Mailbox`].
+
+use std::cell::{Cell, RefCell};
+use std::collections::VecDeque;
+use std::time::{Duration, Instant};
+
+use algorithms::{Fabric, FabricError, Payload, Rank, Shape, Tag, Time, Work};
+
+use super::ShmOptions;
+use super::cma;
+use super::liveness::Health;
+use super::ring::{Corrupt, Cursor};
+use super::segment::{RankState, Segment};
+use super::sync::Ordering;
+use super::wire::{HEADER_BYTES, Kind, MessageHeader};
+use crate::call::CallId;
+use crate::endpoint::Endpoint;
+use crate::executor::IdlePolicy;
+use crate::mailbox::Mailbox;
+
+/// A message waiting for ring space: its header and inline bytes.
+struct Pending {
+    header: [u8; HEADER_BYTES],
+    header_sent: bool,
+    /// The payload whose bytes follow the header (`None`: header only).
+    inline: Option<Payload>,
+    /// Inline bytes already in the ring.
+    offset: usize,
+}
+
+/// This rank's sending side towards one peer.
+#[derive(Default)]
+pub(crate) struct Outgoing {
+    cur: Cursor,
+    queue: VecDeque<Pending>,
+    /// Payloads the peer copies out of our memory, oldest first.
+    attached: VecDeque<Payload>,
+    /// Attached payloads freed so far (the peer's `copied` count we saw).
+    freed: u64,
+}
+
+impl Outgoing {
+    /// Whether everything sent to this peer has left this rank's hands.
+    pub(crate) fn is_flushed(&self) -> bool {
+        self.queue.is_empty() && self.attached.is_empty()
+    }
+}
+
+/// What this rank is reading from one peer's ring.
+enum Rx {
+    /// The next bytes are a message header.
+    Header,
+    /// A payload of `got` bytes out of its length has arrived.
+    Body {
+        tag: Tag,
+        call: CallId,
+        payload: Payload,
+        got: usize,
+    },
+}
+
+/// This rank's receiving side from one peer.
+struct Incoming {
+    cur: Cursor,
+    rx: Rx,
+}
+
+/// One rank of a job whose ranks share a host (see the [module docs](super)).
+pub struct ShmFabric {
+    pub(crate) rank: Rank,
+    pub(crate) world: usize,
+    pub(crate) seg: Segment,
+    pub(crate) mailbox: Mailbox,
+    pub(crate) options: ShmOptions,
+    /// Peers' process ids (for cross-memory attach).
+    pids: Vec<u32>,
+    /// Per destination: whether it may copy large payloads out of our memory.
+    attach_to: Vec<bool>,
+    call: Cell<CallId>,
+    start: Instant,
+    pub(crate) out: RefCell<Vec<Outgoing>>,
+    inc: RefCell<Vec<Incoming>>,
+    pub(crate) health: RefCell<Health>,
+    pub(crate) finished: Cell<bool>,
+    /// The word peers read at connect time to test cross-memory attach.
+    _probe: Box<u64>,
+}
+
+impl ShmFabric {
+    /// Assembles a connected rank (see [`ShmFabric::connect`]).
+    pub(crate) fn assemble(
+        seg: Segment,
+        rank: Rank,
+        world: usize,
+        options: &ShmOptions,
+        pids: Vec<u32>,
+        attach_to: Vec<bool>,
+        probe: Box<u64>,
+    ) -> ShmFabric {
+        ShmFabric {
+            rank,
+            world,
+            seg,
+            mailbox: Mailbox::new(rank, world, options.job.timeout),
+            options: options.clone(),
+            pids,
+            attach_to,
+            call: Cell::new(CallId::NONE),
+            start: Instant::now(),
+            out: RefCell::new((0..world).map(|_| Outgoing::default()).collect()),
+            inc: RefCell::new(
+                (0..world)
+                    .map(|_| Incoming {
+                        cur: Cursor::default(),
+                        rx: Rx::Header,
+                    })
+                    .collect(),
+            ),
+            health: RefCell::new(Health::new(world)),
+            finished: Cell::new(false),
+            _probe: probe,
+        }
+    }
+
+    /// Whether large payloads to `peer` are copied out of this rank's memory
+    /// by the peer (cross-memory attach) rather than streamed through the ring.
+    pub fn attaches_to(&self, peer: Rank) -> bool {
+        self.attach_to.get(peer).copied().unwrap_or(false)
+    }
+
+    pub(crate) fn error(&self, reason: String) -> FabricError {
+        FabricError::Transport {
+            rank: self.rank,
+            reason,
+        }
+    }
+
+    fn corrupt(&self, src: Rank, dst: Rank, c: Corrupt) -> FabricError {
+        self.error(format!(
+            "the ring from rank {src} to rank {dst} is corrupt (position {} against {})",
+            c.other, c.pos
+        ))
+    }
+
+    /// Queues `payload` for `to` and pushes what fits into the ring now.
+    fn enqueue(&self, to: Rank, tag: Tag, payload: Payload) -> Result<(), FabricError> {
+        let shape = payload.shape();
+        let bytes = shape.bytes() as usize;
+        let attach = !payload.is_phantom()
+            && self.attach_to[to]
+            && self
+                .options
+                .attach_min_bytes
+                .is_some_and(|min| bytes >= min.max(1));
+        let kind = match () {
+            _ if payload.is_phantom() => Kind::Phantom,
+            _ if attach => Kind::Attach,
+            _ => Kind::Inline,
+        };
+        let header = MessageHeader {
+            tag,
+            call: self.call.get(),
+            shape,
+            kind,
+            addr: payload.as_bytes().map_or(0, |b| b.as_ptr() as u64),
+        }
+        .encode();
+        let mut out = self.out.borrow_mut();
+        let o = &mut out[to];
+        let inline = match kind {
+            Kind::Inline if bytes > 0 => Some(payload),
+            Kind::Attach => {
+                o.attached.push_back(payload);
+                None
+            }
+            _ => None,
+        };
+        o.queue.push_back(Pending {
+            header,
+            header_sent: false,
+            inline,
+            offset: 0,
+        });
+        self.push(to, o)?;
+        Ok(())
+    }
+
+    /// Moves queued bytes for `dst` into its ring; returns whether any moved.
+    fn push(&self, dst: Rank, o: &mut Outgoing) -> Result<bool, FabricError> {
+        let ring = self.seg.ring(self.rank, dst);
+        let corrupt = |c| self.corrupt(self.rank, dst, c);
+        let mut moved = false;
+        while let Some(p) = o.queue.front_mut() {
+            if !p.header_sent {
+                if ring.writable(&mut o.cur, HEADER_BYTES).map_err(corrupt)? < HEADER_BYTES {
+                    break;
+                }
+                ring.write(&mut o.cur, &p.header);
+                p.header_sent = true;
+                moved = true;
+            }
+            if let Some(bytes) = p.inline.as_ref().and_then(Payload::as_bytes) {
+                let rest = &bytes[p.offset..];
+                let n = ring
+                    .writable(&mut o.cur, rest.len())
+                    .map_err(corrupt)?
+                    .min(rest.len());
+                ring.write(&mut o.cur, &rest[..n]);
+                p.offset += n;
+                moved |= n > 0;
+                if n < rest.len() {
+                    break;
+                }
+            }
+            o.queue.pop_front();
+        }
+        if moved {
+            ring.publish(&o.cur);
+        }
+        // Free the attached payloads the peer has finished copying.
+        if !o.attached.is_empty() {
+            let copied = ring.control().copied.0.load(Ordering::Acquire);
+            while o.freed < copied && o.attached.pop_front().is_some() {
+                o.freed += 1;
+                moved = true;
+            }
+        }
+        Ok(moved)
+    }
+
+    /// Moves arrived bytes from `src`'s ring into payloads and delivers
+    /// complete messages; returns whether any moved.
+    fn pull(&self, src: Rank, inc: &mut Incoming) -> Result<bool, FabricError> {
+        let ring = self.seg.ring(src, self.rank);
+        let corrupt = |c| self.corrupt(src, self.rank, c);
+        let mut moved = false;
+        loop {
+            match &mut inc.rx {
+                Rx::Header => {
+                    if ring.readable(&mut inc.cur, HEADER_BYTES).map_err(corrupt)? < HEADER_BYTES {
+                        break;
+                    }
+                    let mut raw = [0u8; HEADER_BYTES];
+                    ring.read(&mut inc.cur, &mut raw);
+                    moved = true;
+                    let h = MessageHeader::decode(&raw, self.options.max_message_bytes)
+                        .map_err(|e| self.error(format!("from rank {src}: {}", e.0)))?;
+                    match h.kind {
+                        Kind::Phantom => self.mailbox.deliver(
+                            src,
+                            h.tag,
+                            h.call,
+                            Payload::phantom(h.shape.dtype, h.shape.count),
+                        ),
+                        Kind::Attach => {
+                            let payload = self.attach(src, &h)?;
+                            ring.control().copied.0.fetch_add(1, Ordering::Release);
+                            self.mailbox.deliver(src, h.tag, h.call, payload);
+                        }
+                        Kind::Inline => {
+                            let mut payload = fresh(h.shape);
+                            if h.shape.bytes() == 0 {
+                                self.mailbox.deliver(src, h.tag, h.call, payload);
+                            } else {
+                                if let Some(b) = payload.as_bytes_mut() {
+                                    cma::advise_huge_pages(b);
+                                }
+                                inc.rx = Rx::Body {
+                                    tag: h.tag,
+                                    call: h.call,
+                                    payload,
+                                    got: 0,
+                                };
+                            }
+                        }
+                    }
+                }
+                Rx::Body { payload, got, .. } => {
+                    let bytes = payload.as_bytes_mut().expect("inline payloads hold data");
+                    let rest = bytes.len() - *got;
+                    let n = ring
+                        .readable(&mut inc.cur, rest)
+                        .map_err(corrupt)?
+                        .min(rest);
+                    if n == 0 {
+                        break;
+                    }
+                    ring.read(&mut inc.cur, &mut bytes[*got..*got + n]);
+                    *got += n;
+                    moved = true;
+                    if n < rest {
+                        self.mailbox.touch(src);
+                        break;
+                    }
+                    let Rx::Body {
+                        tag, call, payload, ..
+                    } = std::mem::replace(&mut inc.rx, Rx::Header)
+                    else {
+                        unreachable!("matched Body above")
+                    };
+                    self.mailbox.deliver(src, tag, call, payload);
+                }
+            }
+        }
+        if moved {
+            ring.release(&inc.cur);
+        }
+        Ok(moved)
+    }
+
+    /// Copies an attached payload out of `src`'s memory.
+    fn attach(&self, src: Rank, h: &MessageHeader) -> Result<Payload, FabricError> {
+        let mut payload = fresh(h.shape);
+        let bytes = payload.as_bytes_mut().expect("attached payloads hold data");
+        cma::advise_huge_pages(bytes);
+        cma::read(self.pids[src], h.addr, bytes).map_err(|e| {
+            // The sender exited: say why, if it or another peer told.
+            self.check_peers().err().unwrap_or_else(|| {
+                self.error(format!(
+                    "cannot copy {} bytes from rank {src} (pid {}): {e}; rank {src} died or its memory is gone",
+                    bytes.len(),
+                    self.pids[src]
+                ))
+            })
+        })?;
+        // A sender that failed may have freed what we just read: do not
+        // deliver bytes whose source was let go.
+        if self.seg.rank_control(src).state() == RankState::Failed {
+            return Err(self.error(format!(
+                "rank {src} failed while this rank copied its message"
+            )));
+        }
+        Ok(payload)
+    }
+
+    /// One pass over every peer: push, pull; errors fail the rank.
+    fn step(&self) -> Result<bool, FabricError> {
+        let mut moved = false;
+        let mut out = self.out.borrow_mut();
+        let mut inc = self.inc.borrow_mut();
+        for peer in (0..self.world).filter(|p| *p != self.rank) {
+            moved |= self.pull(peer, &mut inc[peer])?;
+            let o = &mut out[peer];
+            if !o.is_flushed() {
+                moved |= self.push(peer, o)?;
+            }
+        }
+        Ok(moved)
+    }
+
+    /// Marks this rank failed with `reason`, so that its peers stop with an
+    /// error naming it instead of waiting for their timeout.
+    pub fn fail(&self, reason: &str) {
+        self.fail_with(self.error(reason.to_string()));
+    }
+}
+
+/// A zeroed payload of `shape` to receive into.
+fn fresh(shape: Shape) -> Payload {
+    Payload::zeros(shape.dtype, shape.count, false)
+}
+
+impl Fabric for ShmFabric {
+    fn rank(&self) -> Rank {
+        self.rank
+    }
+
+    fn world_size(&self) -> usize {
+        self.world
+    }
+
+    fn now(&self) -> Time {
+        Time(
+            u64::try_from(self.start.elapsed().as_nanos())
+                .unwrap_or(u64::MAX)
+                .saturating_mul(1000),
+        )
+    }
+
+    async fn send(&self, to: Rank, tag: Tag, payload: Payload) -> Result<(), FabricError> {
+        if to >= self.world {
+            return Err(FabricError::PeerOutOfRange {
+                rank: self.rank,
+                peer: to,
+                world_size: self.world,
+            });
+        }
+        if let Some(e) = self.mailbox.fatal() {
+            return Err(e);
+        }
+        if to == self.rank {
+            self.mailbox.deliver(to, tag, self.call.get(), payload);
+            return Ok(());
+        }
+        self.enqueue(to, tag, payload)
+            .inspect_err(|e| self.mailbox.fail_all(e.clone()))
+    }
+
+    async fn recv(&self, from: Rank, tag: Tag, expect: Shape) -> Result<Payload, FabricError> {
+        self.mailbox.recv(from, tag, expect).await
+    }
+
+    async fn compute(&self, _work: Work) -> Result<(), FabricError> {
+        Ok(())
+    }
+}
+
+impl Endpoint for ShmFabric {
+    fn mailbox(&self) -> &Mailbox {
+        &self.mailbox
+    }
+
+    fn progress(&self) -> bool {
+        if self.mailbox.fatal().is_some() {
+            return false;
+        }
+        match self.step() {
+            Ok(true) => {
+                self.health.borrow_mut().busy();
+                true
+            }
+            Ok(false) => {
+                self.check_peers_when_due();
+                false
+            }
+            Err(e) => {
+                self.fail_with(e);
+                true
+            }
+        }
+    }
+
+    /// The options' policy, or: with a core per rank, spin 20,000 rounds
+    /// (a few hundred microseconds) before yielding; with more ranks than
+    /// cores, yield at once so that a spinning rank never holds the core
+    /// its peer needs. Park 50 us at a time after a long idle stretch.
+    fn idle_policy(&self) -> IdlePolicy {
+        if let Some(p) = self.options.idle {
+            return p;
+        }
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let spin = if self.world <= cores { 20_000 } else { 0 };
+        IdlePolicy {
+            spin,
+            yields: 200_000,
+            park: Duration::from_micros(50),
+        }
+    }
+
+    fn begin_call(&self, call: CallId) -> Result<(), FabricError> {
+        self.call.set(call);
+        self.mailbox.begin_call(call)
+    }
+
+    fn finish(&self) -> Result<(), FabricError> {
+        self.finish_job()
+    }
+}
+
+impl Drop for ShmFabric {
+    fn drop(&mut self) {
+        if !self.finished.get() {
+            let reason = self.mailbox.fatal().map_or_else(
+                || "it dropped its fabric without finish()".to_string(),
+                |e| e.to_string(),
+            );
+            self.seg.rank_control(self.rank).fail(&reason);
+        }
+        // A peer may still be copying out of these payloads: never free
+        // memory another rank may read (a bounded leak on a failure path).
+        for o in self.out.get_mut().iter_mut() {
+            std::mem::forget(std::mem::take(&mut o.attached));
+        }
+    }
+}

@@ -1,0 +1,128 @@
+//! [`ShmFabric`]: ranks that are processes (or threads) of one host,
+//! talking through one shared-memory segment.
+//!
+//! # Design
+//! ```text
+//!   rank 0 creates /dev/shm/realnet-shm-<job>-...  --bootstrap-->  ranks 1..n map it; then it is unlinked
+//!
+//!   segment:  header | RankControl x n | RingControl x n(n-1) | ring data x n(n-1)
+//!                        state, pid,      head | tail | copied   one SPSC byte ring
+//!                        failure reason                          per ordered pair
+//! ```
+//! - **Segment** ([`segment`]): one file per job in `ShmOptions::dir`
+//!   (tmpfs), created by rank 0, its name passed to the others through the
+//!   [`Bootstrap`](crate::Bootstrap) allgather, and unlinked as soon as every
+//!   rank has mapped it, so nothing is left behind even if the job crashes.
+//!   A segment whose header names another job id, layout version, world
+//!   size or ring size is refused.
+//! - **Rings** ([`ring`]): one lock-free single-producer single-consumer
+//!   byte ring per ordered pair, head and tail on their own cache lines,
+//!   release/acquire ordering, verified by loom models (the command is in
+//!   [`ring`]'s docs).
+//! - **Messages** ([`wire`]): a 40-byte header (tag, [`CallId`](crate::CallId),
+//!   element type and count, how the payload travels) and then the payload
+//!   bytes, streamed through the ring in pieces when larger than it.
+//!   Phantom payloads travel as their shape only.
+//! - **Large messages** ([`cma`]): above `ShmOptions::attach_min_bytes` the
+//!   ring carries only the header with the payload's address, and the
+//!   receiver copies the bytes straight out of the sender's memory with
+//!   `process_vm_readv` (cross-memory attach, as Open MPI's vader does):
+//!   one copy instead of two, and no ring space. The sender keeps the
+//!   payload until the receiver counts the copy in the ring's `copied`
+//!   counter. Each pair is probed at connect time; where the kernel
+//!   refuses (`EPERM` under a strict ptrace policy, no such syscall in a
+//!   sandbox) that pair falls back to streaming through the ring.
+//! - **Progress** ([`fabric`]): sends are eager (the future completes once
+//!   the payload is queued); [`Endpoint::progress`](crate::Endpoint::progress)
+//!   pushes queued bytes into the rings and pulls arrived bytes straight
+//!   into a [`Payload::zeros`](algorithms::Payload::zeros) buffer, then hands
+//!   it to the [`Mailbox`](crate::Mailbox). Large fresh buffers are advised
+//!   onto transparent huge pages before they are filled, so a receive into
+//!   new memory takes one page fault per 2 MiB rather than per 4 KiB.
+//! - **Liveness** ([`liveness`]): each rank holds an OFD lock on its own
+//!   byte of the segment file (the kernel drops it when the process dies)
+//!   and publishes its state (running, finished, failed with a reason) in
+//!   its control block. Idle progress probes the peers every
+//!   `ShmOptions::probe_interval`; a peer that died or failed fails this
+//!   rank with an error naming it. A hung peer (stopped, spinning) is
+//!   caught by the mailbox timeout. `finish` flushes, marks the rank
+//!   finished and waits (bounded) for the others.
+//! - **Idle policy**: spin first (the lowest latency when every rank has a
+//!   core), yield when ranks outnumber cores so that spinning never starves
+//!   a peer, and park briefly after a long idle stretch.
+//!
+//! The segment file is created with mode 0600, so only the job's user can
+//! map it; the job token of [`JobOptions`] is not needed on one host.
+
+pub mod ring;
+mod sync;
+
+#[cfg(not(loom))]
+mod cma;
+#[cfg(not(loom))]
+mod connect;
+#[cfg(not(loom))]
+pub mod fabric;
+#[cfg(not(loom))]
+pub mod liveness;
+#[cfg(not(loom))]
+mod segment;
+#[cfg(not(loom))]
+mod wire;
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use crate::executor::IdlePolicy;
+use crate::job::JobOptions;
+
+#[cfg(not(loom))]
+pub use fabric::ShmFabric;
+
+/// Settings of a shared-memory job; every rank must use the same
+/// `job.job_id` and `ring_bytes`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ShmOptions {
+    /// Job id (segments of other jobs are refused) and receive timeout.
+    pub job: JobOptions,
+    /// Where the segment file is created: a tmpfs such as `/dev/shm`.
+    pub dir: PathBuf,
+    /// Bytes of the ring of each ordered pair of ranks: a power of two
+    /// from 4 KiB to 1 GiB. The segment reserves `n(n-1)` of them.
+    pub ring_bytes: usize,
+    /// Payloads of at least this many bytes are copied straight from the
+    /// sender's memory (cross-memory attach) where the kernel allows it;
+    /// `None` streams everything through the rings.
+    pub attach_min_bytes: Option<usize>,
+    /// The largest payload a peer may announce; a larger one is refused as
+    /// a corrupt ring.
+    pub max_message_bytes: u64,
+    /// How often idle progress checks that peers are alive.
+    pub probe_interval: Duration,
+    /// How the executor waits when nothing moves; `None` picks from the
+    /// number of ranks and cores (see [`ShmFabric::idle_policy`](crate::Endpoint::idle_policy)).
+    pub idle: Option<IdlePolicy>,
+}
+
+impl ShmOptions {
+    /// The smallest ring.
+    pub const RING_BYTES_MIN: usize = 4096;
+    /// The largest ring.
+    pub const RING_BYTES_MAX: usize = 1 << 30;
+}
+
+impl Default for ShmOptions {
+    /// `/dev/shm`, 1 MiB rings, cross-memory attach from 64 KiB, payloads
+    /// up to 16 GiB, peers probed every 2 ms, idle policy by core count.
+    fn default() -> Self {
+        ShmOptions {
+            job: JobOptions::default(),
+            dir: PathBuf::from("/dev/shm"),
+            ring_bytes: 1 << 20,
+            attach_min_bytes: Some(64 << 10),
+            max_message_bytes: 16 << 30,
+            probe_interval: Duration::from_millis(2),
+            idle: None,
+        }
+    }
+}
