@@ -101,6 +101,10 @@ enum Command {
         /// REALNET_TIMEOUT_MS, else 30 s).
         #[arg(long, value_name = "S", requires = "fabric", value_parser = sim::real::bench_cmd::parse_seconds)]
         timeout_s: Option<f64>,
+        /// With --fabric tcp: the address or interface name to listen on
+        /// and advertise (default: loopback).
+        #[arg(long, value_name = "IP|NAME", requires = "fabric")]
+        interface: Option<String>,
     },
     /// Benchmark a collective on a real fabric, nccl-tests style: the same
     /// columns as `sim run` (rank 0 prints them).
@@ -172,6 +176,7 @@ fn main() -> ExitCode {
             fabric: Some(kind),
             rendezvous,
             timeout_s,
+            interface,
             ..
         } => sim::real::run_cmd::run_real(
             &scenario,
@@ -180,6 +185,7 @@ fn main() -> ExitCode {
                 fabric: Some(kind),
                 rendezvous,
                 timeout_s,
+                interface,
             },
             csv.as_deref(),
             &command_line(),

@@ -39,6 +39,11 @@ pub struct JobArgs {
     /// (default: REALNET_TIMEOUT_MS, else 30 s).
     #[arg(long, value_name = "S", value_parser = parse_seconds)]
     pub timeout_s: Option<f64>,
+    /// With --fabric tcp: the address or interface name (eth0, ib0) to
+    /// listen on and advertise; needed when ranks span hosts (default:
+    /// loopback).
+    #[arg(long, value_name = "IP|NAME")]
+    pub interface: Option<String>,
 }
 
 impl JobArgs {
@@ -280,7 +285,15 @@ pub fn bench(args: &BenchArgs, command: &str) -> io::Result<ExitCode> {
     let job = SectionsJob {
         sections: vec![Section { header, options }],
     };
-    let outcome = run_job(kind, &env, world_size, command, &job, csv);
+    let outcome = run_job(
+        kind,
+        &env,
+        world_size,
+        args.job.interface.as_deref(),
+        command,
+        &job,
+        csv,
+    );
     Ok(ExitCode::from(outcome))
 }
 
@@ -352,11 +365,12 @@ pub fn run_job(
     kind: FabricKind,
     env: &RankEnv,
     world_size: usize,
+    interface: Option<&str>,
     command: &str,
     job: &SectionsJob,
     csv: Option<(PathBuf, BufWriter<File>)>,
 ) -> u8 {
-    let outputs = match with_fabric(kind, env, world_size, command, job) {
+    let outputs = match with_fabric(kind, env, world_size, interface, command, job) {
         Ok(outputs) => outputs,
         Err(e) => {
             eprintln!("error: rank {}: {}", env.rank, e.message);

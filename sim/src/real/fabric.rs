@@ -120,8 +120,7 @@ impl From<FabricError> for SetupError {
 
 // ======================================================================
 // INTEGRATION POINT: the one place where a fabric kind becomes a connected
-// endpoint. The shm and tcp arms are filled in when `realnet::shm` and
-// `realnet::tcp` are merged (see `connect_and_run`).
+// endpoint (a verbs arm goes in `connect_and_run` beside shm and tcp).
 // ======================================================================
 
 /// Connects this process's rank(s) of the job on `kind` and runs `job` on
@@ -129,10 +128,13 @@ impl From<FabricError> for SetupError {
 /// process (returning every rank's output, by rank); with a multi-process
 /// fabric, this process's rank of the job `env` describes, after checking
 /// through the rendezvous that every rank runs the same `command`.
+/// `interface` is where TCP listens (an address or interface name; `None`:
+/// loopback, for ranks on one host).
 pub fn with_fabric<J: RankJob>(
     kind: FabricKind,
     env: &RankEnv,
     threads: usize,
+    interface: Option<&str>,
     command: &str,
     job: &J,
 ) -> Result<Vec<J::Output>, SetupError> {
@@ -153,7 +155,7 @@ pub fn with_fabric<J: RankJob>(
                 message: e.to_string(),
             })?;
             agree(&bootstrap, command)?;
-            connect_and_run(kind, &bootstrap, env, job).map(|out| vec![out])
+            connect_and_run(kind, &bootstrap, env, interface, job).map(|out| vec![out])
         }
     }
 }
@@ -163,26 +165,29 @@ fn connect_and_run<J: RankJob>(
     kind: FabricKind,
     bootstrap: &TcpRendezvous,
     env: &RankEnv,
+    interface: Option<&str>,
     job: &J,
 ) -> Result<J::Output, SetupError> {
-    let _ = (bootstrap, job, &env.job);
     match kind {
-        // let fabric = realnet::shm::ShmFabric::connect(bootstrap, &realnet::shm::ShmOptions {
-        //     job: env.job.clone(), ..Default::default() })?;
-        // Ok(job.run(&fabric))
-        FabricKind::Shm => Err(not_built(kind)),
-        // let fabric = realnet::tcp::TcpFabric::connect(bootstrap, &realnet::tcp::TcpOptions {
-        //     job: env.job.clone(), ..Default::default() })?;
-        // Ok(job.run(&fabric))
-        FabricKind::Tcp => Err(not_built(kind)),
+        FabricKind::Shm => {
+            let options = realnet::shm::ShmOptions {
+                job: env.job.clone(),
+                ..Default::default()
+            };
+            let fabric = realnet::shm::ShmFabric::connect(bootstrap, &options)?;
+            Ok(job.run(&fabric))
+        }
+        FabricKind::Tcp => {
+            let options = realnet::tcp::TcpOptions {
+                job: env.job.clone(),
+                interface: interface.map(str::to_string),
+                ..Default::default()
+            };
+            let fabric = realnet::tcp::TcpFabric::connect(bootstrap, &options)?;
+            Ok(job.run(&fabric))
+        }
         FabricKind::Threads => unreachable!("threads never connect through a rendezvous"),
     }
-}
-
-fn not_built(kind: FabricKind) -> SetupError {
-    SetupError::input(format!(
-        "the {kind} fabric is not part of this build of sim yet; use --fabric threads"
-    ))
 }
 
 // ======================================================================
@@ -282,13 +287,13 @@ mod tests {
             job: JobOptions::default(),
             fabric: None,
         };
-        let out = with_fabric(FabricKind::Threads, &single, 3, "x", &Ranks).unwrap();
+        let out = with_fabric(FabricKind::Threads, &single, 3, None, "x", &Ranks).unwrap();
         assert_eq!(out, vec![(0, 3), (1, 3), (2, 3)]);
         let launched = RankEnv {
             world_size: 2,
             ..single
         };
-        let e = with_fabric(FabricKind::Threads, &launched, 3, "x", &Ranks).unwrap_err();
+        let e = with_fabric(FabricKind::Threads, &launched, 3, None, "x", &Ranks).unwrap_err();
         assert!(
             e.message.contains("use --fabric shm or tcp"),
             "{}",

@@ -191,6 +191,7 @@ fn supervise(ranks: &mut [Proc], grace: Duration) -> u8 {
     let mut first_failure: Option<(usize, Instant)> = None;
     loop {
         let mut running = 0;
+        let mut failed_now = Vec::new();
         for (r, rank) in ranks.iter_mut().enumerate() {
             if rank.status.is_some() {
                 continue;
@@ -199,15 +200,8 @@ fn supervise(ranks: &mut [Proc], grace: Duration) -> u8 {
                 Ok(Some(status)) => {
                     rank.status = Some(status);
                     rank.stdin = None;
-                    if !status.success() && first_failure.is_none() {
-                        eprintln!(
-                            "sim launch: rank {r} {}; the other ranks get {:.1} s to exit",
-                            describe(status),
-                            grace.as_secs_f64()
-                        );
-                        #[allow(clippy::disallowed_methods)] // wall-clock grace period
-                        let now = Instant::now();
-                        first_failure = Some((r, now));
+                    if !status.success() {
+                        failed_now.push(r);
                     }
                 }
                 Ok(None) => running += 1,
@@ -216,6 +210,24 @@ fn supervise(ranks: &mut [Proc], grace: Duration) -> u8 {
                     let _ = rank.child.kill();
                 }
             }
+        }
+        // Ranks that noticed a dead peer may be seen exiting in the same
+        // pass as the peer: the one killed by a signal is the cause.
+        let cause = failed_now
+            .iter()
+            .copied()
+            .find(|&r| ranks[r].status.and_then(|s| s.signal()).is_some())
+            .or(failed_now.first().copied());
+        if let (None, Some(r)) = (first_failure, cause) {
+            let status = ranks[r].status.expect("just recorded");
+            eprintln!(
+                "sim launch: rank {r} {}; the other ranks get {:.1} s to exit",
+                describe(status),
+                grace.as_secs_f64()
+            );
+            #[allow(clippy::disallowed_methods)] // wall-clock grace period
+            let now = Instant::now();
+            first_failure = Some((r, now));
         }
         if running == 0 {
             break;

@@ -115,14 +115,14 @@ pub fn run_real(
         })
         .collect();
     let code = if kind.in_process() {
-        // Each entry gets its own group of thread ranks (entries may
-        // differ in world size); the CSV and footer cover them all.
+        // Thread ranks, as many as each entry's world size.
         run_threads_by_entry(&scenario, sections, &env, command, csv)
     } else {
         run_job(
             kind,
             &env,
             env.world_size,
+            job_args.interface.as_deref(),
             command,
             &SectionsJob { sections },
             csv,
@@ -131,7 +131,8 @@ pub fn run_real(
     Ok(ExitCode::from(code))
 }
 
-/// Thread ranks, entry by entry, when entries differ in world size.
+/// Thread ranks: one group for all entries when they share a world size,
+/// else a group (and a footer) per entry.
 fn run_threads_by_entry(
     scenario: &Scenario,
     sections: Vec<Section>,
@@ -146,13 +147,14 @@ fn run_threads_by_entry(
             FabricKind::Threads,
             env,
             n,
+            None,
             command,
             &SectionsJob { sections },
             csv,
         );
     }
-    // Several world sizes: one table (and footer) per entry; the CSV
-    // would need them joined, so it is refused up front instead.
+    // Several world sizes: one table and footer per entry; one CSV would
+    // need their rows joined, so --csv is refused here, before any entry runs.
     if csv.is_some() {
         eprintln!(
             "error: --csv with --fabric threads needs every [[collective]] on the same world size"
@@ -164,7 +166,7 @@ fn run_threads_by_entry(
         let job = SectionsJob {
             sections: vec![section],
         };
-        let code = run_job(FabricKind::Threads, env, n, command, &job, None);
+        let code = run_job(FabricKind::Threads, env, n, None, command, &job, None);
         if first_failure == 0 {
             first_failure = code;
         }

@@ -195,3 +195,22 @@ pub fn free_port() -> u16 {
 pub fn write(path: &Path, text: &str) {
     std::fs::write(path, text).expect("scenario written");
 }
+
+/// Waits (up to 60 s) until `child`'s stdout shows the table header, the
+/// sign that every rank connected and the benchmark started; the rest of
+/// its stdout is drained in the background.
+pub fn wait_for_table(child: &mut Child) {
+    use std::io::BufRead;
+    let stdout = child.stdout.take().expect("stdout is piped");
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(stdout).lines() {
+            let Ok(line) = line else { break };
+            if line.starts_with("#       size") {
+                let _ = tx.send(());
+            }
+        }
+    });
+    rx.recv_timeout(Duration::from_secs(60))
+        .expect("the benchmark started within 60 s");
+}

@@ -1,13 +1,16 @@
-//! A rank killed in the middle of an allreduce on a multi-process fabric:
-//! the others report it by rank, exit non-zero and do not hang.
+//! Multi-process fabrics (tcp, shm) under the launchers: a benchmark that
+//! checks clean, ranks that disagree on the command, and a rank killed in
+//! the middle of an allreduce (the others report it by rank, exit non-zero
+//! and do not hang).
 //!
-//! These need the tcp and shm fabrics (`realnet::tcp`, `realnet::shm`)
-//! wired into `sim::real::fabric::with_fabric`; until then they are
-//! ignored. Run them with `cargo test -p sim -- --ignored killed`.
 
 use std::time::Duration;
 
-use super::real_support::{alive, free_port, kill9, rank_pid, spawn, text, wait_within};
+use super::real_support::sim_env;
+
+use super::real_support::{
+    alive, free_port, kill9, rank_pid, spawn, text, wait_for_table, wait_within,
+};
 
 /// The ranks, started by the test with the rank environment, run a long
 /// 64 MiB allreduce; rank 1 is killed mid-run; ranks 0 and 2 must exit
@@ -61,29 +64,25 @@ fn killed_rank_is_reported_by_the_others(fabric: &str) {
 }
 
 #[test]
-#[ignore = "needs realnet::tcp wired into sim::real::fabric::with_fabric"]
 fn killed_rank_on_tcp_is_reported_by_the_others() {
     killed_rank_is_reported_by_the_others("tcp");
 }
 
 #[test]
-#[ignore = "needs realnet::shm wired into sim::real::fabric::with_fabric"]
 fn killed_rank_on_shm_is_reported_by_the_others() {
     killed_rank_is_reported_by_the_others("shm");
 }
 
 /// The same through `sim launch`: the launcher names the killed rank and
 /// the survivors' reports reach its stderr, prefixed with their ranks.
-#[test]
-#[ignore = "needs realnet::tcp wired into sim::real::fabric::with_fabric"]
-fn killed_rank_under_launch_on_tcp() {
+fn killed_rank_under_launch(fabric: &str) {
     let launcher = spawn(
         &[
             "launch",
             "-n",
             "3",
             "--fabric",
-            "tcp",
+            fabric,
             "--grace-s",
             "15",
             "--",
@@ -99,8 +98,10 @@ fn killed_rank_under_launch_on_tcp() {
         ],
         &[],
     );
+    let mut launcher = launcher;
     let pids: Vec<u32> = (0..3).map(|r| rank_pid(launcher.id(), r)).collect();
-    std::thread::sleep(Duration::from_secs(3));
+    wait_for_table(&mut launcher);
+    std::thread::sleep(Duration::from_millis(500));
     kill9(pids[1]);
     let out = wait_within(launcher, Duration::from_secs(30), "sim launch");
     let stderr = text(&out.stderr);
@@ -126,5 +127,95 @@ fn killed_rank_under_launch_on_tcp() {
     }
     for pid in pids {
         assert!(!alive(pid), "rank process {pid} outlived the launcher");
+    }
+}
+
+#[test]
+fn killed_rank_under_launch_on_tcp() {
+    killed_rank_under_launch("tcp");
+}
+
+#[test]
+fn killed_rank_under_launch_on_shm() {
+    killed_rank_under_launch("shm");
+}
+
+#[test]
+fn launched_benchmarks_check_clean_on_tcp_and_shm() {
+    for fabric in ["tcp", "shm"] {
+        for n in ["2", "3"] {
+            let out = sim_env(
+                &[
+                    "launch",
+                    "-n",
+                    n,
+                    "--fabric",
+                    fabric,
+                    "--",
+                    "bench",
+                    "-b",
+                    "8",
+                    "-e",
+                    "64K",
+                    "-f",
+                    "32",
+                    "-n",
+                    "2",
+                    "-w",
+                    "1",
+                    "--timeout-s",
+                    "20",
+                ],
+                &[],
+            );
+            let stdout = text(&out.stdout);
+            assert!(
+                out.status.success(),
+                "{fabric} x{n}: {stdout}\n{}",
+                text(&out.stderr)
+            );
+            assert!(
+                stdout.starts_with(&format!("# sim bench on {fabric}: rank 0 of {n} (torchrun")),
+                "{stdout}"
+            );
+            assert_eq!(
+                stdout.lines().filter(|l| !l.starts_with('#')).count(),
+                3,
+                "{stdout}"
+            );
+            assert!(stdout.contains("# Out of bounds values : 0 OK"), "{stdout}");
+        }
+    }
+}
+
+#[test]
+fn ranks_started_with_different_commands_refuse_to_run() {
+    let port = free_port().to_string();
+    let ranks: Vec<_> = ["1K", "2K"]
+        .iter()
+        .enumerate()
+        .map(|(r, max)| {
+            let rank = r.to_string();
+            spawn(
+                &["bench", "--fabric", "tcp", "-b", "8", "-e", max],
+                &[
+                    ("RANK", rank.as_str()),
+                    ("WORLD_SIZE", "2"),
+                    ("MASTER_ADDR", "127.0.0.1"),
+                    ("MASTER_PORT", port.as_str()),
+                    ("REALNET_JOB_ID", "7"),
+                    ("REALNET_TOKEN", "same"),
+                ],
+            )
+        })
+        .collect();
+    for (r, child) in ranks.into_iter().enumerate() {
+        let out = wait_within(child, Duration::from_secs(30), &format!("rank {r}"));
+        let stderr = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{stderr}");
+        assert!(
+            stderr.contains("every rank must run the same command"),
+            "{stderr}"
+        );
     }
 }
