@@ -269,16 +269,17 @@ impl Hand {
                 Ok(src)
             });
         if let Err(why) = claimed {
-            let mut bytes = Vec::new();
-            self.control(u32::MAX, Body::Refuse(why.clone()))
-                .encode(&mut bytes);
-            // Best effort: the stranger may be gone already.
-            let _ = stream.write_all(&bytes);
-            let _ = stream.shutdown(std::net::Shutdown::Both);
+            // Recorded before the stranger hears of it, so that whoever
+            // learns of the refusal finds it in the list.
             refusals.record(format!(
                 "rank {} refused a connection from {from}: {why}",
                 self.rank
             ));
+            let mut bytes = Vec::new();
+            self.control(u32::MAX, Body::Refuse(why)).encode(&mut bytes);
+            // Best effort: the stranger may be gone already.
+            let _ = stream.write_all(&bytes);
+            let _ = stream.shutdown(std::net::Shutdown::Both);
         }
     }
 }

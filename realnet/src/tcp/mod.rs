@@ -35,7 +35,7 @@
 //! rank with an error naming it (no collective can complete without a
 //! rank) once the messages it sent before are consumed; a corrupted frame
 //! fails the rank at once. A peer that hangs is caught by the
-//! [`Mailbox`] timeout. See [`reader`] for the reader's side.
+//! [`Mailbox`] timeout. The reader threads live in `tcp/reader.rs`.
 
 mod address;
 mod handshake;
