@@ -252,9 +252,54 @@ fn main() -> ExitCode {
 }
 
 /// This process's arguments, for checking that every rank of a job runs
-/// the same command.
+/// the same collectives: options that may differ per rank (output files,
+/// the rendezvous, the interface, the timeout, the fabric, which the
+/// rendezvous checks itself) are left out.
 fn command_line() -> String {
-    std::env::args().skip(1).collect::<Vec<_>>().join(" ")
+    agreed_args(std::env::args().skip(1))
+}
+
+/// The arguments of `args` that every rank must share (see [`command_line`]).
+fn agreed_args(args: impl Iterator<Item = String>) -> String {
+    const PER_RANK: [&str; 8] = [
+        "--csv",
+        "--links-csv",
+        "--trace",
+        "--links-timeline",
+        "--rendezvous",
+        "--interface",
+        "--timeout-s",
+        "--fabric",
+    ];
+    let mut kept = Vec::new();
+    let mut skip_value = false;
+    for arg in args {
+        if std::mem::take(&mut skip_value) {
+            continue;
+        }
+        let name = arg.split('=').next().unwrap_or_default();
+        if PER_RANK.contains(&name) {
+            skip_value = !arg.contains('=');
+            continue;
+        }
+        kept.push(arg);
+    }
+    kept.join(" ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::agreed_args;
+
+    #[test]
+    fn per_rank_options_are_left_out_of_the_agreement() {
+        let args = |s: &str| s.split(' ').map(str::to_string).collect::<Vec<_>>().into_iter();
+        assert_eq!(
+            agreed_args(args("bench -b 8 --csv r1.csv --interface=eth0 --rendezvous 10.0.0.1:29500 -e 4M")),
+            "bench -b 8 -e 4M"
+        );
+        assert_ne!(agreed_args(args("bench -e 4M")), agreed_args(args("bench -e 8M")));
+    }
 }
 
 /// The files `sim run` writes besides stdout.
