@@ -20,6 +20,7 @@
 //!
 //! Transports:
 //! - [`local`]: [`LocalFabric`], ranks that are threads of one process.
+//! - `verbs` (feature `verbs`): `VerbsFabric`, RDMA verbs over InfiniBand or RoCE.
 
 pub mod bootstrap;
 pub mod call;
@@ -29,6 +30,8 @@ pub mod job;
 pub mod local;
 pub mod mailbox;
 pub mod selftest;
+#[cfg(feature = "verbs")]
+pub mod verbs;
 
 pub use bootstrap::{Bootstrap, BootstrapError, LocalBootstrap};
 pub use call::CallId;
