@@ -22,6 +22,7 @@ use crate::verbs::diagnose::{self, GidInfo};
 use crate::verbs::exchange::QpAddr;
 use crate::verbs::options::VerbsOptions;
 use crate::verbs::slots::{CONTROL_SLOTS, SlotLayout, WorkId, peer_index};
+use crate::verbs::wire::{Completion, Wire};
 
 /// Transport retries before a send fails with `IBV_WC_RETRY_EXC_ERR` (the most allowed).
 const RETRIES: u8 = 7;
@@ -69,6 +70,7 @@ pub struct Resources {
     gid_index: Option<u32>,
     layout: SlotLayout,
     rank: usize,
+    wc: Vec<ibv_wc>,
 }
 
 impl Resources {
@@ -178,6 +180,7 @@ impl Resources {
             gid_index,
             layout,
             rank,
+            wc: vec![ibv_wc::default(); 32],
         })
     }
 
@@ -244,17 +247,16 @@ impl Resources {
         }
         Ok(())
     }
+}
 
-    /// The bytes of the registered region (slots laid out as `SlotLayout` says).
-    pub fn memory(&mut self) -> &mut [u8] {
+impl Wire for Resources {
+    fn memory(&mut self) -> &mut [u8] {
         &mut self.mr
     }
 
-    /// Posts receive slot `slot` of the connection to `peer`.
-    ///
-    /// The slot's bytes must not be read until its completion is polled;
-    /// the caller (the fabric) reads a slot only on its receive completion.
-    pub fn post_recv(&mut self, peer: usize, slot: u32) -> Result<(), String> {
+    /// The slot's bytes are not read until its completion is polled: the
+    /// fabric reads a receive slot only on its receive completion.
+    fn post_recv(&mut self, peer: usize, slot: u32) -> Result<(), String> {
         let range = self.layout.recv_range(peer_index(self.rank, peer), slot);
         let id = WorkId::Recv { peer, slot }.encode();
         let qp = self.qps[peer].as_mut().ok_or("no queue pair")?;
@@ -265,16 +267,9 @@ impl Resources {
             .map_err(|e| format!("posting a receive for rank {peer}: {e}"))
     }
 
-    /// Posts a send of `range` of the region (a send slot) to `peer`, with work-request id `id`.
-    ///
-    /// The slot must not be written again until its completion is polled;
-    /// [`crate::verbs::channel::Channel`] hands a slot out again only then.
-    pub fn post_send(
-        &mut self,
-        peer: usize,
-        range: Range<usize>,
-        id: WorkId,
-    ) -> Result<(), String> {
+    /// The slot is not written again until its completion is polled:
+    /// [`Channel`](crate::verbs::channel::Channel) hands a slot out again only then.
+    fn post_send(&mut self, peer: usize, range: Range<usize>, id: WorkId) -> Result<(), String> {
         let qp = self.qps[peer].as_mut().ok_or("no queue pair")?;
         // SAFETY: the range lies in `mr`, which outlives the queue pair;
         // the channel does not reuse the slot before its completion.
@@ -282,14 +277,23 @@ impl Resources {
             .map_err(|e| format!("posting a send to rank {peer}: {e}"))
     }
 
-    /// Polls the completion queue into `out`; returns how many completed.
-    pub fn poll(&self, out: &mut [ibv_wc]) -> Result<usize, String> {
+    fn poll(&mut self, out: &mut Vec<Completion>) -> Result<(), String> {
         let cq = self.device.cq.expect("made in open");
         // SAFETY: `cq` lives as long as `self.device`.
         let cq = unsafe { &*cq };
-        cq.poll(out)
-            .map(|done| done.len())
-            .map_err(|e| format!("polling the completion queue of {}: {e}", self.name))
+        let done = cq
+            .poll(&mut self.wc)
+            .map_err(|e| format!("polling the completion queue of {}: {e}", self.name))?;
+        out.extend(done.iter().map(|wc| {
+            let (status, vendor_err) = wc.error().unwrap_or((0, 0));
+            Completion {
+                wr_id: wc.wr_id(),
+                status,
+                vendor_err,
+                len: wc.len(),
+            }
+        }));
+        Ok(())
     }
 }
 

@@ -1,10 +1,12 @@
 //! [`VerbsFabric`]: the rank's [`Fabric`] and [`Endpoint`] over RDMA verbs.
+//!
+//! The logic lives in [`Core`], generic over the [`Wire`] it posts to, so
+//! that the unit tests run it on an in-memory device (`fake`).
 
 use std::cell::{Cell, RefCell};
 use std::time::{Duration, Instant};
 
 use algorithms::{Fabric, FabricError, Payload, Rank, Shape, Tag, Time, Work};
-use ibverbs::ibv_wc;
 
 use crate::bootstrap::Bootstrap;
 use crate::call::CallId;
@@ -17,29 +19,32 @@ use crate::verbs::diagnose;
 use crate::verbs::exchange;
 use crate::verbs::options::VerbsOptions;
 use crate::verbs::slots::{SlotLayout, WorkId, peer_index};
-
-/// Completions taken from the queue per poll.
-const POLL_BATCH: usize = 32;
+use crate::verbs::wire::{Completion, Wire};
 
 /// The mutable state behind `&self`: channels, then the device objects.
-struct Inner {
+struct Inner<W> {
     channels: Vec<Option<Channel>>,
     /// Peers whose connection ended with an error (already reported).
     failed: Vec<bool>,
     layout: SlotLayout,
-    wc: Vec<ibv_wc>,
-    res: Resources,
+    done: Vec<Completion>,
+    wire: W,
 }
 
 /// One rank's fabric over reliable-connected queue pairs.
 pub struct VerbsFabric {
+    core: Core<Resources>,
+}
+
+/// The fabric's logic over any [`Wire`].
+pub(crate) struct Core<W> {
     rank: Rank,
     world_size: usize,
     mailbox: Mailbox,
     call: Cell<CallId>,
     start: Instant,
     timeout: Duration,
-    inner: RefCell<Inner>,
+    inner: RefCell<Inner<W>>,
 }
 
 impl VerbsFabric {
@@ -83,35 +88,48 @@ impl VerbsFabric {
             return Err(err(format!("rank {r} could not connect: {why}")));
         }
         let res = opened.map_err(err)?;
-        let layout = options.layout(n).map_err(err)?;
-        let channels = (0..n)
+        let core = Core::new(rank, n, options, res).map_err(err)?;
+        Ok(VerbsFabric { core })
+    }
+
+    /// The RDMA device in use.
+    pub fn device_name(&self) -> String {
+        self.core.inner.borrow().wire.name().to_string()
+    }
+
+    /// The GID index in use (`None`: InfiniBand LID routing).
+    pub fn gid_index(&self) -> Option<u32> {
+        self.core.inner.borrow().wire.gid_index()
+    }
+}
+
+impl<W: Wire> Core<W> {
+    /// Rank `rank` of `world_size` on `wire`, whose receive slots are posted.
+    pub(crate) fn new(
+        rank: Rank,
+        world_size: usize,
+        options: &VerbsOptions,
+        wire: W,
+    ) -> Result<Core<W>, String> {
+        let layout = options.layout(world_size)?;
+        let channels = (0..world_size)
             .map(|p| (p != rank).then(|| Channel::new(layout, options.message_bytes_max)))
             .collect();
-        Ok(VerbsFabric {
+        Ok(Core {
             rank,
-            world_size: n,
-            mailbox: Mailbox::new(rank, n, options.job.timeout),
+            world_size,
+            mailbox: Mailbox::new(rank, world_size, options.job.timeout),
             call: Cell::new(CallId::NONE),
             start: Instant::now(),
             timeout: options.job.timeout,
             inner: RefCell::new(Inner {
                 channels,
-                failed: vec![false; n],
+                failed: vec![false; world_size],
                 layout,
-                wc: vec![ibv_wc::default(); POLL_BATCH],
-                res,
+                done: Vec::new(),
+                wire,
             }),
         })
-    }
-
-    /// The RDMA device in use.
-    pub fn device_name(&self) -> String {
-        self.inner.borrow().res.name().to_string()
-    }
-
-    /// The GID index in use (`None`: InfiniBand LID routing).
-    pub fn gid_index(&self) -> Option<u32> {
-        self.inner.borrow().res.gid_index()
     }
 
     fn transport(&self, reason: String) -> FabricError {
@@ -122,7 +140,7 @@ impl VerbsFabric {
     }
 
     /// Ends the connection to `peer` with `err` (the first error wins).
-    fn fail(&self, inner: &mut Inner, peer: Rank, err: FabricError) {
+    fn fail(&self, inner: &mut Inner<W>, peer: Rank, err: FabricError) {
         if !inner.failed[peer] {
             inner.failed[peer] = true;
             self.mailbox.fail_peer(peer, err);
@@ -131,17 +149,16 @@ impl VerbsFabric {
 
     /// Takes completions off the queue: frees send slots, turns received
     /// frames into messages and re-posts their slots, reports failures.
-    fn poll_completions(&self, inner: &mut Inner) -> bool {
-        let n = match inner.res.poll(&mut inner.wc) {
-            Ok(n) => n,
-            Err(e) => {
-                self.mailbox.fail_all(self.transport(e));
-                return false;
-            }
-        };
-        for i in 0..n {
-            let wc = inner.wc[i];
-            let Some(id) = WorkId::decode(wc.wr_id()) else {
+    fn poll_completions(&self, inner: &mut Inner<W>) -> bool {
+        let mut done = std::mem::take(&mut inner.done);
+        done.clear();
+        if let Err(e) = inner.wire.poll(&mut done) {
+            self.mailbox.fail_all(self.transport(e));
+            return false;
+        }
+        let moved = !done.is_empty();
+        for wc in done.drain(..) {
+            let Some(id) = WorkId::decode(wc.wr_id) else {
                 continue;
             };
             let peer = id.peer();
@@ -151,7 +168,7 @@ impl VerbsFabric {
             if let WorkId::Send { slot, .. } = id {
                 ch.send_completed(slot);
             }
-            if let Some((status, vendor)) = wc.error() {
+            if wc.status != 0 {
                 // After its Bye a peer may close its queue pair while our
                 // last credit frames are on their way: not a failure.
                 if !ch.bye_received() {
@@ -159,25 +176,27 @@ impl VerbsFabric {
                         WorkId::Recv { .. } => "receive from",
                         WorkId::Send { .. } => "send to",
                     };
-                    let e = diagnose::completion_error(self.rank, peer, what, status, vendor);
+                    let e =
+                        diagnose::completion_error(self.rank, peer, what, wc.status, wc.vendor_err);
                     self.fail(inner, peer, e);
                 }
                 continue;
             }
             if let WorkId::Recv { slot, .. } = id {
-                self.take_frame(inner, peer, slot, wc.len());
+                self.take_frame(inner, peer, slot, wc.len);
             }
         }
-        n > 0
+        inner.done = done;
+        moved
     }
 
     /// Handles the frame that arrived in receive slot `slot` from `peer`.
-    fn take_frame(&self, inner: &mut Inner, peer: Rank, slot: u32, len: usize) {
+    fn take_frame(&self, inner: &mut Inner<W>, peer: Rank, slot: u32, len: usize) {
         let range = inner.layout.recv_range(peer_index(self.rank, peer), slot);
         let end = range.start + len.min(range.len());
         let ch = inner.channels[peer].as_mut().expect("a channel per peer");
-        let arrival = ch.receive(&inner.res.memory()[range.start..end]);
-        if let Err(e) = inner.res.post_recv(peer, slot) {
+        let arrival = ch.receive(&inner.wire.memory()[range.start..end]);
+        if let Err(e) = inner.wire.post_recv(peer, slot) {
             let e = self.transport(e);
             self.fail(inner, peer, e);
             return;
@@ -203,7 +222,7 @@ impl VerbsFabric {
     }
 
     /// Posts every frame the channels can send now.
-    fn pump(&self, inner: &mut Inner) -> bool {
+    fn pump(&self, inner: &mut Inner<W>) -> bool {
         let mut moved = false;
         for peer in 0..self.world_size {
             if inner.failed[peer] {
@@ -213,11 +232,11 @@ impl VerbsFabric {
                 continue;
             };
             let area = inner.layout.send_area(peer_index(self.rank, peer));
-            while let Some((slot, len)) = ch.poll_send(&mut inner.res.memory()[area.clone()]) {
+            while let Some((slot, len)) = ch.poll_send(&mut inner.wire.memory()[area.clone()]) {
                 let start = area.start + inner.layout.send_slot(slot).0;
                 if let Err(e) =
                     inner
-                        .res
+                        .wire
                         .post_send(peer, start..start + len, WorkId::Send { peer, slot })
                 {
                     ch.send_completed(slot);
@@ -240,7 +259,7 @@ impl VerbsFabric {
     }
 }
 
-impl Fabric for VerbsFabric {
+impl<W: Wire> Fabric for Core<W> {
     fn rank(&self) -> Rank {
         self.rank
     }
@@ -293,7 +312,7 @@ impl Fabric for VerbsFabric {
     }
 }
 
-impl Endpoint for VerbsFabric {
+impl<W: Wire> Endpoint for Core<W> {
     fn mailbox(&self) -> &Mailbox {
         &self.mailbox
     }
@@ -353,5 +372,53 @@ impl Endpoint for VerbsFabric {
                 .expect("failed peers are recorded")),
             None => Ok(()),
         }
+    }
+}
+
+impl Fabric for VerbsFabric {
+    fn rank(&self) -> Rank {
+        self.core.rank
+    }
+
+    fn world_size(&self) -> usize {
+        self.core.world_size
+    }
+
+    fn now(&self) -> Time {
+        self.core.now()
+    }
+
+    async fn send(&self, to: Rank, tag: Tag, payload: Payload) -> Result<(), FabricError> {
+        self.core.send(to, tag, payload).await
+    }
+
+    async fn recv(&self, from: Rank, tag: Tag, expect: Shape) -> Result<Payload, FabricError> {
+        self.core.recv(from, tag, expect).await
+    }
+
+    async fn compute(&self, work: Work) -> Result<(), FabricError> {
+        self.core.compute(work).await
+    }
+}
+
+impl Endpoint for VerbsFabric {
+    fn mailbox(&self) -> &Mailbox {
+        self.core.mailbox()
+    }
+
+    fn progress(&self) -> bool {
+        self.core.progress()
+    }
+
+    fn idle_policy(&self) -> IdlePolicy {
+        self.core.idle_policy()
+    }
+
+    fn begin_call(&self, call: CallId) -> Result<(), FabricError> {
+        self.core.begin_call(call)
+    }
+
+    fn finish(&self) -> Result<(), FabricError> {
+        self.core.finish()
     }
 }

@@ -49,7 +49,9 @@
 //! - [`channel`]: one connection's protocol, without verbs (tested in memory).
 //! - [`exchange`]: the connect-time addresses.
 //! - [`diagnose`]: device and GID choice, retry timing, completion errors.
+//! - [`wire`]: the verbs the fabric uses, as a trait.
 //! - `device`: the verbs objects (the only unsafe code of this module).
+//! - `fake` (tests): an in-memory device, so the fabric's logic is tested without RDMA.
 //! - `fabric`: [`VerbsFabric`].
 //!
 //! See `realnet/VERBS.md` for building and running on real hardware.
@@ -59,9 +61,12 @@ mod device;
 pub mod diagnose;
 pub mod exchange;
 mod fabric;
+#[cfg(test)]
+mod fake;
 pub mod frame;
 pub mod options;
 pub mod slots;
+pub mod wire;
 
 pub use device::device_names;
 pub use fabric::VerbsFabric;
