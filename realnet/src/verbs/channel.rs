@@ -425,8 +425,8 @@ mod tests {
     #[test]
     fn a_one_way_stream_gets_its_credits_back_by_credit_frames() {
         let l = layout(HEADER_BYTES + 4, 8);
-        let big = Payload::from_vec(vec![1u32 as i32; 1000]); // 1000 frames
-        let (a, b) = run(l, &[big.clone()], &[], &[0, 2, 2, 0, 3]);
+        let big = Payload::from_vec(vec![1i32; 1000]); // 1000 frames
+        let (a, b) = run(l, std::slice::from_ref(&big), &[], &[0, 2, 2, 0, 3]);
         assert_eq!(messages(&b.got), vec![big]);
         assert!(a.ch.finished() && b.ch.finished());
         let (lent, owed) = (a.ch.credits().available(), b.ch.credits().owed());
