@@ -25,6 +25,7 @@
 //! - [`local`]: [`LocalFabric`], ranks that are threads of one process.
 //! - [`tcp`]: [`TcpFabric`](tcp::TcpFabric), one connection per pair of ranks, carrying [`frame`]s (the wire format).
 //! - [`shm`]: [`ShmFabric`](shm::ShmFabric), processes of one host sharing a memory segment.
+//! - `verbs` (feature `verbs`): `VerbsFabric`, RDMA verbs over InfiniBand or RoCE.
 
 pub mod bench;
 pub mod bootstrap;
@@ -40,6 +41,8 @@ pub mod rendezvous;
 pub mod selftest;
 pub mod shm;
 pub mod tcp;
+#[cfg(feature = "verbs")]
+pub mod verbs;
 
 pub use bootstrap::{Bootstrap, BootstrapError, LocalBootstrap};
 pub use call::CallId;
