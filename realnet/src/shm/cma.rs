@@ -73,6 +73,12 @@ const HUGE_ADVICE_MIN_BYTES: usize = 4 << 20;
 /// is first written, so that filling it takes one page fault per 2 MiB
 /// instead of one per 4 KiB (the faults, not the copy, bound a large
 /// receive into new memory). Advisory: errors are ignored.
+///
+/// Measured here (`transparent_hugepage` = madvise, CPU time of one
+/// thread, loaded machine): a 64 MiB cross-memory copy into a fresh
+/// buffer took 45-52 ms without the advice and 21 ms with it once huge
+/// pages were available; the very first advised buffer of a process may
+/// pay for compaction (90-170 ms).
 pub(crate) fn advise_huge_pages(buf: &mut [u8]) {
     const HUGE: usize = 2 << 20;
     if buf.len() < HUGE_ADVICE_MIN_BYTES {

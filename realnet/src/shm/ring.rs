@@ -401,6 +401,6 @@ mod loom_tests {
 
     #[test]
     fn a_full_ring_is_refilled_as_the_consumer_frees_it() {
-        stream(2, 5, 1);
+        stream(2, 3, 1);
     }
 }
