@@ -26,6 +26,9 @@ pub enum FabricKind {
     Shm,
     /// TCP between processes on one host or several.
     Tcp,
+    /// RDMA verbs (InfiniBand, RoCE); needs a `sim` built with
+    /// `--features verbs` and an RDMA device (see realnet/VERBS.md).
+    Verbs,
 }
 
 impl FabricKind {
@@ -35,6 +38,7 @@ impl FabricKind {
             FabricKind::Threads => "threads",
             FabricKind::Shm => "shm",
             FabricKind::Tcp => "tcp",
+            FabricKind::Verbs => "verbs",
         }
     }
 
@@ -44,8 +48,9 @@ impl FabricKind {
             "threads" => Ok(FabricKind::Threads),
             "shm" => Ok(FabricKind::Shm),
             "tcp" => Ok(FabricKind::Tcp),
+            "verbs" => Ok(FabricKind::Verbs),
             _ => Err(format!(
-                "unknown fabric `{text}`; expected threads, shm or tcp"
+                "unknown fabric `{text}`; expected threads, shm, tcp or verbs"
             )),
         }
     }
@@ -63,6 +68,8 @@ impl FabricKind {
         let (latency_ps, bandwidth_bytes_per_s) = match self {
             FabricKind::Threads | FabricKind::Shm => (2_000_000, 10e9),
             FabricKind::Tcp => (30_000_000, 1.25e9),
+            // HDR InfiniBand: 200 Gb/s, a few microseconds end to end.
+            FabricKind::Verbs => (3_000_000, 25e9),
         };
         algorithms::CostModel {
             latency_ps,
@@ -149,7 +156,14 @@ pub fn with_fabric<J: RankJob>(
             }
             Ok(run_threads(threads, env, job))
         }
-        FabricKind::Shm | FabricKind::Tcp => {
+        FabricKind::Shm | FabricKind::Tcp | FabricKind::Verbs => {
+            if kind == FabricKind::Verbs && !cfg!(feature = "verbs") {
+                return Err(SetupError::input(
+                    "this sim was built without RDMA verbs; rebuild it with \
+                     `cargo build --release -p sim --features verbs` (see realnet/VERBS.md)"
+                        .to_string(),
+                ));
+            }
             let bootstrap = TcpRendezvous::connect(env, &env.job).map_err(|e| SetupError {
                 code: EXIT_RANK_ERROR,
                 message: e.to_string(),
@@ -186,6 +200,15 @@ fn connect_and_run<J: RankJob>(
             let fabric = realnet::tcp::TcpFabric::connect(bootstrap, &options)?;
             Ok(job.run(&fabric))
         }
+        #[cfg(feature = "verbs")]
+        FabricKind::Verbs => {
+            let options = realnet::verbs::VerbsOptions::from_env(env.job.clone())
+                .map_err(SetupError::input)?;
+            let fabric = realnet::verbs::VerbsFabric::connect(bootstrap, &options)?;
+            Ok(job.run(&fabric))
+        }
+        #[cfg(not(feature = "verbs"))]
+        FabricKind::Verbs => unreachable!("refused in with_fabric without the verbs feature"),
         FabricKind::Threads => unreachable!("threads never connect through a rendezvous"),
     }
 }
@@ -303,7 +326,7 @@ mod tests {
         assert!(
             FabricKind::parse("ib")
                 .unwrap_err()
-                .contains("threads, shm or tcp")
+                .contains("threads, shm, tcp or verbs")
         );
     }
 }
