@@ -13,6 +13,9 @@
 
 use std::io;
 
+use algorithms::payload::IntoBuffer;
+use algorithms::{DType, Payload, Shape};
+
 /// Lets any process of this user read this process's memory with
 /// `process_vm_readv` under Yama's `ptrace_scope = 1` (no effect, and no
 /// error, where Yama is absent).
@@ -66,6 +69,40 @@ pub(crate) fn read(pid: u32, addr: u64, dst: &mut [u8]) -> io::Result<()> {
     Ok(())
 }
 
+/// Copies a payload of `shape` at address `addr` of process `pid` into a
+/// new buffer that is never zeroed first (zeroing would be a whole extra
+/// pass over the memory, 10% of a large shared-memory allreduce's time).
+pub(crate) fn read_new(pid: u32, addr: u64, shape: Shape) -> io::Result<Payload> {
+    Ok(match shape.dtype {
+        DType::F32 => Payload::from_vec(read_vec::<f32>(pid, addr, shape.count)?),
+        DType::F64 => Payload::from_vec(read_vec::<f64>(pid, addr, shape.count)?),
+        DType::I32 => Payload::from_vec(read_vec::<i32>(pid, addr, shape.count)?),
+        DType::I64 => Payload::from_vec(read_vec::<i64>(pid, addr, shape.count)?),
+        DType::U8 => Payload::from_vec(read_vec::<u8>(pid, addr, shape.count)?),
+    })
+}
+
+/// Reads `count` elements of `T` from `addr` in process `pid` into a new vector.
+fn read_vec<T: IntoBuffer>(pid: u32, addr: u64, count: usize) -> io::Result<Vec<T>> {
+    let mut v: Vec<T> = Vec::with_capacity(count);
+    let bytes = count * std::mem::size_of::<T>();
+    {
+        let spare = v.spare_capacity_mut();
+        // SAFETY: `spare` is the vector's allocation of at least `count`
+        // elements, `bytes` long in all, which we borrow mutably; viewing
+        // uninitialised memory as bytes only to let the kernel write into
+        // it (never reading it) is sound for MaybeUninit storage.
+        let raw = unsafe { std::slice::from_raw_parts_mut(spare.as_mut_ptr().cast::<u8>(), bytes) };
+        advise_huge_pages(raw);
+        read(pid, addr, raw)?;
+    }
+    // SAFETY: `read` returned only after the kernel wrote all `bytes` bytes
+    // of the first `count` elements, and every bit pattern is a valid value
+    // of the element types (f32, f64, i32, i64, u8).
+    unsafe { v.set_len(count) };
+    Ok(v)
+}
+
 /// Bytes from which a fresh receive buffer is worth advising.
 const HUGE_ADVICE_MIN_BYTES: usize = 4 << 20;
 
@@ -80,17 +117,22 @@ const HUGE_ADVICE_MIN_BYTES: usize = 4 << 20;
 /// pages were available; the very first advised buffer of a process may
 /// pay for compaction (90-170 ms).
 pub(crate) fn advise_huge_pages(buf: &mut [u8]) {
+    advise_huge_range(buf.as_mut_ptr() as usize, buf.len());
+}
+
+/// [`advise_huge_pages`] for the `len` bytes at `start`, memory the caller
+/// owns (initialised or not: the advice never reads it).
+fn advise_huge_range(start: usize, len: usize) {
     const HUGE: usize = 2 << 20;
-    if buf.len() < HUGE_ADVICE_MIN_BYTES {
+    if len < HUGE_ADVICE_MIN_BYTES {
         return;
     }
-    let start = buf.as_mut_ptr() as usize;
     let first = start.next_multiple_of(HUGE);
-    let end = (start + buf.len()) / HUGE * HUGE;
+    let end = (start + len) / HUGE * HUGE;
     if end <= first {
         return;
     }
-    // SAFETY: [first, end) lies inside `buf`, which we borrow mutably;
+    // SAFETY: [first, end) lies inside the caller's buffer;
     // MADV_HUGEPAGE changes how the range is backed, never its contents.
     let _ = unsafe { libc::madvise(first as *mut libc::c_void, end - first, libc::MADV_HUGEPAGE) };
 }

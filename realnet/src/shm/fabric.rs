@@ -84,6 +84,9 @@ pub struct ShmFabric {
     inc: RefCell<Vec<Incoming>>,
     pub(crate) health: RefCell<Health>,
     pub(crate) finished: Cell<bool>,
+    /// How the executor waits, decided once at connect (finding the
+    /// number of cores reads files, far too slow to do per call).
+    idle: IdlePolicy,
     /// The word peers read at connect time to test cross-memory attach.
     _probe: Box<u64>,
 }
@@ -120,6 +123,7 @@ impl ShmFabric {
             ),
             health: RefCell::new(Health::new(world)),
             finished: Cell::new(false),
+            idle: options.idle.unwrap_or_else(|| default_idle(world)),
             _probe: probe,
         }
     }
@@ -312,15 +316,13 @@ impl ShmFabric {
 
     /// Copies an attached payload out of `src`'s memory.
     fn attach(&self, src: Rank, h: &MessageHeader) -> Result<Payload, FabricError> {
-        let mut payload = fresh(h.shape);
-        let bytes = payload.as_bytes_mut().expect("attached payloads hold data");
-        cma::advise_huge_pages(bytes);
-        cma::read(self.pids[src], h.addr, bytes).map_err(|e| {
+        let bytes = h.shape.bytes();
+        let payload = cma::read_new(self.pids[src], h.addr, h.shape).map_err(|e| {
             // The sender exited: say why, if it or another peer told.
             self.check_peers().err().unwrap_or_else(|| {
                 self.error(format!(
                     "cannot copy {} bytes from rank {src} (pid {}): {e}; rank {src} died or its memory is gone",
-                    bytes.len(),
+                    bytes,
                     self.pids[src]
                 ))
             })
@@ -354,6 +356,18 @@ impl ShmFabric {
     /// error naming it instead of waiting for their timeout.
     pub fn fail(&self, reason: &str) {
         self.fail_with(self.error(reason.to_string()));
+    }
+}
+
+/// The idle policy for `world` ranks on this host (see
+/// [`ShmFabric::idle_policy`](crate::Endpoint::idle_policy)).
+fn default_idle(world: usize) -> IdlePolicy {
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let spin = if world <= cores { 20_000 } else { 0 };
+    IdlePolicy {
+        spin,
+        yields: 200_000,
+        park: Duration::from_micros(50),
     }
 }
 
@@ -437,16 +451,7 @@ impl Endpoint for ShmFabric {
     /// cores, yield at once so that a spinning rank never holds the core
     /// its peer needs. Park 50 us at a time after a long idle stretch.
     fn idle_policy(&self) -> IdlePolicy {
-        if let Some(p) = self.options.idle {
-            return p;
-        }
-        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-        let spin = if self.world <= cores { 20_000 } else { 0 };
-        IdlePolicy {
-            spin,
-            yields: 200_000,
-            park: Duration::from_micros(50),
-        }
+        self.idle
     }
 
     fn begin_call(&self, call: CallId) -> Result<(), FabricError> {
