@@ -14,6 +14,7 @@ mod loss_scenarios;
 mod network_models;
 mod presets;
 mod real_bench;
+mod real_catalogue;
 mod real_launch;
 mod real_processes;
 mod real_run;
