@@ -192,11 +192,14 @@ fn connect_and_run<J: RankJob>(
             Ok(job.run(&fabric))
         }
         FabricKind::Tcp => {
-            let options = realnet::tcp::TcpOptions {
+            let mut options = realnet::tcp::TcpOptions {
                 job: env.job.clone(),
                 interface: interface.map(str::to_string),
                 ..Default::default()
             };
+            if let Ok(text) = std::env::var("REALNET_PORTS") {
+                options.ports = parse_ports(&text).map_err(SetupError::input)?;
+            }
             let fabric = realnet::tcp::TcpFabric::connect(bootstrap, &options)?;
             Ok(job.run(&fabric))
         }
@@ -228,6 +231,30 @@ fn run_threads<J: RankJob>(n: usize, env: &RankEnv, job: &J) -> Vec<J::Output> {
             .map(|h| h.join().expect("a rank thread does not panic"))
             .collect()
     })
+}
+
+/// Parses `REALNET_PORTS`, the ports TCP ranks may listen on: `FIRST-LAST`
+/// or one port (the first free one in the range is taken; a firewall that
+/// opens only a range needs it).
+fn parse_ports(text: &str) -> Result<std::ops::RangeInclusive<u16>, String> {
+    let bad = || format!("REALNET_PORTS=`{text}`: expected FIRST-LAST or PORT, ports 1 to 65535");
+    let port = |t: &str| {
+        t.trim()
+            .parse::<u16>()
+            .ok()
+            .filter(|p| *p > 0)
+            .ok_or_else(bad)
+    };
+    let (first, last) = match text.split_once('-') {
+        Some((a, b)) => (port(a)?, port(b)?),
+        None => (port(text)?, port(text)?),
+    };
+    if first > last {
+        return Err(format!(
+            "REALNET_PORTS=`{text}`: the first port is above the last"
+        ));
+    }
+    Ok(first..=last)
 }
 
 /// Checks through the rendezvous that every rank runs the same command.
@@ -289,6 +316,16 @@ mod tests {
                 .message
                 .contains("rank 0 runs `bench`")
         );
+    }
+
+    #[test]
+    fn port_ranges_parse_or_say_why_not() {
+        assert_eq!(parse_ports("47000-47010"), Ok(47000..=47010));
+        assert_eq!(parse_ports("5000"), Ok(5000..=5000));
+        for bad in ["", "0", "70000", "10-x", "9-8"] {
+            let e = parse_ports(bad).unwrap_err();
+            assert!(e.starts_with("REALNET_PORTS="), "{e}");
+        }
     }
 
     struct Ranks;
