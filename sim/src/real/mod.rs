@@ -8,6 +8,7 @@
 //!   real fabric.
 //! - [`launch_cmd`]: `sim launch`, local processes with the rank environment.
 //! - [`table`]: the simulator's table and CSV for real rows.
+//! - [`memory`]: refuses sizes whose buffers this process cannot hold.
 //!
 //! Exit statuses are the simulator's (see `sim`'s main): 2 invalid input,
 //! 4 wrong results, 5 a rank failed, 6 a transport timed out; `sim launch`
@@ -16,6 +17,7 @@
 pub mod bench_cmd;
 pub mod fabric;
 pub mod launch_cmd;
+pub mod memory;
 pub mod run_cmd;
 pub mod table;
 
