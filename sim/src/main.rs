@@ -168,6 +168,9 @@ enum Command {
 }
 
 fn main() -> ExitCode {
+    // Under `sim launch`, whatever the subcommand, no rank outlives the
+    // launcher.
+    sim::real::watch_launcher();
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Run {

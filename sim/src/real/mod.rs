@@ -39,11 +39,18 @@ pub const EXIT_TIMEOUT: u8 = 6;
 pub const LAUNCH_WATCH_VAR: &str = "SIM_LAUNCH_WATCH";
 
 /// Under `sim launch`, exits this rank when the launcher goes away (even
-/// if it was killed with SIGKILL), so that no rank outlives it.
+/// if it was killed with SIGKILL), so that no rank outlives it. `sim`'s
+/// main calls it for every subcommand; later calls do nothing.
 pub fn watch_launcher() {
+    static WATCHING: std::sync::Once = std::sync::Once::new();
     if std::env::var_os(LAUNCH_WATCH_VAR).is_none() {
         return;
     }
+    WATCHING.call_once(start_watching);
+}
+
+/// Starts the thread that waits for the launcher's end of stdin to close.
+fn start_watching() {
     std::thread::spawn(|| {
         use std::io::{Read, Write};
         let mut sink = [0u8; 64];

@@ -144,3 +144,40 @@ fn ranks_stop_when_the_launcher_dies() {
         std::thread::sleep(Duration::from_millis(20));
     }
 }
+
+#[test]
+fn ranks_of_any_subcommand_stop_when_the_launcher_dies() {
+    // bench-engine never reads the rank environment; it must still not
+    // outlive a launcher killed with SIGKILL.
+    let mut launcher = spawn(
+        &[
+            "launch",
+            "-n",
+            "2",
+            "--",
+            "bench-engine",
+            "--ranks",
+            "512",
+            "--repeat",
+            "1000",
+        ],
+        &[],
+    );
+    let launcher_pid = launcher.id();
+    let ranks: Vec<u32> = (0..2).map(|r| rank_pid(launcher_pid, r)).collect();
+    std::thread::sleep(Duration::from_millis(300));
+    kill9(launcher_pid);
+    launcher.wait().expect("the launcher is reaped");
+    let start = now();
+    while ranks.iter().any(|&r| alive(r)) {
+        if start.elapsed() > Duration::from_secs(10) {
+            for &r in &ranks {
+                if alive(r) {
+                    kill9(r);
+                }
+            }
+            panic!("ranks {ranks:?} outlived their launcher by 10 s");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
