@@ -181,3 +181,20 @@ fn ranks_of_any_subcommand_stop_when_the_launcher_dies() {
         std::thread::sleep(Duration::from_millis(20));
     }
 }
+
+#[test]
+fn a_launched_run_without_fabric_is_refused_instead_of_simulated() {
+    // `sim run` without --fabric runs the simulator: launched, it would
+    // print simulated times as if measured on the launcher's fabric.
+    for launch_fabric in [&["--fabric", "shm"][..], &[][..]] {
+        let mut args = vec!["launch", "-n", "2"];
+        args.extend_from_slice(launch_fabric);
+        args.extend_from_slice(&["--", "run", "scenarios/ring_8.toml"]);
+        let out = sim_env(&args, &[]);
+        let stderr = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
+        assert!(stderr.contains("add --fabric"), "{args:?}: {stderr}");
+        assert!(out.stdout.is_empty(), "{args:?}: nothing ran");
+        assert!(!stderr.contains("[rank "), "{args:?}: no rank started");
+    }
+}
