@@ -291,31 +291,6 @@ fn agreed_args(args: impl Iterator<Item = String>) -> String {
     kept.join(" ")
 }
 
-#[cfg(test)]
-mod tests {
-    use super::agreed_args;
-
-    #[test]
-    fn per_rank_options_are_left_out_of_the_agreement() {
-        let args = |s: &str| {
-            s.split(' ')
-                .map(str::to_string)
-                .collect::<Vec<_>>()
-                .into_iter()
-        };
-        assert_eq!(
-            agreed_args(args(
-                "bench -b 8 --csv r1.csv --interface=eth0 --rendezvous 10.0.0.1:29500 -e 4M"
-            )),
-            "bench -b 8 -e 4M"
-        );
-        assert_ne!(
-            agreed_args(args("bench -e 4M")),
-            agreed_args(args("bench -e 8M"))
-        );
-    }
-}
-
 /// The files `sim run` writes besides stdout.
 struct Outputs {
     csv: Option<PathBuf>,
@@ -862,4 +837,29 @@ fn bench(
         out.flush()?;
     }
     Ok(ExitCode::SUCCESS)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::agreed_args;
+
+    #[test]
+    fn per_rank_options_are_left_out_of_the_agreement() {
+        let args = |s: &str| {
+            s.split(' ')
+                .map(str::to_string)
+                .collect::<Vec<_>>()
+                .into_iter()
+        };
+        assert_eq!(
+            agreed_args(args(
+                "bench -b 8 --csv r1.csv --interface=eth0 --rendezvous 10.0.0.1:29500 -e 4M"
+            )),
+            "bench -b 8 -e 4M"
+        );
+        assert_ne!(
+            agreed_args(args("bench -e 4M")),
+            agreed_args(args("bench -e 8M"))
+        );
+    }
 }
