@@ -136,6 +136,12 @@ impl BenchOptions {
                 self.min_bytes, self.max_bytes
             ));
         }
+        if self.max_bytes > isize::MAX as u64 {
+            return Err(format!(
+                "the largest size ({} B) exceeds the addressable memory: no buffer can hold it",
+                self.max_bytes
+            ));
+        }
         if self.step_factor < 2 {
             return Err(format!(
                 "the step factor must be at least 2, got {}",
@@ -558,6 +564,8 @@ mod tests {
         let mut o = small(Collective::Allreduce, Algorithm::Ring);
         o.min_bytes = 8192;
         assert!(o.validate(n).unwrap_err().contains("above"));
+        o.max_bytes = u64::MAX;
+        assert!(o.validate(n).unwrap_err().contains("addressable memory"));
         let mut o = small(Collective::Alltoall, Algorithm::Pairwise);
         o.min_bytes = 0;
         o.max_bytes = 100;

@@ -168,6 +168,9 @@ enum Command {
 }
 
 fn main() -> ExitCode {
+    // Under `sim launch`, whatever the subcommand, no rank outlives the
+    // launcher.
+    sim::real::watch_launcher();
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Run {
@@ -253,8 +256,9 @@ fn main() -> ExitCode {
 
 /// This process's arguments, for checking that every rank of a job runs
 /// the same collectives: options that may differ per rank (output files,
-/// the rendezvous, the interface, the timeout, the fabric, which the
-/// rendezvous checks itself) are left out.
+/// the rendezvous, the interface, the timeout, and the fabric flag, which
+/// may also come from REALNET_FABRIC: ranks agree on the fabric as
+/// resolved) are left out.
 fn command_line() -> String {
     agreed_args(std::env::args().skip(1))
 }

@@ -17,6 +17,7 @@ use realnet::bench::{AlgorithmChoice, BenchOptions, run_bench};
 use realnet::launch::{EnvOverrides, RankEnv};
 
 use super::fabric::{FabricKind, RankJob, with_fabric};
+use super::memory::check_memory;
 use super::table::{footer, to_row};
 use super::{EXIT_INPUT, EXIT_IO, EXIT_RANK_ERROR, EXIT_TIMEOUT, EXIT_WRONG};
 use crate::report::{table_header, table_row, write_csv};
@@ -232,6 +233,10 @@ pub fn bench(args: &BenchArgs, command: &str) -> io::Result<ExitCode> {
         },
     };
     if let Err(e) = options.validate(world_size) {
+        return input_error(e);
+    }
+    let ranks_here = if kind.in_process() { world_size } else { 1 };
+    if let Err(e) = check_memory(options.max_bytes, ranks_here) {
         return input_error(e);
     }
     let prints = env.rank == 0;

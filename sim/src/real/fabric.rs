@@ -134,7 +134,8 @@ impl From<FabricError> for SetupError {
 /// each: with [`FabricKind::Threads`], `threads` ranks as threads of this
 /// process (returning every rank's output, by rank); with a multi-process
 /// fabric, this process's rank of the job `env` describes, after checking
-/// through the rendezvous that every rank runs the same `command`.
+/// through the rendezvous that every rank runs the same `command` on the
+/// same fabric.
 /// `interface` is where TCP listens (an address or interface name; `None`:
 /// loopback, for ranks on one host).
 pub fn with_fabric<J: RankJob>(
@@ -168,7 +169,10 @@ pub fn with_fabric<J: RankJob>(
                 code: EXIT_RANK_ERROR,
                 message: e.to_string(),
             })?;
-            agree(&bootstrap, command)?;
+            // The fabric is agreed as resolved (from --fabric or
+            // REALNET_FABRIC): ranks on different fabrics would otherwise
+            // fail obscurely, each misreading the other's endpoint.
+            agree(&bootstrap, &format!("--fabric {kind} {command}"))?;
             connect_and_run(kind, &bootstrap, env, interface, job).map(|out| vec![out])
         }
     }

@@ -6,6 +6,7 @@
 //! plus `REALNET_JOB_ID` and `REALNET_TOKEN` (random per launch) and
 //! `REALNET_FABRIC`; other launchers' rank variables are removed, so a
 //! launch inside an `sbatch` step is not mistaken for that step's ranks.
+//! `run` must say `--fabric` (without it every rank would simulate).
 //!
 //! Rank 0's stdout is this command's stdout (the other ranks' is
 //! discarded: they print no tables); every rank's stderr is forwarded line
@@ -102,6 +103,10 @@ pub fn launch(args: &LaunchArgs) -> io::Result<ExitCode> {
         );
         return Ok(ExitCode::from(EXIT_INPUT));
     }
+    if let Err(e) = check_run_has_fabric(&args.command, args.fabric) {
+        eprintln!("error: sim launch: {e}");
+        return Ok(ExitCode::from(EXIT_INPUT));
+    }
     let exe = match std::env::current_exe() {
         Ok(p) => p,
         Err(e) => {
@@ -168,6 +173,23 @@ pub fn launch(args: &LaunchArgs) -> io::Result<ExitCode> {
     let grace = Duration::from_secs_f64(args.grace_s);
     let code = supervise(&mut ranks, grace);
     Ok(ExitCode::from(code))
+}
+
+/// Refuses `run` without `--fabric`: it would run the simulator in every
+/// rank, and rank 0 would print simulated times as if measured.
+fn check_run_has_fabric(command: &[String], fabric: Option<FabricKind>) -> Result<(), String> {
+    let is_run = command.first().is_some_and(|c| c == "run");
+    let has_fabric = command
+        .iter()
+        .any(|a| a == "--fabric" || a.starts_with("--fabric="));
+    if is_run && !has_fabric {
+        return Err(format!(
+            "`run` without --fabric runs the simulator in every rank; add --fabric {} after \
+             the scenario to run it on a real fabric",
+            fabric.map_or("shm|tcp", FabricKind::name)
+        ));
+    }
+    Ok(())
 }
 
 /// A free port for the rendezvous, a job id and a token, all fresh.

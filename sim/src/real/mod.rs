@@ -8,6 +8,7 @@
 //!   real fabric.
 //! - [`launch_cmd`]: `sim launch`, local processes with the rank environment.
 //! - [`table`]: the simulator's table and CSV for real rows.
+//! - [`memory`]: refuses sizes whose buffers this process cannot hold.
 //!
 //! Exit statuses are the simulator's (see `sim`'s main): 2 invalid input,
 //! 4 wrong results, 5 a rank failed, 6 a transport timed out; `sim launch`
@@ -16,6 +17,7 @@
 pub mod bench_cmd;
 pub mod fabric;
 pub mod launch_cmd;
+pub mod memory;
 pub mod run_cmd;
 pub mod table;
 
@@ -37,11 +39,18 @@ pub const EXIT_TIMEOUT: u8 = 6;
 pub const LAUNCH_WATCH_VAR: &str = "SIM_LAUNCH_WATCH";
 
 /// Under `sim launch`, exits this rank when the launcher goes away (even
-/// if it was killed with SIGKILL), so that no rank outlives it.
+/// if it was killed with SIGKILL), so that no rank outlives it. `sim`'s
+/// main calls it for every subcommand; later calls do nothing.
 pub fn watch_launcher() {
+    static WATCHING: std::sync::Once = std::sync::Once::new();
     if std::env::var_os(LAUNCH_WATCH_VAR).is_none() {
         return;
     }
+    WATCHING.call_once(start_watching);
+}
+
+/// Starts the thread that waits for the launcher's end of stdin to close.
+fn start_watching() {
     std::thread::spawn(|| {
         use std::io::{Read, Write};
         let mut sink = [0u8; 64];

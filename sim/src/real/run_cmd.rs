@@ -32,6 +32,7 @@ use realnet::launch::RankEnv;
 use super::EXIT_INPUT;
 use super::bench_cmd::{JobArgs, Section, SectionsJob, algo_filter, run_job};
 use super::fabric::FabricKind;
+use super::memory::check_memory;
 use crate::scenario::{CollectiveSpec, Scenario};
 use crate::study::cost_model;
 use crate::tuning::AlgoFilter;
@@ -63,6 +64,24 @@ pub fn run_real(
     };
     if let Err(e) = refuse_simulated_programs(&scenario) {
         return input_error(format!("{}: {e}", path.display()));
+    }
+    for (i, spec) in scenario.collectives.iter().enumerate() {
+        // Phantom entries pass the simulator's memory limit; here they
+        // carry real data.
+        let ranks_here = if kind.in_process() {
+            spec.world_size
+        } else {
+            1
+        };
+        if let Err(e) = check_memory(spec.max_bytes, ranks_here) {
+            return input_error(format!(
+                "{}: [[collective]] #{} ({}) at max_bytes = {}: {e}",
+                path.display(),
+                i + 1,
+                spec.kind,
+                spec.max_bytes
+            ));
+        }
     }
     if !kind.in_process() {
         for (i, spec) in scenario.collectives.iter().enumerate() {

@@ -184,3 +184,21 @@ fn command_line_and_environment_errors_exit_2_and_say_why() {
         );
     }
 }
+
+#[test]
+fn sizes_too_large_for_memory_are_refused_before_anything_runs() {
+    // 16 EiB cannot even be addressed; 4 TiB per rank is beyond any host
+    // these tests run on. Neither may panic or start filling memory.
+    for max in ["18446744073709551615", "4096G"] {
+        let out = sim_env(
+            &[
+                "bench", "--ranks", "2", "-b", max, "-e", max, "-n", "1", "-w", "0",
+            ],
+            &[],
+        );
+        let stderr = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "-e {max}: {stderr}");
+        assert!(stderr.contains("memory"), "-e {max}: {stderr}");
+        assert!(!stderr.contains("panicked"), "-e {max}: {stderr}");
+    }
+}

@@ -144,3 +144,57 @@ fn ranks_stop_when_the_launcher_dies() {
         std::thread::sleep(Duration::from_millis(20));
     }
 }
+
+#[test]
+fn ranks_of_any_subcommand_stop_when_the_launcher_dies() {
+    // bench-engine never reads the rank environment; it must still not
+    // outlive a launcher killed with SIGKILL.
+    let mut launcher = spawn(
+        &[
+            "launch",
+            "-n",
+            "2",
+            "--",
+            "bench-engine",
+            "--ranks",
+            "512",
+            "--repeat",
+            "1000",
+        ],
+        &[],
+    );
+    let launcher_pid = launcher.id();
+    let ranks: Vec<u32> = (0..2).map(|r| rank_pid(launcher_pid, r)).collect();
+    std::thread::sleep(Duration::from_millis(300));
+    kill9(launcher_pid);
+    launcher.wait().expect("the launcher is reaped");
+    let start = now();
+    while ranks.iter().any(|&r| alive(r)) {
+        if start.elapsed() > Duration::from_secs(10) {
+            for &r in &ranks {
+                if alive(r) {
+                    kill9(r);
+                }
+            }
+            panic!("ranks {ranks:?} outlived their launcher by 10 s");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn a_launched_run_without_fabric_is_refused_instead_of_simulated() {
+    // `sim run` without --fabric runs the simulator: launched, it would
+    // print simulated times as if measured on the launcher's fabric.
+    for launch_fabric in [&["--fabric", "shm"][..], &[][..]] {
+        let mut args = vec!["launch", "-n", "2"];
+        args.extend_from_slice(launch_fabric);
+        args.extend_from_slice(&["--", "run", "scenarios/ring_8.toml"]);
+        let out = sim_env(&args, &[]);
+        let stderr = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
+        assert!(stderr.contains("add --fabric"), "{args:?}: {stderr}");
+        assert!(out.stdout.is_empty(), "{args:?}: nothing ran");
+        assert!(!stderr.contains("[rank "), "{args:?}: no rank started");
+    }
+}

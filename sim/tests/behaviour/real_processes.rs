@@ -219,3 +219,47 @@ fn ranks_started_with_different_commands_refuse_to_run() {
         );
     }
 }
+
+#[test]
+fn ranks_on_different_fabrics_refuse_to_run_and_say_so() {
+    // One rank names its fabric with --fabric, the other through
+    // REALNET_FABRIC: both say shm in the first pair, so they run; the
+    // second pair differs, which is refused before either fabric connects.
+    for (fabrics, agree) in [(["shm", "shm"], true), (["shm", "tcp"], false)] {
+        let port = free_port().to_string();
+        let ranks: Vec<_> = fabrics
+            .iter()
+            .enumerate()
+            .map(|(r, fabric)| {
+                let rank = r.to_string();
+                let mut args = vec!["bench", "-b", "8", "-e", "64", "-n", "1", "-w", "0"];
+                let mut env = vec![
+                    ("RANK", rank.clone()),
+                    ("WORLD_SIZE", "2".to_string()),
+                    ("MASTER_ADDR", "127.0.0.1".to_string()),
+                    ("MASTER_PORT", port.clone()),
+                    ("REALNET_JOB_ID", "9".to_string()),
+                    ("REALNET_TOKEN", "same".to_string()),
+                ];
+                if r == 0 {
+                    args.extend_from_slice(&["--fabric", fabric]);
+                } else {
+                    env.push(("REALNET_FABRIC", fabric.to_string()));
+                }
+                let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+                spawn(&args, &env)
+            })
+            .collect();
+        for (r, child) in ranks.into_iter().enumerate() {
+            let out = wait_within(child, Duration::from_secs(30), &format!("rank {r}"));
+            let stderr = text(&out.stderr);
+            if agree {
+                assert!(out.status.success(), "{fabrics:?} rank {r}: {stderr}");
+            } else {
+                assert_eq!(out.status.code(), Some(2), "{fabrics:?} rank {r}: {stderr}");
+                assert!(stderr.contains("--fabric tcp"), "rank {r}: {stderr}");
+                assert!(stderr.contains("--fabric shm"), "rank {r}: {stderr}");
+            }
+        }
+    }
+}

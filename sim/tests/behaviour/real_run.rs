@@ -112,3 +112,39 @@ fn faults_and_injects_are_refused_and_simulator_only_flags_conflict() {
         assert_eq!(out.status.code(), Some(2), "{args:?}");
     }
 }
+
+#[test]
+fn a_phantom_scenario_too_large_for_real_data_is_refused() {
+    // Phantom payloads pass the simulator's memory limit; on a real
+    // fabric they become real data, so the limit applies again.
+    let dir = temp_dir("real-run-phantom");
+    let path = dir.join("phantom.toml");
+    write(
+        &path,
+        r#"
+name = "phantom_huge"
+world_size = 2
+[links]
+latency_us = 5
+bandwidth_gb_per_s = 10
+[[collective]]
+kind = "allreduce"
+algorithm = "ring"
+min_bytes = "4096G"
+max_bytes = "4096G"
+chunk_bytes = "1G"
+iters = 1
+warmup = 0
+phantom = true
+"#,
+    );
+    let path = path.to_str().unwrap();
+    assert!(
+        sim_env(&["run", path], &[]).status.success(),
+        "the simulator runs it with phantom payloads"
+    );
+    let out = sim_env(&["run", path, "--fabric", "threads"], &[]);
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("memory"), "{stderr}");
+}
