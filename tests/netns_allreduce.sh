@@ -21,7 +21,11 @@ OUT="$(mktemp -d)"
 
 cleanup() {
   for p in "${PIDS[@]:-}"; do [ -n "$p" ] && kill -9 "$p" 2>/dev/null; done
-  for i in $(seq 0 $((N - 1))); do ip netns del "${PREFIX}h$i" 2>/dev/null; done
+  # Every process still inside a namespace (a rank whose wrapper was killed).
+  for i in $(seq 0 $((N - 1))); do
+    for p in $(ip netns pids "${PREFIX}h$i" 2>/dev/null); do kill -9 "$p" 2>/dev/null; done
+    ip netns del "${PREFIX}h$i" 2>/dev/null
+  done
   ip netns del "$HUB" 2>/dev/null
   rm -rf "$OUT"
   true
@@ -83,5 +87,4 @@ fi
 if awk '/^ *[0-9]/ && $9 != 0 { bad = 1 } END { exit !bad }' "$OUT/rank0.out"; then
   echo "netns test: FAILED: wrong results" >&2; exit 1
 fi
-# The ranks really were on different hosts: rank 0's peers came from other addresses.
 echo "netns test: ok: 4 ranks in 4 namespaces ($NET.1-$NET.$N) ran a checked TCP allreduce"
