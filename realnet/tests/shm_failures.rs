@@ -229,3 +229,38 @@ fn nothing_is_left_in_the_directory() {
     std::fs::remove_dir(&dir).unwrap();
     assert!(left.is_empty(), "{left:?}");
 }
+
+/// Rank 0 of a job whose other ranks never show up: every allgather fails.
+struct Deserted;
+
+impl Bootstrap for Deserted {
+    fn rank(&self) -> usize {
+        0
+    }
+
+    fn world_size(&self) -> usize {
+        2
+    }
+
+    fn allgather(&self, _mine: &[u8]) -> Result<Vec<Vec<u8>>, realnet::BootstrapError> {
+        Err(realnet::BootstrapError {
+            rank: 0,
+            reason: "rank 1 did not join".into(),
+        })
+    }
+}
+
+#[test]
+fn a_failed_bootstrap_leaves_no_segment_behind() {
+    let dir = std::env::temp_dir().join(format!("realnet-shm-deserted-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let opts = ShmOptions {
+        dir: dir.clone(),
+        ..options(307, Duration::from_secs(5))
+    };
+    let e = ShmFabric::connect(&Deserted, &opts).err().expect("fails");
+    let left: Vec<_> = std::fs::read_dir(&dir).unwrap().collect();
+    std::fs::remove_dir_all(&dir).unwrap();
+    assert!(e.to_string().contains("rank 1 did not join"), "{e}");
+    assert!(left.is_empty(), "{left:?}");
+}

@@ -75,11 +75,19 @@ impl ShmFabric {
         } else {
             Ok(Vec::new())
         };
-        let all = bootstrap.allgather(&encode(&mine)).map_err(boot)?;
-        if let Some(f) = first_failure(&all) {
+        let all = bootstrap.allgather(&encode(&mine)).map_err(boot);
+        let failed = match &all {
+            Ok(all) => first_failure(all),
+            Err(_) => None,
+        };
+        if all.is_err() || failed.is_some() {
+            // Nobody else will map (and unlink) the file.
             if let Some(s) = &created {
                 s.unlink();
             }
+        }
+        let all = all?;
+        if let Some(f) = failed {
             return Err(err(format!("shared-memory segment not set up: {f}")));
         }
         let path = std::path::PathBuf::from(String::from_utf8_lossy(&all[0][1..]).into_owned());

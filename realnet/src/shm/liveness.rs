@@ -158,6 +158,13 @@ impl ShmFabric {
             if let Some(e) = self.mailbox.fatal() {
                 return Err(self.give_up(e));
             }
+            // Which peers finished before this progress: a peer counts its
+            // copies out of our memory before it marks itself finished, so
+            // the progress below sees them. (A peer that finishes during
+            // the progress may have copied after our look at `copied`.)
+            let finished: Vec<bool> = (0..self.world)
+                .map(|p| self.seg.rank_control(p).state() == RankState::Finished)
+                .collect();
             let moved = self.progress();
             let waiting: Vec<Rank> = {
                 let out = self.out.borrow();
@@ -167,7 +174,7 @@ impl ShmFabric {
                 break;
             }
             for &peer in &waiting {
-                if self.seg.rank_control(peer).state() == RankState::Finished {
+                if finished[peer] {
                     return Err(self.give_up(self.error(format!(
                         "rank {peer} finished before receiving everything this rank sent it"
                     ))));

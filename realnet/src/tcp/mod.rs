@@ -133,11 +133,15 @@ impl Shared {
     /// fails as soon as it waits for anything else (see
     /// [`TcpFabric::progress`]).
     fn died(&self, peer: Rank, err: FabricError) {
-        self.mailbox.fail_peer(peer, err.clone());
-        self.dead
+        // A peer that leaves after another died most likely left because
+        // of it: receives from it report the first death, the cause.
+        let first = self
+            .dead
             .lock()
             .unwrap_or_else(|e| e.into_inner())
-            .get_or_insert(err);
+            .get_or_insert(err)
+            .clone();
+        self.mailbox.fail_peer(peer, first);
         self.any_dead.store(true, Ordering::Release);
         let _guard = self.byes();
         self.changed.notify_all();

@@ -285,3 +285,24 @@ fn finish_names_a_rank_that_left_without_finishing() {
         assert!(started.elapsed() < Duration::from_secs(2));
     });
 }
+
+#[test]
+fn a_receive_names_the_first_rank_that_died_not_one_that_left_after_it() {
+    let fabrics = group(3, &options(2_000));
+    let [f0, f1, f2]: [TcpFabric; 3] = fabrics.try_into().ok().unwrap();
+    f0.begin_call(CallId::new(1, Collective::Allreduce, Algorithm::Ring))
+        .unwrap();
+    // Rank 1 dies first; rank 2 leaves once it noticed (as a rank does
+    // whose collective failed).
+    drop(f1);
+    let deadline = Instant::now() + Duration::from_secs(2);
+    while f0.mailbox().peer_failure(1).is_none() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    drop(f2);
+    let err = f0
+        .block_on(f0.recv(2, Tag(0), Shape::new(DType::I32, 1)))
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("rank 1 (127.0.0.1:"), "{err}");
+}
