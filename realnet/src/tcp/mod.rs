@@ -568,6 +568,30 @@ impl Drop for TcpFabric {
     /// Closes every connection (without a bye, peers take this as a
     /// crash) and joins the readers.
     fn drop(&mut self) {
+        // A rank that stops on an error tells its live peers why, so that
+        // they name the cause (a rank that died before) rather than this
+        // rank, whose connections close next.
+        if let Some(e) = self.shared.mailbox.fatal().or_else(|| self.shared.dead()) {
+            for peer in (0..self.world_size).filter(|p| *p != self.rank) {
+                if self.shared.mailbox.peer_failure(peer).is_some() {
+                    continue;
+                }
+                if let Some(Some(link)) = self.links.get(peer) {
+                    let link = link.lock().unwrap_or_else(|e| e.into_inner());
+                    // A hung peer must not hold this rank's exit.
+                    let _ = link
+                        .stream
+                        .set_write_timeout(Some(Duration::from_millis(200)));
+                }
+                let mut reason = e.to_string();
+                let mut cut = reason.len().min(4096);
+                while !reason.is_char_boundary(cut) {
+                    cut -= 1;
+                }
+                reason.truncate(cut);
+                let _ = self.send_body(peer, Tag(0), Body::Refuse(reason));
+            }
+        }
         self.shared.closing.store(true, Ordering::Release);
         for link in self.links.iter().flatten() {
             let link = link.lock().unwrap_or_else(|e| e.into_inner());

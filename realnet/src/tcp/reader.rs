@@ -18,7 +18,7 @@ use std::sync::atomic::Ordering;
 
 use algorithms::{FabricError, Payload, Rank};
 
-use crate::frame::{FrameError, HEADER_LEN, Header, Kind};
+use crate::frame::{Body, FrameError, HEADER_LEN, Header, Kind};
 
 use super::Shared;
 
@@ -44,6 +44,8 @@ enum Stop {
     Corrupt(FrameError),
     /// A well-formed frame that this connection must not carry.
     Protocol(String),
+    /// The peer stopped on an error and said why before closing.
+    Aborted(String),
 }
 
 impl From<std::io::Error> for Stop {
@@ -82,7 +84,10 @@ impl Reader {
             return;
         }
         let (peer, addr) = (self.peer, self.addr);
-        let died = matches!(stop, Stop::Closed | Stop::Truncated | Stop::Io(_));
+        let died = matches!(
+            stop,
+            Stop::Closed | Stop::Truncated | Stop::Io(_) | Stop::Aborted(_)
+        );
         let reason = match stop {
             Stop::Done => unreachable!("handled above"),
             Stop::Closed => format!(
@@ -100,6 +105,7 @@ impl Reader {
             }
             Stop::Corrupt(e) => format!("corrupt frame from rank {peer} ({addr}): {e}"),
             Stop::Protocol(what) => format!("protocol error from rank {peer} ({addr}): {what}"),
+            Stop::Aborted(why) => format!("rank {peer} ({addr}) stopped on an error: {why}"),
         };
         // Whatever is left on this stream cannot be trusted; let the peer
         // see the connection end.
@@ -206,7 +212,20 @@ impl Reader {
                 self.shared.said_bye(self.peer);
                 Ok(true)
             }
-            Kind::Hello | Kind::Refuse => Err(Stop::Protocol(format!(
+            Kind::Refuse => {
+                // After the handshake a refusal is the peer stopping on an
+                // error (see `TcpFabric`'s `Drop`): its reason names the cause.
+                // Control frames are capped at CONTROL_CAP by Header::decode.
+                let len = usize::try_from(header.payload_len()).expect("checked by Header::decode");
+                let mut body = vec![0u8; len];
+                input.read_exact(&mut body)?;
+                let reason = match Body::decode(header, &body)? {
+                    Body::Refuse(reason) => reason,
+                    _ => String::from("(no reason)"),
+                };
+                Err(Stop::Aborted(reason))
+            }
+            Kind::Hello => Err(Stop::Protocol(format!(
                 "a {:?} frame after the handshake",
                 header.kind
             ))),

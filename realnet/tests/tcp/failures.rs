@@ -306,3 +306,28 @@ fn a_receive_names_the_first_rank_that_died_not_one_that_left_after_it() {
         .to_string();
     assert!(err.contains("rank 1 (127.0.0.1:"), "{err}");
 }
+
+#[test]
+fn a_rank_that_stops_on_an_error_tells_its_peers_why() {
+    let fabrics = group(2, &options(5_000));
+    let [f0, f1]: [TcpFabric; 2] = fabrics.try_into().ok().unwrap();
+    f1.begin_call(CallId::new(1, Collective::Allreduce, Algorithm::Ring))
+        .unwrap();
+    // Rank 0 fails on its own (no peer died) and exits.
+    f0.mailbox().fail_all(FabricError::Transport {
+        rank: 0,
+        reason: "the disk is on fire".into(),
+    });
+    drop(f0);
+    let started = Instant::now();
+    let err = f1
+        .block_on(f1.recv(0, Tag(0), Shape::new(DType::I32, 1)))
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("rank 0 (127.0.0.1:")
+            && err.contains("stopped on an error: rank 0: the disk is on fire"),
+        "{err}"
+    );
+    assert!(started.elapsed() < Duration::from_secs(2));
+}
