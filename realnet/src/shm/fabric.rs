@@ -330,9 +330,13 @@ impl ShmFabric {
         // A sender that failed may have freed what we just read: do not
         // deliver bytes whose source was let go.
         if self.seg.rank_control(src).state() == RankState::Failed {
-            return Err(self.error(format!(
-                "rank {src} failed while this rank copied its message"
-            )));
+            // Say why it failed (often a rank that died before it), as the
+            // probe of the peers does.
+            return Err(self.check_peers().err().unwrap_or_else(|| {
+                self.error(format!(
+                    "rank {src} failed while this rank copied its message"
+                ))
+            }));
         }
         Ok(payload)
     }

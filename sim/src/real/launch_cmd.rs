@@ -224,7 +224,11 @@ fn forward(rank: usize, stderr: impl Read + Send + 'static) -> JoinHandle<()> {
 /// Waits for every rank; after the first failure, gives the others
 /// `grace` to exit, then kills them. Returns the launcher's exit status.
 fn supervise(ranks: &mut [Proc], grace: Duration) -> u8 {
+    // How long after a rank exits with an error the launcher waits for a
+    // rank killed by a signal to show up as the cause.
+    const SETTLE: Duration = Duration::from_millis(300);
     let mut first_failure: Option<(usize, Instant)> = None;
+    let mut tentative: Option<(usize, Instant)> = None;
     loop {
         let mut running = 0;
         let mut failed_now = Vec::new();
@@ -247,25 +251,36 @@ fn supervise(ranks: &mut [Proc], grace: Duration) -> u8 {
                 }
             }
         }
-        // Ranks that noticed a dead peer may be seen exiting in the same
-        // pass as the peer: the one killed by a signal is the cause.
-        let cause = failed_now
-            .iter()
-            .copied()
-            .find(|&r| ranks[r].status.and_then(|s| s.signal()).is_some())
-            .or(failed_now.first().copied());
-        if let (None, Some(r)) = (first_failure, cause) {
-            let status = ranks[r].status.expect("just recorded");
-            eprintln!(
-                "sim launch: rank {r} {}; the other ranks get {:.1} s to exit",
-                describe(status),
-                grace.as_secs_f64()
-            );
-            #[allow(clippy::disallowed_methods)] // wall-clock grace period
-            let now = Instant::now();
-            first_failure = Some((r, now));
+        // Ranks that noticed a dead peer may be seen exiting before the
+        // peer itself (a killed process with much memory takes a while to
+        // become reapable): the one killed by a signal is the cause, if it
+        // shows up within SETTLE of the first failure.
+        let killed = |r: &usize| ranks[*r].status.and_then(|s| s.signal()).is_some();
+        #[allow(clippy::disallowed_methods)] // wall-clock grace period
+        let now = Instant::now();
+        if first_failure.is_none() {
+            if let Some(&r) = failed_now.iter().find(|r| killed(r)) {
+                first_failure = Some((r, tentative.map_or(now, |(_, at)| at)));
+            } else if let Some((r, at)) = tentative
+                && at.elapsed() >= SETTLE
+            {
+                first_failure = Some((r, at));
+            } else if tentative.is_none() {
+                tentative = failed_now.first().map(|&r| (r, now));
+            }
+            if let Some((r, _)) = first_failure {
+                let status = ranks[r].status.expect("recorded when it exited");
+                eprintln!(
+                    "sim launch: rank {r} {}; the other ranks get {:.1} s to exit",
+                    describe(status),
+                    grace.as_secs_f64()
+                );
+            }
         }
         if running == 0 {
+            if first_failure.is_none() {
+                first_failure = tentative;
+            }
             break;
         }
         if let Some((_, at)) = first_failure
