@@ -20,6 +20,8 @@ SIM="$PWD/target/release/sim"
 export PEERS_WORKDIR="$OUT/peers"
 MAXB=${MAXB:-268435456}
 
+# REPORT_ONLY=1: print the table from an earlier run's files in OUT_DIR.
+if [ "${REPORT_ONLY:-0}" != 1 ]; then
 echo "# memory-copy ceiling"
 (cd "$PEERS/membw" && ./run.sh > "$OUT/membw.log" 2>&1 && cp "$(ls -t "$PEERS_WORKDIR"/membw/results/*.csv 2>/dev/null | head -1)" "$OUT/membw.csv") \
     || echo "membw: skipped (see $OUT/membw.log)"
@@ -43,6 +45,8 @@ for np in 2 4; do
     done
 done
 
+fi
+
 python3 - "$OUT" <<'PY'
 import csv, glob, os, sys
 out = sys.argv[1]
@@ -53,7 +57,8 @@ def peer(path):
     with open(path) as f:
         lines = [l for l in f if not l.startswith('#')]
     for r in csv.DictReader(lines):
-        rows[int(r['bytes'])] = (float(r['time_us']), float(r['busbw_GBps']))
+        if r.get('time_us') and r.get('busbw_GBps'):
+            rows[int(r['bytes'])] = (float(r['time_us']), float(r['busbw_GBps']))
     return rows
 def ours(prefix):
     rows = {}
