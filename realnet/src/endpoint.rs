@@ -8,7 +8,7 @@
 use std::future::Future;
 use std::time::Instant;
 
-use algorithms::{Fabric, FabricError};
+use algorithms::{Fabric, FabricError, Time};
 
 use crate::call::CallId;
 use crate::executor::{self, IdlePolicy};
@@ -56,4 +56,14 @@ pub trait Endpoint: Fabric {
     /// (up to the timeout) until they are done too, so that no peer
     /// mistakes its exit for a crash.
     fn finish(&self) -> Result<(), FabricError>;
+}
+
+/// The time since `start` in integer picoseconds, every real fabric's
+/// [`Fabric::now`].
+pub fn time_since(start: Instant) -> Time {
+    Time(
+        u64::try_from(start.elapsed().as_nanos())
+            .unwrap_or(u64::MAX)
+            .saturating_mul(1000),
+    )
 }

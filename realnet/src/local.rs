@@ -57,11 +57,7 @@ impl Fabric for LocalFabric {
     }
 
     fn now(&self) -> Time {
-        Time(
-            u64::try_from(self.start.elapsed().as_nanos())
-                .unwrap_or(u64::MAX)
-                .saturating_mul(1000),
-        )
+        crate::endpoint::time_since(self.start)
     }
 
     async fn send(&self, to: Rank, tag: Tag, payload: Payload) -> Result<(), FabricError> {
