@@ -1,5 +1,5 @@
 //! Liveness: telling a peer that died or failed from one that is slow, and
-//! the orderly end of a job ([`Endpoint::finish`](crate::Endpoint::finish)).
+//! the orderly end of a job (`Endpoint::finish`).
 //!
 //! A rank is alive while it holds its OFD lock on its byte of the segment
 //! file (the kernel drops it when the process exits or is killed, even

@@ -9,7 +9,7 @@
 //!                        state, pid,      head | tail | copied   one SPSC byte ring
 //!                        failure reason                          per ordered pair
 //! ```
-//! - **Segment** ([`segment`]): one file per job in `ShmOptions::dir`
+//! - **Segment** (`segment`): one file per job in `ShmOptions::dir`
 //!   (tmpfs), created by rank 0, its name passed to the others through the
 //!   [`Bootstrap`](crate::Bootstrap) allgather, and unlinked as soon as every
 //!   rank has mapped it, so nothing is left behind even if the job crashes.
@@ -19,11 +19,11 @@
 //!   byte ring per ordered pair, head and tail on their own cache lines,
 //!   release/acquire ordering, verified by loom models (the command is in
 //!   [`ring`]'s docs).
-//! - **Messages** ([`wire`]): a 40-byte header (tag, [`CallId`](crate::CallId),
+//! - **Messages** (`wire`): a 40-byte header (tag, `CallId`,
 //!   element type and count, how the payload travels) and then the payload
 //!   bytes, streamed through the ring in pieces when larger than it.
 //!   Phantom payloads travel as their shape only.
-//! - **Large messages** ([`cma`]): above `ShmOptions::attach_min_bytes` the
+//! - **Large messages** (`cma`): above `ShmOptions::attach_min_bytes` the
 //!   ring carries only the header with the payload's address, and the
 //!   receiver copies the bytes straight out of the sender's memory with
 //!   `process_vm_readv` (cross-memory attach, as Open MPI's vader does):

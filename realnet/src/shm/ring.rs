@@ -1,4 +1,4 @@
-//! [`Ring`]: a lock-free single-producer single-consumer byte ring in
+//! `Ring`: a lock-free single-producer single-consumer byte ring in
 //! shared memory, one per ordered pair of ranks.
 //!
 //! ```text
@@ -22,19 +22,19 @@
 //!   `tail` orders its next writes after the consumer's reads.
 //!
 //! Each side keeps its own position and the last position it saw of the
-//! other side in a [`Cursor`], and reloads the other side's atomic only
+//! other side in a `Cursor`, and reloads the other side's atomic only
 //! when the cached value does not offer what it wants, so a busy ring does
 //! not bounce both lines between cores on every call. A position of the
 //! other side that is behind our own or more than a capacity ahead (a
-//! corrupt segment) is reported as [`Corrupt`], never followed.
+//! corrupt segment) is reported as `Corrupt`, never followed.
 //!
 //! `copied` is not part of the byte protocol: the consumer counts there the
 //! messages it copied straight out of the producer's memory (cross-memory
-//! attach, see [`super::cma`]), so the producer knows when it may free them.
+//! attach, see `super::cma`), so the producer knows when it may free them.
 //!
 //! # Loom
 //! The protocol is checked by loom models at the bottom of this file (the
-//! atomics and the data cells come from [`super::sync`], loom's under
+//! atomics and the data cells come from `super::sync`, loom's under
 //! `--cfg loom`). Run them with
 //!
 //! ```text

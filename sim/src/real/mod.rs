@@ -1,7 +1,7 @@
 //! The `sim` commands that run on real fabrics instead of the simulator:
 //! `sim bench`, `sim launch` and `sim run --fabric`.
 //!
-//! - [`fabric`]: [`FabricKind`] and [`with_fabric`](fabric::with_fabric),
+//! - `fabric`: `FabricKind` and `with_fabric`,
 //!   the one place where a fabric kind becomes a connected endpoint.
 //! - [`bench_cmd`]: `sim bench`, nccl-tests on a real fabric.
 //! - [`run_cmd`]: `sim run SCENARIO --fabric`, a scenario's collectives on a
