@@ -405,9 +405,19 @@ impl TcpFabric {
                     ),
                 }
             } else {
-                self.error(format!(
-                    "sending to rank {to} ({addr}) failed: {e} (rank {to} died or closed its connection)"
-                ))
+                // The peer closed its end. Its reader is about to record
+                // why (the error it stopped on, or a close without a
+                // goodbye); the first death it records names the cause,
+                // which a broken pipe does not.
+                let deadline = Instant::now() + Duration::from_millis(500);
+                while self.shared.dead().is_none() && Instant::now() < deadline {
+                    std::thread::sleep(Duration::from_millis(1));
+                }
+                self.shared.dead().unwrap_or_else(|| {
+                    self.error(format!(
+                        "sending to rank {to} ({addr}) failed: {e} (rank {to} died or closed its connection)"
+                    ))
+                })
             };
             // A partly written frame leaves the stream unusable.
             let _ = stream.shutdown(Shutdown::Both);
