@@ -467,6 +467,44 @@ catalogue! {
     Scatter, Linear => crate::scatter::linear;
 }
 
+/// The sizes in bytes a size sweep runs, nccl-tests style: `min, min*f,
+/// ...` up to `max`, each rounded down to whole elements of `dtype` (for
+/// alltoall, whole elements per rank). A zero minimum yields one empty run,
+/// then continues from one element. A barrier moves no data: one size, 0.
+pub fn sweep_sizes(
+    collective: Collective,
+    dtype: DType,
+    world_size: usize,
+    min_bytes: u64,
+    max_bytes: u64,
+    step_factor: u64,
+) -> Vec<u64> {
+    if collective == Collective::Barrier {
+        return vec![0];
+    }
+    let mut elem = dtype.size_bytes() as u64;
+    if collective == Collective::Alltoall {
+        elem *= world_size as u64;
+    }
+    let mut sizes = Vec::new();
+    let mut size = min_bytes;
+    if size == 0 {
+        sizes.push(0);
+        size = elem;
+    }
+    while size <= max_bytes {
+        let rounded = size / elem * elem;
+        if sizes.last() != Some(&rounded) {
+            sizes.push(rounded);
+        }
+        match size.checked_mul(step_factor) {
+            Some(next) if next > size => size = next,
+            _ => break,
+        }
+    }
+    sizes
+}
+
 /// Runs a collective with separate input and output buffers; `input` is
 /// never modified. `output_count` is the full size of the collective (the
 /// input of allgather and gather is this rank's block of it).

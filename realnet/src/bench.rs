@@ -162,30 +162,14 @@ impl BenchOptions {
     /// elements (for alltoall, whole elements per rank); a zero minimum
     /// gives one empty run first; a barrier moves no data: one size, 0.
     pub fn sizes(&self, world_size: usize) -> Vec<u64> {
-        if self.collective == Collective::Barrier {
-            return vec![0];
-        }
-        let mut elem = self.dtype.size_bytes() as u64;
-        if self.collective == Collective::Alltoall {
-            elem *= world_size as u64;
-        }
-        let mut sizes = Vec::new();
-        let mut size = self.min_bytes;
-        if size == 0 {
-            sizes.push(0);
-            size = elem;
-        }
-        while size <= self.max_bytes {
-            let rounded = size / elem * elem;
-            if sizes.last() != Some(&rounded) {
-                sizes.push(rounded);
-            }
-            match size.checked_mul(self.step_factor) {
-                Some(next) if next > size => size = next,
-                _ => break,
-            }
-        }
-        sizes
+        algorithms::collective::sweep_sizes(
+            self.collective,
+            self.dtype,
+            world_size,
+            self.min_bytes,
+            self.max_bytes,
+            self.step_factor,
+        )
     }
 
     /// The algorithm and parameters for `count` elements on `n` ranks, and

@@ -615,30 +615,8 @@ impl PointFiles<'_> {
 
 /// One line describing a scenario's collective entry.
 fn describe(c: &CollectiveSpec) -> String {
-    let algorithm = c.algorithm.map_or("auto (tuner)", |a| a.name());
-    let root = if c.kind.has_root() {
-        format!(", root {}", c.root)
-    } else {
-        String::new()
-    };
-    let data = if c.kind.reduces() {
-        format!("{} {}", c.dtype, c.op)
-    } else {
-        c.dtype.to_string()
-    };
-    format!(
-        "{} on {} ranks, {data}{root}, {}..{} bytes x{}, algorithm {algorithm}, chunk {} bytes, {} slots, {} warm-up + {} timed iterations{}",
-        c.kind,
-        c.world_size,
-        c.min_bytes,
-        c.max_bytes,
-        c.step_factor,
-        c.chunk_bytes,
-        c.slots,
-        c.warmup,
-        c.iters,
-        if c.phantom { ", phantom payloads" } else { "" }
-    )
+    let phantom = if c.phantom { ", phantom payloads" } else { "" };
+    format!("{}{phantom}", c.describe())
 }
 
 /// Prints the `#wrong` summary line and picks the exit status.

@@ -129,7 +129,7 @@ pub fn run_real(
         .collectives
         .iter()
         .map(|spec| Section {
-            header: format!("#\n# {}\n", describe(spec)),
+            header: format!("#\n# {}\n", spec.describe()),
             options: options(&scenario, spec, &filter),
         })
         .collect();
@@ -286,31 +286,4 @@ fn options(scenario: &Scenario, spec: &CollectiveSpec, filter: &AlgoFilter) -> B
             ..Params::default()
         },
     }
-}
-
-/// One line describing an entry, as `sim run` prints it.
-fn describe(c: &CollectiveSpec) -> String {
-    let algorithm = c.algorithm.map_or("auto (tuner)", |a| a.name());
-    let root = if c.kind.has_root() {
-        format!(", root {}", c.root)
-    } else {
-        String::new()
-    };
-    let data = if c.kind.reduces() {
-        format!("{} {}", c.dtype, c.op)
-    } else {
-        c.dtype.to_string()
-    };
-    format!(
-        "{} on {} ranks, {data}{root}, {}..{} bytes x{}, algorithm {algorithm}, chunk {} bytes, {} slots, {} warm-up + {} timed iterations",
-        c.kind,
-        c.world_size,
-        c.min_bytes,
-        c.max_bytes,
-        c.step_factor,
-        c.chunk_bytes,
-        c.slots,
-        c.warmup,
-        c.iters,
-    )
 }

@@ -222,35 +222,48 @@ pub struct CollectiveSpec {
 }
 
 impl CollectiveSpec {
+    /// One line describing the entry, as `sim run` prints it above its rows
+    /// (without the payload kind, which only the simulator varies).
+    pub fn describe(&self) -> String {
+        let c = self;
+        let algorithm = c.algorithm.map_or("auto (tuner)", |a| a.name());
+        let root = if c.kind.has_root() {
+            format!(", root {}", c.root)
+        } else {
+            String::new()
+        };
+        let data = if c.kind.reduces() {
+            format!("{} {}", c.dtype, c.op)
+        } else {
+            c.dtype.to_string()
+        };
+        format!(
+            "{} on {} ranks, {data}{root}, {}..{} bytes x{}, algorithm {algorithm}, chunk {} bytes, {} slots, {} warm-up + {} timed iterations",
+            c.kind,
+            c.world_size,
+            c.min_bytes,
+            c.max_bytes,
+            c.step_factor,
+            c.chunk_bytes,
+            c.slots,
+            c.warmup,
+            c.iters,
+        )
+    }
+
     /// The sizes in bytes to run, nccl-tests style: `min, min*f, ...` up to
     /// `max`, each rounded down to whole elements (for alltoall, to whole
     /// elements per rank). A zero minimum yields one empty run, then
     /// continues from one element. A barrier moves no data: one size, 0.
     pub fn sizes(&self) -> Vec<u64> {
-        if self.kind == Collective::Barrier {
-            return vec![0];
-        }
-        let mut elem = self.dtype.size_bytes() as u64;
-        if self.kind == Collective::Alltoall {
-            elem *= self.world_size as u64;
-        }
-        let mut sizes = Vec::new();
-        let mut size = self.min_bytes;
-        if size == 0 {
-            sizes.push(0);
-            size = elem;
-        }
-        while size <= self.max_bytes {
-            let rounded = size / elem * elem;
-            if sizes.last() != Some(&rounded) {
-                sizes.push(rounded);
-            }
-            match size.checked_mul(self.step_factor) {
-                Some(next) if next > size => size = next,
-                _ => break,
-            }
-        }
-        sizes
+        algorithms::collective::sweep_sizes(
+            self.kind,
+            self.dtype,
+            self.world_size,
+            self.min_bytes,
+            self.max_bytes,
+            self.step_factor,
+        )
     }
 }
 

@@ -11,7 +11,11 @@ const AUTO: &str = "world_size = 16\n[links]\nlatency_us = 5\nbandwidth_gb_per_s
 [[collective]]\nkind = \"allreduce\"\nmin_bytes = 8\nmax_bytes = \"64M\"\nstep_factor = 64\nphantom = true\niters = 1\nwarmup = 0\n";
 
 fn run_with_env(text: &str, nccl_algo: Option<&str>) -> (Option<i32>, String, String) {
-    let dir = temp_dir("tuner_cli");
+    // One directory per call: `temp_dir` empties its directory, and the
+    // tests of this file run in parallel.
+    static CALLS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let call = CALLS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let dir = temp_dir(&format!("tuner_cli-{call}"));
     let path = dir.join(format!(
         "auto-{}.toml",
         nccl_algo.unwrap_or("none").replace(['^', ','], "_")
