@@ -25,10 +25,12 @@
 //! - [`tuning`]: `NCCL_ALGO`, restricting the tuner's choice.
 //! - [`report`]: the nccl-tests table and the CSV.
 //! - [`bench`](mod@bench): the engine benchmark (`sim bench-engine`).
+//! - [`check`]: the model checker (`sim check`, `sim replay`).
 //! - [`real`]: `sim bench`, `sim launch` and `sim run --fabric` on the
 //!   real fabrics of the `realnet` crate.
 
 pub mod bench;
+pub mod check;
 mod cycle;
 pub mod deadlock;
 pub mod event;
