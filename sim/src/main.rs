@@ -109,6 +109,11 @@ enum Command {
     /// Benchmark a collective on a real fabric, nccl-tests style: the same
     /// columns as `sim run` (rank 0 prints them).
     Bench(Box<BenchArgs>),
+    /// Model-check a check scenario: explore message orders, buffering,
+    /// parameters and faults; print a replayable counterexample.
+    Check(Box<sim::check::command::CheckArgs>),
+    /// Re-run a counterexample saved by `sim check`, exactly.
+    Replay(sim::check::command::ReplayArgs),
     /// Start N local processes of this program as the ranks of one job
     /// (torchrun's environment: RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT).
     Launch(LaunchArgs),
@@ -242,6 +247,8 @@ fn main() -> ExitCode {
         } => bench(ranks as usize, bytes, chunk, repeat, network, algorithm),
         Command::Bench(args) => sim::real::bench_cmd::bench(&args, &command_line()),
         Command::Launch(args) => sim::real::launch_cmd::launch(&args),
+        Command::Check(args) => sim::check::command::check_command(&args).map(ExitCode::from),
+        Command::Replay(args) => sim::check::command::replay_command(&args).map(ExitCode::from),
     };
     match result {
         Ok(code) => code,

@@ -1,0 +1,407 @@
+//! The search over schedules: exhaustive with dynamic partial-order
+//! reduction (Flanagan and Godefroid's DPOR with sleep sets), naive
+//! exhaustive (every interleaving, to measure what the reduction prunes),
+//! or seeded random walks and PCT. Every search goes through the same
+//! [`Execution`] and the same choice interface.
+//!
+//! Stateless: to reach a state again the explorer re-runs the schedule's
+//! prefix from the start. Two choices are dependent when they may change
+//! the same rank ([`Choice::dependent`]); a delivery also happens after the
+//! step that sent its message and the step that posted its receive.
+
+use std::collections::BTreeSet;
+use std::rc::Rc;
+
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+
+use super::exec::Execution;
+use super::program::Program;
+use super::spec::{Bounds, Buffering, Faults, Point, Search};
+use super::world::Choice;
+
+/// What to do after a schedule.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Control {
+    /// Explore further.
+    Continue,
+    /// Stop the search.
+    Stop,
+}
+
+/// How the exhaustive search reduces.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Reduction {
+    /// DPOR with sleep sets.
+    Dpor,
+    /// None: every interleaving (for small cases and measurements).
+    Naive,
+}
+
+/// Counters of one search.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SearchStats {
+    /// Complete schedules run to their end and checked.
+    pub schedules: u64,
+    /// Schedules abandoned because every enabled choice slept (an
+    /// equivalent schedule was already explored).
+    pub sleep_blocked: u64,
+    /// Schedules cut at the depth bound.
+    pub depth_cut: u64,
+    /// Steps applied, replays included.
+    pub steps: u64,
+    /// Whether the search stopped at `max_schedules` before finishing.
+    pub schedule_cap_hit: bool,
+    /// Whether the delay bound pruned some branch.
+    pub delay_pruned: bool,
+    /// Whether the caller stopped the search.
+    pub stopped: bool,
+}
+
+impl SearchStats {
+    /// Whether every schedule (up to equivalence) was explored.
+    pub fn complete(&self) -> bool {
+        !self.schedule_cap_hit && !self.delay_pruned && self.depth_cut == 0 && !self.stopped
+    }
+}
+
+/// An error of the search itself.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum SearchError {
+    /// Replaying a prefix did not reproduce it: some program is not
+    /// deterministic given the checker's choices.
+    #[error("replaying step {step} ({choice}) found it disabled: the program is not deterministic under the checker's choices")]
+    Diverged {
+        /// The step.
+        step: usize,
+        /// Its choice.
+        choice: Choice,
+    },
+}
+
+/// A node of the exhaustive search: the state before one step.
+struct Node {
+    enabled: Vec<Choice>,
+    backtrack: BTreeSet<Choice>,
+    done: BTreeSet<Choice>,
+    sleep: BTreeSet<Choice>,
+    /// Deviations from the first enabled choice before this node.
+    delays: usize,
+    /// The steps that happen before the step taken here.
+    hb: Vec<u64>,
+}
+
+fn bit(set: &[u64], i: usize) -> bool {
+    set.get(i / 64).is_some_and(|w| w >> (i % 64) & 1 == 1)
+}
+
+fn set_bit(set: &mut Vec<u64>, i: usize) {
+    if set.len() <= i / 64 {
+        set.resize(i / 64 + 1, 0);
+    }
+    set[i / 64] |= 1 << (i % 64);
+}
+
+fn union(into: &mut Vec<u64>, from: &[u64]) {
+    if into.len() < from.len() {
+        into.resize(from.len(), 0);
+    }
+    for (a, b) in into.iter_mut().zip(from) {
+        *a |= b;
+    }
+}
+
+/// The inputs every search needs.
+pub struct Target<'a> {
+    /// The program.
+    pub program: &'a Rc<Program>,
+    /// The parameter point.
+    pub point: Point,
+    /// The fault budget.
+    pub faults: Faults,
+    /// The bounds.
+    pub bounds: Bounds,
+}
+
+impl Target<'_> {
+    fn start(&self) -> Execution {
+        Execution::start(self.program, self.point, self.faults)
+    }
+
+    fn buffering(&self) -> Buffering {
+        self.point.buffering
+    }
+}
+
+/// Runs `prefix` from the start, checking that each choice is enabled.
+pub fn replay(target: &Target<'_>, prefix: &[Choice]) -> Result<Execution, SearchError> {
+    let mut exec = target.start();
+    for (step, &choice) in prefix.iter().enumerate() {
+        if !exec.enabled().contains(&choice) {
+            return Err(SearchError::Diverged { step, choice });
+        }
+        exec.apply(choice);
+    }
+    Ok(exec)
+}
+
+/// Explores every schedule of `target` (up to equivalence with
+/// [`Reduction::Dpor`]), calling `visit` on each complete one.
+/// Schedules extend `prefix`, which is never revisited.
+pub fn exhaustive(
+    target: &Target<'_>,
+    reduction: Reduction,
+    prefix: &[Choice],
+    mut visit: impl FnMut(&Execution) -> Control,
+) -> Result<SearchStats, SearchError> {
+    let buffering = target.buffering();
+    let mut stats = SearchStats::default();
+    let mut stack: Vec<Node> = Vec::new();
+    let mut path: Vec<Choice> = Vec::new();
+    let base = prefix.len();
+    loop {
+        // Re-run the schedule so far.
+        let mut full: Vec<Choice> = prefix.to_vec();
+        full.extend(&path);
+        let mut exec = replay(target, &full)?;
+        stats.steps += full.len() as u64;
+        if reduction == Reduction::Dpor && !path.is_empty() {
+            // The step just switched to a backtrack choice races too.
+            add_races(&mut stack, &exec, base, buffering);
+        }
+        // Extend it with first choices.
+        let mut blocked = false;
+        loop {
+            if exec.steps.len() >= target.bounds.max_depth {
+                stats.depth_cut += 1;
+                break;
+            }
+            let enabled = exec.enabled();
+            if enabled.is_empty() {
+                break;
+            }
+            let (sleep, delays) = match stack.last() {
+                Some(parent) => {
+                    let taken = *path.last().expect("a node per path step");
+                    let sleep = parent
+                        .sleep
+                        .iter()
+                        .chain(parent.done.iter().filter(|&&c| c != taken))
+                        .filter(|q| !q.dependent(taken, buffering))
+                        .copied()
+                        .collect();
+                    let deviated = parent.enabled.first() != Some(&taken);
+                    (sleep, parent.delays + usize::from(deviated))
+                }
+                None => (BTreeSet::new(), 0),
+            };
+            let sleep: BTreeSet<Choice> = match reduction {
+                Reduction::Dpor => sleep,
+                Reduction::Naive => BTreeSet::new(),
+            };
+            let Some(&choice) = enabled.iter().find(|c| !sleep.contains(c)) else {
+                blocked = true;
+                break;
+            };
+            let backtrack = match reduction {
+                Reduction::Dpor => BTreeSet::from([choice]),
+                Reduction::Naive => enabled.iter().copied().collect(),
+            };
+            stack.push(Node {
+                enabled,
+                backtrack,
+                done: BTreeSet::new(),
+                sleep,
+                delays,
+                hb: Vec::new(),
+            });
+            path.push(choice);
+            exec.apply(choice);
+            stats.steps += 1;
+            if reduction == Reduction::Dpor {
+                add_races(&mut stack, &exec, base, buffering);
+            }
+        }
+        if blocked {
+            stats.sleep_blocked += 1;
+        } else {
+            stats.schedules += 1;
+            if visit(&exec) == Control::Stop {
+                stats.stopped = true;
+                return Ok(stats);
+            }
+        }
+        if stats.schedules + stats.sleep_blocked >= target.bounds.max_schedules {
+            stats.schedule_cap_hit = !next_branch(&mut stack, &mut path, target, &mut stats, false);
+            return Ok(stats);
+        }
+        if !next_branch(&mut stack, &mut path, target, &mut stats, true) {
+            return Ok(stats);
+        }
+    }
+}
+
+/// Moves to the next unexplored branch (deepest first); false when none is
+/// left. With `take` false, only says whether one is left.
+fn next_branch(
+    stack: &mut Vec<Node>,
+    path: &mut Vec<Choice>,
+    target: &Target<'_>,
+    stats: &mut SearchStats,
+    take: bool,
+) -> bool {
+    let mut depth = stack.len();
+    while depth > 0 {
+        let node = &mut stack[depth - 1];
+        node.done.insert(path[depth - 1]);
+        let mut next = None;
+        for c in node.backtrack.iter() {
+            if node.done.contains(c) || node.sleep.contains(c) {
+                continue;
+            }
+            let deviates = node.enabled.first() != Some(c);
+            if let Some(bound) = target.bounds.delay_bound {
+                if node.delays + usize::from(deviates) > bound {
+                    stats.delay_pruned = true;
+                    continue;
+                }
+            }
+            next = Some(*c);
+            break;
+        }
+        if let Some(c) = next {
+            if take {
+                stack.truncate(depth);
+                path.truncate(depth);
+                path[depth - 1] = c;
+                stack[depth - 1].hb.clear();
+            }
+            return true;
+        }
+        depth -= 1;
+    }
+    if take {
+        stack.clear();
+        path.clear();
+    }
+    false
+}
+
+/// Race detection for the step just applied (Flanagan-Godefroid): finds
+/// the latest earlier step dependent with it that does not happen before
+/// it, and schedules the reversal at the state before that step.
+fn add_races(stack: &mut [Node], exec: &Execution, base: usize, buffering: Buffering) {
+    let j = exec.steps.len() - 1;
+    let local = j - base;
+    let step = &exec.steps[j];
+    // What must happen before step j whatever the order: its causes.
+    let mut pre: Vec<u64> = Vec::new();
+    for &c in &step.causes.after {
+        if c >= base {
+            set_bit(&mut pre, c - base);
+            union(&mut pre, &stack[c - base].hb.clone());
+        }
+    }
+    let mut hb = pre.clone();
+    let mut race = None;
+    for i in (0..local).rev() {
+        let other = exec.steps[base + i].choice;
+        if !other.dependent(step.choice, buffering) {
+            continue;
+        }
+        if !bit(&pre, i) && !bit(&hb, i) && race.is_none() {
+            race = Some(i);
+        }
+        set_bit(&mut hb, i);
+        let earlier = stack[i].hb.clone();
+        union(&mut hb, &earlier);
+    }
+    stack[local].hb = hb;
+    if let Some(i) = race {
+        let node = &mut stack[i];
+        if node.enabled.contains(&step.choice) {
+            node.backtrack.insert(step.choice);
+        } else {
+            let all: Vec<Choice> = node.enabled.clone();
+            node.backtrack.extend(all);
+        }
+    }
+}
+
+/// Runs `schedules` random schedules (uniform walks, or PCT), calling
+/// `visit` on each.
+pub fn random(
+    target: &Target<'_>,
+    search: Search,
+    mut visit: impl FnMut(&Execution) -> Control,
+) -> SearchStats {
+    let (schedules, seed, depth) = match search {
+        Search::Random { schedules, seed } => (schedules, seed, None),
+        Search::Pct {
+            schedules,
+            seed,
+            depth,
+        } => (schedules, seed, Some(depth)),
+        Search::Exhaustive => (0, 0, None),
+    };
+    let mut rng = ChaCha8Rng::seed_from_u64(seed);
+    let mut stats = SearchStats::default();
+    let mut expected_len = 64usize;
+    let n = target.point.world_size;
+    for _ in 0..schedules.min(target.bounds.max_schedules) {
+        let mut exec = target.start();
+        // PCT: a random priority per rank, lowered at depth - 1 random
+        // change points.
+        let mut priority: Vec<usize> = (0..n).collect();
+        for i in (1..n).rev() {
+            priority.swap(i, rng.random_range(0..=i));
+        }
+        let change_points: Vec<usize> = match depth {
+            Some(d) => (1..d).map(|_| rng.random_range(0..expected_len.max(1))).collect(),
+            None => Vec::new(),
+        };
+        let mut lowered = 0usize;
+        loop {
+            let at = exec.steps.len();
+            if at >= target.bounds.max_depth {
+                stats.depth_cut += 1;
+                break;
+            }
+            let enabled = exec.enabled();
+            if enabled.is_empty() {
+                break;
+            }
+            let choice = match depth {
+                None => enabled[rng.random_range(0..enabled.len())],
+                Some(_) => {
+                    let best = *enabled
+                        .iter()
+                        .max_by_key(|c| priority[c.affected(target.buffering()).0])
+                        .expect("enabled is not empty");
+                    if change_points.contains(&at) {
+                        // Lower the running rank below every other.
+                        let r = best.affected(target.buffering()).0;
+                        priority[r] = lowered;
+                        lowered += 1;
+                        for (q, p) in priority.iter_mut().enumerate() {
+                            if q != r {
+                                *p += n;
+                            }
+                        }
+                    }
+                    best
+                }
+            };
+            exec.apply(choice);
+            stats.steps += 1;
+        }
+        expected_len = expected_len.max(exec.steps.len());
+        stats.schedules += 1;
+        if visit(&exec) == Control::Stop {
+            stats.stopped = true;
+            return stats;
+        }
+    }
+    stats.schedule_cap_hit = schedules > target.bounds.max_schedules;
+    stats
+}

@@ -1,0 +1,109 @@
+//! [`CheckFabric`]: the [`Fabric`] a rank uses under the model checker.
+//! Sends and receives become operations in the checked [`World`]; they
+//! complete only when the checker's choices make them (a delivery, a freed
+//! slot, a notice that the peer stopped).
+
+use std::cell::RefCell;
+use std::future::Future;
+use std::pin::Pin;
+use std::rc::Rc;
+use std::task::{Context, Poll};
+
+use algorithms::{Fabric, FabricError, Payload, Rank, Shape, Tag, Time, Work};
+
+use super::world::{OpId, OpState, World};
+
+/// One rank's view of a checked execution.
+#[derive(Clone, Debug)]
+pub struct CheckFabric {
+    rank: Rank,
+    world_size: usize,
+    world: Rc<RefCell<World>>,
+}
+
+impl CheckFabric {
+    /// The fabric of `rank` in `world`.
+    pub fn new(rank: Rank, world: Rc<RefCell<World>>) -> CheckFabric {
+        let world_size = world.borrow().world_size;
+        CheckFabric {
+            rank,
+            world_size,
+            world,
+        }
+    }
+}
+
+/// Waits for one operation of the world to complete.
+struct OpFuture<'a> {
+    world: &'a RefCell<World>,
+    op: OpId,
+}
+
+impl Future for OpFuture<'_> {
+    type Output = OpState;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<OpState> {
+        let mut world = self.world.borrow_mut();
+        let state = &mut world.ops[self.op];
+        match state {
+            OpState::Pending(waker) => {
+                *waker = Some(cx.waker().clone());
+                Poll::Pending
+            }
+            _ => Poll::Ready(std::mem::replace(state, OpState::Taken)),
+        }
+    }
+}
+
+impl Fabric for CheckFabric {
+    fn rank(&self) -> Rank {
+        self.rank
+    }
+
+    fn world_size(&self) -> usize {
+        self.world_size
+    }
+
+    /// The number of messages this rank has received: time is not modelled
+    /// by the checker, and a rank-local count keeps ranks independent.
+    fn now(&self) -> Time {
+        Time(self.world.borrow().ranks[self.rank].received)
+    }
+
+    async fn send(&self, to: Rank, tag: Tag, payload: Payload) -> Result<(), FabricError> {
+        let op = self
+            .world
+            .borrow_mut()
+            .post_send(self.rank, to, tag, payload);
+        match (OpFuture {
+            world: &self.world,
+            op,
+        })
+        .await
+        {
+            OpState::SendDone(result) => result,
+            other => unreachable!("a send operation completed as {other:?}"),
+        }
+    }
+
+    async fn recv(&self, from: Rank, tag: Tag, expect: Shape) -> Result<Payload, FabricError> {
+        let op = self
+            .world
+            .borrow_mut()
+            .post_recv(self.rank, from, tag, expect);
+        match (OpFuture {
+            world: &self.world,
+            op,
+        })
+        .await
+        {
+            OpState::RecvDone(result) => result,
+            other => unreachable!("a receive operation completed as {other:?}"),
+        }
+    }
+
+    /// Local work completes at once: the checker does not model time.
+    async fn compute(&self, _work: Work) -> Result<(), FabricError> {
+        Ok(())
+    }
+}

@@ -1,0 +1,141 @@
+//! The program every checked rank runs: the scenario's calls in this rank's
+//! order (or all at once when the scenario says they are concurrent), each
+//! on a buffer of symbolic inputs, so that every output element names the
+//! inputs it combines and in which order.
+
+use std::ops::Range;
+use std::rc::Rc;
+
+use algorithms::layout::block_range;
+use algorithms::symbolic::{self, Sym};
+use algorithms::{
+    Collective, CollectiveError, DType, Fabric, Params, Payload, Rank, Tag, collective,
+};
+use futures_util::future::join_all;
+
+use super::fabric::CheckFabric;
+use super::spec::{CallSpec, CheckAlgorithm, CheckScenario, Point};
+
+/// What a program checks: a whole scenario.
+pub type Program = CheckScenario;
+
+/// The outcome of one call on one rank: `None` if the rank never made it.
+pub type CallResult = Option<Result<Payload, CollectiveError>>;
+
+/// One rank's results, indexed like the scenario's calls.
+pub type RankResult = Vec<CallResult>;
+
+/// Bits of a leaf id that hold the element index.
+const ELEMENT_BITS: u32 = 24;
+/// Bits of a leaf id that hold the rank.
+const RANK_BITS: u32 = 16;
+
+/// The symbolic leaf standing for element `element` of `rank`'s input to
+/// call `call`.
+pub fn leaf_id(call: usize, rank: Rank, element: usize) -> u64 {
+    ((call as u64) << (ELEMENT_BITS + RANK_BITS)) | ((rank as u64) << ELEMENT_BITS) | element as u64
+}
+
+/// The readable name of a leaf: `r1[3]` (rank 1's element 3), prefixed by
+/// the call's id when the program has several calls (`sum:r1[3]`).
+pub fn leaf_name(program: &Program, id: u64) -> String {
+    let call = (id >> (ELEMENT_BITS + RANK_BITS)) as usize;
+    let rank = (id >> ELEMENT_BITS) & ((1 << RANK_BITS) - 1);
+    let element = id & ((1 << ELEMENT_BITS) - 1);
+    match program.calls.get(call) {
+        Some(c) if program.calls.len() > 1 => format!("{}:r{rank}[{element}]", c.id),
+        _ => format!("r{rank}[{element}]"),
+    }
+}
+
+/// Rank `rank`'s input buffer for call `call`: a distinct leaf per element.
+pub fn input(call: usize, rank: Rank, count: usize) -> Payload {
+    let leaves: Vec<Sym> = (0..count)
+        .map(|e| symbolic::leaf(leaf_id(call, rank, e)))
+        .collect();
+    Payload::from_vec(leaves)
+}
+
+/// The parameters of a call at `point`.
+pub fn params(call: &CallSpec, point: Point) -> Params {
+    let elem = DType::Sym.size_bytes() as u64;
+    let per_chunk = point.count.div_ceil(point.chunks.max(1)).max(1) as u64;
+    let n = point.world_size;
+    Params {
+        chunk_bytes: per_chunk * elem,
+        tag: Tag(call.tag),
+        root: point.root,
+        // Two ranks per node where that splits the world into several
+        // nodes, so that the hierarchical algorithm runs its own code.
+        ranks_per_node: if n >= 4 && n % 2 == 0 { 2 } else { n },
+        ..Params::default()
+    }
+}
+
+/// Runs one call on this rank; the result is a full-size buffer whose
+/// [`collective::defined_output`] holds the output, in place or not.
+async fn run_call(
+    fabric: &CheckFabric,
+    index: usize,
+    call: &CallSpec,
+    point: Point,
+) -> Result<Payload, CollectiveError> {
+    let rank = fabric.rank();
+    let n = fabric.world_size();
+    let count = point.count;
+    let params = params(call, point);
+    let mut buf = input(index, rank, count);
+    match call.algorithm {
+        CheckAlgorithm::Catalogue(algorithm) if !point.in_place => {
+            let collective = call.collective;
+            let own: Range<usize> = block_range(count, n, rank);
+            let input = match collective {
+                Collective::Allgather | Collective::Gather => buf.extract(own.clone()),
+                _ => buf.clone(),
+            };
+            let out = collective::run_out_of_place(
+                fabric, collective, algorithm, &input, count, call.op, &params,
+            )
+            .await?;
+            if out.len() == count {
+                return Ok(out);
+            }
+            // Reduce-scatter and scatter return this rank's block only.
+            buf.copy_from(own, &out)?;
+            Ok(buf)
+        }
+        CheckAlgorithm::Catalogue(algorithm) => {
+            collective::run(fabric, call.collective, algorithm, &mut buf, call.op, &params).await?;
+            Ok(buf)
+        }
+        CheckAlgorithm::Demo(demo) => {
+            super::demo::run(fabric, demo, &mut buf, call.op, &params).await?;
+            Ok(buf)
+        }
+    }
+}
+
+/// One rank's program at `point`.
+pub async fn rank_program(fabric: CheckFabric, program: Rc<Program>, point: Point) -> RankResult {
+    let rank = fabric.rank();
+    let mut results: RankResult = vec![None; program.calls.len()];
+    let order = program.order_of(rank).to_vec();
+    if program.concurrent {
+        let calls = order
+            .iter()
+            .map(|&i| run_call(&fabric, i, &program.calls[i], point));
+        for (&i, r) in order.iter().zip(join_all(calls).await) {
+            results[i] = Some(r);
+        }
+    } else {
+        for &i in &order {
+            let r = run_call(&fabric, i, &program.calls[i], point).await;
+            let failed = r.is_err();
+            results[i] = Some(r);
+            if failed {
+                break;
+            }
+        }
+    }
+    results
+}

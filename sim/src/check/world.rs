@@ -1,0 +1,687 @@
+//! The state of one checked execution: messages waiting in channels,
+//! posted receives, send buffer slots, per-rank status, and the
+//! transitions the checker chooses between ([`Choice`]).
+//!
+//! A rank's own computation between two choices is deterministic; every
+//! nondeterminism is a [`Choice`]: which message is delivered next, which
+//! is lost, which rank crashes, which receive times out, and when a rank
+//! learns that a peer stopped.
+
+use std::collections::{BTreeMap, VecDeque};
+use std::fmt;
+use std::task::Waker;
+
+use algorithms::{FabricError, Payload, Rank, Shape, Tag};
+
+use super::spec::{Buffering, Faults};
+
+/// A channel: the messages from `src` to `dst` with one tag, delivered in
+/// the order they were sent.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct ChannelKey {
+    /// The sender.
+    pub src: Rank,
+    /// The receiver.
+    pub dst: Rank,
+    /// The tag.
+    pub tag: u64,
+}
+
+impl fmt::Display for ChannelKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}->{} tag {}", self.src, self.dst, self.tag)
+    }
+}
+
+/// One transition the checker may choose.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Choice {
+    /// Deliver the oldest message of the channel to its oldest matching
+    /// receive.
+    Deliver(ChannelKey),
+    /// Lose the oldest message of the channel in flight.
+    Drop(ChannelKey),
+    /// Stop a rank where it is.
+    Crash(Rank),
+    /// Fail the oldest receive `rank` posted on the channel with a timeout.
+    Timeout(ChannelKey),
+    /// Tell `to` that `from` has stopped: its receives from `from` that no
+    /// message can satisfy fail, and so do its sends to `from`.
+    Notify {
+        /// The rank that stopped.
+        from: Rank,
+        /// The rank that learns it.
+        to: Rank,
+    },
+}
+
+impl Choice {
+    /// The ranks whose state this transition may change: two transitions
+    /// with disjoint sets commute (the dependency relation of the
+    /// partial-order reduction).
+    pub fn affected(self, buffering: Buffering) -> (Rank, Option<Rank>) {
+        match self {
+            // Under bounded buffering, a delivery may complete a send or
+            // free the slot a blocked send waits for.
+            Choice::Deliver(k) if buffering.is_bounded() => (k.dst, Some(k.src)),
+            Choice::Deliver(k) => (k.dst, None),
+            Choice::Drop(k) => (k.dst, Some(k.src)),
+            Choice::Crash(r) => (r, None),
+            Choice::Timeout(k) => (k.dst, None),
+            Choice::Notify { to, .. } => (to, None),
+        }
+    }
+
+    /// Whether the two transitions may fail to commute.
+    pub fn dependent(self, other: Choice, buffering: Buffering) -> bool {
+        let (a, b) = self.affected(buffering);
+        let (c, d) = other.affected(buffering);
+        a == c || Some(a) == d || (b.is_some() && (b == Some(c) || b == d))
+    }
+
+    /// Whether this is a fault (a drop, crash or timeout).
+    pub fn is_fault(self) -> bool {
+        matches!(self, Choice::Drop(_) | Choice::Crash(_) | Choice::Timeout(_))
+    }
+}
+
+impl fmt::Display for Choice {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Choice::Deliver(k) => write!(f, "deliver {k}"),
+            Choice::Drop(k) => write!(f, "drop {k}"),
+            Choice::Crash(r) => write!(f, "crash {r}"),
+            Choice::Timeout(k) => write!(f, "timeout {k}"),
+            Choice::Notify { from, to } => write!(f, "notify {from}->{to}"),
+        }
+    }
+}
+
+/// A timing model under which the checker clocks every execution, to
+/// compare the critical path with an algorithm's cost formula.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Timing {
+    /// The latency of a message (alpha), in ps.
+    pub latency_ps: u64,
+    /// Time per byte on a link (1/beta), in ps.
+    pub ps_per_byte: u64,
+}
+
+/// The two timing models: latency only (time = the longest chain of
+/// messages, in steps) and bandwidth only (time = the bytes on the
+/// critical path, one link per ordered pair of ranks as in the
+/// simulator's ideal links).
+pub const TIMINGS: [Timing; 2] = [
+    Timing {
+        latency_ps: 1,
+        ps_per_byte: 0,
+    },
+    Timing {
+        latency_ps: 0,
+        ps_per_byte: 1,
+    },
+];
+
+/// A message in a channel.
+#[derive(Debug)]
+struct Message {
+    payload: Payload,
+    /// Whether it holds a send buffer slot (its send has completed).
+    buffered: bool,
+    /// The send operation waiting for this message to be buffered or
+    /// received, if its send has not completed.
+    send: Option<OpId>,
+    /// Order of sends on its (src, dst) pair, for handing out freed slots.
+    pair_seq: u64,
+    /// The step during which it was sent (`None`: before the first).
+    sent_at: Option<usize>,
+    /// When it arrives under each [`TIMINGS`] model.
+    arrival: [u64; 2],
+    /// Times it was lost and retransmitted.
+    retries: usize,
+}
+
+/// A receive waiting in a channel.
+#[derive(Debug)]
+struct PostedRecv {
+    op: OpId,
+    expect: Shape,
+    posted_at: Option<usize>,
+}
+
+/// The index of a send or receive operation.
+pub type OpId = usize;
+
+/// Where a send or receive operation is.
+#[derive(Debug)]
+pub enum OpState {
+    /// Not complete; the waker of the task waiting for it.
+    Pending(Option<Waker>),
+    /// A completed send.
+    SendDone(Result<(), FabricError>),
+    /// A completed receive.
+    RecvDone(Result<Payload, FabricError>),
+    /// Its result has been taken.
+    Taken,
+}
+
+/// How a rank's program stands.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum RankStatus {
+    /// Still running (perhaps blocked).
+    Running,
+    /// Its program returned; with an error, the cause it reports.
+    Finished(Option<String>),
+    /// Stopped by a [`Choice::Crash`] or by a transport failure the
+    /// checker imposed (the retry budget exhausted).
+    Crashed(String),
+}
+
+/// Per-rank bookkeeping.
+#[derive(Debug)]
+pub struct RankState {
+    /// Its status.
+    pub status: RankStatus,
+    /// Bytes it sent.
+    pub bytes_sent: u64,
+    /// Messages it sent.
+    pub messages_sent: u64,
+    /// Messages it received.
+    pub received: u64,
+    /// Its clock under each [`TIMINGS`] model: when its last received
+    /// message arrived (it computes in no time).
+    pub clock: [u64; 2],
+    /// Peers it knows have stopped, with the cause they reported.
+    pub known_stopped: BTreeMap<Rank, String>,
+    /// The step during which it stopped, if it has.
+    pub stopped_at: Option<Option<usize>>,
+    /// The first failure it learned of (its own fault, or a stopped
+    /// peer's cause), what its error should name.
+    pub cause: Option<String>,
+}
+
+/// What a rank is blocked on, for deadlock reports.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Wait {
+    /// A receive from `key.src`.
+    Recv(ChannelKey),
+    /// A send to `key.dst` waiting for a slot or its receiver.
+    Send(ChannelKey),
+}
+
+/// The state of one execution.
+#[derive(Debug)]
+pub struct World {
+    /// Number of ranks.
+    pub world_size: usize,
+    /// Send semantics.
+    pub buffering: Buffering,
+    /// The fault budget.
+    pub faults: Faults,
+    /// Faults used so far: drops, crashes, timeouts.
+    pub used: [usize; 3],
+    /// Per-rank state.
+    pub ranks: Vec<RankState>,
+    /// Every operation.
+    pub ops: Vec<OpState>,
+    channels: BTreeMap<ChannelKey, VecDeque<Message>>,
+    posted: BTreeMap<ChannelKey, VecDeque<PostedRecv>>,
+    /// Slots in use per (src, dst) pair.
+    slots_used: BTreeMap<(Rank, Rank), usize>,
+    pair_seq: BTreeMap<(Rank, Rank), u64>,
+    /// When each (src, dst) link is free again, under each timing model.
+    link_free: BTreeMap<(Rank, Rank), [u64; 2]>,
+    /// Notices not yet delivered: (from, to) -> the step they were created.
+    notices: BTreeMap<(Rank, Rank), Option<usize>>,
+    /// The step being applied (`None` before the first choice).
+    pub step: Option<usize>,
+}
+
+/// What the explorer needs to know about an applied choice: the steps it
+/// causally follows (the send of its message, the posting of its receive,
+/// the stop its notice reports).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Causes {
+    /// Steps that must precede this one in every equivalent schedule.
+    pub after: Vec<usize>,
+    /// For a delivery, the step during which its message was sent (`None`
+    /// also when it was sent before the first step).
+    pub sent_at: Option<usize>,
+}
+
+impl World {
+    /// A world of `world_size` running ranks and nothing in flight.
+    pub fn new(world_size: usize, buffering: Buffering, faults: Faults) -> World {
+        World {
+            world_size,
+            buffering,
+            faults,
+            used: [0; 3],
+            ranks: (0..world_size)
+                .map(|_| RankState {
+                    status: RankStatus::Running,
+                    bytes_sent: 0,
+                    messages_sent: 0,
+                    received: 0,
+                    clock: [0; 2],
+                    known_stopped: BTreeMap::new(),
+                    stopped_at: None,
+                    cause: None,
+                })
+                .collect(),
+            ops: Vec::new(),
+            channels: BTreeMap::new(),
+            posted: BTreeMap::new(),
+            slots_used: BTreeMap::new(),
+            pair_seq: BTreeMap::new(),
+            link_free: BTreeMap::new(),
+            notices: BTreeMap::new(),
+            step: None,
+        }
+    }
+
+    fn new_op(&mut self, state: OpState) -> OpId {
+        self.ops.push(state);
+        self.ops.len() - 1
+    }
+
+    fn complete(&mut self, op: OpId, done: OpState) {
+        if let OpState::Pending(waker) = std::mem::replace(&mut self.ops[op], done) {
+            if let Some(w) = waker {
+                w.wake();
+            }
+        }
+    }
+
+    fn is_running(&self, rank: Rank) -> bool {
+        self.ranks[rank].status == RankStatus::Running
+    }
+
+    fn stopped_error(&self, rank: Rank, peer: Rank) -> FabricError {
+        let cause = &self.ranks[rank].known_stopped[&peer];
+        FabricError::Transport {
+            rank,
+            reason: format!("rank {peer} stopped ({cause})"),
+        }
+    }
+
+    /// Starts a send from `src`; returns its operation (complete at once
+    /// when the message is buffered).
+    pub fn post_send(&mut self, src: Rank, dst: Rank, tag: Tag, payload: Payload) -> OpId {
+        if dst >= self.world_size {
+            let e = FabricError::PeerOutOfRange {
+                rank: src,
+                peer: dst,
+                world_size: self.world_size,
+            };
+            return self.new_op(OpState::SendDone(Err(e)));
+        }
+        if self.ranks[src].known_stopped.contains_key(&dst) {
+            let e = self.stopped_error(src, dst);
+            return self.new_op(OpState::SendDone(Err(e)));
+        }
+        let bytes = payload.shape().bytes();
+        let sender = &mut self.ranks[src];
+        sender.bytes_sent += bytes;
+        sender.messages_sent += 1;
+        let ready = sender.clock;
+        let link = self.link_free.entry((src, dst)).or_default();
+        let mut arrival = [0; 2];
+        for (m, t) in TIMINGS.iter().enumerate() {
+            let start = ready[m].max(link[m]);
+            link[m] = start + t.ps_per_byte * bytes;
+            arrival[m] = link[m] + t.latency_ps;
+        }
+        let used = self.slots_used.entry((src, dst)).or_default();
+        let waiting = self
+            .channels
+            .range(pair_range(src, dst))
+            .any(|(_, q)| q.iter().any(|m| !m.buffered));
+        let buffered = match self.buffering {
+            Buffering::Unbounded => true,
+            Buffering::Eager(k) => *used < k && !waiting,
+        };
+        if buffered && self.buffering.is_bounded() {
+            *used += 1;
+        }
+        let seq = self.pair_seq.entry((src, dst)).or_default();
+        *seq += 1;
+        let pair_seq = *seq;
+        let op = if buffered {
+            self.new_op(OpState::SendDone(Ok(())))
+        } else {
+            self.new_op(OpState::Pending(None))
+        };
+        let key = ChannelKey {
+            src,
+            dst,
+            tag: tag.0,
+        };
+        self.channels.entry(key).or_default().push_back(Message {
+            payload,
+            buffered,
+            send: (!buffered).then_some(op),
+            pair_seq,
+            sent_at: self.step,
+            arrival,
+            retries: 0,
+        });
+        op
+    }
+
+    /// Posts a receive at `dst` from `src`.
+    pub fn post_recv(&mut self, dst: Rank, src: Rank, tag: Tag, expect: Shape) -> OpId {
+        if src >= self.world_size {
+            let e = FabricError::PeerOutOfRange {
+                rank: dst,
+                peer: src,
+                world_size: self.world_size,
+            };
+            return self.new_op(OpState::RecvDone(Err(e)));
+        }
+        let key = ChannelKey {
+            src,
+            dst,
+            tag: tag.0,
+        };
+        if self.ranks[dst].known_stopped.contains_key(&src) && !self.satisfiable(key, 1) {
+            let e = self.stopped_error(dst, src);
+            return self.new_op(OpState::RecvDone(Err(e)));
+        }
+        let op = self.new_op(OpState::Pending(None));
+        self.posted.entry(key).or_default().push_back(PostedRecv {
+            op,
+            expect,
+            posted_at: self.step,
+        });
+        op
+    }
+
+    /// Whether the channel holds a message for `extra` more receives beyond
+    /// those posted (as many messages as receives).
+    fn satisfiable(&self, key: ChannelKey, extra: usize) -> bool {
+        let messages = self.channels.get(&key).map_or(0, VecDeque::len);
+        let posted = self.posted.get(&key).map_or(0, VecDeque::len);
+        messages >= posted + extra
+    }
+
+    /// When the oldest message of `key` arrives under timing model `model`.
+    pub fn arrival(&self, key: ChannelKey, model: usize) -> Option<u64> {
+        self.channels.get(&key)?.front().map(|m| m.arrival[model])
+    }
+
+    /// Every choice enabled now, in a fixed order.
+    pub fn enabled(&self) -> Vec<Choice> {
+        let mut out = Vec::new();
+        for (key, queue) in &self.channels {
+            let Some(head) = queue.front() else { continue };
+            let receivable = self.posted.get(key).is_some_and(|p| !p.is_empty());
+            if receivable && self.is_running(key.dst) {
+                out.push(Choice::Deliver(*key));
+            }
+            if self.used[0] < self.faults.drops && head.buffered && self.is_running(key.dst) {
+                out.push(Choice::Drop(*key));
+            }
+        }
+        for (&(from, to), _) in &self.notices {
+            if self.is_running(to) {
+                out.push(Choice::Notify { from, to });
+            }
+        }
+        if self.used[2] < self.faults.timeouts {
+            for (key, p) in &self.posted {
+                if !p.is_empty() && self.is_running(key.dst) {
+                    out.push(Choice::Timeout(*key));
+                }
+            }
+        }
+        if self.used[1] < self.faults.crashes {
+            for r in 0..self.world_size {
+                if self.is_running(r) {
+                    out.push(Choice::Crash(r));
+                }
+            }
+        }
+        out
+    }
+
+    /// Applies an enabled choice as step `step`; returns the steps it
+    /// causally follows.
+    pub fn apply(&mut self, choice: Choice, step: usize) -> Causes {
+        self.step = Some(step);
+        let mut causes = Causes::default();
+        match choice {
+            Choice::Deliver(key) => self.deliver(key, &mut causes),
+            Choice::Drop(key) => self.drop_message(key, &mut causes),
+            Choice::Crash(rank) => {
+                self.used[1] += 1;
+                self.stop(rank, RankStatus::Crashed(format!("rank {rank} crashed")));
+            }
+            Choice::Timeout(key) => {
+                self.used[2] += 1;
+                let recv = self.posted.get_mut(&key).and_then(VecDeque::pop_front);
+                let recv = recv.expect("a timeout is chosen only for a posted receive");
+                causes.after.extend(recv.posted_at);
+                let reason = format!("receive from rank {} tag {} timed out", key.src, key.tag);
+                self.note_cause(key.dst, format!("rank {}: {reason}", key.dst));
+                let e = FabricError::Timeout {
+                    rank: key.dst,
+                    peer: key.src,
+                    reason,
+                };
+                self.complete(recv.op, OpState::RecvDone(Err(e)));
+            }
+            Choice::Notify { from, to } => {
+                let created = self.notices.remove(&(from, to));
+                causes.after.extend(created.flatten());
+                self.learn_stopped(to, from);
+            }
+        }
+        causes
+    }
+
+    fn deliver(&mut self, key: ChannelKey, causes: &mut Causes) {
+        let msg = self.channels.get_mut(&key).and_then(VecDeque::pop_front);
+        let msg = msg.expect("a delivery is chosen only for a waiting message");
+        let recv = self.posted.get_mut(&key).and_then(VecDeque::pop_front);
+        let recv = recv.expect("a delivery is chosen only for a posted receive");
+        causes.after.extend(msg.sent_at);
+        causes.after.extend(recv.posted_at);
+        causes.sent_at = msg.sent_at;
+        let receiver = &mut self.ranks[key.dst];
+        receiver.received += 1;
+        for m in 0..TIMINGS.len() {
+            receiver.clock[m] = receiver.clock[m].max(msg.arrival[m]);
+        }
+        let got = msg.payload.shape();
+        let result = if got == recv.expect {
+            Ok(msg.payload)
+        } else {
+            Err(FabricError::ShapeMismatch {
+                rank: key.dst,
+                from: key.src,
+                tag: Tag(key.tag),
+                expected: recv.expect,
+                got,
+            })
+        };
+        self.complete(recv.op, OpState::RecvDone(result));
+        if let Some(send) = msg.send {
+            self.complete(send, OpState::SendDone(Ok(())));
+        }
+        if msg.buffered && self.buffering.is_bounded() {
+            self.free_slot(key.src, key.dst);
+        }
+    }
+
+    /// Frees a slot of the pair and hands it to the oldest send waiting on
+    /// the pair, if any.
+    fn free_slot(&mut self, src: Rank, dst: Rank) {
+        let used = self.slots_used.entry((src, dst)).or_default();
+        *used = used.saturating_sub(1);
+        let oldest = self
+            .channels
+            .range_mut(pair_range(src, dst))
+            .flat_map(|(_, q)| q.iter_mut())
+            .filter(|m| !m.buffered)
+            .min_by_key(|m| m.pair_seq);
+        if let Some(m) = oldest {
+            m.buffered = true;
+            let send = m.send.take();
+            *self.slots_used.entry((src, dst)).or_default() += 1;
+            if let Some(op) = send {
+                self.complete(op, OpState::SendDone(Ok(())));
+            }
+        }
+    }
+
+    fn drop_message(&mut self, key: ChannelKey, causes: &mut Causes) {
+        self.used[0] += 1;
+        let queue = self.channels.get_mut(&key).expect("a drop names a channel");
+        let head = queue.front_mut().expect("a drop is chosen only for a message");
+        causes.after.extend(head.sent_at);
+        if self.faults.retransmit {
+            // The transport resends it: the loss only delays the message,
+            // unless it exhausts the retry budget.
+            head.retries += 1;
+            if head.retries > self.faults.retry_count {
+                queue.pop_front();
+                let cause = format!(
+                    "rank {}: retry budget ({}) exhausted on {key}",
+                    key.src, self.faults.retry_count
+                );
+                self.stop(key.src, RankStatus::Crashed(cause));
+            }
+        } else {
+            // Lost for good; its slot is never returned (credits travel
+            // with the receiver's consumption, which never comes).
+            queue.pop_front();
+        }
+    }
+
+    fn note_cause(&mut self, rank: Rank, cause: String) {
+        self.ranks[rank].cause.get_or_insert(cause);
+    }
+
+    /// Stops `rank` (crash, or an imposed transport failure): its receives
+    /// and unsent messages go, and every running peer will be told.
+    pub fn stop(&mut self, rank: Rank, status: RankStatus) {
+        if let RankStatus::Crashed(cause) = &status {
+            let cause = cause.clone();
+            self.note_cause(rank, cause);
+        }
+        self.ranks[rank].status = status;
+        self.ranks[rank].stopped_at = Some(self.step);
+        self.posted.retain(|k, _| k.dst != rank);
+        for (k, q) in self.channels.iter_mut() {
+            if k.src == rank {
+                q.retain(|m| m.buffered);
+            }
+        }
+        for peer in 0..self.world_size {
+            if peer != rank && self.is_running(peer) {
+                self.notices.insert((rank, peer), self.step);
+            }
+        }
+    }
+
+    /// Records that `rank`'s program returned (with the cause of its
+    /// error, if it failed); a failed rank's peers will be told.
+    pub fn finish(&mut self, rank: Rank, error: Option<String>) {
+        let failed = error.is_some();
+        if let Some(e) = &error {
+            let cause = self.ranks[rank].cause.clone().unwrap_or_else(|| e.clone());
+            self.ranks[rank].cause = Some(cause);
+        }
+        let cause = self.ranks[rank].cause.clone();
+        if failed {
+            self.stop(rank, RankStatus::Finished(cause));
+        } else {
+            self.ranks[rank].status = RankStatus::Finished(None);
+            self.ranks[rank].stopped_at = Some(self.step);
+            self.posted.retain(|k, _| k.dst != rank);
+        }
+    }
+
+    fn learn_stopped(&mut self, rank: Rank, peer: Rank) {
+        let cause = match &self.ranks[peer].status {
+            RankStatus::Crashed(c) => c.clone(),
+            RankStatus::Finished(Some(c)) => c.clone(),
+            _ => format!("rank {peer} stopped"),
+        };
+        self.note_cause(rank, cause.clone());
+        self.ranks[rank].known_stopped.insert(peer, cause);
+        // Receives from the peer beyond the messages it left fail.
+        let keys: Vec<ChannelKey> = self
+            .posted
+            .keys()
+            .filter(|k| k.dst == rank && k.src == peer)
+            .copied()
+            .collect();
+        for key in keys {
+            let messages = self.channels.get(&key).map_or(0, VecDeque::len);
+            let posted = self.posted.get_mut(&key).expect("key listed");
+            let failing: Vec<OpId> = posted.drain(messages.min(posted.len())..).map(|p| p.op).collect();
+            for op in failing {
+                let e = self.stopped_error(rank, peer);
+                self.complete(op, OpState::RecvDone(Err(e)));
+            }
+        }
+        // Sends to the peer that wait for it fail.
+        let pending: Vec<OpId> = self
+            .channels
+            .range_mut(pair_range(rank, peer))
+            .flat_map(|(_, q)| q.iter_mut())
+            .filter_map(|m| m.send.take())
+            .collect();
+        for (_, q) in self.channels.range_mut(pair_range(rank, peer)) {
+            q.retain(|m| m.buffered);
+        }
+        for op in pending {
+            let e = self.stopped_error(rank, peer);
+            self.complete(op, OpState::SendDone(Err(e)));
+        }
+    }
+
+    /// What each running rank waits for (receives it posted, sends not
+    /// complete), for deadlock reports.
+    pub fn waits(&self) -> Vec<Vec<Wait>> {
+        let mut out = vec![Vec::new(); self.world_size];
+        for (key, p) in &self.posted {
+            for _ in p {
+                out[key.dst].push(Wait::Recv(*key));
+            }
+        }
+        for (key, q) in &self.channels {
+            for m in q {
+                if m.send.is_some() {
+                    out[key.src].push(Wait::Send(*key));
+                }
+            }
+        }
+        out
+    }
+
+    /// Messages sent and never received, per channel.
+    pub fn leftovers(&self) -> Vec<(ChannelKey, usize)> {
+        self.channels
+            .iter()
+            .filter(|(_, q)| !q.is_empty())
+            .map(|(k, q)| (*k, q.len()))
+            .collect()
+    }
+
+    /// Whether any fault struck.
+    pub fn faulted(&self) -> bool {
+        self.used.iter().any(|&u| u > 0)
+    }
+}
+
+/// Every channel key of the (src, dst) pair.
+fn pair_range(src: Rank, dst: Rank) -> std::ops::RangeInclusive<ChannelKey> {
+    ChannelKey { src, dst, tag: 0 }..=ChannelKey {
+        src,
+        dst,
+        tag: u64::MAX,
+    }
+}
