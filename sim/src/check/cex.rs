@@ -88,7 +88,9 @@ pub fn parse_buffering(text: &str) -> Result<Buffering, String> {
             .strip_prefix("eager:")
             .and_then(|k| k.parse().ok())
             .map(Buffering::Eager)
-            .ok_or_else(|| format!("unknown buffering `{text}`; valid: eager:K, rendezvous, unbounded")),
+            .ok_or_else(|| {
+                format!("unknown buffering `{text}`; valid: eager:K, rendezvous, unbounded")
+            }),
     }
 }
 
@@ -130,7 +132,13 @@ impl FromStr for Choice {
 
 impl CexFile {
     /// The file for a counterexample.
-    pub fn new(scenario: &Path, verdict: Verdict, summary: &str, point: Point, choices: &[Choice]) -> CexFile {
+    pub fn new(
+        scenario: &Path,
+        verdict: Verdict,
+        summary: &str,
+        point: Point,
+        choices: &[Choice],
+    ) -> CexFile {
         CexFile {
             scenario: scenario.to_path_buf(),
             verdict: verdict.name().into(),
@@ -151,7 +159,10 @@ impl CexFile {
             path: path.display().to_string(),
             reason: e.to_string(),
         })?;
-        let text = format!("# sim check counterexample; re-run it with: sim replay {}\n{body}", path.display());
+        let text = format!(
+            "# sim check counterexample; re-run it with: sim replay {}\n{body}",
+            path.display()
+        );
         std::fs::write(path, text).map_err(|e| CexError::Io {
             path: path.display().to_string(),
             reason: format!("cannot write counterexample: {e}"),
@@ -185,7 +196,10 @@ impl CexFile {
             .choices
             .iter()
             .enumerate()
-            .map(|(i, c)| c.parse().map_err(|e| invalid(format!("choice {}: {e}", i + 1))))
+            .map(|(i, c)| {
+                c.parse()
+                    .map_err(|e| invalid(format!("choice {}: {e}", i + 1)))
+            })
             .collect::<Result<Vec<Choice>, CexError>>()?;
         if self.world_size == 0 || self.chunks == 0 {
             return Err(invalid("world_size and chunks must be at least 1".into()));

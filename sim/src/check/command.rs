@@ -174,7 +174,11 @@ fn min_buffering_command(
             return Ok(EXIT_INPUT);
         }
     };
-    writeln!(out, "check {}: smallest send buffering that completes", program.name)?;
+    writeln!(
+        out,
+        "check {}: smallest send buffering that completes",
+        program.name
+    )?;
     for (slots, report) in &reports {
         let mode = buffering_name(Buffering::Eager(*slots));
         writeln!(
@@ -187,7 +191,11 @@ fn min_buffering_command(
         Some(k) => {
             writeln!(out, "minimum: {k} eager slot(s) per connection")?;
             if let Some((below, report)) = reports.iter().rev().nth(1) {
-                writeln!(out, "below it ({}):", buffering_name(Buffering::Eager(*below)))?;
+                writeln!(
+                    out,
+                    "below it ({}):",
+                    buffering_name(Buffering::Eager(*below))
+                )?;
                 if let Some(cex) = &report.counterexample {
                     print_counterexample(program, cex, out)?;
                 }
@@ -200,7 +208,10 @@ fn min_buffering_command(
                 "no capacity up to {} slot(s) completes",
                 args.max_slots
             )?;
-            let last = reports.last().map(|(_, r)| r.verdict).unwrap_or(Verdict::Deadlock);
+            let last = reports
+                .last()
+                .map(|(_, r)| r.verdict)
+                .unwrap_or(Verdict::Deadlock);
             Ok(exit_status(last))
         }
     }
@@ -208,8 +219,17 @@ fn min_buffering_command(
 
 /// Prints the report: the points, the verdict, the counterexample, the
 /// counts.
-pub fn print_report(program: &Program, report: &CheckReport, out: &mut impl Write) -> io::Result<()> {
-    writeln!(out, "check {} ({} point(s) searched)", program.name, report.points.len())?;
+pub fn print_report(
+    program: &Program,
+    report: &CheckReport,
+    out: &mut impl Write,
+) -> io::Result<()> {
+    writeln!(
+        out,
+        "check {} ({} point(s) searched)",
+        program.name,
+        report.points.len()
+    )?;
     for p in &report.points {
         let what = match p.violation {
             Some(v) => format!("{v}"),
@@ -221,7 +241,11 @@ pub fn print_report(program: &Program, report: &CheckReport, out: &mut impl Writ
             p.point, p.stats.schedules, p.stats.sleep_blocked
         );
         if let Some(naive) = &p.naive {
-            let cap = if naive.schedule_cap_hit { "+ (cap)" } else { "" };
+            let cap = if naive.schedule_cap_hit {
+                "+ (cap)"
+            } else {
+                ""
+            };
             let factor = naive.schedules as f64 / (p.stats.schedules.max(1)) as f64;
             line += &format!("; naive {}{cap} ({factor:.1}x)", naive.schedules);
         }
@@ -252,7 +276,11 @@ pub fn print_report(program: &Program, report: &CheckReport, out: &mut impl Writ
 
 /// Prints a counterexample: the violation, the numbered choices, each
 /// rank's state at the end.
-pub fn print_counterexample(program: &Program, cex: &Counterexample, out: &mut impl Write) -> io::Result<()> {
+pub fn print_counterexample(
+    program: &Program,
+    cex: &Counterexample,
+    out: &mut impl Write,
+) -> io::Result<()> {
     let _ = program;
     writeln!(out, "{}: {}", cex.violation.verdict, cex.violation.summary)?;
     writeln!(
@@ -273,7 +301,10 @@ pub fn print_counterexample(program: &Program, cex: &Counterexample, out: &mut i
         }
     }
     match cex.unavoidable_after {
-        Some(0) => writeln!(out, "failure is unavoidable from the start: every schedule fails")?,
+        Some(0) => writeln!(
+            out,
+            "failure is unavoidable from the start: every schedule fails"
+        )?,
         Some(k) => writeln!(out, "failure became unavoidable after step {k}")?,
         None => {}
     }
@@ -311,7 +342,12 @@ fn save_counterexample(
         &cex.choices,
     );
     match file.save(&path) {
-        Ok(()) => writeln!(out, "saved: {} (re-run it: sim replay {})", path.display(), path.display()),
+        Ok(()) => writeln!(
+            out,
+            "saved: {} (re-run it: sim replay {})",
+            path.display(),
+            path.display()
+        ),
         Err(e) => {
             eprintln!("error: {e}");
             Err(io::Error::other(e.to_string()))
@@ -351,7 +387,11 @@ pub fn replay_command(args: &ReplayArgs) -> io::Result<u8> {
         }
     };
     if point.world_size > 64 {
-        eprintln!("error: {}: world_size {} is too large", args.file.display(), point.world_size);
+        eprintln!(
+            "error: {}: world_size {} is too large",
+            args.file.display(),
+            point.world_size
+        );
         return Ok(EXIT_INPUT);
     }
     let target = Target {
@@ -384,7 +424,12 @@ pub fn replay_command(args: &ReplayArgs) -> io::Result<u8> {
         }
     };
     let violation = evaluate(&program, point, &exec, false, &mut baseline);
-    writeln!(out, "replay {} at {point}, {} step(s)", program.name, choices.len())?;
+    writeln!(
+        out,
+        "replay {} at {point}, {} step(s)",
+        program.name,
+        choices.len()
+    )?;
     for (i, c) in choices.iter().enumerate() {
         writeln!(out, "  {:>3}. {c}", i + 1)?;
     }

@@ -86,7 +86,10 @@ pub fn check_formula(
     };
     let mut lines = Vec::new();
     let mut shown = None;
-    for (m, what) in [(0, "steps (latency only)"), (1, "critical-path bytes (bandwidth only)")] {
+    for (m, what) in [
+        (0, "steps (latency only)"),
+        (1, "critical-path bytes (bandwidth only)"),
+    ] {
         let exec = timed(&target, m)?;
         if !exec.all_done() {
             return Ok(None);
@@ -110,7 +113,9 @@ pub fn check_formula(
         );
         if let Some(f) = formula {
             if f != measured {
-                lines.push(format!("{what}: measured {measured}, the formula gives {f}"));
+                lines.push(format!(
+                    "{what}: measured {measured}, the formula gives {f}"
+                ));
                 shown.get_or_insert(exec);
             }
         }

@@ -140,7 +140,11 @@ impl Execution {
     }
 
     fn next_ready(&self) -> Option<usize> {
-        let mut ready = self.ready.0.lock().expect("ready set lock is never poisoned");
+        let mut ready = self
+            .ready
+            .0
+            .lock()
+            .expect("ready set lock is never poisoned");
         ready.pop_first()
     }
 

@@ -70,7 +70,9 @@ impl SearchStats {
 pub enum SearchError {
     /// Replaying a prefix did not reproduce it: some program is not
     /// deterministic given the checker's choices.
-    #[error("replaying step {step} ({choice}) found it disabled: the program is not deterministic under the checker's choices")]
+    #[error(
+        "replaying step {step} ({choice}) found it disabled: the program is not deterministic under the checker's choices"
+    )]
     Diverged {
         /// The step.
         step: usize,
@@ -357,7 +359,9 @@ pub fn random(
             priority.swap(i, rng.random_range(0..=i));
         }
         let change_points: Vec<usize> = match depth {
-            Some(d) => (1..d).map(|_| rng.random_range(0..expected_len.max(1))).collect(),
+            Some(d) => (1..d)
+                .map(|_| rng.random_range(0..expected_len.max(1)))
+                .collect(),
             None => Vec::new(),
         };
         let mut lowered = 0usize;

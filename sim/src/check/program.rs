@@ -105,7 +105,15 @@ async fn run_call(
             Ok(buf)
         }
         CheckAlgorithm::Catalogue(algorithm) => {
-            collective::run(fabric, call.collective, algorithm, &mut buf, call.op, &params).await?;
+            collective::run(
+                fabric,
+                call.collective,
+                algorithm,
+                &mut buf,
+                call.op,
+                &params,
+            )
+            .await?;
             Ok(buf)
         }
         CheckAlgorithm::Demo(demo) => {

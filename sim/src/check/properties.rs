@@ -197,7 +197,8 @@ pub fn evaluate(
             let Some(Some(Ok(out))) = exec.results[rank].as_ref().map(|r| r[index].as_ref()) else {
                 continue;
             };
-            let range = collective::defined_output(call.collective, rank, n, point.count, point.root);
+            let range =
+                collective::defined_output(call.collective, rank, n, point.count, point.root);
             let got = &symbols(out)[range.clone()];
             for (offset, &sym) in got.iter().enumerate() {
                 let e = range.start + offset;
@@ -223,10 +224,7 @@ pub fn evaluate(
                     };
                     return Some(Violation {
                         verdict,
-                        summary: format!(
-                            "call `{}`: rank {rank}'s element {e} is wrong",
-                            call.id
-                        ),
+                        summary: format!("call `{}`: rank {rank}'s element {e} is wrong", call.id),
                         details: vec![
                             format!("got      {}", symbolic::describe(sym, &name)),
                             format!("expected {expected}"),
@@ -324,12 +322,7 @@ pub fn evaluate(
     check_assertions(program, &world)
 }
 
-fn nondeterministic(
-    summary: String,
-    a: Sym,
-    b: Sym,
-    name: &dyn Fn(u64) -> String,
-) -> Violation {
+fn nondeterministic(summary: String, a: Sym, b: Sym, name: &dyn Fn(u64) -> String) -> Violation {
     Violation {
         verdict: Verdict::Nondeterministic,
         summary,
@@ -351,7 +344,12 @@ fn check_assertions(program: &Program, world: &World) -> Option<Violation> {
             Assertion::MaxBytesSent { rank, bytes } => ranks(rank)
                 .into_iter()
                 .find(|&r| world.ranks[r].bytes_sent > bytes)
-                .map(|r| format!("rank {r} sent {} bytes, more than {bytes}", world.ranks[r].bytes_sent)),
+                .map(|r| {
+                    format!(
+                        "rank {r} sent {} bytes, more than {bytes}",
+                        world.ranks[r].bytes_sent
+                    )
+                }),
             Assertion::MaxMessagesSent { rank, messages } => ranks(rank)
                 .into_iter()
                 .find(|&r| world.ranks[r].messages_sent > messages)

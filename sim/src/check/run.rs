@@ -86,7 +86,11 @@ fn target<'a>(program: &'a Rc<Program>, point: Point) -> Target<'a> {
 }
 
 /// Records a failing execution as a schedule.
-fn capture(exec: &Execution, program: &Program, violation: Violation) -> (Vec<Choice>, Vec<bool>, Violation, Vec<String>) {
+fn capture(
+    exec: &Execution,
+    program: &Program,
+    violation: Violation,
+) -> (Vec<Choice>, Vec<bool>, Violation, Vec<String>) {
     let choices: Vec<Choice> = exec.steps.iter().map(|s| s.choice).collect();
     let world = exec.world.borrow();
     let mut state = describe_waits(program, &world);
@@ -257,7 +261,10 @@ pub fn check(program: &Rc<Program>, options: Options) -> Result<CheckReport, Sea
             let f = search_point(program, point, &[], &mut baseline, |_| Control::Continue)?;
             schedules += f.stats.schedules;
             if let Some(short) = f.first {
-                let shorter = found.first.as_ref().is_none_or(|old| short.0.len() < old.0.len());
+                let shorter = found
+                    .first
+                    .as_ref()
+                    .is_none_or(|old| short.0.len() < old.0.len());
                 if Some(short.2.verdict) == verdict && shorter {
                     found.first = Some(short);
                 }
@@ -334,7 +341,11 @@ fn unavoidable(
 }
 
 /// Puts the default schedule's results in `baseline`.
-fn seed_baseline(program: &Rc<Program>, point: Point, baseline: &mut Baseline) -> Result<(), SearchError> {
+fn seed_baseline(
+    program: &Rc<Program>,
+    point: Point,
+    baseline: &mut Baseline,
+) -> Result<(), SearchError> {
     let t = target(program, point);
     let mut exec = explore::replay(&t, &[])?;
     while let Some(&c) = exec.enabled().first() {

@@ -231,7 +231,11 @@ impl fmt::Display for Point {
             self.count,
             self.chunks,
             self.root,
-            if self.in_place { "in place" } else { "out of place" },
+            if self.in_place {
+                "in place"
+            } else {
+                "out of place"
+            },
             self.buffering
         )
     }

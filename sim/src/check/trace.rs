@@ -14,7 +14,11 @@ fn escape(text: &str) -> String {
 }
 
 /// Writes the trace of `exec` (its steps and final state) to `out`.
-pub fn write_trace(exec: &Execution, final_state: &[String], mut out: impl Write) -> io::Result<()> {
+pub fn write_trace(
+    exec: &Execution,
+    final_state: &[String],
+    mut out: impl Write,
+) -> io::Result<()> {
     let n = exec.world.borrow().world_size;
     let mut events: Vec<String> = Vec::new();
     for rank in 0..n {

@@ -81,7 +81,10 @@ impl Choice {
 
     /// Whether this is a fault (a drop, crash or timeout).
     pub fn is_fault(self) -> bool {
-        matches!(self, Choice::Drop(_) | Choice::Crash(_) | Choice::Timeout(_))
+        matches!(
+            self,
+            Choice::Drop(_) | Choice::Crash(_) | Choice::Timeout(_)
+        )
     }
 }
 
@@ -538,7 +541,9 @@ impl World {
     fn drop_message(&mut self, key: ChannelKey, causes: &mut Causes) {
         self.used[0] += 1;
         let queue = self.channels.get_mut(&key).expect("a drop names a channel");
-        let head = queue.front_mut().expect("a drop is chosen only for a message");
+        let head = queue
+            .front_mut()
+            .expect("a drop is chosen only for a message");
         causes.after.extend(head.sent_at);
         if self.faults.retransmit {
             // The transport resends it: the loss only delays the message,
@@ -621,7 +626,10 @@ impl World {
         for key in keys {
             let messages = self.channels.get(&key).map_or(0, VecDeque::len);
             let posted = self.posted.get_mut(&key).expect("key listed");
-            let failing: Vec<OpId> = posted.drain(messages.min(posted.len())..).map(|p| p.op).collect();
+            let failing: Vec<OpId> = posted
+                .drain(messages.min(posted.len())..)
+                .map(|p| p.op)
+                .collect();
             for op in failing {
                 let e = self.stopped_error(rank, peer);
                 self.complete(op, OpState::RecvDone(Err(e)));
