@@ -4,13 +4,16 @@
 //! documents the order in which it combines contributions and
 //! [`crate::reference`] reproduces that order bit for bit. Integer
 //! reductions wrap on overflow (as NCCL's and MPI's do in practice), which
-//! makes them independent of order.
+//! makes them independent of order. [`DType::Sym`] elements record the
+//! order instead (see [`crate::symbolic`]).
 
 use std::fmt;
 use std::str::FromStr;
 
 /// The element type of a buffer. Names follow nccl-tests (`float`,
 /// `double`, `int32`, `int64`, `uint8`); Rust names are accepted too.
+/// [`DType::Sym`] is for checkers only: it is not in [`DType::ALL`] and
+/// not parsed from a name.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum DType {
     /// 32-bit IEEE float (`float`, `f32`).
@@ -23,16 +26,24 @@ pub enum DType {
     I64,
     /// Unsigned byte (`uint8`, `u8`).
     U8,
+    /// A symbolic element, [`crate::symbolic::Sym`] (`sym`, 4 bytes): the
+    /// reduction tree of the value, for checkers. Ids mean something only
+    /// on the thread that made them, so it is not in [`DType::ALL`] (which
+    /// lists what users, transports and wire formats handle), is not
+    /// accepted by [`FromStr`] (a scenario or command line cannot ask for
+    /// it) and real transports refuse to send it.
+    Sym,
 }
 
 impl DType {
-    /// Every supported type, in a fixed order.
+    /// Every type a user may ask for, in a fixed order (everything but
+    /// [`DType::Sym`]).
     pub const ALL: [DType; 5] = [DType::F32, DType::F64, DType::I32, DType::I64, DType::U8];
 
     /// Size of one element in bytes.
     pub fn size_bytes(self) -> usize {
         match self {
-            DType::F32 | DType::I32 => 4,
+            DType::F32 | DType::I32 | DType::Sym => 4,
             DType::F64 | DType::I64 => 8,
             DType::U8 => 1,
         }
@@ -52,6 +63,7 @@ impl DType {
             DType::I32 => "int32",
             DType::I64 => "int64",
             DType::U8 => "uint8",
+            DType::Sym => "sym",
         }
     }
 }
@@ -118,9 +130,10 @@ impl ReduceOp {
         }
     }
 
-    /// Whether `self` may be applied to elements of `dtype`.
+    /// Whether `self` may be applied to elements of `dtype` (every
+    /// operator applies to [`DType::Sym`]).
     pub fn supports(self, dtype: DType) -> bool {
-        self != ReduceOp::Avg || dtype.is_float()
+        self != ReduceOp::Avg || dtype.is_float() || dtype == DType::Sym
     }
 }
 
@@ -280,6 +293,9 @@ mod tests {
             assert_eq!(op.name().parse::<ReduceOp>().unwrap(), op);
         }
         assert!("half".parse::<DType>().is_err());
+        assert_eq!(DType::Sym.name(), "sym");
+        assert!("sym".parse::<DType>().is_err());
+        assert!(!DType::ALL.contains(&DType::Sym));
         assert!("xor".parse::<ReduceOp>().is_err());
     }
 
@@ -290,5 +306,8 @@ mod tests {
         assert_eq!(i64::combine(ReduceOp::Min, -3, 7), -3);
         assert!(!ReduceOp::Avg.supports(DType::I32));
         assert!(ReduceOp::Avg.supports(DType::F64));
+        assert!(ReduceOp::ALL.iter().all(|op| op.supports(DType::Sym)));
+        assert_eq!(DType::Sym.size_bytes(), 4);
+        assert!(!DType::Sym.is_float());
     }
 }

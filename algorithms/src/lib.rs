@@ -14,6 +14,9 @@
 //!   ([`ReduceOp`]) and the [`Element`] trait that implements them.
 //! - [`payload`]: what travels: a [`Payload`] is real typed data or a
 //!   size-only phantom.
+//! - [`symbolic`]: [`Sym`](symbolic::Sym), an element that records its
+//!   reduction tree (interned per thread), so a checker sees exactly which
+//!   inputs each output combines, and in which order.
 //! - [`layout`]: how a buffer splits into per-rank blocks.
 //! - [`group`]: a [`Fabric`] over a subset of ranks, for hierarchical algorithms.
 //! - [`cost`]: the alpha-beta-gamma [`CostModel`].
@@ -62,6 +65,7 @@ pub mod reduce_scatter;
 pub mod reference;
 pub mod scatter;
 mod schedule;
+pub mod symbolic;
 pub mod tuner;
 
 pub use collective::{Algorithm, Collective, Params};

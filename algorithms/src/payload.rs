@@ -9,6 +9,7 @@ use std::fmt;
 use std::ops::Range;
 
 use crate::dtype::{DType, Element, ReduceOp};
+use crate::symbolic::Sym;
 
 /// The type and length of a payload: everything a receiver must know to
 /// accept it and everything a link model needs to time it.
@@ -57,6 +58,8 @@ pub enum Buffer {
     I64(Vec<i64>),
     /// `uint8` elements.
     U8(Vec<u8>),
+    /// Symbolic elements ([`crate::symbolic`]), for checkers.
+    Sym(Vec<Sym>),
 }
 
 /// Applies `$body` to the typed vector inside a [`Buffer`], binding it to
@@ -87,6 +90,11 @@ macro_rules! with_vec {
             Buffer::U8($v) => {
                 #[allow(dead_code)]
                 type $t = u8;
+                $body
+            }
+            Buffer::Sym($v) => {
+                #[allow(dead_code)]
+                type $t = Sym;
                 $body
             }
         }
@@ -130,6 +138,7 @@ into_buffer!(f64, F64);
 into_buffer!(i32, I32);
 into_buffer!(i64, I64);
 into_buffer!(u8, U8);
+into_buffer!(Sym, Sym);
 
 impl Buffer {
     /// The element type.
@@ -171,7 +180,8 @@ impl Payload {
         Payload::Phantom(Shape::new(dtype, count))
     }
 
-    /// `count` zero elements of `dtype`, or a phantom of that shape.
+    /// `count` zero elements of `dtype` (for [`DType::Sym`], the zero
+    /// symbol), or a phantom of that shape.
     pub fn zeros(dtype: DType, count: usize, phantom: bool) -> Payload {
         if phantom {
             return Payload::phantom(dtype, count);
@@ -182,6 +192,7 @@ impl Payload {
             DType::I32 => Buffer::I32(vec![0; count]),
             DType::I64 => Buffer::I64(vec![0; count]),
             DType::U8 => Buffer::U8(vec![0; count]),
+            DType::Sym => Buffer::Sym(vec![Sym::ZERO; count]),
         })
     }
 
@@ -220,6 +231,8 @@ impl Payload {
 
     /// Real data of type `dtype` copied from raw bytes in the host's byte
     /// order; `None` when `bytes` is not a whole number of elements.
+    /// Symbols ([`DType::Sym`]) read back this way mean something only on
+    /// the thread whose interner made them.
     pub fn from_bytes(dtype: DType, bytes: &[u8]) -> Option<Payload> {
         let size = dtype.size_bytes();
         if !bytes.len().is_multiple_of(size) {
@@ -412,7 +425,7 @@ mod tests {
 
     #[test]
     fn bytes_round_trip_for_every_dtype() {
-        for dtype in DType::ALL {
+        for dtype in DType::ALL.into_iter().chain([DType::Sym]) {
             let mut p = Payload::zeros(dtype, 3, false);
             let n = p.as_bytes().unwrap().len();
             assert_eq!(n, 3 * dtype.size_bytes());

@@ -14,6 +14,7 @@ use std::ops::Range;
 use crate::dtype::{DType, ReduceOp};
 use crate::layout::block_range;
 use crate::payload::{IntoBuffer, Payload};
+use crate::symbolic::Sym;
 
 /// How one element's contributions are combined: a binary tree whose
 /// leaves are ranks. `Combine(a, b)` computes `a ⊕ b` with `a` on the left.
@@ -91,6 +92,7 @@ pub fn fold_reference(
         DType::I32 => fold_typed::<i32>(inputs, op, parts),
         DType::I64 => fold_typed::<i64>(inputs, op, parts),
         DType::U8 => fold_typed::<u8>(inputs, op, parts),
+        DType::Sym => fold_typed::<Sym>(inputs, op, parts),
     }
 }
 

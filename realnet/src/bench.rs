@@ -118,6 +118,11 @@ impl BenchOptions {
                 names.join(", ")
             ));
         }
+        if self.dtype == DType::Sym {
+            return Err(
+                "dtype `sym` is for in-process checkers: a real fabric cannot carry symbols".into(),
+            );
+        }
         if self.collective.reduces() && !self.op.supports(self.dtype) {
             return Err(format!(
                 "reduction `{}` is not defined for dtype `{}`",
@@ -545,6 +550,8 @@ mod tests {
         o.op = ReduceOp::Avg;
         o.dtype = DType::I32;
         assert!(o.validate(n).unwrap_err().contains("avg"));
+        o.dtype = DType::Sym;
+        assert!(o.validate(n).unwrap_err().contains("cannot carry symbols"));
         let mut o = small(Collective::Allreduce, Algorithm::Ring);
         o.min_bytes = 8192;
         assert!(o.validate(n).unwrap_err().contains("above"));

@@ -8,7 +8,7 @@
 use std::future::Future;
 use std::time::Instant;
 
-use algorithms::{Fabric, FabricError, Time};
+use algorithms::{DType, Fabric, FabricError, Payload, Rank, Time};
 
 use crate::call::CallId;
 use crate::executor::{self, IdlePolicy};
@@ -66,4 +66,23 @@ pub fn time_since(start: Instant) -> Time {
             .unwrap_or(u64::MAX)
             .saturating_mul(1000),
     )
+}
+
+/// Refuses to send a payload of symbols ([`DType::Sym`]): a symbol is an id
+/// in the sending thread's interner and means nothing in another thread
+/// or process. Every real fabric's [`Fabric::send`] calls this first, so no
+/// wire format has to encode one.
+pub fn refuse_symbols(rank: Rank, to: Rank, payload: &Payload) -> Result<(), FabricError> {
+    if payload.shape().dtype != DType::Sym {
+        return Ok(());
+    }
+    Err(FabricError::Transport {
+        rank,
+        reason: format!(
+            "cannot send {} to rank {to}: symbolic elements are ids in the sending thread's \
+             interner and mean nothing in another thread or process; run symbolic collectives \
+             on one thread (the simulator or the model checker)",
+            payload.shape()
+        ),
+    })
 }

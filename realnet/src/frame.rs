@@ -107,7 +107,10 @@ impl Kind {
 
 fn dtype_code(d: DType) -> u8 {
     let i = DType::ALL.iter().position(|x| *x == d);
-    u8::try_from(i.expect("every dtype is in DType::ALL")).expect("few dtypes")
+    // DType::Sym is the one type not in DType::ALL, and sends refuse it
+    // before any frame is made (endpoint::refuse_symbols).
+    u8::try_from(i.expect("every dtype but sym is in DType::ALL, and sends refuse sym"))
+        .expect("few dtypes")
 }
 
 /// Why bytes are not a valid frame.

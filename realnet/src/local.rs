@@ -61,6 +61,7 @@ impl Fabric for LocalFabric {
     }
 
     async fn send(&self, to: Rank, tag: Tag, payload: Payload) -> Result<(), FabricError> {
+        crate::endpoint::refuse_symbols(self.rank, to, &payload)?;
         let Some(target) = self.mailboxes.get(to) else {
             return Err(FabricError::PeerOutOfRange {
                 rank: self.rank,

@@ -14,6 +14,7 @@ use algorithms::collective::defined_output;
 use algorithms::layout::block_range;
 use algorithms::payload::IntoBuffer;
 use algorithms::reference::rank_order_reference;
+use algorithms::symbolic::Sym;
 use algorithms::{Collective, DType, Payload, Rank, ReduceOp};
 
 /// Elements generated at a time when computing expected values.
@@ -27,6 +28,9 @@ pub fn input(dtype: DType, op: ReduceOp, rank: Rank, range: Range<usize>) -> Pay
         DType::I32 => values::<i32>(op, rank, range, false),
         DType::I64 => values::<i64>(op, rank, range, false),
         DType::U8 => values::<u8>(op, rank, range, false),
+        // Refused by `BenchOptions::validate` and by every real fabric's
+        // send; as leaves these are harmless on one thread.
+        DType::Sym => values::<Sym>(op, rank, range, false),
     }
 }
 

@@ -79,6 +79,14 @@ pub(crate) fn read_new(pid: u32, addr: u64, shape: Shape) -> io::Result<Payload>
         DType::I32 => Payload::from_vec(read_vec::<i32>(pid, addr, shape.count)?),
         DType::I64 => Payload::from_vec(read_vec::<i64>(pid, addr, shape.count)?),
         DType::U8 => Payload::from_vec(read_vec::<u8>(pid, addr, shape.count)?),
+        // Symbols are ids in the sender's interner: no header carries them
+        // (sends refuse them), and their bytes would mean nothing here.
+        DType::Sym => {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "symbolic elements cannot cross processes",
+            ));
+        }
     })
 }
 

@@ -394,6 +394,7 @@ impl Fabric for ShmFabric {
     }
 
     async fn send(&self, to: Rank, tag: Tag, payload: Payload) -> Result<(), FabricError> {
+        crate::endpoint::refuse_symbols(self.rank, to, &payload)?;
         if to >= self.world {
             return Err(FabricError::PeerOutOfRange {
                 rank: self.rank,

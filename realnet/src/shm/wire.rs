@@ -66,7 +66,8 @@ impl MessageHeader {
         b[34] = DType::ALL
             .iter()
             .position(|d| *d == self.shape.dtype)
-            .expect("every dtype is in DType::ALL") as u8;
+            .expect("every dtype but sym is in DType::ALL, and sends refuse sym")
+            as u8;
         b[35] = match self.kind {
             Kind::Inline => 0,
             Kind::Phantom => 1,

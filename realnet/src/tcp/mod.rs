@@ -497,6 +497,7 @@ impl Fabric for TcpFabric {
     }
 
     async fn send(&self, to: Rank, tag: Tag, payload: Payload) -> Result<(), FabricError> {
+        crate::endpoint::refuse_symbols(self.rank, to, &payload)?;
         if let Some(e) = self.shared.mailbox.fatal() {
             return Err(e);
         }

@@ -273,6 +273,7 @@ impl<W: Wire> Fabric for Core<W> {
     }
 
     async fn send(&self, to: Rank, tag: Tag, payload: Payload) -> Result<(), FabricError> {
+        crate::endpoint::refuse_symbols(self.rank, to, &payload)?;
         if to >= self.world_size {
             return Err(FabricError::PeerOutOfRange {
                 rank: self.rank,

@@ -222,7 +222,7 @@ fn dtype_code(dtype: DType) -> u8 {
         .iter()
         .position(|d| *d == dtype)
         .and_then(|i| u8::try_from(i).ok())
-        .expect("DType::ALL lists every dtype")
+        .expect("DType::ALL lists every dtype but sym, and sends refuse sym")
 }
 
 fn dtype_from_code(code: u8) -> Option<DType> {

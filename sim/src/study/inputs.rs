@@ -7,8 +7,15 @@
 //! so they are exact in any order anyway. A result can therefore be checked
 //! against [`algorithms::reference::rank_order_reference`] bit for bit,
 //! whatever the algorithm.
+//!
+//! A scenario cannot ask for symbolic elements ([`DType::Sym`]), but a
+//! spec built in code can: those inputs are leaves with ids drawn from the
+//! RNG, and the study checks them against the algorithm's own reference
+//! (their order is the point), which works because a point runs every
+//! rank on one thread.
 
 use algorithms::payload::IntoBuffer;
+use algorithms::symbolic::{Sym, leaf};
 use algorithms::{DType, Payload, ReduceOp};
 use rand::Rng;
 use rand_chacha::ChaCha8Rng;
@@ -21,6 +28,9 @@ pub fn draw(rng: &mut ChaCha8Rng, dtype: DType, op: ReduceOp, count: usize) -> P
         DType::I32 => values::<i32>(rng, op, count, false),
         DType::I64 => values::<i64>(rng, op, count, false),
         DType::U8 => values::<u8>(rng, op, count, false),
+        DType::Sym => {
+            Payload::from_vec((0..count).map(|_| leaf(rng.random())).collect::<Vec<Sym>>())
+        }
     }
 }
 

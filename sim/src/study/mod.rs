@@ -20,7 +20,7 @@ use std::rc::Rc;
 
 use algorithms::collective::{self, defined_output};
 use algorithms::tuner;
-use algorithms::{Algorithm, CollectiveError, CostModel, Params, Payload, Time};
+use algorithms::{Algorithm, CollectiveError, CostModel, DType, Params, Payload, Time};
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 
@@ -334,8 +334,8 @@ pub fn run_point(
     };
     let timed: u64 = (spec.warmup as usize..calls).map(call_ps).sum();
     let time_ps = timed / u64::from(spec.iters);
-    let wrong =
-        (spec.check && !spec.phantom).then(|| count_wrong(spec, &params, &inputs, &finished));
+    let wrong = (spec.check && !spec.phantom)
+        .then(|| count_wrong(spec, algorithm, &params, &inputs, &finished));
     let size = count as u64 * spec.dtype.size_bytes() as u64;
     let algbw = if time_ps == 0 {
         0.0
@@ -410,12 +410,15 @@ fn outcome(
 
 /// Elements in the defined outputs of the ranks that finished that differ
 /// bit for bit from the exact reference (the inputs make every reduction
-/// order give the same bits; the per-algorithm orders are the tests' job). A rank that skipped the collectives
+/// order give the same bits; the per-algorithm orders are the tests' job;
+/// symbolic inputs are checked against `algorithm`'s own reference, the
+/// exact tree it documents). A rank that skipped the collectives
 /// holds no result: its whole defined output counts as wrong; so does
 /// everything when ranks worked on different counts, since no correct
 /// result exists then.
 fn count_wrong(
     spec: &CollectiveSpec,
+    algorithm: Algorithm,
     params: &Params,
     inputs: &[Payload],
     finished: &Finished,
@@ -426,8 +429,12 @@ fn count_wrong(
     if inputs.iter().any(|p| p.len() != count) {
         return inputs.iter().map(|p| p.len() as u64).sum();
     }
-    let expected = collective::exact_reference(spec.kind, inputs, spec.op, params.root)
-        .expect("the root was validated against the world size");
+    let expected = if spec.dtype == DType::Sym {
+        collective::reference(spec.kind, algorithm, inputs, spec.op, params)
+    } else {
+        collective::exact_reference(spec.kind, inputs, spec.op, params.root)
+    }
+    .expect("the root was validated against the world size");
     let mut wrong = (0..n).map(|r| defined(r).len()).sum::<usize>();
     for (r, (_, buf)) in finished {
         let range = defined(*r);
@@ -461,4 +468,65 @@ pub fn healthy_rows(
         ControlFlow::Continue(())
     });
     rows
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    use algorithms::ReduceOp;
+    use algorithms::collective::CATALOGUE;
+
+    use super::*;
+
+    /// A scenario of every reducing pair on 5 ranks, its element type
+    /// switched to symbols (which no scenario file can ask for).
+    fn symbolic(op: ReduceOp, inject: &str) -> Scenario {
+        let mut text = "world_size = 5\nseed = 9\n[links]\nlatency_us = 1.0\n\
+                        bandwidth_gb_per_s = 25.0\n"
+            .to_string();
+        for e in CATALOGUE.iter().filter(|e| e.collective.reduces()) {
+            text += &format!(
+                "[[collective]]\nkind = \"{}\"\nalgorithm = \"{}\"\nmin_bytes = 4\n\
+                 max_bytes = 256\nstep_factor = 8\nchunk_bytes = 16\nranks_per_node = 2\n\
+                 root = 3\nop = \"{op}\"\ndtype = \"float\"\niters = 1\nwarmup = 1\n",
+                e.collective, e.algorithm
+            );
+        }
+        text += inject;
+        let mut scenario = Scenario::parse(Path::new("symbolic.toml"), &text)
+            .unwrap_or_else(|e| panic!("{e}\n{text}"));
+        for spec in &mut scenario.collectives {
+            spec.dtype = DType::Sym;
+        }
+        scenario
+    }
+
+    fn rows(scenario: &Scenario) -> Vec<Row> {
+        run_scenario(scenario, &AlgoFilter::default(), Options::default(), |_| {
+            ControlFlow::Continue(())
+        })
+        .unwrap_or_else(|e| panic!("{:?}", e.1))
+    }
+
+    #[test]
+    fn symbolic_inputs_are_checked_against_each_algorithms_own_tree() {
+        for op in [ReduceOp::Min, ReduceOp::Avg] {
+            let rows = rows(&symbolic(op, ""));
+            assert_eq!(rows.len(), 9 * 3, "9 reducing pairs, sizes 4, 32, 256");
+            for row in &rows {
+                assert_eq!(row.dtype, "sym");
+                assert_eq!(row.wrong, Some(0), "{row:?}");
+            }
+        }
+        let corrupt = "[[inject]]\nkind = \"corrupt_result\"\nrank = 3\n";
+        let rows = rows(&symbolic(ReduceOp::Sum, corrupt));
+        for row in &rows {
+            // Rank 3 adds a leaf to its element 0: part of its output for
+            // allreduce and for reduce (rank 3 is the root), not for
+            // reduce-scatter (its block is elsewhere).
+            let want = u64::from(row.collective != "reduce_scatter");
+            assert_eq!(row.wrong, Some(want), "{row:?}");
+        }
+    }
 }

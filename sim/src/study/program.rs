@@ -130,5 +130,6 @@ fn one(dtype: DType) -> Payload {
         DType::I32 => Payload::from_vec(vec![1i32]),
         DType::I64 => Payload::from_vec(vec![1i64]),
         DType::U8 => Payload::from_vec(vec![1u8]),
+        DType::Sym => Payload::from_vec(vec![algorithms::symbolic::leaf(1)]),
     }
 }
