@@ -117,6 +117,13 @@ impl FromStr for Choice {
             "drop" => Choice::Drop(parse_key(rest).ok_or_else(bad)?),
             "timeout" => Choice::Timeout(parse_key(rest).ok_or_else(bad)?),
             "crash" => Choice::Crash(rest.trim().parse().map_err(|_| bad())?),
+            "start" => {
+                let (rank, call) = rest.split_once(" call ").ok_or_else(bad)?;
+                Choice::Start {
+                    rank: rank.trim().parse().map_err(|_| bad())?,
+                    call: call.trim().parse().map_err(|_| bad())?,
+                }
+            }
             "notify" => {
                 let (from, to) = rest.split_once("->").ok_or_else(bad)?;
                 Choice::Notify {

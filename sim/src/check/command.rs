@@ -374,10 +374,8 @@ pub fn replay_command(args: &ReplayArgs) -> io::Result<u8> {
     };
     // The scenario path as given to `sim check`, else beside the file.
     let mut scenario = file.scenario.clone();
-    if !scenario.exists() {
-        if let Some(dir) = args.file.parent() {
-            scenario = dir.join(&file.scenario);
-        }
+    if let (false, Some(dir)) = (scenario.exists(), args.file.parent()) {
+        scenario = dir.join(&file.scenario);
     }
     let program = match load_program(&scenario, None) {
         Ok(p) => Rc::new(p),

@@ -5,7 +5,8 @@
 //! and messages as on the first (traffic does not depend on the order of
 //! deliveries). On the timed schedule (each step delivers the message that
 //! arrives first under a timing model, as the simulator's ideal links
-//! would), the critical path equals the formula under the same model: with
+//! would, with eager sends into unbounded buffers as the formulas
+//! assume), the critical path equals the formula under the same model: with
 //! latency only (alpha = 1 ps, infinite bandwidth) it counts the steps of
 //! the longest chain of messages; with bandwidth only (1 byte per ps,
 //! alpha = 0) it measures the bytes on the critical path. A performance
@@ -19,7 +20,7 @@ use super::exec::Execution;
 use super::explore::{SearchError, Target, replay};
 use super::program::{Program, params};
 use super::properties::Violation;
-use super::spec::{CheckAlgorithm, Point, Verdict};
+use super::spec::{Buffering, CheckAlgorithm, Point, Verdict};
 use super::world::{Choice, TIMINGS};
 
 /// The cost model matching timing model `m` of [`TIMINGS`].
@@ -78,6 +79,12 @@ pub fn check_formula(
     let CheckAlgorithm::Catalogue(algorithm) = call.algorithm else {
         return Ok(None);
     };
+    // The formulas assume the simulator's ideal links: eager sends into
+    // unbounded buffers.
+    let point = Point {
+        buffering: Buffering::Unbounded,
+        ..point
+    };
     let target = Target {
         program,
         point,
@@ -111,13 +118,11 @@ pub fn check_formula(
             DType::Sym,
             &params(call, point),
         );
-        if let Some(f) = formula {
-            if f != measured {
-                lines.push(format!(
-                    "{what}: measured {measured}, the formula gives {f}"
-                ));
-                shown.get_or_insert(exec);
-            }
+        if let Some(f) = formula.filter(|&f| f != measured) {
+            lines.push(format!(
+                "{what}: measured {measured}, the formula gives {f}"
+            ));
+            shown.get_or_insert(exec);
         }
     }
     let Some(exec) = shown else {

@@ -17,7 +17,7 @@ use std::task::{Context, Poll, Wake, Waker};
 use super::fabric::CheckFabric;
 use super::program::{Program, RankResult, rank_program};
 use super::spec::{Faults, Point};
-use super::world::{Causes, Choice, RankStatus, World};
+use super::world::{Causes, Choice, Effect, RankStatus, World};
 
 /// Ranks whose tasks were woken, polled in rank order.
 #[derive(Default)]
@@ -51,6 +51,8 @@ pub struct Step {
     pub choice: Choice,
     /// The steps it causally follows.
     pub causes: Causes,
+    /// What it changed, its woken ranks' computation included.
+    pub effect: Effect,
 }
 
 /// One execution in progress.
@@ -119,9 +121,14 @@ impl Execution {
         let alternatives = self.world.borrow().enabled().len() > 1;
         self.branching.push(alternatives);
         let causes = self.world.borrow_mut().apply(choice, step);
-        self.steps.push(Step { choice, causes });
         self.drop_stopped();
         self.run_ready();
+        let effect = std::mem::take(&mut self.world.borrow_mut().effect);
+        self.steps.push(Step {
+            choice,
+            causes,
+            effect,
+        });
     }
 
     /// Drops the tasks of ranks the world has stopped (crashed): they never

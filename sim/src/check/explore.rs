@@ -5,9 +5,10 @@
 //! [`Execution`] and the same choice interface.
 //!
 //! Stateless: to reach a state again the explorer re-runs the schedule's
-//! prefix from the start. Two choices are dependent when they may change
-//! the same rank ([`Choice::dependent`]); a delivery also happens after the
-//! step that sent its message and the step that posted its receive.
+//! prefix from the start. Two steps conflict when they change the same
+//! rank, or when one frees a send slot that a send of the other needed
+//! ([`Effect::conflicts`]); a delivery also happens after the step that
+//! sent its message and the step that posted its receive.
 
 use std::collections::BTreeSet;
 use std::rc::Rc;
@@ -18,7 +19,7 @@ use rand_chacha::ChaCha8Rng;
 use super::exec::Execution;
 use super::program::Program;
 use super::spec::{Bounds, Buffering, Faults, Point, Search};
-use super::world::Choice;
+use super::world::{Choice, Effect};
 
 /// What to do after a schedule.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -84,6 +85,8 @@ pub enum SearchError {
 /// A node of the exhaustive search: the state before one step.
 struct Node {
     enabled: Vec<Choice>,
+    /// The predicted effect of each enabled choice (for sleep sets).
+    effects: Vec<Effect>,
     backtrack: BTreeSet<Choice>,
     done: BTreeSet<Choice>,
     sleep: BTreeSet<Choice>,
@@ -156,7 +159,6 @@ pub fn exhaustive(
     prefix: &[Choice],
     mut visit: impl FnMut(&Execution) -> Control,
 ) -> Result<SearchStats, SearchError> {
-    let buffering = target.buffering();
     let mut stats = SearchStats::default();
     let mut stack: Vec<Node> = Vec::new();
     let mut path: Vec<Choice> = Vec::new();
@@ -168,8 +170,8 @@ pub fn exhaustive(
         let mut exec = replay(target, &full)?;
         stats.steps += full.len() as u64;
         if reduction == Reduction::Dpor && !path.is_empty() {
-            // The step just switched to a backtrack choice races too.
-            add_races(&mut stack, &exec, base, buffering);
+            // The step just switched to a backtrack choice is new.
+            record_hb(&mut stack, &exec, base);
         }
         // Extend it with first choices.
         let mut blocked = false;
@@ -179,17 +181,24 @@ pub fn exhaustive(
                 break;
             }
             let enabled = exec.enabled();
+            if reduction == Reduction::Dpor {
+                add_races(&mut stack, &exec, base, &enabled, target.faults.any());
+            }
             if enabled.is_empty() {
                 break;
             }
             let (sleep, delays) = match stack.last() {
                 Some(parent) => {
                     let taken = *path.last().expect("a node per path step");
+                    let done = &exec.steps.last().expect("a step per node").effect;
                     let sleep = parent
                         .sleep
                         .iter()
                         .chain(parent.done.iter().filter(|&&c| c != taken))
-                        .filter(|q| !q.dependent(taken, buffering))
+                        .filter(|q| {
+                            let at = parent.enabled.iter().position(|c| c == *q);
+                            at.is_some_and(|i| !parent.effects[i].may_conflict(done))
+                        })
                         .copied()
                         .collect();
                     let deviated = parent.enabled.first() != Some(&taken);
@@ -209,8 +218,13 @@ pub fn exhaustive(
                 Reduction::Dpor => BTreeSet::from([choice]),
                 Reduction::Naive => enabled.iter().copied().collect(),
             };
+            let effects = {
+                let world = exec.world.borrow();
+                enabled.iter().map(|&c| world.predict(c)).collect()
+            };
             stack.push(Node {
                 enabled,
+                effects,
                 backtrack,
                 done: BTreeSet::new(),
                 sleep,
@@ -221,7 +235,7 @@ pub fn exhaustive(
             exec.apply(choice);
             stats.steps += 1;
             if reduction == Reduction::Dpor {
-                add_races(&mut stack, &exec, base, buffering);
+                record_hb(&mut stack, &exec, base);
             }
         }
         if blocked {
@@ -234,7 +248,7 @@ pub fn exhaustive(
             }
         }
         if stats.schedules + stats.sleep_blocked >= target.bounds.max_schedules {
-            stats.schedule_cap_hit = !next_branch(&mut stack, &mut path, target, &mut stats, false);
+            stats.schedule_cap_hit = next_branch(&mut stack, &mut path, target, &mut stats, false);
             return Ok(stats);
         }
         if !next_branch(&mut stack, &mut path, target, &mut stats, true) {
@@ -262,11 +276,13 @@ fn next_branch(
                 continue;
             }
             let deviates = node.enabled.first() != Some(c);
-            if let Some(bound) = target.bounds.delay_bound {
-                if node.delays + usize::from(deviates) > bound {
-                    stats.delay_pruned = true;
-                    continue;
-                }
+            let over = target
+                .bounds
+                .delay_bound
+                .is_some_and(|bound| node.delays + usize::from(deviates) > bound);
+            if over {
+                stats.delay_pruned = true;
+                continue;
             }
             next = Some(*c);
             break;
@@ -289,30 +305,26 @@ fn next_branch(
     false
 }
 
-/// Race detection for the step just applied (Flanagan-Godefroid): finds
-/// the latest earlier step dependent with it that does not happen before
-/// it, and schedules the reversal at the state before that step.
-fn add_races(stack: &mut [Node], exec: &Execution, base: usize, buffering: Buffering) {
+/// Records which earlier steps happen before the step just applied (its
+/// causes, the earlier steps it conflicts with, and theirs), and schedules
+/// the reversal of its race: the latest earlier step it conflicts with that
+/// does not happen before it by causality.
+fn record_hb(stack: &mut [Node], exec: &Execution, base: usize) {
     let j = exec.steps.len() - 1;
     let local = j - base;
     let step = &exec.steps[j];
-    // What must happen before step j whatever the order: its causes.
-    let mut pre: Vec<u64> = Vec::new();
-    for &c in &step.causes.after {
-        if c >= base {
-            set_bit(&mut pre, c - base);
-            union(&mut pre, &stack[c - base].hb.clone());
-        }
-    }
-    let mut hb = pre.clone();
+    let past = causal_past(stack, &step.causes.after, base);
+    let mut hb = past.clone();
     let mut race = None;
     for i in (0..local).rev() {
-        let other = exec.steps[base + i].choice;
-        if !other.dependent(step.choice, buffering) {
+        if !exec.steps[base + i].effect.conflicts(&step.effect) {
             continue;
         }
-        if !bit(&pre, i) && !bit(&hb, i) && race.is_none() {
+        if race.is_none() && !bit(&past, i) {
             race = Some(i);
+        }
+        if bit(&hb, i) {
+            continue;
         }
         set_bit(&mut hb, i);
         let earlier = stack[i].hb.clone();
@@ -320,12 +332,53 @@ fn add_races(stack: &mut [Node], exec: &Execution, base: usize, buffering: Buffe
     }
     stack[local].hb = hb;
     if let Some(i) = race {
-        let node = &mut stack[i];
-        if node.enabled.contains(&step.choice) {
-            node.backtrack.insert(step.choice);
-        } else {
-            let all: Vec<Choice> = node.enabled.clone();
-            node.backtrack.extend(all);
+        schedule(&mut stack[i], step.choice);
+    }
+}
+
+/// Adds `choice` to a node's backtrack set, or every choice enabled there
+/// if it was not.
+fn schedule(node: &mut Node, choice: Choice) {
+    if node.enabled.contains(&choice) {
+        node.backtrack.insert(choice);
+    } else {
+        let all: Vec<Choice> = node.enabled.clone();
+        node.backtrack.extend(all);
+    }
+}
+
+/// The steps (local indices) that happen before something caused by
+/// `causes`: the causes and everything before them.
+fn causal_past(stack: &[Node], causes: &[usize], base: usize) -> Vec<u64> {
+    let mut past: Vec<u64> = Vec::new();
+    for &c in causes {
+        if c >= base {
+            set_bit(&mut past, c - base);
+            union(&mut past, &stack[c - base].hb);
+        }
+    }
+    past
+}
+
+/// Race detection for choices that may never be taken (Flanagan and
+/// Godefroid's check of every next transition): faults, and when faults
+/// may disable them, everything else. A delivery, start or notice stays
+/// enabled until taken when no fault can strike, so its races are found
+/// when it is taken ([`record_hb`]).
+fn add_races(stack: &mut [Node], exec: &Execution, base: usize, enabled: &[Choice], faults: bool) {
+    let local_len = exec.steps.len() - base;
+    let world = exec.world.borrow();
+    for &q in enabled {
+        if !faults && !q.is_fault() {
+            continue;
+        }
+        let predicted = world.predict(q);
+        let past = causal_past(stack, &world.pending_causes(q), base);
+        let race = (0..local_len)
+            .rev()
+            .find(|&i| !bit(&past, i) && predicted.may_conflict(&exec.steps[base + i].effect));
+        if let Some(i) = race {
+            schedule(&mut stack[i], q);
         }
     }
 }

@@ -33,6 +33,19 @@ impl CheckFabric {
     }
 }
 
+impl CheckFabric {
+    /// Waits until the checker lets this rank start call `call` (see
+    /// [`Choice::Start`](super::world::Choice::Start)).
+    pub async fn wait_start(&self, call: usize) {
+        let op = self.world.borrow_mut().post_gate(self.rank, call);
+        OpFuture {
+            world: &self.world,
+            op,
+        }
+        .await;
+    }
+}
+
 /// Waits for one operation of the world to complete.
 struct OpFuture<'a> {
     world: &'a RefCell<World>,

@@ -67,7 +67,7 @@ pub fn params(call: &CallSpec, point: Point) -> Params {
         root: point.root,
         // Two ranks per node where that splits the world into several
         // nodes, so that the hierarchical algorithm runs its own code.
-        ranks_per_node: if n >= 4 && n % 2 == 0 { 2 } else { n },
+        ranks_per_node: if n >= 4 && n.is_multiple_of(2) { 2 } else { n },
         ..Params::default()
     }
 }
@@ -129,9 +129,16 @@ pub async fn rank_program(fabric: CheckFabric, program: Rc<Program>, point: Poin
     let mut results: RankResult = vec![None; program.calls.len()];
     let order = program.order_of(rank).to_vec();
     if program.concurrent {
-        let calls = order
-            .iter()
-            .map(|&i| run_call(&fabric, i, &program.calls[i], point));
+        // Each call waits for the checker to start it: the order in which
+        // a rank's streams issue concurrent calls is a choice too.
+        let calls = order.iter().map(|&i| {
+            let fabric = &fabric;
+            let program = &program;
+            async move {
+                fabric.wait_start(i).await;
+                run_call(fabric, i, &program.calls[i], point).await
+            }
+        });
         for (&i, r) in order.iter().zip(join_all(calls).await) {
             results[i] = Some(r);
         }

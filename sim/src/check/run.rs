@@ -70,10 +70,14 @@ pub struct CheckReport {
     pub wall: Duration,
 }
 
+/// A failing schedule: its choices, which had alternatives, the violation,
+/// each rank's state at the end.
+type Captured = (Vec<Choice>, Vec<bool>, Violation, Vec<String>);
+
 /// One point's search: the first violation's schedule, if any.
 struct Found {
     stats: SearchStats,
-    first: Option<(Vec<Choice>, Vec<bool>, Violation, Vec<String>)>,
+    first: Option<Captured>,
 }
 
 fn target<'a>(program: &'a Rc<Program>, point: Point) -> Target<'a> {
@@ -86,11 +90,7 @@ fn target<'a>(program: &'a Rc<Program>, point: Point) -> Target<'a> {
 }
 
 /// Records a failing execution as a schedule.
-fn capture(
-    exec: &Execution,
-    program: &Program,
-    violation: Violation,
-) -> (Vec<Choice>, Vec<bool>, Violation, Vec<String>) {
+fn capture(exec: &Execution, program: &Program, violation: Violation) -> Captured {
     let choices: Vec<Choice> = exec.steps.iter().map(|s| s.choice).collect();
     let world = exec.world.borrow();
     let mut state = describe_waits(program, &world);
@@ -118,7 +118,7 @@ fn search_point(
     point: Point,
     prefix: &[Choice],
     baseline: &mut Baseline,
-    mut keep: impl FnMut(&(Vec<Choice>, Vec<bool>, Violation, Vec<String>)) -> Control,
+    mut keep: impl FnMut(&Captured) -> Control,
 ) -> Result<Found, SearchError> {
     let t = target(program, point);
     if prefix.is_empty() {
@@ -126,7 +126,7 @@ fn search_point(
         // choice at every step), whatever the search.
         seed_baseline(program, point, baseline)?;
     }
-    let mut first = None;
+    let mut first: Option<Captured> = None;
     let visit = |exec: &Execution| {
         let cut = exec.steps.len() >= t.bounds.max_depth;
         match evaluate(program, point, exec, cut, baseline) {
@@ -136,7 +136,7 @@ fn search_point(
                 let control = keep(&found);
                 let better = match &first {
                     None => true,
-                    Some((c, ..)) => found.0.len() < Vec::len(c),
+                    Some((c, ..)) => found.0.len() < c.len(),
                 };
                 if better {
                     first = Some(found);
@@ -165,14 +165,19 @@ fn dominated(smaller: &Point, p: &Point) -> bool {
 
 /// Runs the whole check.
 pub fn check(program: &Rc<Program>, options: Options) -> Result<CheckReport, SearchError> {
+    #[allow(clippy::disallowed_methods)] // the report's wall time, never a result
     let started = Instant::now();
     let mut points = Vec::new();
     let mut schedules = 0;
     let mut complete = true;
     let mut failing: Option<(Point, Found)> = None;
     for point in program.points() {
-        if program.check_cost {
-            if let Some((violation, exec)) = super::cost::check_formula(program, point)? {
+        let cost = match program.check_cost {
+            true => super::cost::check_formula(program, point)?,
+            false => None,
+        };
+        {
+            if let Some((violation, exec)) = cost {
                 let first = capture(&exec, program, violation);
                 let verdict = first.2.verdict;
                 points.push(PointReport {
@@ -273,7 +278,7 @@ pub fn check(program: &Rc<Program>, options: Options) -> Result<CheckReport, Sea
     }
     let (choices, branching, violation, final_state) = found.first.expect("a failing point");
     let unavoidable_after = if program.search == Search::Exhaustive && !options.no_shrink {
-        let (after, runs) = unavoidable(program, point, &choices, violation.verdict)?;
+        let (after, runs) = unavoidable(program, point, &choices)?;
         schedules += runs;
         after
     } else {
@@ -304,7 +309,6 @@ fn unavoidable(
     program: &Rc<Program>,
     point: Point,
     choices: &[Choice],
-    verdict: Verdict,
 ) -> Result<(Option<usize>, u64), SearchError> {
     let mut runs = 0;
     let (mut lo, mut hi) = (0usize, choices.len());
@@ -358,6 +362,10 @@ fn seed_baseline(
     Ok(())
 }
 
+/// What `min_buffering` found: the smallest passing capacity, if any, and
+/// the report of every capacity tried.
+pub type MinBuffering = (Option<usize>, Vec<(usize, CheckReport)>);
+
 /// The smallest number of eager slots per connection with which the check
 /// passes, trying `0..=max_slots`; with the report of the last failing
 /// capacity (its deadlock) and of the passing one.
@@ -365,7 +373,7 @@ pub fn min_buffering(
     program: &Program,
     max_slots: usize,
     options: Options,
-) -> Result<(Option<usize>, Vec<(usize, CheckReport)>), SearchError> {
+) -> Result<MinBuffering, SearchError> {
     let mut reports = Vec::new();
     for slots in 0..=max_slots {
         let mut p = program.clone();

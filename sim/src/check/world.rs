@@ -36,6 +36,14 @@ impl fmt::Display for ChannelKey {
 /// One transition the checker may choose.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Choice {
+    /// Let `rank` start call `call` (programs whose calls are concurrent:
+    /// the order in which a rank's threads or streams issue them).
+    Start {
+        /// The rank.
+        rank: Rank,
+        /// The call's index in the scenario.
+        call: usize,
+    },
     /// Deliver the oldest message of the channel to its oldest matching
     /// receive.
     Deliver(ChannelKey),
@@ -56,9 +64,10 @@ pub enum Choice {
 }
 
 impl Choice {
-    /// The ranks whose state this transition may change: two transitions
-    /// with disjoint sets commute (the dependency relation of the
-    /// partial-order reduction).
+    /// The rank this transition changes first (its receiver), and the
+    /// other rank it may change (the sender, under bounded buffering), for
+    /// traces and PCT priorities. The partial-order reduction uses the
+    /// precise [`Effect`]s instead.
     pub fn affected(self, buffering: Buffering) -> (Rank, Option<Rank>) {
         match self {
             // Under bounded buffering, a delivery may complete a send or
@@ -67,16 +76,10 @@ impl Choice {
             Choice::Deliver(k) => (k.dst, None),
             Choice::Drop(k) => (k.dst, Some(k.src)),
             Choice::Crash(r) => (r, None),
+            Choice::Start { rank, .. } => (rank, None),
             Choice::Timeout(k) => (k.dst, None),
             Choice::Notify { to, .. } => (to, None),
         }
-    }
-
-    /// Whether the two transitions may fail to commute.
-    pub fn dependent(self, other: Choice, buffering: Buffering) -> bool {
-        let (a, b) = self.affected(buffering);
-        let (c, d) = other.affected(buffering);
-        a == c || Some(a) == d || (b.is_some() && (b == Some(c) || b == d))
     }
 
     /// Whether this is a fault (a drop, crash or timeout).
@@ -94,6 +97,7 @@ impl fmt::Display for Choice {
             Choice::Deliver(k) => write!(f, "deliver {k}"),
             Choice::Drop(k) => write!(f, "drop {k}"),
             Choice::Crash(r) => write!(f, "crash {r}"),
+            Choice::Start { rank, call } => write!(f, "start {rank} call {call}"),
             Choice::Timeout(k) => write!(f, "timeout {k}"),
             Choice::Notify { from, to } => write!(f, "notify {from}->{to}"),
         }
@@ -124,6 +128,48 @@ pub const TIMINGS: [Timing; 2] = [
         ps_per_byte: 1,
     },
 ];
+
+/// What a step did to shared state, for the dependency relation of the
+/// partial-order reduction: the ranks whose operations it completed or
+/// whose state it changed, the send slot it freed, and the sends of the
+/// ranks it woke that found their pair's slots full or took the last one
+/// (only those sends would behave differently had the slot been freed in
+/// another order).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Effect {
+    /// Ranks changed (woken, stopped or told).
+    pub ranks: Vec<Rank>,
+    /// The (src, dst) pair whose slot it freed.
+    pub frees: Option<(Rank, Rank)>,
+    /// Pairs on which a send of the woken ranks needed the last slot.
+    pub critical: Vec<(Rank, Rank)>,
+}
+
+impl Effect {
+    fn touch(&mut self, rank: Rank) {
+        if !self.ranks.contains(&rank) {
+            self.ranks.push(rank);
+        }
+    }
+
+    /// Whether two executed steps may fail to commute.
+    pub fn conflicts(&self, other: &Effect) -> bool {
+        self.ranks.iter().any(|r| other.ranks.contains(r))
+            || self.frees.is_some_and(|p| other.critical.contains(&p))
+            || other.frees.is_some_and(|p| self.critical.contains(&p))
+    }
+
+    /// Whether a choice not yet taken (`self`, as predicted: its sends are
+    /// unknown) may fail to commute with an executed step: the sends of
+    /// the ranks it wakes may need a slot the step freed.
+    pub fn may_conflict(&self, executed: &Effect) -> bool {
+        self.ranks.iter().any(|r| executed.ranks.contains(r))
+            || self.frees.is_some_and(|p| executed.critical.contains(&p))
+            || executed
+                .frees
+                .is_some_and(|(src, _)| self.ranks.contains(&src))
+    }
+}
 
 /// A message in a channel.
 #[derive(Debug)]
@@ -227,6 +273,8 @@ pub struct World {
     pub ranks: Vec<RankState>,
     /// Every operation.
     pub ops: Vec<OpState>,
+    /// The rank of each operation.
+    op_rank: Vec<Rank>,
     channels: BTreeMap<ChannelKey, VecDeque<Message>>,
     posted: BTreeMap<ChannelKey, VecDeque<PostedRecv>>,
     /// Slots in use per (src, dst) pair.
@@ -236,6 +284,11 @@ pub struct World {
     link_free: BTreeMap<(Rank, Rank), [u64; 2]>,
     /// Notices not yet delivered: (from, to) -> the step they were created.
     notices: BTreeMap<(Rank, Rank), Option<usize>>,
+    /// What the step being applied has done so far.
+    pub effect: Effect,
+    /// Calls waiting to be started: (rank, call) -> (operation, the step
+    /// during which the rank began waiting).
+    gates: BTreeMap<(Rank, usize), (OpId, Option<usize>)>,
     /// The step being applied (`None` before the first choice).
     pub step: Option<usize>,
 }
@@ -273,26 +326,30 @@ impl World {
                 })
                 .collect(),
             ops: Vec::new(),
+            op_rank: Vec::new(),
             channels: BTreeMap::new(),
             posted: BTreeMap::new(),
             slots_used: BTreeMap::new(),
             pair_seq: BTreeMap::new(),
             link_free: BTreeMap::new(),
             notices: BTreeMap::new(),
+            gates: BTreeMap::new(),
+            effect: Effect::default(),
             step: None,
         }
     }
 
-    fn new_op(&mut self, state: OpState) -> OpId {
+    fn new_op(&mut self, rank: Rank, state: OpState) -> OpId {
         self.ops.push(state);
+        self.op_rank.push(rank);
         self.ops.len() - 1
     }
 
     fn complete(&mut self, op: OpId, done: OpState) {
-        if let OpState::Pending(waker) = std::mem::replace(&mut self.ops[op], done) {
-            if let Some(w) = waker {
-                w.wake();
-            }
+        let rank = self.op_rank[op];
+        self.effect.touch(rank);
+        if let OpState::Pending(Some(waker)) = std::mem::replace(&mut self.ops[op], done) {
+            waker.wake();
         }
     }
 
@@ -317,11 +374,11 @@ impl World {
                 peer: dst,
                 world_size: self.world_size,
             };
-            return self.new_op(OpState::SendDone(Err(e)));
+            return self.new_op(src, OpState::SendDone(Err(e)));
         }
         if self.ranks[src].known_stopped.contains_key(&dst) {
             let e = self.stopped_error(src, dst);
-            return self.new_op(OpState::SendDone(Err(e)));
+            return self.new_op(src, OpState::SendDone(Err(e)));
         }
         let bytes = payload.shape().bytes();
         let sender = &mut self.ranks[src];
@@ -344,6 +401,13 @@ impl World {
             Buffering::Unbounded => true,
             Buffering::Eager(k) => *used < k && !waiting,
         };
+        let critical = match self.buffering {
+            Buffering::Eager(k) => waiting || *used + 1 >= k,
+            Buffering::Unbounded => false,
+        };
+        if critical {
+            self.effect.critical.push((src, dst));
+        }
         if buffered && self.buffering.is_bounded() {
             *used += 1;
         }
@@ -351,9 +415,9 @@ impl World {
         *seq += 1;
         let pair_seq = *seq;
         let op = if buffered {
-            self.new_op(OpState::SendDone(Ok(())))
+            self.new_op(src, OpState::SendDone(Ok(())))
         } else {
-            self.new_op(OpState::Pending(None))
+            self.new_op(src, OpState::Pending(None))
         };
         let key = ChannelKey {
             src,
@@ -380,7 +444,7 @@ impl World {
                 peer: src,
                 world_size: self.world_size,
             };
-            return self.new_op(OpState::RecvDone(Err(e)));
+            return self.new_op(dst, OpState::RecvDone(Err(e)));
         }
         let key = ChannelKey {
             src,
@@ -389,9 +453,9 @@ impl World {
         };
         if self.ranks[dst].known_stopped.contains_key(&src) && !self.satisfiable(key, 1) {
             let e = self.stopped_error(dst, src);
-            return self.new_op(OpState::RecvDone(Err(e)));
+            return self.new_op(dst, OpState::RecvDone(Err(e)));
         }
-        let op = self.new_op(OpState::Pending(None));
+        let op = self.new_op(dst, OpState::Pending(None));
         self.posted.entry(key).or_default().push_back(PostedRecv {
             op,
             expect,
@@ -413,9 +477,92 @@ impl World {
         self.channels.get(&key)?.front().map(|m| m.arrival[model])
     }
 
-    /// Every choice enabled now, in a fixed order.
+    /// What `choice`, enabled now, would change, as far as can be known
+    /// before taking it (the sends of the ranks it wakes are not known).
+    pub fn predict(&self, choice: Choice) -> Effect {
+        let mut e = Effect::default();
+        match choice {
+            Choice::Deliver(k) => {
+                e.touch(k.dst);
+                let head = self.channels.get(&k).and_then(|q| q.front());
+                let bounded = self.buffering.is_bounded();
+                if let Some(m) = head {
+                    let waiting = self
+                        .channels
+                        .range(pair_range(k.src, k.dst))
+                        .any(|(_, q)| q.iter().any(|m| !m.buffered));
+                    if m.send.is_some() || (m.buffered && bounded && waiting) {
+                        e.touch(k.src);
+                    }
+                    if m.buffered && bounded {
+                        e.frees = Some((k.src, k.dst));
+                    }
+                }
+            }
+            Choice::Drop(k) => {
+                e.touch(k.dst);
+                e.touch(k.src);
+            }
+            Choice::Crash(r) => e.touch(r),
+            Choice::Timeout(k) => e.touch(k.dst),
+            Choice::Notify { to, .. } => e.touch(to),
+            Choice::Start { rank, .. } => e.touch(rank),
+        }
+        e
+    }
+
+    /// Makes `rank` wait until the checker lets it start call `call`.
+    pub fn post_gate(&mut self, rank: Rank, call: usize) -> OpId {
+        let op = self.new_op(rank, OpState::Pending(None));
+        self.gates.insert((rank, call), (op, self.step));
+        op
+    }
+
+    /// The steps a choice enabled now would causally follow (see
+    /// [`Causes`]), without applying it.
+    pub fn pending_causes(&self, choice: Choice) -> Vec<usize> {
+        let head_sent = |k: &ChannelKey| {
+            self.channels
+                .get(k)
+                .and_then(|q| q.front())
+                .and_then(|m| m.sent_at)
+        };
+        let posted = |k: &ChannelKey| {
+            self.posted
+                .get(k)
+                .and_then(|p| p.front())
+                .and_then(|p| p.posted_at)
+        };
+        match choice {
+            Choice::Deliver(k) => head_sent(&k).into_iter().chain(posted(&k)).collect(),
+            Choice::Drop(k) => head_sent(&k).into_iter().collect(),
+            Choice::Timeout(k) => posted(&k).into_iter().collect(),
+            Choice::Notify { from, to } => self
+                .notices
+                .get(&(from, to))
+                .copied()
+                .flatten()
+                .into_iter()
+                .collect(),
+            Choice::Start { rank, call } => self
+                .gates
+                .get(&(rank, call))
+                .and_then(|g| g.1)
+                .into_iter()
+                .collect(),
+            Choice::Crash(_) => Vec::new(),
+        }
+    }
+
+    /// Every choice enabled now, in a fixed order: starts first, so that
+    /// the default schedule issues every rank's calls in scenario order.
     pub fn enabled(&self) -> Vec<Choice> {
         let mut out = Vec::new();
+        for &(rank, call) in self.gates.keys() {
+            if self.is_running(rank) {
+                out.push(Choice::Start { rank, call });
+            }
+        }
         for (key, queue) in &self.channels {
             let Some(head) = queue.front() else { continue };
             let receivable = self.posted.get(key).is_some_and(|p| !p.is_empty());
@@ -426,7 +573,7 @@ impl World {
                 out.push(Choice::Drop(*key));
             }
         }
-        for (&(from, to), _) in &self.notices {
+        for &(from, to) in self.notices.keys() {
             if self.is_running(to) {
                 out.push(Choice::Notify { from, to });
             }
@@ -452,8 +599,17 @@ impl World {
     /// causally follows.
     pub fn apply(&mut self, choice: Choice, step: usize) -> Causes {
         self.step = Some(step);
+        self.effect = Effect::default();
         let mut causes = Causes::default();
         match choice {
+            Choice::Start { rank, call } => {
+                let (op, posted) = self
+                    .gates
+                    .remove(&(rank, call))
+                    .expect("a start is chosen only for a waiting call");
+                causes.after.extend(posted);
+                self.complete(op, OpState::SendDone(Ok(())));
+            }
             Choice::Deliver(key) => self.deliver(key, &mut causes),
             Choice::Drop(key) => self.drop_message(key, &mut causes),
             Choice::Crash(rank) => {
@@ -513,6 +669,7 @@ impl World {
             self.complete(send, OpState::SendDone(Ok(())));
         }
         if msg.buffered && self.buffering.is_bounded() {
+            self.effect.frees = Some((key.src, key.dst));
             self.free_slot(key.src, key.dst);
         }
     }
@@ -540,6 +697,8 @@ impl World {
 
     fn drop_message(&mut self, key: ChannelKey, causes: &mut Causes) {
         self.used[0] += 1;
+        self.effect.touch(key.src);
+        self.effect.touch(key.dst);
         let queue = self.channels.get_mut(&key).expect("a drop names a channel");
         let head = queue
             .front_mut()
@@ -571,6 +730,7 @@ impl World {
     /// Stops `rank` (crash, or an imposed transport failure): its receives
     /// and unsent messages go, and every running peer will be told.
     pub fn stop(&mut self, rank: Rank, status: RankStatus) {
+        self.effect.touch(rank);
         if let RankStatus::Crashed(cause) = &status {
             let cause = cause.clone();
             self.note_cause(rank, cause);
@@ -578,6 +738,7 @@ impl World {
         self.ranks[rank].status = status;
         self.ranks[rank].stopped_at = Some(self.step);
         self.posted.retain(|k, _| k.dst != rank);
+        self.gates.retain(|g, _| g.0 != rank);
         for (k, q) in self.channels.iter_mut() {
             if k.src == rank {
                 q.retain(|m| m.buffered);
@@ -609,6 +770,7 @@ impl World {
     }
 
     fn learn_stopped(&mut self, rank: Rank, peer: Rank) {
+        self.effect.touch(rank);
         let cause = match &self.ranks[peer].status {
             RankStatus::Crashed(c) => c.clone(),
             RankStatus::Finished(Some(c)) => c.clone(),
