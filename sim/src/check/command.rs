@@ -236,9 +236,13 @@ pub fn print_report(
             None if p.stats.complete() => "ok".into(),
             None => "ok within bounds".into(),
         };
+        let secs = p.wall.as_secs_f64();
         let mut line = format!(
-            "  {}: {what}, {} schedule(s), {} sleep-blocked",
-            p.point, p.stats.schedules, p.stats.sleep_blocked
+            "  {}: {what}, {} schedule(s), {} sleep-blocked, {secs:.3} s ({:.0} schedules/s)",
+            p.point,
+            p.stats.schedules,
+            p.stats.sleep_blocked,
+            p.stats.schedules as f64 / secs.max(1e-9)
         );
         if let Some(naive) = &p.naive {
             let cap = if naive.schedule_cap_hit {
@@ -265,12 +269,11 @@ pub fn print_report(
     if let Some(cex) = &report.counterexample {
         print_counterexample(program, cex, out)?;
     }
-    let secs = report.wall.as_secs_f64();
     writeln!(
         out,
-        "explored {} schedule(s) in {secs:.3} s ({:.0} schedules/s)",
+        "explored {} schedule(s) in all (shrinking included) in {:.3} s",
         report.schedules,
-        report.schedules as f64 / secs.max(1e-9)
+        report.wall.as_secs_f64()
     )
 }
 

@@ -49,6 +49,8 @@ pub struct PointReport {
     pub stats: SearchStats,
     /// The naive search's counters, if asked for.
     pub naive: Option<SearchStats>,
+    /// Wall time of the search (the naive one excluded).
+    pub wall: Duration,
     /// The violation found, if any.
     pub violation: Option<Verdict>,
 }
@@ -183,6 +185,7 @@ pub fn check(program: &Rc<Program>, options: Options) -> Result<CheckReport, Sea
                 points.push(PointReport {
                     point,
                     stats: SearchStats::default(),
+                    wall: Duration::ZERO,
                     naive: None,
                     violation: Some(verdict),
                 });
@@ -205,7 +208,10 @@ pub fn check(program: &Rc<Program>, options: Options) -> Result<CheckReport, Sea
             }
         }
         let mut baseline = Baseline::default();
+        #[allow(clippy::disallowed_methods)] // the report's wall time, never a result
+        let searched = Instant::now();
         let found = search_point(program, point, &[], &mut baseline, |_| Control::Stop)?;
+        let wall = searched.elapsed();
         schedules += found.stats.schedules;
         complete &= found.stats.complete() || found.first.is_some();
         if program.search != Search::Exhaustive {
@@ -221,6 +227,7 @@ pub fn check(program: &Rc<Program>, options: Options) -> Result<CheckReport, Sea
         points.push(PointReport {
             point,
             stats: found.stats,
+            wall,
             naive,
             violation: found.first.as_ref().map(|f| f.2.verdict),
         });
