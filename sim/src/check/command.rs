@@ -10,11 +10,11 @@ use clap::Args;
 use super::cex::{CexFile, buffering_name, parse_buffering};
 use super::explore::{self, Target};
 use super::program::Program;
-use super::properties::{Baseline, describe_waits, evaluate};
+use super::properties::{Baseline, describe_tag, describe_waits, evaluate};
 use super::run::{CheckReport, Counterexample, Options, check, min_buffering};
 use super::spec::{Buffering, Search, Verdict};
 use super::trace::write_trace;
-use super::world::RankStatus;
+use super::world::{Choice, RankStatus};
 
 /// Exit status: the tool failed (an output could not be written).
 pub const EXIT_IO: u8 = 1;
@@ -277,6 +277,26 @@ pub fn print_report(
     )
 }
 
+/// A choice as the report prints it: with the call (and phase) its tag
+/// belongs to.
+pub fn describe_choice(program: &Program, choice: Choice) -> String {
+    let tag = match choice {
+        Choice::Deliver(k) | Choice::Drop(k) | Choice::Timeout(k) => Some(k.tag),
+        _ => None,
+    };
+    match (tag, choice) {
+        (Some(t), _) => match describe_tag(program, t).split_once(" (") {
+            Some((_, rest)) => format!("{choice} ({rest}"),
+            None => choice.to_string(),
+        },
+        (None, Choice::Start { call, .. }) => match program.calls.get(call) {
+            Some(c) => format!("{choice} (`{}`)", c.id),
+            None => choice.to_string(),
+        },
+        _ => choice.to_string(),
+    }
+}
+
 /// Prints a counterexample: the violation, the numbered choices, each
 /// rank's state at the end.
 pub fn print_counterexample(
@@ -284,7 +304,6 @@ pub fn print_counterexample(
     cex: &Counterexample,
     out: &mut impl Write,
 ) -> io::Result<()> {
-    let _ = program;
     writeln!(out, "{}: {}", cex.violation.verdict, cex.violation.summary)?;
     writeln!(
         out,
@@ -298,7 +317,12 @@ pub fn print_counterexample(
         } else {
             "   (only choice)"
         };
-        writeln!(out, "  {:>3}. {choice}{mark}", i + 1)?;
+        writeln!(
+            out,
+            "  {:>3}. {}{mark}",
+            i + 1,
+            describe_choice(program, *choice)
+        )?;
         if cex.unavoidable_after == Some(i + 1) && i + 1 < cex.choices.len() {
             writeln!(out, "       -- from here on, every schedule fails --")?;
         }
@@ -431,8 +455,8 @@ pub fn replay_command(args: &ReplayArgs) -> io::Result<u8> {
         program.name,
         choices.len()
     )?;
-    for (i, c) in choices.iter().enumerate() {
-        writeln!(out, "  {:>3}. {c}", i + 1)?;
+    for (i, &c) in choices.iter().enumerate() {
+        writeln!(out, "  {:>3}. {}", i + 1, describe_choice(&program, c))?;
     }
     let world = exec.world.borrow();
     let mut state = describe_waits(&program, &world);

@@ -12,6 +12,12 @@ use super::properties::{Baseline, Violation, describe_waits, evaluate};
 use super::spec::{Buffering, Point, Search, Verdict};
 use super::world::Choice;
 
+/// A point whose reduced search ran at most this many schedules also gets
+/// a naive count, to report what the reduction pruned.
+const NAIVE_SMALL_DPOR: u64 = 1000;
+/// The most schedules that automatic naive count runs.
+const NAIVE_SMALL_CAP: u64 = 5000;
+
 /// How `sim check` was asked to run.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Options {
@@ -217,8 +223,14 @@ pub fn check(program: &Rc<Program>, options: Options) -> Result<CheckReport, Sea
         if program.search != Search::Exhaustive {
             complete = false;
         }
-        let naive = if options.compare_naive && program.search == Search::Exhaustive {
-            let t = target(program, point);
+        // What the reduction pruned: asked for, or on small cases (a few
+        // thousand interleavings at most), always.
+        let small = found.stats.complete() && found.stats.schedules <= NAIVE_SMALL_DPOR;
+        let naive = if program.search == Search::Exhaustive && (options.compare_naive || small) {
+            let mut t = target(program, point);
+            if !options.compare_naive {
+                t.bounds.max_schedules = t.bounds.max_schedules.min(NAIVE_SMALL_CAP);
+            }
             let stats = explore::exhaustive(&t, Reduction::Naive, &[], |_| Control::Continue)?;
             Some(stats)
         } else {
