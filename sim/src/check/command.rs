@@ -8,7 +8,7 @@ use std::rc::Rc;
 use clap::Args;
 
 use super::cex::{CexFile, buffering_name, parse_buffering};
-use super::explore::{self, Target};
+use super::explore::{self, SearchError, Target};
 use super::program::Program;
 use super::properties::{Baseline, describe_tag, describe_waits, evaluate};
 use super::run::{CheckReport, Counterexample, Options, check, min_buffering};
@@ -375,10 +375,7 @@ fn save_counterexample(
             path.display(),
             path.display()
         ),
-        Err(e) => {
-            eprintln!("error: {e}");
-            Err(io::Error::other(e.to_string()))
-        }
+        Err(e) => Err(io::Error::other(e.to_string())),
     }
 }
 
@@ -443,8 +440,13 @@ pub fn replay_command(args: &ReplayArgs) -> io::Result<u8> {
     }
     let exec = match explore::replay(&target, &choices) {
         Ok(e) => e,
-        Err(e) => {
-            eprintln!("error: {}: {e}", args.file.display());
+        Err(SearchError::Diverged { step, choice }) => {
+            eprintln!(
+                "error: {}: choice {} ({choice}) is not possible at that point of {}: the file does not match the scenario (edited, or the scenario or the algorithms changed since it was saved)",
+                args.file.display(),
+                step + 1,
+                scenario.display()
+            );
             return Ok(EXIT_INPUT);
         }
     };
