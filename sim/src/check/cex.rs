@@ -20,6 +20,7 @@ use std::str::FromStr;
 
 use serde::{Deserialize, Serialize};
 
+use super::scenario::{BUFFER_SLOTS_MAX, COUNT_MAX, WORLD_SIZE_MAX};
 use super::spec::{Buffering, Point, Verdict};
 use super::world::{ChannelKey, Choice};
 
@@ -208,8 +209,26 @@ impl CexFile {
                     .map_err(|e| invalid(format!("choice {}: {e}", i + 1)))
             })
             .collect::<Result<Vec<Choice>, CexError>>()?;
-        if self.world_size == 0 || self.chunks == 0 {
-            return Err(invalid("world_size and chunks must be at least 1".into()));
+        // The limits of check scenarios: a file beyond them was not written
+        // by `sim check`, and replaying it could exhaust memory.
+        if let Buffering::Eager(k) = buffering
+            && k > BUFFER_SLOTS_MAX
+        {
+            return Err(invalid(format!(
+                "buffering `{}` has more than {BUFFER_SLOTS_MAX} slots",
+                self.buffering
+            )));
+        }
+        for (field, value, min, max) in [
+            ("world_size", self.world_size, 1, WORLD_SIZE_MAX),
+            ("count", self.count, 0, COUNT_MAX),
+            ("chunks", self.chunks, 1, COUNT_MAX),
+        ] {
+            if !(min..=max).contains(&value) {
+                return Err(invalid(format!(
+                    "{field} = {value} is out of range: check scenarios allow {min} to {max}"
+                )));
+            }
         }
         let point = Point {
             world_size: self.world_size,
@@ -220,5 +239,92 @@ impl CexFile {
             buffering,
         };
         Ok((point, choices, verdict))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn file() -> CexFile {
+        let point = Point {
+            world_size: 3,
+            count: 3,
+            chunks: 1,
+            root: 0,
+            in_place: true,
+            buffering: Buffering::Eager(1),
+        };
+        let choices = [Choice::Deliver(ChannelKey {
+            src: 0,
+            dst: 1,
+            tag: 0,
+        })];
+        CexFile::new(
+            Path::new("x.toml"),
+            Verdict::Deadlock,
+            "stuck",
+            point,
+            &choices,
+        )
+    }
+
+    #[test]
+    fn every_choice_reads_back_as_written() {
+        let key = ChannelKey {
+            src: 2,
+            dst: 0,
+            tag: (3 << 56) | 7,
+        };
+        for choice in [
+            Choice::Start { rank: 1, call: 2 },
+            Choice::Deliver(key),
+            Choice::Drop(key),
+            Choice::Crash(3),
+            Choice::Timeout(key),
+            Choice::Notify { from: 0, to: 2 },
+        ] {
+            assert_eq!(choice.to_string().parse::<Choice>(), Ok(choice));
+        }
+        for bad in [
+            "deliver",
+            "deliver 0-1 tag 0",
+            "crash x",
+            "start 1",
+            "fly 0->1",
+        ] {
+            assert!(bad.parse::<Choice>().is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn a_valid_file_decodes_to_its_point() {
+        let (point, choices, verdict) = file().decode(Path::new("f")).expect("valid");
+        assert_eq!((point.world_size, point.count), (3, 3));
+        assert_eq!(point.buffering, Buffering::Eager(1));
+        assert_eq!(choices.len(), 1);
+        assert_eq!(verdict, Verdict::Deadlock);
+    }
+
+    /// A change to a valid file.
+    type Edit = fn(&mut CexFile);
+
+    #[test]
+    fn values_no_scenario_could_hold_are_refused_before_any_replay() {
+        let edits: [(&str, Edit); 5] = [
+            ("world_size", |f| f.world_size = 17),
+            ("count", |f| f.count = 50_000_000),
+            ("chunks", |f| f.chunks = 50_000_000),
+            ("buffering", |f| f.buffering = "eager:100000000".into()),
+            ("world_size", |f| f.world_size = 0),
+        ];
+        for (field, edit) in edits {
+            let mut f = file();
+            edit(&mut f);
+            let e = f.decode(Path::new("f.cex.toml")).expect_err(field);
+            let text = e.to_string();
+            assert!(text.starts_with("f.cex.toml: "), "{text}");
+            assert!(text.contains(field), "{field}: {text}");
+        }
     }
 }

@@ -167,7 +167,10 @@ pub fn evaluate(
             .filter_map(|r| {
                 let results = exec.results[r].as_ref()?;
                 let e = results.iter().flatten().find_map(|x| x.as_ref().err())?;
-                Some(format!("rank {r}: {e}"))
+                // Fabric errors already say which rank saw them.
+                let e = e.to_string();
+                let named = e.starts_with(&format!("rank {r}:"));
+                Some(if named { e } else { format!("rank {r}: {e}") })
             })
             .collect();
         return Some(Violation {
@@ -373,4 +376,48 @@ fn check_assertions(program: &Program, world: &World) -> Option<Violation> {
         }
     }
     None
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+    use std::rc::Rc;
+
+    use crate::check::run::{Options, check};
+    use crate::check::scenario::parse;
+    use crate::check::spec::Verdict;
+
+    #[test]
+    fn an_error_names_each_failing_rank_once() {
+        // Two concurrent allreduces sharing a tag on 3 ranks with uneven
+        // blocks: a receive takes the other call's message of another
+        // length and fails.
+        let text = r#"
+            concurrent = true
+            [[call]]
+            collective = "allreduce"
+            algorithm = "ring"
+            tag = 7
+            [[call]]
+            collective = "allreduce"
+            algorithm = "ring"
+            tag = 7
+            [params]
+            world_size = 3
+            count = 2
+            buffering = "eager:1"
+            [search]
+            delay_bound = 2
+        "#;
+        let program = Rc::new(parse(Path::new("t.toml"), text).expect("valid"));
+        let report = check(&program, Options::default()).expect("the search runs");
+        assert_eq!(report.verdict, Verdict::Error);
+        let cex = report.counterexample.expect("a counterexample");
+        assert!(!cex.violation.details.is_empty());
+        for line in &cex.violation.details {
+            let (rank, rest) = line.split_once(": ").expect("`rank R: why`");
+            assert!(rank.starts_with("rank "), "{line}");
+            assert!(!rest.starts_with(&format!("{rank}:")), "{line}");
+        }
+    }
 }

@@ -2,6 +2,9 @@
 //! behaviour.
 
 mod catalogue;
+mod check_catalogue;
+mod check_cli;
+mod check_demos;
 mod closed_form;
 mod deadlock;
 mod determinism;
