@@ -9,12 +9,12 @@ use std::rc::Rc;
 use algorithms::layout::block_range;
 use algorithms::symbolic::{self, Sym};
 use algorithms::{
-    Collective, CollectiveError, DType, Fabric, Params, Payload, Rank, Tag, collective,
+    Algorithm, Collective, CollectiveError, DType, Fabric, Params, Payload, Rank, Tag, collective,
 };
 use futures_util::future::join_all;
 
 use super::fabric::CheckFabric;
-use super::spec::{CallSpec, CheckAlgorithm, CheckScenario, Point};
+use super::spec::{Buffering, CallSpec, CheckAlgorithm, CheckScenario, Point};
 
 /// What a program checks: a whole scenario.
 pub type Program = CheckScenario;
@@ -57,12 +57,38 @@ pub fn input(call: usize, rank: Rank, count: usize) -> Payload {
 }
 
 /// The parameters of a call at `point`.
+///
+/// `chunks` cuts the unit an algorithm pipelines: a ring's segment (a
+/// rank's block, `count / N` elements) for the ring and hierarchical
+/// allreduces, the whole buffer for the others (tree, chains).
+///
+/// The pipeline window (`Params::slots`, how many chunks a rank sends
+/// ahead of what it has received, NCCL_STEPS) is the receiver's buffer:
+/// the eager slots per connection, one under rendezvous (send and receive
+/// each step together), NCCL's 8 with unbounded buffering.
 pub fn params(call: &CallSpec, point: Point) -> Params {
     let elem = DType::Sym.size_bytes() as u64;
-    let per_chunk = point.count.div_ceil(point.chunks.max(1)).max(1) as u64;
-    let n = point.world_size;
+    let n = point.world_size.max(1);
+    let segmented = matches!(
+        (call.collective, call.algorithm),
+        (
+            Collective::Allreduce,
+            CheckAlgorithm::Catalogue(Algorithm::Ring | Algorithm::Hierarchical)
+        )
+    );
+    let unit = if segmented {
+        point.count.div_ceil(n)
+    } else {
+        point.count
+    };
+    let per_chunk = unit.div_ceil(point.chunks.max(1)).max(1) as u64;
+    let slots = match point.buffering {
+        Buffering::Eager(k) => k.max(1),
+        Buffering::Unbounded => Params::default().slots,
+    };
     Params {
         chunk_bytes: per_chunk * elem,
+        slots,
         tag: Tag(call.tag),
         root: point.root,
         // Two ranks per node where that splits the world into several
