@@ -138,11 +138,12 @@ const ALL_BUFFERING: &[Buffering] = &[
 const EVERY_CASE: &[(usize, &[Buffering])] =
     &[(2, ALL_BUFFERING), (3, ALL_BUFFERING), (4, ALL_BUFFERING)];
 
-/// The ring allreduce on 4 ranks with bounded buffering has millions of
-/// schedules (see the ignored test below): 4 ranks only unbounded.
+/// The pipelined ring allreduce with bounded buffering has hundreds of
+/// thousands of schedules on 3 ranks and millions on 4 (see the ignored
+/// test below): 3 and 4 ranks only unbounded.
 const RING_CASES: &[(usize, &[Buffering])] = &[
     (2, ALL_BUFFERING),
-    (3, ALL_BUFFERING),
+    (3, &[Buffering::Unbounded]),
     (4, &[Buffering::Unbounded]),
 ];
 

@@ -189,7 +189,14 @@ fn a_counterexample_whose_choices_do_not_replay_exits_2() {
         err.contains("deliver 2->1 tag 0"),
         "names the choice: {err}"
     );
-    assert!(err.contains("disabled"), "says why: {err}");
+    assert!(
+        err.contains("choice 3 "),
+        "numbers the choice from 1: {err}"
+    );
+    assert!(
+        err.contains("does not match the scenario"),
+        "says why: {err}"
+    );
     assert!(!err.contains("panicked"), "{err}");
 
     // A choice that cannot even be read is named by its position.
