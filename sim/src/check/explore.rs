@@ -85,6 +85,8 @@ pub enum SearchError {
 /// A node of the exhaustive search: the state before one step.
 struct Node {
     enabled: Vec<Choice>,
+    /// Which instance of each enabled choice it is ([`World::instance`](super::world::World::instance)).
+    instances: Vec<(u64, u64)>,
     /// The predicted effect of each enabled choice (for sleep sets).
     effects: Vec<Effect>,
     backtrack: BTreeSet<Choice>,
@@ -181,7 +183,17 @@ pub fn exhaustive(
                 break;
             }
             let enabled = exec.enabled();
+            let (instances, effects): (Vec<(u64, u64)>, Vec<Effect>) = {
+                let world = exec.world.borrow();
+                enabled
+                    .iter()
+                    .map(|&c| (world.instance(c), world.predict(c)))
+                    .unzip()
+            };
             if reduction == Reduction::Dpor {
+                if let (Some(parent), Some(&taken)) = (stack.last_mut(), path.last()) {
+                    add_disabled(parent, taken, &enabled, &instances);
+                }
                 add_races(&mut stack, &exec, base, &enabled, target.faults.any());
             }
             if enabled.is_empty() {
@@ -191,13 +203,18 @@ pub fn exhaustive(
                 Some(parent) => {
                     let taken = *path.last().expect("a node per path step");
                     let done = &exec.steps.last().expect("a step per node").effect;
+                    let fresh = fresh_choices(parent, &enabled, &instances, &effects);
                     let sleep = parent
                         .sleep
                         .iter()
                         .chain(parent.done.iter().filter(|&&c| c != taken))
-                        .filter(|q| {
-                            let at = parent.enabled.iter().position(|c| c == *q);
-                            at.is_some_and(|i| !parent.effects[i].may_conflict(done))
+                        .filter(|&&q| {
+                            let at = parent.enabled.iter().position(|&c| c == q);
+                            at.is_some_and(|i| {
+                                let predicted = &parent.effects[i];
+                                !predicted.may_conflict(done)
+                                    && !fresh.iter().any(|&(r, e)| disturbs(q, predicted, r, e))
+                            })
                         })
                         .copied()
                         .collect();
@@ -218,12 +235,9 @@ pub fn exhaustive(
                 Reduction::Dpor => BTreeSet::from([choice]),
                 Reduction::Naive => enabled.iter().copied().collect(),
             };
-            let effects = {
-                let world = exec.world.borrow();
-                enabled.iter().map(|&c| world.predict(c)).collect()
-            };
             stack.push(Node {
                 enabled,
+                instances,
                 effects,
                 backtrack,
                 done: BTreeSet::new(),
@@ -330,16 +344,115 @@ fn record_hb(stack: &mut [Node], exec: &Execution, base: usize) {
         let earlier = stack[i].hb.clone();
         union(&mut hb, &earlier);
     }
+    let node = &stack[local];
+    let at = node.enabled.iter().position(|&c| c == step.choice);
+    let instance = node.instances[at.expect("the step taken was enabled")];
     stack[local].hb = hb;
     if let Some(i) = race {
-        schedule(&mut stack[i], step.choice);
+        schedule(&mut stack[i], step.choice, instance);
+    }
+    unsent_notice_races(stack, exec, base);
+}
+
+/// Races of the notices the step just applied could not send because
+/// their target had stopped: each would have been a choice had the target
+/// stopped later, so the latest step that changed the target (its last,
+/// typically) races with it (Flanagan and Godefroid's check of a disabled
+/// transition). Such a notice is never enabled, so the race is reversed
+/// by trying every choice enabled before that step.
+fn unsent_notice_races(stack: &mut [Node], exec: &Execution, base: usize) {
+    let j = exec.steps.len() - 1;
+    let local = j - base;
+    for &(from, to) in &exec.steps[j].effect.unsent_notices {
+        let notice = Effect {
+            ranks: vec![to],
+            ..Effect::default()
+        };
+        let past = causal_past(stack, &[j], base);
+        let race = (0..local)
+            .rev()
+            .find(|&i| !bit(&past, i) && notice.may_conflict(&exec.steps[base + i].effect));
+        if let Some(i) = race {
+            schedule(&mut stack[i], Choice::Notify { from, to }, (0, 0));
+        }
     }
 }
 
-/// Adds `choice` to a node's backtrack set, or every choice enabled there
-/// if it was not.
-fn schedule(node: &mut Node, choice: Choice) {
-    if node.enabled.contains(&choice) {
+/// The choices (with their predicted effects) enabled now that were not
+/// enabled, or not as the same instance, before the step just taken from
+/// `parent`.
+fn fresh_choices<'a>(
+    parent: &Node,
+    enabled: &'a [Choice],
+    instances: &[(u64, u64)],
+    effects: &'a [Effect],
+) -> Vec<(Choice, &'a Effect)> {
+    enabled
+        .iter()
+        .zip(instances)
+        .zip(effects)
+        .filter(|&((c, i), _)| {
+            !parent
+                .enabled
+                .iter()
+                .zip(&parent.instances)
+                .any(|(p, pi)| p == c && pi == i)
+        })
+        .map(|((&c, _), e)| (c, e))
+        .collect()
+}
+
+/// Whether a sleeping choice `q` may disable the choice `r` that the step
+/// just taken enabled. A sleeping choice was explored from an earlier
+/// state, before that step; had it been taken here instead, it could
+/// disable `r`, and the schedules in which `r` never happens would then be
+/// missed (they differ from every schedule explored with `q` earlier, in
+/// which `r` did not exist yet). So such a `q` wakes up. Deliveries and
+/// starts are disabled only by faults; notices and faults by any step that
+/// stops their rank or takes their message or receive; faults of one kind
+/// also share a budget.
+fn disturbs(q: Choice, q_effect: &Effect, r: Choice, r_effect: &Effect) -> bool {
+    let disableable = q.is_fault() || r.is_fault() || matches!(r, Choice::Notify { .. });
+    if !disableable {
+        return false;
+    }
+    let same_kind = std::mem::discriminant(&q) == std::mem::discriminant(&r) && q.is_fault();
+    same_kind || q_effect.ranks.iter().any(|x| r_effect.ranks.contains(x))
+}
+
+/// Choices enabled before the step just taken from `parent` that it
+/// disabled, or whose instance it changed (it took their message or
+/// receive, used up their fault budget, stopped their rank): no later
+/// state of this schedule can take them, so no later race check would see
+/// them, and they are tried here, before that step (Flanagan and
+/// Godefroid's race of a disabled transition with the step that disabled
+/// it).
+fn add_disabled(parent: &mut Node, taken: Choice, enabled: &[Choice], instances: &[(u64, u64)]) {
+    let mut disabled = Vec::new();
+    for (&q, inst) in parent.enabled.iter().zip(&parent.instances) {
+        if q == taken || parent.backtrack.contains(&q) || parent.sleep.contains(&q) {
+            continue;
+        }
+        let still = enabled
+            .iter()
+            .zip(instances)
+            .any(|(&c, i)| c == q && i == inst);
+        if !still {
+            disabled.push(q);
+        }
+    }
+    parent.backtrack.extend(disabled);
+}
+
+/// Adds `choice` to a node's backtrack set if that same instance of it
+/// was enabled there, or else every choice enabled there.
+fn schedule(node: &mut Node, choice: Choice, instance: (u64, u64)) {
+    let here = node
+        .enabled
+        .iter()
+        .zip(&node.instances)
+        .any(|(&c, &i)| c == choice && i == instance);
+    if here {
         node.backtrack.insert(choice);
     } else {
         let all: Vec<Choice> = node.enabled.clone();
@@ -378,7 +491,7 @@ fn add_races(stack: &mut [Node], exec: &Execution, base: usize, enabled: &[Choic
             .rev()
             .find(|&i| !bit(&past, i) && predicted.may_conflict(&exec.steps[base + i].effect));
         if let Some(i) = race {
-            schedule(&mut stack[i], q);
+            schedule(&mut stack[i], q, world.instance(q));
         }
     }
 }

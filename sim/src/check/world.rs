@@ -143,6 +143,10 @@ pub struct Effect {
     pub frees: Option<(Rank, Rank)>,
     /// Pairs on which a send of the woken ranks needed the last slot.
     pub critical: Vec<(Rank, Rank)>,
+    /// Notices (from, to) a rank stopping in this step did not send
+    /// because `to` had already stopped: had `to` stopped later, the notice
+    /// would have been a choice. The explorer checks their races.
+    pub unsent_notices: Vec<(Rank, Rank)>,
 }
 
 impl Effect {
@@ -184,6 +188,11 @@ struct Message {
     pair_seq: u64,
     /// The step during which it was sent (`None`: before the first).
     sent_at: Option<usize>,
+    /// The step during which it took a buffer slot (its send completed),
+    /// if it has: a loss in flight needs it.
+    buffered_at: Option<usize>,
+    /// The step of its latest loss (retransmitted), if any.
+    dropped_at: Option<usize>,
     /// When it arrives under each [`TIMINGS`] model.
     arrival: [u64; 2],
     /// Times it was lost and retransmitted.
@@ -282,8 +291,15 @@ pub struct World {
     pair_seq: BTreeMap<(Rank, Rank), u64>,
     /// When each (src, dst) link is free again, under each timing model.
     link_free: BTreeMap<(Rank, Rank), [u64; 2]>,
-    /// Notices not yet delivered: (from, to) -> the step they were created.
-    notices: BTreeMap<(Rank, Rank), Option<usize>>,
+    /// Notices not yet delivered: (from, to) -> the step they were
+    /// created, and the cause they report.
+    notices: BTreeMap<(Rank, Rank), (Option<usize>, String)>,
+    /// The step that last took the oldest message out of a channel: the
+    /// message now oldest cannot be delivered or lost before it.
+    message_popped: BTreeMap<ChannelKey, usize>,
+    /// The step that last took the oldest receive posted on a channel: the
+    /// receive now oldest cannot match or time out before it.
+    recv_popped: BTreeMap<ChannelKey, usize>,
     /// What the step being applied has done so far.
     pub effect: Effect,
     /// Calls waiting to be started: (rank, call) -> (operation, the step
@@ -333,6 +349,8 @@ impl World {
             pair_seq: BTreeMap::new(),
             link_free: BTreeMap::new(),
             notices: BTreeMap::new(),
+            message_popped: BTreeMap::new(),
+            recv_popped: BTreeMap::new(),
             gates: BTreeMap::new(),
             effect: Effect::default(),
             step: None,
@@ -430,6 +448,8 @@ impl World {
             send: (!buffered).then_some(op),
             pair_seq,
             sent_at: self.step,
+            buffered_at: if buffered { self.step } else { None },
+            dropped_at: None,
             arrival,
             retries: 0,
         });
@@ -519,38 +539,70 @@ impl World {
     }
 
     /// The steps a choice enabled now would causally follow (see
-    /// [`Causes`]), without applying it.
+    /// [`Causes`]), without applying it: the steps that sent its message,
+    /// posted its receive, took the older message or receive of the channel
+    /// out of the way, gave its message a slot (a loss strikes a message in
+    /// flight), lost it before (a retransmission), stopped the rank a
+    /// notice reports, or posted the call a start lets go.
     pub fn pending_causes(&self, choice: Choice) -> Vec<usize> {
-        let head_sent = |k: &ChannelKey| {
-            self.channels
-                .get(k)
-                .and_then(|q| q.front())
-                .and_then(|m| m.sent_at)
-        };
+        let head = |k: &ChannelKey| self.channels.get(k).and_then(|q| q.front());
         let posted = |k: &ChannelKey| {
             self.posted
                 .get(k)
                 .and_then(|p| p.front())
                 .and_then(|p| p.posted_at)
         };
+        let message_popped = |k: &ChannelKey| self.message_popped.get(k).copied();
+        let recv_popped = |k: &ChannelKey| self.recv_popped.get(k).copied();
+        let mut out = Vec::new();
         match choice {
-            Choice::Deliver(k) => head_sent(&k).into_iter().chain(posted(&k)).collect(),
-            Choice::Drop(k) => head_sent(&k).into_iter().collect(),
-            Choice::Timeout(k) => posted(&k).into_iter().collect(),
-            Choice::Notify { from, to } => self
-                .notices
-                .get(&(from, to))
-                .copied()
-                .flatten()
-                .into_iter()
-                .collect(),
-            Choice::Start { rank, call } => self
-                .gates
-                .get(&(rank, call))
-                .and_then(|g| g.1)
-                .into_iter()
-                .collect(),
-            Choice::Crash(_) => Vec::new(),
+            Choice::Deliver(k) => {
+                out.extend(head(&k).and_then(|m| m.sent_at));
+                out.extend(message_popped(&k));
+                out.extend(posted(&k));
+                out.extend(recv_popped(&k));
+            }
+            Choice::Drop(k) => {
+                if let Some(m) = head(&k) {
+                    out.extend(m.sent_at);
+                    out.extend(m.buffered_at);
+                    out.extend(m.dropped_at);
+                }
+                out.extend(message_popped(&k));
+            }
+            Choice::Timeout(k) => {
+                out.extend(posted(&k));
+                out.extend(recv_popped(&k));
+            }
+            Choice::Notify { from, to } => {
+                out.extend(self.notices.get(&(from, to)).and_then(|n| n.0));
+            }
+            Choice::Start { rank, call } => {
+                out.extend(self.gates.get(&(rank, call)).and_then(|g| g.1));
+            }
+            Choice::Crash(_) => {}
+        }
+        out
+    }
+
+    /// Which instance of `choice`, enabled now, would be taken: the
+    /// message and receive a delivery matches, the message (and its loss
+    /// count) a drop loses, the receive a timeout fails. A choice names a
+    /// channel, so the same choice at another state may act on other
+    /// messages; the explorer compares instances before it reorders one.
+    pub fn instance(&self, choice: Choice) -> (u64, u64) {
+        let head = |k: &ChannelKey| self.channels.get(k).and_then(|q| q.front());
+        let posted = |k: &ChannelKey| {
+            self.posted
+                .get(k)
+                .and_then(|p| p.front())
+                .map_or(u64::MAX, |p| p.op as u64)
+        };
+        match choice {
+            Choice::Deliver(k) => (head(&k).map_or(u64::MAX, |m| m.pair_seq), posted(&k)),
+            Choice::Drop(k) => head(&k).map_or((u64::MAX, 0), |m| (m.pair_seq, m.retries as u64)),
+            Choice::Timeout(k) => (posted(&k), 0),
+            Choice::Start { .. } | Choice::Crash(_) | Choice::Notify { .. } => (0, 0),
         }
     }
 
@@ -600,18 +652,20 @@ impl World {
     pub fn apply(&mut self, choice: Choice, step: usize) -> Causes {
         self.step = Some(step);
         self.effect = Effect::default();
-        let mut causes = Causes::default();
+        let mut causes = Causes {
+            after: self.pending_causes(choice),
+            sent_at: None,
+        };
         match choice {
             Choice::Start { rank, call } => {
-                let (op, posted) = self
+                let (op, _) = self
                     .gates
                     .remove(&(rank, call))
                     .expect("a start is chosen only for a waiting call");
-                causes.after.extend(posted);
                 self.complete(op, OpState::SendDone(Ok(())));
             }
-            Choice::Deliver(key) => self.deliver(key, &mut causes),
-            Choice::Drop(key) => self.drop_message(key, &mut causes),
+            Choice::Deliver(key) => self.deliver(key, step, &mut causes),
+            Choice::Drop(key) => self.drop_message(key, step),
             Choice::Crash(rank) => {
                 self.used[1] += 1;
                 self.stop(rank, RankStatus::Crashed(format!("rank {rank} crashed")));
@@ -620,7 +674,7 @@ impl World {
                 self.used[2] += 1;
                 let recv = self.posted.get_mut(&key).and_then(VecDeque::pop_front);
                 let recv = recv.expect("a timeout is chosen only for a posted receive");
-                causes.after.extend(recv.posted_at);
+                self.recv_popped.insert(key, step);
                 let reason = format!("receive from rank {} tag {} timed out", key.src, key.tag);
                 self.note_cause(key.dst, format!("rank {}: {reason}", key.dst));
                 let e = FabricError::Timeout {
@@ -631,21 +685,23 @@ impl World {
                 self.complete(recv.op, OpState::RecvDone(Err(e)));
             }
             Choice::Notify { from, to } => {
-                let created = self.notices.remove(&(from, to));
-                causes.after.extend(created.flatten());
-                self.learn_stopped(to, from);
+                let (_, cause) = self
+                    .notices
+                    .remove(&(from, to))
+                    .expect("a notice is chosen only when pending");
+                self.learn_stopped(to, from, cause);
             }
         }
         causes
     }
 
-    fn deliver(&mut self, key: ChannelKey, causes: &mut Causes) {
+    fn deliver(&mut self, key: ChannelKey, step: usize, causes: &mut Causes) {
         let msg = self.channels.get_mut(&key).and_then(VecDeque::pop_front);
         let msg = msg.expect("a delivery is chosen only for a waiting message");
         let recv = self.posted.get_mut(&key).and_then(VecDeque::pop_front);
         let recv = recv.expect("a delivery is chosen only for a posted receive");
-        causes.after.extend(msg.sent_at);
-        causes.after.extend(recv.posted_at);
+        self.message_popped.insert(key, step);
+        self.recv_popped.insert(key, step);
         causes.sent_at = msg.sent_at;
         let receiver = &mut self.ranks[key.dst];
         receiver.received += 1;
@@ -687,6 +743,7 @@ impl World {
             .min_by_key(|m| m.pair_seq);
         if let Some(m) = oldest {
             m.buffered = true;
+            m.buffered_at = self.step;
             let send = m.send.take();
             *self.slots_used.entry((src, dst)).or_default() += 1;
             if let Some(op) = send {
@@ -695,7 +752,7 @@ impl World {
         }
     }
 
-    fn drop_message(&mut self, key: ChannelKey, causes: &mut Causes) {
+    fn drop_message(&mut self, key: ChannelKey, step: usize) {
         self.used[0] += 1;
         self.effect.touch(key.src);
         self.effect.touch(key.dst);
@@ -703,23 +760,32 @@ impl World {
         let head = queue
             .front_mut()
             .expect("a drop is chosen only for a message");
-        causes.after.extend(head.sent_at);
         if self.faults.retransmit {
             // The transport resends it: the loss only delays the message,
             // unless it exhausts the retry budget.
             head.retries += 1;
+            head.dropped_at = Some(step);
             if head.retries > self.faults.retry_count {
                 queue.pop_front();
+                self.message_popped.insert(key, step);
                 let cause = format!(
                     "rank {}: retry budget ({}) exhausted on {key}",
                     key.src, self.faults.retry_count
                 );
-                self.stop(key.src, RankStatus::Crashed(cause));
+                if self.is_running(key.src) {
+                    self.stop(key.src, RankStatus::Crashed(cause));
+                } else {
+                    // The sender has already returned (or stopped): it
+                    // stays as it was, but the receiver learns that the
+                    // message will never come.
+                    self.notices.insert((key.src, key.dst), (self.step, cause));
+                }
             }
         } else {
             // Lost for good; its slot is never returned (credits travel
             // with the receiver's consumption, which never comes).
             queue.pop_front();
+            self.message_popped.insert(key, step);
         }
     }
 
@@ -744,9 +810,18 @@ impl World {
                 q.retain(|m| m.buffered);
             }
         }
+        let cause = match &self.ranks[rank].status {
+            RankStatus::Crashed(c) | RankStatus::Finished(Some(c)) => c.clone(),
+            _ => format!("rank {rank} stopped"),
+        };
         for peer in 0..self.world_size {
-            if peer != rank && self.is_running(peer) {
-                self.notices.insert((rank, peer), self.step);
+            if peer == rank {
+                continue;
+            }
+            if self.is_running(peer) {
+                self.notices.insert((rank, peer), (self.step, cause.clone()));
+            } else {
+                self.effect.unsent_notices.push((rank, peer));
             }
         }
     }
@@ -769,13 +844,8 @@ impl World {
         }
     }
 
-    fn learn_stopped(&mut self, rank: Rank, peer: Rank) {
+    fn learn_stopped(&mut self, rank: Rank, peer: Rank, cause: String) {
         self.effect.touch(rank);
-        let cause = match &self.ranks[peer].status {
-            RankStatus::Crashed(c) => c.clone(),
-            RankStatus::Finished(Some(c)) => c.clone(),
-            _ => format!("rank {peer} stopped"),
-        };
         self.note_cause(rank, cause.clone());
         self.ranks[rank].known_stopped.insert(peer, cause);
         // Receives from the peer beyond the messages it left fail.

@@ -5,6 +5,7 @@ mod catalogue;
 mod check_catalogue;
 mod check_cli;
 mod check_demos;
+mod check_soundness;
 mod closed_form;
 mod deadlock;
 mod determinism;
