@@ -819,7 +819,8 @@ impl World {
                 continue;
             }
             if self.is_running(peer) {
-                self.notices.insert((rank, peer), (self.step, cause.clone()));
+                self.notices
+                    .insert((rank, peer), (self.step, cause.clone()));
             } else {
                 self.effect.unsent_notices.push((rank, peer));
             }

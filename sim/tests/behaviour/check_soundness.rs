@@ -12,11 +12,11 @@ use std::rc::Rc;
 use algorithms::{Algorithm, Collective, ReduceOp};
 use sim::check::exec::Execution;
 use sim::check::explore::{self, Control, Reduction, SearchStats, Target};
-use sim::check::world::RankStatus;
 use sim::check::spec::{
-    Axes, Bounds, Buffering, CallSpec, CheckAlgorithm, CheckScenario, DemoAlgorithm, Faults,
-    Point, Search,
+    Axes, Bounds, Buffering, CallSpec, CheckAlgorithm, CheckScenario, DemoAlgorithm, Faults, Point,
+    Search,
 };
+use sim::check::world::RankStatus;
 
 /// The most schedules either search may run on one case: a naive search
 /// that reaches it means the case is too big to compare (shrink it).
@@ -148,12 +148,20 @@ fn assert_sound(name: &str, program: CheckScenario, point: Point) {
 
 #[test]
 fn ring_allreduce_rendezvous() {
-    assert_sound("ring N=3 rendezvous", program(vec![ring()]), point(3, 3, 1, RENDEZVOUS));
+    assert_sound(
+        "ring N=3 rendezvous",
+        program(vec![ring()]),
+        point(3, 3, 1, RENDEZVOUS),
+    );
 }
 
 #[test]
 fn ring_allreduce_eager_one_slot() {
-    assert_sound("ring N=3 eager:1", program(vec![ring()]), point(3, 3, 1, EAGER1));
+    assert_sound(
+        "ring N=3 eager:1",
+        program(vec![ring()]),
+        point(3, 3, 1, EAGER1),
+    );
 }
 
 #[test]
@@ -489,8 +497,14 @@ fn sweep() {
     let mut cases: Vec<(String, CheckScenario, Faults)> = Vec::new();
     for (name, p) in [
         ("ring", single(ring())),
-        ("tree", single(catalogue(0, Collective::Allreduce, Algorithm::Tree))),
-        ("arrival_order_sum", single(demo(DemoAlgorithm::ArrivalOrderSum))),
+        (
+            "tree",
+            single(catalogue(0, Collective::Allreduce, Algorithm::Tree)),
+        ),
+        (
+            "arrival_order_sum",
+            single(demo(DemoAlgorithm::ArrivalOrderSum)),
+        ),
         ("send_all_first", single(demo(DemoAlgorithm::SendAllFirst))),
         ("broadcast", single(bcast.clone())),
     ] {
@@ -504,7 +518,10 @@ fn sweep() {
         ("concurrent", concurrent),
         ("broadcast+reduce", two),
         ("buggy_ring", single(demo(DemoAlgorithm::BuggyRing))),
-        ("rabenseifner", single(catalogue(0, Collective::Allreduce, Algorithm::Rabenseifner))),
+        (
+            "rabenseifner",
+            single(catalogue(0, Collective::Allreduce, Algorithm::Rabenseifner)),
+        ),
     ] {
         for (f, faults) in fault_sets_b {
             cases.push((format!("{name} {f}"), p.clone(), faults));
@@ -514,7 +531,12 @@ fn sweep() {
     let mut missed_cases = Vec::new();
     for (name, p, faults) in cases {
         for n in [2, 3] {
-            for b in [RENDEZVOUS, EAGER1, Buffering::Eager(2), Buffering::Unbounded] {
+            for b in [
+                RENDEZVOUS,
+                EAGER1,
+                Buffering::Eager(2),
+                Buffering::Unbounded,
+            ] {
                 let name = format!("{name} N={n} {b}");
                 if !name.contains(&only) {
                     continue;
@@ -544,17 +566,28 @@ fn sweep() {
             }
         }
     }
-    assert!(missed_cases.is_empty(), "DPOR missed outcomes: {missed_cases:?}");
+    assert!(
+        missed_cases.is_empty(),
+        "DPOR missed outcomes: {missed_cases:?}"
+    );
 }
 #[test]
 #[ignore]
 fn debug_missed() {
     let mut p = program(vec![demo(DemoAlgorithm::BuggyRing)]);
-    p.faults = Faults { crashes: 1, ..Faults::default() };
+    p.faults = Faults {
+        crashes: 1,
+        ..Faults::default()
+    };
     let p = Rc::new(p);
     let pt = point(3, 2, 1, RENDEZVOUS);
     let (dpor, _) = outcomes(&p, pt, Reduction::Dpor);
-    let target = Target { program: &p, point: pt, faults: p.faults, bounds: p.bounds };
+    let target = Target {
+        program: &p,
+        point: pt,
+        faults: p.faults,
+        bounds: p.bounds,
+    };
     let mut shown = 0;
     explore::exhaustive(&target, Reduction::Naive, &[], |exec: &Execution| {
         let f = exec.fingerprint();
@@ -562,16 +595,23 @@ fn debug_missed() {
             shown += 1;
             println!("MISSED {}", f.replace('\n', " | "));
             for s in &exec.steps {
-                println!("   {}  causes {:?} effect {:?}", s.choice, s.causes.after, s.effect);
+                println!(
+                    "   {}  causes {:?} effect {:?}",
+                    s.choice, s.causes.after, s.effect
+                );
             }
         }
         Control::Continue
-    }).unwrap();
+    })
+    .unwrap();
     let mut n = 0;
     explore::exhaustive(&target, Reduction::Dpor, &[], |exec: &Execution| {
         n += 1;
         let ch: Vec<String> = exec.steps.iter().map(|s| s.choice.to_string()).collect();
-        if ch.iter().any(|c| c.contains("crash 2")) { println!("DPOR {n}: {}", ch.join(", ")); }
+        if ch.iter().any(|c| c.contains("crash 2")) {
+            println!("DPOR {n}: {}", ch.join(", "));
+        }
         Control::Continue
-    }).unwrap();
+    })
+    .unwrap();
 }
