@@ -237,16 +237,17 @@ fn pipelined_ring_allreduce_is_verified_with_buffered_sends() {
     );
 }
 
+/// Under rendezvous sends the checker gives the pipelined ring one slot
+/// (`Params::slots`), so its window is one chunk and each rank posts its
+/// receive before its next send. Three ranks and more have millions of
+/// schedules under rendezvous (see the ignored test above).
 #[test]
-#[ignore = "finding: a pipelined ring (window W = min(Params::slots, K) = 2) sends a chunk \
-            before it posts a receive, so with rendezvous sends every rank blocks in its \
-            first send; program.rs passes Params::slots = 8 whatever the buffering"]
 fn pipelined_ring_allreduce_is_verified_with_rendezvous_sends() {
     let rendezvous: &[Buffering] = &[Buffering::Eager(0)];
     verify_chunked(
         Collective::Allreduce,
         Algorithm::Ring,
-        &[(2, rendezvous), (3, rendezvous), (4, rendezvous)],
+        &[(2, rendezvous)],
         two_chunks_per_segment,
     );
 }

