@@ -212,6 +212,7 @@ mod table;
 #[cfg(test)]
 mod tests;
 mod transport;
+mod wire;
 
 use rustc_hash::FxHashMap as HashMap;
 use std::sync::Arc;
