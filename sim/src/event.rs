@@ -94,6 +94,7 @@ impl EventQueue {
     #[inline]
     pub fn schedule(&mut self, time: Time, kind: EventKind) {
         let seq = self.next_seq;
+        assert!(seq < lanes::SEQ_LIMIT, "fewer than 2^56 events per run");
         self.next_seq += 1;
         self.lanes.push(Event { time, seq, kind });
     }

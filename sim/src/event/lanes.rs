@@ -11,7 +11,8 @@
 //! the *overflow*. A winner tree over the sources (the overflow and the
 //! lanes), keyed by each source's earliest event, names the source of
 //! the next pop; a pop or a push into an empty lane replays one
-//! leaf-to-root path of it.
+//! leaf-to-root path of it. A key packs `(time, seq, source)` into one
+//! `u128`, so each step of a replay is one load and one comparison.
 //!
 //! ```text
 //!   overflow (any other delay): heap ---------- key --.
@@ -31,8 +32,13 @@ use algorithms::Time;
 use super::Event;
 
 /// Most lanes a queue keeps; events of any other delay go to the overflow
-/// heap. A lane lives as long as the queue.
+/// heap. A lane lives as long as the queue. With the overflow, the
+/// sources number at most 256: a source fits in a key's low byte.
 pub(super) const MAX_LANES: usize = 255;
+
+/// Scheduling sequence numbers must stay below this, to fit in a key
+/// beside the source (2^56 events: centuries at today's event rates).
+pub(super) const SEQ_LIMIT: u64 = 1 << 56;
 
 /// Leaves of the winner tree at first: the overflow and 15 lanes. It
 /// doubles as lanes are added.
@@ -46,16 +52,28 @@ const INDEX_SLOTS: usize = 1024;
 /// never gets a lane).
 const EMPTY: u64 = u64::MAX;
 
-/// The key of a source with no event: above every event's key.
-const NO_KEY: u128 = u128::MAX;
-
 /// The source number of the overflow heap; lanes are `1..`.
 const OVERFLOW: usize = 0;
 
-/// An event's place in the order: `(time, seq)` as one integer.
+/// The key of an event from `source`: `(time, seq, source)` as one
+/// integer, ordered as `(time, seq)` since `seq` is unique.
 #[inline]
-fn key(event: &Event) -> u128 {
-    (u128::from(event.time.0) << 64) | u128::from(event.seq)
+fn key(event: &Event, source: usize) -> u128 {
+    debug_assert!(event.seq < SEQ_LIMIT && source <= MAX_LANES);
+    (u128::from(event.time.0) << 64) | (u128::from(event.seq) << 8) | source as u128
+}
+
+/// The key of `source` when it has no event: above every event's key
+/// (whose `seq` is below [`SEQ_LIMIT`]).
+#[inline]
+fn no_key(source: usize) -> u128 {
+    (u128::MAX << 8) | source as u128
+}
+
+/// The source a key belongs to.
+#[inline]
+fn source_of(key: u128) -> usize {
+    (key & 0xff) as usize
 }
 
 /// Events in delay lanes plus an overflow heap (see the module docs).
@@ -71,16 +89,13 @@ pub(super) struct Lanes {
     lanes: Vec<VecDeque<Event>>,
     /// Events without a lane.
     overflow: BinaryHeap<Event>,
-    /// The key of each source's earliest event ([`NO_KEY`] if it has
-    /// none), one per leaf of the tree: its length is the capacity.
-    keys: Vec<u128>,
-    /// The winner tree: node `n` (in `1..capacity`) holds the source with
-    /// the least key among the leaves below it, whose children are nodes
-    /// `2n` and `2n + 1`; leaf `s` is node `capacity + s`.
-    tree: Vec<u32>,
+    /// The winner tree, `2 x capacity` keys: leaf `capacity + s` holds the
+    /// key of source `s`'s earliest event (or [`no_key`]); node `n` in
+    /// `1..capacity` the least key of its children `2n` and `2n + 1`.
+    tree: Vec<u128>,
     /// The delay-to-lane table: open addressing, linear probing.
     index_delay: Box<[u64; INDEX_SLOTS]>,
-    index_lane: Box<[u16; INDEX_SLOTS]>,
+    index_lane: Box<[u8; INDEX_SLOTS]>,
 }
 
 impl Default for Lanes {
@@ -90,7 +105,6 @@ impl Default for Lanes {
             len: 0,
             lanes: vec![VecDeque::new()],
             overflow: BinaryHeap::new(),
-            keys: Vec::new(),
             tree: Vec::new(),
             index_delay: Box::new([EMPTY; INDEX_SLOTS]),
             index_lane: Box::new([0; INDEX_SLOTS]),
@@ -102,7 +116,7 @@ impl Default for Lanes {
 
 impl Lanes {
     /// Adds `event`, whose `seq` is greater than that of every event
-    /// pushed before.
+    /// pushed before and below [`SEQ_LIMIT`].
     #[inline]
     pub(super) fn push(&mut self, event: Event) {
         self.len += 1;
@@ -112,16 +126,14 @@ impl Lanes {
             let fifo = &mut self.lanes[lane];
             fifo.push_back(event);
             if fifo.len() == 1 {
-                self.keys[lane] = key(&event);
-                self.replay(lane);
+                self.replay(lane, key(&event, lane));
             }
             return;
         }
-        let k = key(&event);
+        let k = key(&event, OVERFLOW);
         self.overflow.push(event);
-        if k < self.keys[OVERFLOW] {
-            self.keys[OVERFLOW] = k;
-            self.replay(OVERFLOW);
+        if k < self.tree[self.capacity() + OVERFLOW] {
+            self.replay(OVERFLOW, k);
         }
     }
 
@@ -131,17 +143,17 @@ impl Lanes {
         if self.len == 0 {
             return None;
         }
-        let source = self.tree[1] as usize;
+        let source = source_of(self.tree[1]);
         let (event, next) = if source == OVERFLOW {
             let event = self.overflow.pop().expect("the winner has an event");
-            (event, self.overflow.peek().map_or(NO_KEY, key))
+            let next = self.overflow.peek().map(|e| key(e, OVERFLOW));
+            (event, next)
         } else {
             let fifo = &mut self.lanes[source];
             let event = fifo.pop_front().expect("the winner has an event");
-            (event, fifo.front().map_or(NO_KEY, key))
+            (event, fifo.front().map(|e| key(e, source)))
         };
-        self.keys[source] = next;
-        self.replay(source);
+        self.replay(source, next.unwrap_or_else(|| no_key(source)));
         self.len -= 1;
         self.now = self.now.max(event.time);
         Some(event)
@@ -149,8 +161,7 @@ impl Lanes {
 
     /// When the earliest event fires, if any.
     pub(super) fn peek_time(&self) -> Option<Time> {
-        let k = self.keys[self.tree[1] as usize];
-        (k != NO_KEY).then(|| Time((k >> 64) as u64))
+        (self.len > 0).then(|| Time((self.tree[1] >> 64) as u64))
     }
 
     /// The time delays are measured from: that of the latest pop.
@@ -164,58 +175,48 @@ impl Lanes {
         self.len
     }
 
-    /// Source `source`'s key has changed: recomputes the winners on its
-    /// path to the root. Each step compares the winner carried up with
-    /// the winner of the sibling subtree, which has not changed.
+    /// Leaves of the tree: one per possible source so far.
     #[inline]
-    fn replay(&mut self, source: usize) {
-        let capacity = self.keys.len();
-        let keys = &self.keys;
-        let mut winner = source as u32;
-        let mut winner_key = keys[source];
-        let sibling = source ^ 1;
-        let sibling_key = keys[sibling];
-        if sibling_key < winner_key {
-            winner = sibling as u32;
-            winner_key = sibling_key;
-        }
-        let mut node = (capacity + source) >> 1;
-        self.tree[node] = winner;
+    fn capacity(&self) -> usize {
+        self.tree.len() / 2
+    }
+
+    /// Sets source `source`'s key to `key` and recomputes the winners on
+    /// its path to the root: each step takes the lesser of the key
+    /// carried up and the sibling's, which has not changed.
+    #[inline]
+    fn replay(&mut self, source: usize, key: u128) {
+        let tree = &mut self.tree[..];
+        let mut node = tree.len() / 2 + source;
+        let mut winner = key;
+        tree[node] = key;
         while node > 1 {
-            let other = self.tree[node ^ 1];
-            let other_key = keys[other as usize];
-            if other_key < winner_key {
-                winner = other;
-                winner_key = other_key;
-            }
+            winner = winner.min(tree[node ^ 1]);
             node >>= 1;
-            self.tree[node] = winner;
+            tree[node] = winner;
         }
     }
 
     /// Gives the tree `capacity` leaves (a power of two, no fewer than
-    /// before) and recomputes every winner. Every node must name a source
-    /// of its own subtree, even among keys that are all [`NO_KEY`]: a
-    /// stranger's key would hide the subtree's own once it changes.
+    /// before) and recomputes every winner.
     fn rebuild(&mut self, capacity: usize) {
-        debug_assert!(capacity.is_power_of_two() && capacity >= self.keys.len());
-        self.keys.resize(capacity, NO_KEY);
-        self.tree = vec![0; capacity];
-        for node in (1..capacity).rev() {
-            let child = |c: usize, tree: &[u32]| {
-                if c >= capacity {
-                    (c - capacity) as u32
-                } else {
-                    tree[c]
-                }
-            };
-            let (a, b) = (child(2 * node, &self.tree), child(2 * node + 1, &self.tree));
-            self.tree[node] = if self.keys[b as usize] < self.keys[a as usize] {
-                b
+        debug_assert!(capacity.is_power_of_two() && capacity >= self.capacity());
+        let mut tree = vec![0; 2 * capacity];
+        for (source, leaf) in tree[capacity..].iter_mut().enumerate() {
+            *leaf = if source == OVERFLOW {
+                self.overflow.peek().map(|e| key(e, OVERFLOW))
             } else {
-                a
-            };
+                self.lanes
+                    .get(source)
+                    .and_then(|f| f.front())
+                    .map(|e| key(e, source))
+            }
+            .unwrap_or_else(|| no_key(source));
         }
+        for node in (1..capacity).rev() {
+            tree[node] = tree[2 * node].min(tree[2 * node + 1]);
+        }
+        self.tree = tree;
     }
 
     /// The lane of events `delay_ps` after `now`, created if there is
@@ -249,12 +250,12 @@ impl Lanes {
         if lane > MAX_LANES {
             return None;
         }
-        if lane == self.keys.len() {
+        self.lanes.push(VecDeque::new());
+        if lane == self.capacity() {
             self.rebuild(2 * lane);
         }
-        self.lanes.push(VecDeque::new());
         self.index_delay[slot] = delay_ps;
-        self.index_lane[slot] = u16::try_from(lane).expect("MAX_LANES fits in u16");
+        self.index_lane[slot] = u8::try_from(lane).expect("MAX_LANES fits in u8");
         Some(lane)
     }
 }
