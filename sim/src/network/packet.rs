@@ -282,6 +282,20 @@ pub enum PacketEvent {
     },
 }
 
+/// A link id kept as `u32` ([`NONE`]: no link) as an index.
+#[inline]
+fn link_index(link: u32) -> Option<usize> {
+    (link != NONE).then_some(link as usize)
+}
+
+/// `route[hop]` as a `u32`, or [`NONE`] past its end.
+#[inline]
+fn route_link(route: &Route, hop: u32) -> u32 {
+    route.get(hop as usize).map_or(NONE, |l| {
+        u32::try_from(l.index()).expect("link ids fit in u32")
+    })
+}
+
 /// A message being sent.
 #[derive(Debug)]
 struct Message {
@@ -346,7 +360,14 @@ struct Flow {
 struct Packet {
     message: u32,
     /// The index in the route of the link it is crossing or waiting for.
-    hop: usize,
+    hop: u32,
+    /// That link, `route[hop]` ([`NONE`] for a message to oneself), and
+    /// its neighbours on the route, `route[hop - 1]` and `route[hop + 1]`
+    /// (or [`NONE`]): kept here so that a hop reads its message's route
+    /// once, not at every look.
+    link: u32,
+    prev: u32,
+    next: u32,
     bytes: u64,
     /// Whether it is its message's last packet.
     last: bool,
@@ -486,6 +507,9 @@ impl PacketNetwork {
             let packet = self.packets.insert(Packet {
                 message,
                 hop: 0,
+                link: NONE,
+                prev: NONE,
+                next: NONE,
                 bytes,
                 last: true,
                 psn: 0,
@@ -678,9 +702,8 @@ impl PacketNetwork {
     ) -> Result<(), OutOfTime> {
         let p = &self.packets[packet];
         let (message, bytes) = (p.message, p.bytes);
-        let crossed = self.messages[message].route.get(p.hop).map(|l| l.index());
-        let hop = p.hop + 1;
-        let next = self.messages[message].route.get(hop).map(|l| l.index());
+        let crossed = link_index(p.link);
+        let next = link_index(p.next);
         if let Some(l) = crossed
             && let Some(loss) = self.ports[l].loss.draw()
         {
@@ -717,7 +740,11 @@ impl PacketNetwork {
             // An endpoint relays through its own memory: counted, never full.
             self.reserve(next, bytes, now);
         }
-        self.packets[packet].hop = hop;
+        let p = &mut self.packets[packet];
+        p.hop += 1;
+        p.next = route_link(&self.messages[message].route, p.hop + 1);
+        p.prev = p.link;
+        p.link = next as u32;
         self.ports[next].transit.push_back(packet);
         self.try_start(next, now, queue)
     }
@@ -907,20 +934,18 @@ impl PacketNetwork {
     /// the next link of its route (whose buffer it needs), if any.
     fn candidate(&self, link: usize, source: Source) -> (u64, Option<usize>) {
         let port = &self.ports[link];
-        let (message, hop, bytes) = match source {
+        match source {
             Source::Transit => {
                 let p = &self.packets[*port.transit.front().expect("chosen queue is not empty")];
-                (p.message, p.hop, p.bytes)
+                (p.bytes, link_index(p.next))
             }
             Source::Local => {
                 let flow = *port.flows.front().expect("chosen queue is not empty");
-                let head = self.flows[flow].head;
-                let m = &self.messages[head];
-                (head, 0, (m.bytes - m.cut_bytes).min(m.mtu_bytes))
+                let m = &self.messages[self.flows[flow].head];
+                let bytes = (m.bytes - m.cut_bytes).min(m.mtu_bytes);
+                (bytes, m.route.get(1).map(|l| l.index()))
             }
-        };
-        let next = self.messages[message].route.get(hop + 1).map(|l| l.index());
-        (bytes, next)
+        }
     }
 
     /// Puts the packet from `source` (of `bytes`, its credit already
@@ -944,12 +969,12 @@ impl PacketNetwork {
             Source::Local => self.cut(link, bytes, now, queue)?,
         };
         let p = &self.packets[packet];
-        let route = &self.messages[p.message].route;
-        let last_hop = p.hop + 1 == route.len();
+        debug_assert_eq!(p.link as usize, link, "a packet starts on its hop's link");
+        let last_hop = p.next == NONE;
         // The PFC ingress count the packet leaves once serialised here.
         let ingress = match source {
             Source::Transit if self.ports[link].credited => {
-                let prev = route[p.hop - 1].index();
+                let prev = p.prev as usize;
                 (self.ports[prev].control == Control::Pfc).then_some(prev as u32)
             }
             _ => None,
@@ -1006,6 +1031,7 @@ impl PacketNetwork {
             .expect("chosen queue is not empty");
         let message = self.flows[flow].head;
         let m = &mut self.messages[message];
+        let (first_link, second_link) = (route_link(&m.route, 0), route_link(&m.route, 1));
         let psn = m.next_psn();
         m.cut_bytes += bytes;
         m.live_packets += 1;
@@ -1017,6 +1043,9 @@ impl PacketNetwork {
         let packet = self.packets.insert(Packet {
             message,
             hop: 0,
+            link: first_link,
+            prev: NONE,
+            next: second_link,
             bytes,
             last,
             psn,
