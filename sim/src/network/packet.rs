@@ -377,11 +377,26 @@ struct Packet {
     retransmit: bool,
 }
 
+/// The facts about a link direction that every hop reads, copied out of
+/// its [`Port`] into a dense table that stays in cache.
+#[derive(Clone, Copy, Debug)]
+struct LinkHot {
+    /// [`Port::control`].
+    control: Control,
+    /// [`Port::credited`].
+    credited: bool,
+    /// Whether its loss or corruption rate is positive (see
+    /// [`port::LinkLoss::may_lose`]).
+    may_lose: bool,
+}
+
 /// The packet-level model of one run.
 #[derive(Debug)]
 pub struct PacketNetwork {
     topology: Arc<Topology>,
     ports: Vec<Port>,
+    /// Per link direction, what hops read of its port.
+    hot: Vec<LinkHot>,
     usage: Vec<LinkUsage>,
     messages: Table<Message>,
     flows: Table<Flow>,
@@ -416,6 +431,14 @@ impl PacketNetwork {
             .collect();
         PacketNetwork {
             usage: vec![LinkUsage::default(); ports.len()],
+            hot: ports
+                .iter()
+                .map(|p| LinkHot {
+                    control: p.control,
+                    credited: p.credited,
+                    may_lose: p.loss.may_lose(),
+                })
+                .collect(),
             ports,
             topology,
             messages: Table::default(),
@@ -705,10 +728,11 @@ impl PacketNetwork {
         let crossed = link_index(p.link);
         let next = link_index(p.next);
         if let Some(l) = crossed
+            && self.hot[l].may_lose
             && let Some(loss) = self.ports[l].loss.draw()
         {
             if let Some(next) = next
-                && self.ports[l].control == Control::Credit
+                && self.hot[l].control == Control::Credit
             {
                 // Its room downstream was reserved when it started.
                 self.set_reserved(next, self.ports[next].reserved_bytes - bytes, now);
@@ -720,8 +744,8 @@ impl PacketNetwork {
             return self.receive(packet, now, queue, delivered);
         };
         let l = crossed.expect("a packet with a next hop crossed one");
-        if self.ports[next].credited {
-            match self.ports[l].control {
+        if self.hot[next].credited {
+            match self.hot[l].control {
                 Control::Credit => {}
                 Control::Pfc => {
                     if !self.admit_ingress(l, bytes, now, queue)? {
@@ -736,7 +760,7 @@ impl PacketNetwork {
                     self.reserve(next, bytes, now);
                 }
             }
-        } else if self.ports[l].control != Control::Credit {
+        } else if self.hot[l].control != Control::Credit {
             // An endpoint relays through its own memory: counted, never full.
             self.reserve(next, bytes, now);
         }
@@ -915,10 +939,10 @@ impl PacketNetwork {
         };
         let (bytes, next) = self.candidate(link, source);
         if let Some(next) = next
-            && self.ports[link].control == Control::Credit
+            && self.hot[link].control == Control::Credit
         {
             let down = &self.ports[next];
-            if down.credited && !(down.waiters.is_empty() && down.fits(bytes)) {
+            if self.hot[next].credited && !(down.waiters.is_empty() && down.fits(bytes)) {
                 self.ports[next].waiters.push_back(link as u32);
                 let port = &mut self.ports[link];
                 port.blocked = Some(source);
@@ -973,9 +997,9 @@ impl PacketNetwork {
         let last_hop = p.next == NONE;
         // The PFC ingress count the packet leaves once serialised here.
         let ingress = match source {
-            Source::Transit if self.ports[link].credited => {
+            Source::Transit if self.hot[link].credited => {
                 let prev = p.prev as usize;
-                (self.ports[prev].control == Control::Pfc).then_some(prev as u32)
+                (self.hot[prev].control == Control::Pfc).then_some(prev as u32)
             }
             _ => None,
         };

@@ -92,11 +92,17 @@ impl LinkLoss {
         }
     }
 
+    /// Whether a rate is positive (or not a number): only then does a
+    /// packet crossing draw.
+    pub(super) fn may_lose(&self) -> bool {
+        !(self.loss_rate <= 0.0 && self.corruption_rate <= 0.0)
+    }
+
     /// Whether the next packet crossing is lost, and how: one uniform
     /// draw `x`, lost on the wire if `x < loss_rate`, corrupted if
     /// `x < loss_rate + corruption_rate`. No draw while both rates are 0.
     pub(super) fn draw(&mut self) -> Option<Loss> {
-        if self.loss_rate <= 0.0 && self.corruption_rate <= 0.0 {
+        if !self.may_lose() {
             return None;
         }
         let x: f64 = self.rng.as_mut()?.random();
