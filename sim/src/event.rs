@@ -152,11 +152,14 @@ mod tests {
         assert_eq!(order, vec![1, 3, 0, 2]);
     }
 
+    /// An event as the tests see it: `(time, message)`.
+    type Popped = Option<(u64, u32)>;
+
     /// Pops `q` and a reference binary heap of `(time, seq)` together.
     fn pop_both(
         q: &mut EventQueue,
         reference: &mut BinaryHeap<Reverse<(u64, u32)>>,
-    ) -> (Option<(u64, u32)>, Option<(u64, u32)>) {
+    ) -> (Popped, Popped) {
         let got = q.pop().map(|e| match e.kind {
             EventKind::Deliver { message } => (e.time.0, message),
             _ => unreachable!(),
