@@ -212,6 +212,7 @@ mod table;
 #[cfg(test)]
 mod tests;
 mod transport;
+mod wire;
 
 use rustc_hash::FxHashMap as HashMap;
 use std::sync::Arc;
@@ -281,6 +282,20 @@ pub enum PacketEvent {
     },
 }
 
+/// A link id kept as `u32` ([`NONE`]: no link) as an index.
+#[inline]
+fn link_index(link: u32) -> Option<usize> {
+    (link != NONE).then_some(link as usize)
+}
+
+/// `route[hop]` as a `u32`, or [`NONE`] past its end.
+#[inline]
+fn route_link(route: &Route, hop: u32) -> u32 {
+    route.get(hop as usize).map_or(NONE, |l| {
+        u32::try_from(l.index()).expect("link ids fit in u32")
+    })
+}
+
 /// A message being sent.
 #[derive(Debug)]
 struct Message {
@@ -345,7 +360,14 @@ struct Flow {
 struct Packet {
     message: u32,
     /// The index in the route of the link it is crossing or waiting for.
-    hop: usize,
+    hop: u32,
+    /// That link, `route[hop]` ([`NONE`] for a message to oneself), and
+    /// its neighbours on the route, `route[hop - 1]` and `route[hop + 1]`
+    /// (or [`NONE`]): kept here so that a hop reads its message's route
+    /// once, not at every look.
+    link: u32,
+    prev: u32,
+    next: u32,
     bytes: u64,
     /// Whether it is its message's last packet.
     last: bool,
@@ -355,11 +377,26 @@ struct Packet {
     retransmit: bool,
 }
 
+/// The facts about a link direction that every hop reads, copied out of
+/// its [`Port`] into a dense table that stays in cache.
+#[derive(Clone, Copy, Debug)]
+struct LinkHot {
+    /// [`Port::control`].
+    control: Control,
+    /// [`Port::credited`].
+    credited: bool,
+    /// Whether its loss or corruption rate is positive (see
+    /// [`port::LinkLoss::may_lose`]).
+    may_lose: bool,
+}
+
 /// The packet-level model of one run.
 #[derive(Debug)]
 pub struct PacketNetwork {
     topology: Arc<Topology>,
     ports: Vec<Port>,
+    /// Per link direction, what hops read of its port.
+    hot: Vec<LinkHot>,
     usage: Vec<LinkUsage>,
     messages: Table<Message>,
     flows: Table<Flow>,
@@ -394,6 +431,14 @@ impl PacketNetwork {
             .collect();
         PacketNetwork {
             usage: vec![LinkUsage::default(); ports.len()],
+            hot: ports
+                .iter()
+                .map(|p| LinkHot {
+                    control: p.control,
+                    credited: p.credited,
+                    may_lose: p.loss.may_lose(),
+                })
+                .collect(),
             ports,
             topology,
             messages: Table::default(),
@@ -485,6 +530,9 @@ impl PacketNetwork {
             let packet = self.packets.insert(Packet {
                 message,
                 hop: 0,
+                link: NONE,
+                prev: NONE,
+                next: NONE,
                 bytes,
                 last: true,
                 psn: 0,
@@ -677,14 +725,14 @@ impl PacketNetwork {
     ) -> Result<(), OutOfTime> {
         let p = &self.packets[packet];
         let (message, bytes) = (p.message, p.bytes);
-        let crossed = self.messages[message].route.get(p.hop).map(|l| l.index());
-        let hop = p.hop + 1;
-        let next = self.messages[message].route.get(hop).map(|l| l.index());
+        let crossed = link_index(p.link);
+        let next = link_index(p.next);
         if let Some(l) = crossed
+            && self.hot[l].may_lose
             && let Some(loss) = self.ports[l].loss.draw()
         {
             if let Some(next) = next
-                && self.ports[l].control == Control::Credit
+                && self.hot[l].control == Control::Credit
             {
                 // Its room downstream was reserved when it started.
                 self.set_reserved(next, self.ports[next].reserved_bytes - bytes, now);
@@ -696,8 +744,8 @@ impl PacketNetwork {
             return self.receive(packet, now, queue, delivered);
         };
         let l = crossed.expect("a packet with a next hop crossed one");
-        if self.ports[next].credited {
-            match self.ports[l].control {
+        if self.hot[next].credited {
+            match self.hot[l].control {
                 Control::Credit => {}
                 Control::Pfc => {
                     if !self.admit_ingress(l, bytes, now, queue)? {
@@ -712,11 +760,15 @@ impl PacketNetwork {
                     self.reserve(next, bytes, now);
                 }
             }
-        } else if self.ports[l].control != Control::Credit {
+        } else if self.hot[l].control != Control::Credit {
             // An endpoint relays through its own memory: counted, never full.
             self.reserve(next, bytes, now);
         }
-        self.packets[packet].hop = hop;
+        let p = &mut self.packets[packet];
+        p.hop += 1;
+        p.next = route_link(&self.messages[message].route, p.hop + 1);
+        p.prev = p.link;
+        p.link = next as u32;
         self.ports[next].transit.push_back(packet);
         self.try_start(next, now, queue)
     }
@@ -887,10 +939,10 @@ impl PacketNetwork {
         };
         let (bytes, next) = self.candidate(link, source);
         if let Some(next) = next
-            && self.ports[link].control == Control::Credit
+            && self.hot[link].control == Control::Credit
         {
             let down = &self.ports[next];
-            if down.credited && !(down.waiters.is_empty() && down.fits(bytes)) {
+            if self.hot[next].credited && !(down.waiters.is_empty() && down.fits(bytes)) {
                 self.ports[next].waiters.push_back(link as u32);
                 let port = &mut self.ports[link];
                 port.blocked = Some(source);
@@ -906,20 +958,18 @@ impl PacketNetwork {
     /// the next link of its route (whose buffer it needs), if any.
     fn candidate(&self, link: usize, source: Source) -> (u64, Option<usize>) {
         let port = &self.ports[link];
-        let (message, hop, bytes) = match source {
+        match source {
             Source::Transit => {
                 let p = &self.packets[*port.transit.front().expect("chosen queue is not empty")];
-                (p.message, p.hop, p.bytes)
+                (p.bytes, link_index(p.next))
             }
             Source::Local => {
                 let flow = *port.flows.front().expect("chosen queue is not empty");
-                let head = self.flows[flow].head;
-                let m = &self.messages[head];
-                (head, 0, (m.bytes - m.cut_bytes).min(m.mtu_bytes))
+                let m = &self.messages[self.flows[flow].head];
+                let bytes = (m.bytes - m.cut_bytes).min(m.mtu_bytes);
+                (bytes, m.route.get(1).map(|l| l.index()))
             }
-        };
-        let next = self.messages[message].route.get(hop + 1).map(|l| l.index());
-        (bytes, next)
+        }
     }
 
     /// Puts the packet from `source` (of `bytes`, its credit already
@@ -943,13 +993,13 @@ impl PacketNetwork {
             Source::Local => self.cut(link, bytes, now, queue)?,
         };
         let p = &self.packets[packet];
-        let route = &self.messages[p.message].route;
-        let last_hop = p.hop + 1 == route.len();
+        debug_assert_eq!(p.link as usize, link, "a packet starts on its hop's link");
+        let last_hop = p.next == NONE;
         // The PFC ingress count the packet leaves once serialised here.
         let ingress = match source {
-            Source::Transit if self.ports[link].credited => {
-                let prev = route[p.hop - 1].index();
-                (self.ports[prev].control == Control::Pfc).then_some(prev as u32)
+            Source::Transit if self.hot[link].credited => {
+                let prev = p.prev as usize;
+                (self.hot[prev].control == Control::Pfc).then_some(prev as u32)
             }
             _ => None,
         };
@@ -1005,6 +1055,7 @@ impl PacketNetwork {
             .expect("chosen queue is not empty");
         let message = self.flows[flow].head;
         let m = &mut self.messages[message];
+        let (first_link, second_link) = (route_link(&m.route, 0), route_link(&m.route, 1));
         let psn = m.next_psn();
         m.cut_bytes += bytes;
         m.live_packets += 1;
@@ -1016,6 +1067,9 @@ impl PacketNetwork {
         let packet = self.packets.insert(Packet {
             message,
             hop: 0,
+            link: first_link,
+            prev: NONE,
+            next: second_link,
             bytes,
             last,
             psn,

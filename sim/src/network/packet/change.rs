@@ -50,6 +50,7 @@ impl PacketNetwork {
         self.ports[link]
             .loss
             .set(change.loss_rate, change.corruption_rate, seed, link);
+        self.hot[link].may_lose = self.ports[link].loss.may_lose();
         let was_down = self.ports[link].down;
         self.ports[link].set_bandwidth_factor(change.bandwidth_factor);
         match (was_down, self.ports[link].down) {

@@ -34,8 +34,7 @@ impl PacketNetwork {
                 edges[waiter as usize].push(link);
             }
             for &p in &port.transit {
-                let p = &self.packets[p];
-                let prev = self.messages[p.message].route[p.hop - 1].index();
+                let prev = self.packets[p].prev as usize;
                 if self.ports[prev].pfc.paused {
                     edges[prev].push(link);
                 }

@@ -8,6 +8,7 @@ use rand_chacha::ChaCha8Rng;
 use topologies::{LinkId, LinkKind, Topology};
 
 use super::NONE;
+use super::wire::Wire;
 use crate::network::PfcConfig;
 
 /// How the receiving end `v` of a link direction `u -> v` keeps its
@@ -74,8 +75,9 @@ pub(super) struct LinkLoss {
     pub(super) loss_rate: f64,
     pub(super) corruption_rate: f64,
     /// One uniform draw per packet crossing while a rate is positive;
-    /// created at the first positive rate.
-    rng: Option<ChaCha8Rng>,
+    /// created at the first positive rate. Boxed: most links never draw,
+    /// and the stream's buffer would triple the size of every port.
+    rng: Option<Box<ChaCha8Rng>>,
 }
 
 impl LinkLoss {
@@ -86,15 +88,21 @@ impl LinkLoss {
         if (loss_rate > 0.0 || corruption_rate > 0.0) && self.rng.is_none() {
             let mut rng = ChaCha8Rng::seed_from_u64(seed);
             rng.set_stream(link as u64);
-            self.rng = Some(rng);
+            self.rng = Some(Box::new(rng));
         }
+    }
+
+    /// Whether a rate is positive (or not a number): only then does a
+    /// packet crossing draw.
+    pub(super) fn may_lose(&self) -> bool {
+        !(self.loss_rate <= 0.0 && self.corruption_rate <= 0.0)
     }
 
     /// Whether the next packet crossing is lost, and how: one uniform
     /// draw `x`, lost on the wire if `x < loss_rate`, corrupted if
     /// `x < loss_rate + corruption_rate`. No draw while both rates are 0.
     pub(super) fn draw(&mut self) -> Option<Loss> {
-        if self.loss_rate <= 0.0 && self.corruption_rate <= 0.0 {
+        if !self.may_lose() {
             return None;
         }
         let x: f64 = self.rng.as_mut()?.random();
@@ -122,9 +130,9 @@ pub(super) enum Source {
 pub(super) struct Port {
     /// Nominal bandwidth, in bytes per second.
     nominal_bandwidth_bytes_per_s: f64,
-    /// Current bandwidth (nominal times the last positive factor of a
-    /// link change), in bytes per second.
-    bandwidth_bytes_per_s: f64,
+    /// The serialization clock, at the current bandwidth (nominal times
+    /// the last positive factor of a link change).
+    wire: Wire,
     /// Whether a link change has taken the link down: it starts no packet.
     pub(super) down: bool,
     /// Propagation latency, in ps.
@@ -169,10 +177,6 @@ pub(super) struct Port {
     /// Upstream ports waiting for credit here, in the order they began
     /// waiting.
     pub(super) waiters: VecDeque<u32>,
-    /// The current busy period: bytes serialised and their exact
-    /// (rounded once) duration, so per-packet rounding does not drift.
-    period_bytes: u64,
-    period_ps: u64,
 }
 
 impl Port {
@@ -203,7 +207,7 @@ impl Port {
             network: link.kind.is_network(),
             on_wire_ingress: NONE,
             nominal_bandwidth_bytes_per_s: link.bandwidth_bytes_per_s,
-            bandwidth_bytes_per_s: link.bandwidth_bytes_per_s,
+            wire: Wire::new(link.bandwidth_bytes_per_s),
             down: false,
             latency_ps: link.latency_ps,
             forward_latency_ps,
@@ -217,8 +221,6 @@ impl Port {
             on_wire_transit_bytes: 0,
             reserved_bytes: 0,
             waiters: VecDeque::new(),
-            period_bytes: 0,
-            period_ps: 0,
         }
     }
 
@@ -243,14 +245,9 @@ impl Port {
     /// Serialization time of the next `bytes` of the current busy period:
     /// `duration(total + bytes) - duration(total)`, so that a busy period
     /// of `b` bytes takes exactly `duration(b)` whatever its packets.
+    #[inline]
     pub(super) fn serialize(&mut self, bytes: u64) -> u64 {
-        self.period_bytes = self.period_bytes.saturating_add(bytes);
-        let end_ps = topologies::duration_ps(self.period_bytes, self.bandwidth_bytes_per_s);
-        // `duration_ps` is monotonic in the byte count, so this never
-        // underflows; the `max` keeps that true even for huge periods.
-        let ser_ps = end_ps.saturating_sub(self.period_ps);
-        self.period_ps = self.period_ps.max(end_ps);
-        ser_ps
+        self.wire.serialize(bytes)
     }
 
     /// Sets the bandwidth to nominal times `factor` for packets started
@@ -262,20 +259,16 @@ impl Port {
         if self.down {
             return;
         }
-        let rate = self.nominal_bandwidth_bytes_per_s * factor;
-        if rate != self.bandwidth_bytes_per_s {
-            self.bandwidth_bytes_per_s = rate;
-            // A packet on the wire keeps the time it was given; the next
-            // one is the first of a period at the new rate.
-            self.period_bytes = 0;
-            self.period_ps = 0;
-        }
+        // A packet on the wire keeps the time it was given; the next one
+        // is the first of a period at the new rate.
+        self.wire
+            .set_bandwidth(self.nominal_bandwidth_bytes_per_s * factor);
     }
 
     /// Ends the busy period: the wire is idle.
+    #[inline]
     pub(super) fn go_idle(&mut self) {
-        self.period_bytes = 0;
-        self.period_ps = 0;
+        self.wire.go_idle();
     }
 }
 
