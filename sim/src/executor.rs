@@ -50,14 +50,23 @@ impl ReadyQueue {
         }
     }
 
-    fn pop(&self) -> Option<Rank> {
-        let rank = self
+    /// Moves every queued rank, in order, into the empty `batch` (one lock
+    /// for the lot; the two buffers swap, so nothing allocates). Each stays
+    /// marked as queued until [`Self::taken`], so a wake-up before its turn
+    /// does not queue it twice.
+    fn drain_into(&self, batch: &mut VecDeque<Rank>) {
+        debug_assert!(batch.is_empty(), "a batch is drained before the next");
+        let mut queue = self
             .queue
             .lock()
-            .expect("ready queue lock is never poisoned")
-            .pop_front()?;
+            .expect("ready queue lock is never poisoned");
+        std::mem::swap(&mut *queue, batch);
+    }
+
+    /// Marks `rank`, just taken from a batch, as no longer queued: a
+    /// wake-up from now on queues it again.
+    fn taken(&self, rank: Rank) {
         self.queued[rank].store(false, Ordering::Relaxed);
-        Some(rank)
     }
 }
 
@@ -160,6 +169,7 @@ where
     for rank in 0..n {
         ready.push(rank);
     }
+    let mut batch: VecDeque<Rank> = VecDeque::with_capacity(n);
     let mut timed_out = None;
     let mut crashed: Vec<(Rank, Time)> = Vec::new();
     // Ranks that crash at time 0 never run.
@@ -172,7 +182,16 @@ where
     let mut last_progress = Time::ZERO;
 
     loop {
-        while let Some(rank) = ready.pop() {
+        // Ranks are polled in the order they were woken, as if popped one
+        // by one from the ready queue, but it is locked once per batch.
+        loop {
+            if batch.is_empty() {
+                ready.drain_into(&mut batch);
+            }
+            let Some(rank) = batch.pop_front() else {
+                break;
+            };
+            ready.taken(rank);
             let Some(task) = tasks[rank].as_mut() else {
                 continue; // a stale wake-up of a finished task
             };
