@@ -5,6 +5,8 @@
 
 use std::time::Instant;
 
+use algorithms::allreduce::ring::messages as ring_messages;
+use algorithms::layout::block_range;
 use algorithms::{Algorithm, Collective, DType, Params, Payload, ReduceOp, collective};
 use std::sync::Arc;
 
@@ -59,6 +61,33 @@ impl BenchAlgorithm {
 /// Ranks per node of the benchmark's fat-tree (and of its hierarchical
 /// allreduce).
 pub const BENCH_RANKS_PER_NODE: usize = 8;
+
+/// Messages one allreduce of `bytes` (float elements) in chunks of
+/// `chunk_bytes` sends over all `ranks` ranks, for the benchmark's cap.
+/// The ring sends `N·2(N-1)·K` (`K` chunks per segment). The hierarchical
+/// allreduce with `L = min(8, N)` ranks per node and `M = N/L` nodes
+/// sends `(L-1)` messages per rank in each of its in-node reduce-scatter
+/// and allgather, plus one ring allreduce of in-node block `l` over `M`
+/// ranks for each local rank `l`; when `L` does not divide `N` it falls
+/// back to the ring.
+pub fn allreduce_messages(
+    algorithm: BenchAlgorithm,
+    ranks: usize,
+    bytes: u64,
+    chunk_bytes: u64,
+) -> u64 {
+    let count = usize::try_from(bytes / 4).unwrap_or(usize::MAX);
+    let ring = |count: usize, n: usize| ring_messages(count, n, 4, chunk_bytes);
+    let local = BENCH_RANKS_PER_NODE.clamp(1, ranks.max(1));
+    if algorithm == BenchAlgorithm::Ring || ranks <= 1 || !ranks.is_multiple_of(local) {
+        return ring(count, ranks);
+    }
+    let nodes = ranks / local;
+    let in_node = 2 * (ranks as u64) * (local as u64 - 1);
+    (0..local)
+        .map(|l| ring(block_range(count, local, l).len(), nodes))
+        .fold(in_node, u64::saturating_add)
+}
 
 /// The network of `ranks` ranks: ideal links, or the default fat-tree
 /// preset with `ceil(ranks / 8)` nodes, ranks placed in order.
@@ -124,5 +153,41 @@ pub fn allreduce_phantom(
         wall_s,
         simulated_ps: exec.end_time.as_ps(),
         stats: exec.stats,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn message_counts_follow_each_algorithm() {
+        let mib64 = 64 << 20;
+        // Ring: 2N(N-1) messages of one chunk each at 16384 ranks (a
+        // segment of 4 KiB is under the 512 KiB chunk).
+        assert_eq!(
+            allreduce_messages(BenchAlgorithm::Ring, 16384, mib64, 512 << 10),
+            16384 * 2 * 16383
+        );
+        // Hierarchical: 2 * 16384 * 7 in the nodes, then 8 rings of 2048.
+        assert_eq!(
+            allreduce_messages(BenchAlgorithm::Hierarchical, 16384, mib64, 512 << 10),
+            2 * 16384 * 7 + 8 * 2048 * 2 * 2047
+        );
+        // Smaller chunks multiply the ring's messages: 64 KiB segments of
+        // the cross-node rings at 1024 ranks in 4 KiB chunks are 16 each.
+        assert_eq!(
+            allreduce_messages(BenchAlgorithm::Hierarchical, 1024, mib64, 4096),
+            2 * 1024 * 7 + 8 * 128 * 2 * 127 * 16
+        );
+        // A single node has no cross-node messages; no rank sends nothing.
+        assert_eq!(
+            allreduce_messages(BenchAlgorithm::Hierarchical, 8, mib64, 512 << 10),
+            2 * 8 * 7
+        );
+        assert_eq!(
+            allreduce_messages(BenchAlgorithm::Ring, 1, mib64, 512 << 10),
+            0
+        );
     }
 }

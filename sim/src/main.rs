@@ -781,7 +781,7 @@ fn bench(
         );
         return Ok(ExitCode::from(EXIT_INPUT));
     }
-    let messages = algorithms::allreduce::ring::messages((bytes.0 / 4) as usize, ranks, 4, chunk.0);
+    let messages = sim::bench::allreduce_messages(algorithm, ranks, bytes.0, chunk.0);
     if messages > sim::scenario::MESSAGES_PER_POINT_MAX {
         eprintln!(
             "error: {ranks} ranks at {} bytes would send {messages} messages; use fewer ranks or a larger --chunk",

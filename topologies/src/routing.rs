@@ -51,15 +51,23 @@
 //! same route, different flows spread over equal-cost links, and nothing
 //! depends on `std`'s randomly keyed hashers.
 //!
-//! # Caching
-//! Per destination, a reverse Dijkstra gives every state's distance to it
-//! (one `u64` per vertex and phase, computed on first use). A GPU whose
-//! links all lead to one switch shares that switch's array (hosts on a
-//! leaf share the leaf's; the DGX presets' GPUs also link to a PCIe
-//! switch, so there each destination GPU has its own); and at most [`DISTANCE_CACHE_BYTES`] of
-//! arrays are kept (oldest dropped first, recomputed if needed again).
-//! Per `(source, destination, flow)` the finished route is kept in a
-//! `HashMap` that is only looked up, never iterated.
+//! # Distances
+//! A route needs the distances to its destination only on its cheapest
+//! paths and one hop off them. The first [`PAIR_SEARCHES_PER_TARGET`]
+//! routes towards a destination each get a search around their own pair
+//! ([`search`]: a short forward search from the source bounds a reverse
+//! A* search from the destination), so a ring on 16,384 ranks of the
+//! fat-tree preset never computes a distance array over its 47,116
+//! vertices. After that, the destination's whole array is computed by a
+//! reverse Dijkstra (one `u64` per vertex and phase) and kept, as a
+//! pattern sending to it from many sources (an alltoall) needs. A GPU
+//! whose links all lead to one switch shares that switch's array (hosts
+//! on a leaf share the leaf's; the DGX presets' GPUs also link to a PCIe
+//! switch, so there each destination GPU has its own); and at most
+//! [`DISTANCE_CACHE_BYTES`] of arrays are kept (oldest dropped first,
+//! recomputed if needed again). Both ways give every route exactly the
+//! same links. Per `(source, destination, flow)` the finished route is
+//! kept in a `HashMap` that is only looked up, never iterated.
 //!
 //! # Connectivity
 //! [`Router::check_connected`] does not route every pair: two vertices are
@@ -79,7 +87,11 @@ use std::sync::Arc;
 use crate::graph::{LinkId, Topology, VertexId};
 use crate::vertex::VertexKind;
 
+mod search;
 pub mod updown;
+
+pub use search::FORWARD_WORK;
+use search::{Adjacency, Graph, Hop, PairSearch};
 
 /// Routing weight added for passing through a CPU socket (see the module
 /// docs): 1 ms, more than any path through switches costs, so a route
@@ -256,6 +268,13 @@ impl Distances<'_> {
     }
 }
 
+/// Route searches towards one distance-array target (a destination or
+/// its stub anchor) before the router computes the target's whole array
+/// instead: a pattern that sends to a vertex from many sources (an
+/// alltoall) pays one Dijkstra per destination, a ring one small search
+/// per pair.
+pub const PAIR_SEARCHES_PER_TARGET: u32 = 16;
+
 /// Computes and caches routes.
 pub struct Router {
     topology: Arc<Topology>,
@@ -265,6 +284,24 @@ pub struct Router {
     up: Option<Box<[bool]>>,
     /// `out[v]`: the link directions leaving `v`, sorted by id.
     out: Vec<Vec<LinkId>>,
+    /// `head[l]`: the vertex link direction `l` leads to.
+    head: Box<[u32]>,
+    /// `forwards[v]`: whether `v` forwards traffic.
+    forwards: Box<[bool]>,
+    /// `transit_ps[v]`: the routing cost of passing through `v`.
+    transit_ps: Box<[u64]>,
+    /// Per vertex, the neighbours its links lead to, parallel links merged.
+    out_hops: Adjacency,
+    /// Per vertex, the neighbours whose links lead to it.
+    in_hops: Adjacency,
+    /// Scratch of the per-route searches.
+    search: PairSearch,
+    /// Per target vertex: route searches made without its distance array.
+    searches: Vec<u32>,
+    /// [`PAIR_SEARCHES_PER_TARGET`] (tests lower it).
+    searches_per_target: u32,
+    /// [`FORWARD_WORK`] (tests lower it).
+    forward_work: usize,
     /// `base_ps[l]`: latency plus one MTU's serialisation on `l`.
     base_ps: Vec<u64>,
     /// `dist_to[d][phase * vertex_count + v]`: cost of the best route
@@ -288,6 +325,7 @@ impl std::fmt::Debug for Router {
             .field("routing", &self.routing)
             .field("distance_arrays", &self.dist_to.len())
             .field("routes_cached", &self.routes.len())
+            .field("search_work", &self.search.work())
             .finish_non_exhaustive()
     }
 }
@@ -319,7 +357,7 @@ impl Router {
             }
         };
         let phases = if up.is_some() { 2 } else { 1 };
-        let base_ps = topology
+        let base_ps: Vec<u64> = topology
             .link_ids()
             .map(|l| {
                 let link = topology.link(l);
@@ -328,8 +366,46 @@ impl Router {
                     .max(1)
             })
             .collect();
-        let array_bytes = 8 * phases * topology.vertex_count().max(1);
+        let n = topology.vertex_count();
+        let head: Box<[u32]> = topology
+            .link_ids()
+            .map(|l| topology.ends(l).1.index() as u32)
+            .collect();
+        let forwards = topology
+            .vertex_ids()
+            .map(|v| topology.vertex(v).forwards)
+            .collect();
+        let transit_ps = topology
+            .vertex_ids()
+            .map(|v| transit_cost_ps(&topology, v))
+            .collect();
+        let is_up = |l: LinkId| up.as_ref().is_some_and(|up| up[l.index()]);
+        let hop = |l: LinkId, vertex: usize| Hop {
+            vertex: vertex as u32,
+            base_ps: base_ps[l.index()],
+            up: is_up(l),
+        };
+        let out_hops = Adjacency::build(n, |v, hops| {
+            hops.extend(out[v].iter().map(|&l| hop(l, head[l.index()] as usize)));
+        });
+        // The links into `v` are the reverses of those out of it.
+        let in_hops = Adjacency::build(n, |v, hops| {
+            hops.extend(out[v].iter().map(|&l| {
+                let back = topology.reverse(l);
+                hop(back, head[l.index()] as usize)
+            }));
+        });
+        let array_bytes = 8 * phases * n.max(1);
         Ok(Router {
+            head,
+            forwards,
+            transit_ps,
+            out_hops,
+            in_hops,
+            search: PairSearch::default(),
+            searches: vec![0; n],
+            searches_per_target: PAIR_SEARCHES_PER_TARGET,
+            forward_work: FORWARD_WORK,
             dist_to: HashMap::default(),
             dist_order: VecDeque::new(),
             dist_capacity: (DISTANCE_CACHE_BYTES / array_bytes).max(16),
@@ -390,26 +466,64 @@ impl Router {
         Ok(route)
     }
 
-    /// Follows the distance array from `src`, choosing among equal-cost
-    /// next hops by the ECMP hash.
+    /// The route of `flow` from `src` to `dst`: the distances to `dst`
+    /// from a whole array (cached, shared with a stub anchor) once the
+    /// target has been searched for often, from a search for this pair
+    /// alone before (see [`search`]); both give the same route.
     fn compute_route(
         &mut self,
         src: VertexId,
         dst: VertexId,
         flow: u64,
     ) -> Result<Route, RouteError> {
+        if src == dst {
+            return Ok(Vec::new().into());
+        }
         let anchor = self.stub_anchor(dst);
         let target = anchor.map_or(dst, |(w, _)| w);
+        let key = target.index() as u32;
+        let searched = &mut self.searches[target.index()];
+        if !self.dist_to.contains_key(&key) && *searched < self.searches_per_target {
+            *searched += 1;
+            let graph = Graph {
+                out: &self.out_hops,
+                into: &self.in_hops,
+                forwards: &self.forwards,
+                transit_ps: &self.transit_ps,
+                phases: self.phases(),
+                up_down: self.up.is_some(),
+            };
+            self.search
+                .run(&graph, src.index(), dst.index(), self.forward_work);
+            let n = self.topology.vertex_count();
+            let search = &self.search;
+            return self.walk(src, dst, flow, |v, phase| {
+                search.to_dst(phase * n + v.index())
+            });
+        }
         self.ensure_distances(target);
-        let t = &*self.topology;
         let dist = Distances {
-            to_target: &self.dist_to[&(target.index() as u32)],
-            vertex_count: t.vertex_count(),
+            to_target: &self.dist_to[&key],
+            vertex_count: self.topology.vertex_count(),
             dst,
             anchor: anchor
                 .map(|(w, last_ps)| (w, last_ps, last_ps.saturating_add(self.transit_ps(w)))),
         };
-        if dist.get(src, 0) == UNREACHABLE {
+        self.walk(src, dst, flow, |v, phase| dist.get(v, phase))
+    }
+
+    /// Follows `dist` (a state's distance to `dst`, exact at least on the
+    /// cheapest paths from `src`) from `src`, choosing among equal-cost
+    /// next hops by the ECMP hash.
+    fn walk(
+        &self,
+        src: VertexId,
+        dst: VertexId,
+        flow: u64,
+        dist: impl Fn(VertexId, usize) -> u64,
+    ) -> Result<Route, RouteError> {
+        let t = &*self.topology;
+        if dist(src, 0) == UNREACHABLE {
             return Err(RouteError::NoPath {
                 src: t.vertex(src).name.clone(),
                 dst: t.vertex(dst).name.clone(),
@@ -420,16 +534,16 @@ impl Router {
         let (mut cur, mut phase) = (src, 0);
         while cur != dst {
             candidates.clear();
-            let here = dist.get(cur, phase);
+            let here = dist(cur, phase);
             for &l in &self.out[cur.index()] {
-                let (_, v) = t.ends(l);
-                if !(v == dst || t.vertex(v).forwards) {
+                let v = VertexId::new(self.head[l.index()] as usize);
+                if !(v == dst || self.forwards[v.index()]) {
                     continue;
                 }
                 let Some(next) = self.step(phase, l) else {
                     continue;
                 };
-                let there = dist.get(v, next);
+                let there = dist(v, next);
                 if there != UNREACHABLE && self.cost(l, v, dst).saturating_add(there) == here {
                     candidates.push((l, next));
                 }
@@ -437,7 +551,7 @@ impl Router {
             let pick = ecmp_hash(self.seed, flow, cur.index() as u64) % candidates.len() as u64;
             let (l, next) = candidates[pick as usize];
             hops.push(l);
-            (cur, phase) = (t.ends(l).1, next);
+            (cur, phase) = (VertexId::new(self.head[l.index()] as usize), next);
             // Each hop lowers the remaining distance by at least 1 ps, and
             // a vertex's phase-1 distance is at least its phase-0 one (phase
             // 1 allows fewer paths), so no vertex is visited twice.
@@ -459,13 +573,7 @@ impl Router {
     /// The routing cost of passing through `v`: its forwarding latency,
     /// plus [`HOST_TRANSIT_PENALTY_PS`] for a CPU socket.
     fn transit_ps(&self, v: VertexId) -> u64 {
-        let vertex = self.topology.vertex(v);
-        let penalty = if vertex.kind == VertexKind::Socket {
-            HOST_TRANSIT_PENALTY_PS
-        } else {
-            0
-        };
-        vertex.forward_latency_ps.saturating_add(penalty)
+        self.transit_ps[v.index()]
     }
 
     /// For a non-forwarding `dst` whose links all lead to one forwarding
@@ -509,33 +617,43 @@ impl Router {
     }
 
     /// Every state's distance to `dst`, indexed `phase * vertex_count +
-    /// vertex`.
+    /// vertex`: Dijkstra over the links into each state (parallel links
+    /// merged, see [`search`]).
     fn dijkstra(&self, dst: VertexId) -> Box<[u64]> {
-        let t = &*self.topology;
-        let n = t.vertex_count();
+        let n = self.topology.vertex_count();
         let phases = self.phases();
+        let up_down = self.up.is_some();
         let mut dist = vec![UNREACHABLE; phases * n].into_boxed_slice();
         let mut heap = BinaryHeap::new();
         for phase in 0..phases {
             let state = phase * n + dst.index();
             dist[state] = 0;
-            heap.push(Reverse((0u64, state as u64)));
+            heap.push(Reverse((0u64, state as u32)));
         }
         while let Some(Reverse((du, state))) = heap.pop() {
-            let (q, u) = (state as usize / n, VertexId::new(state as usize % n));
-            if du > dist[state as usize] || (u != dst && !t.vertex(u).forwards) {
+            let (q, u) = (state as usize / n, state as usize % n);
+            if du > dist[state as usize] || (u != dst.index() && !self.forwards[u]) {
                 continue;
             }
-            for &l_out in &self.out[u.index()] {
-                let l = t.reverse(l_out); // w -> u
-                let w = t.ends(l).0;
-                let nd = du.saturating_add(self.cost(l, u, dst));
-                // The phases in which w may cross l and arrive in phase q.
-                for p in (0..phases).filter(|&p| self.step(p, l) == Some(q)) {
-                    let from = p * n + w.index();
-                    if nd < dist[from] {
+            let forward_ps = if u == dst.index() {
+                0
+            } else {
+                self.transit_ps[u]
+            };
+            for h in self.in_hops.of(u) {
+                let nd = du.saturating_add(h.base_ps.saturating_add(forward_ps));
+                // The phases in which h.vertex may cross the link and
+                // arrive in phase q (the router's `step`).
+                for p in 0..phases {
+                    let allowed = match (up_down, h.up) {
+                        (false, _) => p == q,
+                        (true, true) => p == 0 && q == 0,
+                        (true, false) => q == 1,
+                    };
+                    let from = p * n + h.vertex as usize;
+                    if allowed && nd < dist[from] {
                         dist[from] = nd;
-                        heap.push(Reverse((nd, from as u64)));
+                        heap.push(Reverse((nd, from as u32)));
                     }
                 }
             }
@@ -625,6 +743,18 @@ impl Router {
         }
         Ok(())
     }
+}
+
+/// The routing cost of passing through `v`: its forwarding latency, plus
+/// [`HOST_TRANSIT_PENALTY_PS`] for a CPU socket.
+fn transit_cost_ps(topology: &Topology, v: VertexId) -> u64 {
+    let vertex = topology.vertex(v);
+    let penalty = if vertex.kind == VertexKind::Socket {
+        HOST_TRANSIT_PENALTY_PS
+    } else {
+        0
+    };
+    vertex.forward_latency_ps.saturating_add(penalty)
 }
 
 /// Union-find root of `x`, halving paths on the way.

@@ -26,7 +26,7 @@
 //!   event. A flow whose new rate is 0 gets no `Finish` event (only the
 //!   version bump) until a later recomputation gives it a positive rate.
 //! - **Delivery.** A message whose last byte has left is delivered
-//!   [`idle_latency_ps`] later (propagation, forwarding and the pipeline
+//!   [`idle_latency_ps`](super::path::idle_latency_ps) later (propagation, forwarding and the pipeline
 //!   fill of a packet, see [`super::path`]), but never before the previous
 //!   message of its pair: messages of a pair arrive in order. On an idle
 //!   route a message therefore arrives exactly
@@ -62,7 +62,7 @@
 //!   outage of `d` ps finishes exactly `d` ps later (to the rounding
 //!   above). A flow whose last byte is due at the very instant of a change
 //!   still finishes then (the change's own recomputation comes after).
-//! - **Delivery latency** ([`idle_latency_ps`]) is unchanged by faults: it
+//! - **Delivery latency** ([`idle_latency_ps`](super::path::idle_latency_ps)) is unchanged by faults: it
 //!   is added once the last byte has left, as always.
 //!
 //! # Counters
@@ -87,7 +87,7 @@ use std::sync::Arc;
 use algorithms::Time;
 use topologies::{LinkId, Route, Topology};
 
-use super::path::idle_latency_ps;
+use super::path::PathTable;
 use super::timeline::LinkTimeline;
 use super::{LinkChange, LinkSample, LinkUsage, NetEvent, OutOfTime, Transfer};
 use crate::event::{EventKind, EventQueue, MessageId};
@@ -144,6 +144,32 @@ struct Slot {
     version: u32,
 }
 
+/// A link direction's state, kept in one place so that a flow crossing it
+/// touches one cache line or two rather than one per table.
+#[derive(Clone, Debug)]
+struct LinkState {
+    /// The active flows crossing it.
+    flows: Vec<u32>,
+    /// Current bandwidth (nominal times the latest change's factor),
+    /// bytes per second.
+    capacity_bytes_per_s: f64,
+    /// Crossings by active flows at a positive rate; the link is busy
+    /// while this is not 0.
+    sending: u32,
+    /// When it last became busy.
+    busy_since: Time,
+}
+
+impl maxmin::Capacity for LinkState {
+    fn flows(&self) -> &[u32] {
+        &self.flows
+    }
+
+    fn capacity_bytes_per_s(&self) -> f64 {
+        self.capacity_bytes_per_s
+    }
+}
+
 /// The messages of one pair, oldest first.
 #[derive(Clone, Copy, Debug)]
 struct Pair {
@@ -156,12 +182,10 @@ struct Pair {
 /// The flow-level model of one run.
 #[derive(Debug)]
 pub struct FlowNetwork {
-    topology: Arc<Topology>,
+    /// The topology's link parameters, for the delivery latencies.
+    paths: PathTable,
     /// Nominal bandwidth per link direction, bytes per second.
     nominal: Vec<f64>,
-    /// Current bandwidth per link direction (nominal times the latest
-    /// change's factor), bytes per second.
-    capacity: Vec<f64>,
     /// The scheduled link changes, by `FlowEvent::Change::index`.
     changes: Vec<LinkChange>,
     slots: Vec<Slot>,
@@ -170,8 +194,8 @@ pub struct FlowNetwork {
     /// for the whole run (their last delivery time orders the next), so
     /// this grows with the number of distinct pairs, not of messages.
     pairs: HashMap<u64, Pair>,
-    /// Active flows per link direction.
-    link_flows: Vec<Vec<u32>>,
+    /// Per link direction, what the hot path reads and writes, together.
+    links: Vec<LinkState>,
     /// Links whose flows changed since the last recomputation (may repeat).
     dirty: Vec<u32>,
     reallocate_pending: bool,
@@ -181,11 +205,6 @@ pub struct FlowNetwork {
     /// A shared empty route for free slots.
     no_route: Route,
     usage: Vec<LinkUsage>,
-    /// Per link direction: crossings by active flows at a positive rate;
-    /// the link is busy while this is not 0.
-    sending: Vec<u32>,
-    /// When each busy link became busy.
-    busy_since: Vec<Time>,
     sample_links: bool,
     /// Link traffic per time bin, when asked for.
     timeline: Option<LinkTimeline>,
@@ -203,22 +222,27 @@ impl FlowNetwork {
             .map(|l| topology.link(l).bandwidth_bytes_per_s)
             .collect();
         FlowNetwork {
-            topology,
-            capacity: nominal.clone(),
+            paths: PathTable::new(&topology),
+            links: nominal
+                .iter()
+                .map(|&capacity_bytes_per_s| LinkState {
+                    flows: Vec::new(),
+                    capacity_bytes_per_s,
+                    sending: 0,
+                    busy_since: Time::ZERO,
+                })
+                .collect(),
             nominal,
             changes: Vec::new(),
             slots: Vec::new(),
             free: Vec::new(),
             pairs: HashMap::default(),
-            link_flows: vec![Vec::new(); links],
             dirty: Vec::new(),
             reallocate_pending: false,
             allocator: MaxMin::new(links),
             rates: Vec::new(),
             no_route: Arc::from(Vec::new()),
             usage: vec![LinkUsage::default(); links],
-            sending: vec![0; links],
-            busy_since: vec![Time::ZERO; links],
             sample_links,
             timeline: None,
             samples: Vec::new(),
@@ -363,7 +387,7 @@ impl FlowNetwork {
                 slot.updated = now;
                 let route = slot.route.clone();
                 for &l in route.iter() {
-                    self.link_flows[l.index()].push(head);
+                    self.links[l.index()].flows.push(head);
                     self.link_changed(now, l, true);
                 }
                 self.mark_dirty(now, &route, queue);
@@ -393,14 +417,13 @@ impl FlowNetwork {
         if slot.rate_bytes_per_s > 0.0 {
             slot.rate_bytes_per_s = 0.0;
             let busy = Busy {
-                sending: &mut self.sending,
-                since: &mut self.busy_since,
+                links: &mut self.links,
                 usage: &mut self.usage,
             };
             busy.count(now, &route, false);
         }
         for &l in route.iter() {
-            let list = &mut self.link_flows[l.index()];
+            let list = &mut self.links[l.index()].flows;
             let at = list
                 .iter()
                 .position(|&f| f == flow)
@@ -430,7 +453,7 @@ impl FlowNetwork {
         let latency_ps = if slot.route.is_empty() {
             0
         } else {
-            idle_latency_ps(&self.topology, &slot.route, slot.bytes)
+            self.paths.idle_latency_ps(&slot.route, slot.bytes)
         };
         let (message, next, pair_key) = (slot.message, slot.next, slot.pair);
         slot.route = self.no_route.clone();
@@ -475,9 +498,8 @@ impl FlowNetwork {
         let slots = &self.slots;
         self.allocator.allocate(
             &self.dirty,
-            &self.link_flows,
+            &self.links,
             |f| &slots[f as usize].route[..],
-            &self.capacity,
             &mut self.rates,
         );
         self.dirty.clear();
@@ -488,8 +510,7 @@ impl FlowNetwork {
             }
             if (rate > 0.0) != (slot.rate_bytes_per_s > 0.0) {
                 let busy = Busy {
-                    sending: &mut self.sending,
-                    since: &mut self.busy_since,
+                    links: &mut self.links,
                     usage: &mut self.usage,
                 };
                 busy.count(now, &slot.route, rate > 0.0);
@@ -525,7 +546,7 @@ impl FlowNetwork {
     /// left it.
     fn link_changed(&mut self, now: Time, l: LinkId, joined: bool) {
         let i = l.index();
-        let flows = self.link_flows[i].len() as u64;
+        let flows = self.links[i].flows.len() as u64;
         let usage = &mut self.usage[i];
         if joined {
             usage.max_queue = usage.max_queue.max(flows);

@@ -340,19 +340,24 @@ fn explicit_topology_mistakes_are_located() {
 
 #[test]
 fn more_ranks_than_a_topology_supports_is_an_input_error() {
-    // 513 nodes of 8 GPUs: 4104 endpoints, over the 4096-rank limit.
+    // 2049 nodes of 8 GPUs: 16392 endpoints, over the 16384-rank limit.
     assert_rejected(
-        "[topology]\npreset = \"fat_tree\"\nnodes = 513\n",
+        "[topology]\npreset = \"fat_tree\"\nnodes = 2049\n",
         2,
         10,
-        "4104 ranks on a topology; at most 4096 are supported",
+        "16392 ranks on a topology; at most 16384 are supported; set world_size",
     );
     // Asking for fewer ranks on the same topology is fine.
     let text = with_collective(
-        "world_size = 16\n[topology]\npreset = \"fat_tree\"\nnodes = 513\nmodel = \"flow\"\n",
+        "world_size = 16\n[topology]\npreset = \"fat_tree\"\nnodes = 2049\nmodel = \"flow\"\n",
     );
     let s = Scenario::parse(Path::new("ok.toml"), &text).unwrap();
     assert_eq!(s.world_size, 16);
+    // The limit itself: 2048 nodes, every endpoint a rank.
+    let text =
+        with_collective("[topology]\npreset = \"fat_tree\"\nnodes = 2048\nmodel = \"flow\"\n");
+    let s = Scenario::parse(Path::new("ok.toml"), &text).unwrap();
+    assert_eq!(s.world_size, 16384);
 }
 
 #[test]

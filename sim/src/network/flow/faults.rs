@@ -6,7 +6,7 @@
 use algorithms::Time;
 use topologies::LinkId;
 
-use super::{FlowEvent, FlowNetwork, net};
+use super::{FlowEvent, FlowNetwork, LinkState, net};
 use crate::event::EventQueue;
 use crate::network::{LinkChange, LinkUsage, OutOfTime};
 
@@ -45,11 +45,11 @@ impl FlowNetwork {
         } else {
             0.0
         };
-        let Some(capacity) = self.capacity.get_mut(link.index()) else {
+        let Some(state) = self.links.get_mut(link.index()) else {
             return; // Not a link of this topology: nothing crosses it.
         };
-        *capacity = self.nominal[link.index()] * factor;
-        if !self.link_flows[link.index()].is_empty() {
+        state.capacity_bytes_per_s = self.nominal[link.index()] * factor;
+        if !state.flows.is_empty() {
             self.mark_dirty(now, &[link], queue);
         }
     }
@@ -57,8 +57,7 @@ impl FlowNetwork {
 
 /// The busy-time bookkeeping, borrowed apart from the flow table.
 pub(super) struct Busy<'a> {
-    pub(super) sending: &'a mut [u32],
-    pub(super) since: &'a mut [Time],
+    pub(super) links: &'a mut [LinkState],
     pub(super) usage: &'a mut [LinkUsage],
 }
 
@@ -69,15 +68,16 @@ impl Busy<'_> {
     pub(super) fn count(self, now: Time, route: &[LinkId], up: bool) {
         for l in route {
             let i = l.index();
+            let link = &mut self.links[i];
             if up {
-                self.sending[i] += 1;
-                if self.sending[i] == 1 {
-                    self.since[i] = now;
+                link.sending += 1;
+                if link.sending == 1 {
+                    link.busy_since = now;
                 }
             } else {
-                self.sending[i] -= 1;
-                if self.sending[i] == 0 {
-                    self.usage[i].busy_ps += now.0 - self.since[i].0;
+                link.sending -= 1;
+                if link.sending == 0 {
+                    self.usage[i].busy_ps += now.0 - link.busy_since.0;
                 }
             }
         }

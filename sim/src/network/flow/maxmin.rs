@@ -63,6 +63,25 @@ impl Ord for Candidate {
     }
 }
 
+/// What the allocator reads of a link direction.
+pub trait Capacity {
+    /// The flows crossing it (a flow crossing it twice is listed twice).
+    fn flows(&self) -> &[u32];
+    /// Its bandwidth (finite, `>= 0`).
+    fn capacity_bytes_per_s(&self) -> f64;
+}
+
+/// The allocator's scratch of one link, together for locality.
+#[derive(Clone, Copy, Debug, Default)]
+struct LinkScratch {
+    /// The link is in the component when this equals `epoch`.
+    mark: u32,
+    /// Crossings by flows not yet frozen.
+    unfrozen: u32,
+    /// Capacity not yet given to frozen flows.
+    capacity_left: f64,
+}
+
 /// Scratch state of the allocator, kept between calls so that a
 /// recomputation allocates nothing once the tables have grown.
 #[derive(Debug, Default)]
@@ -70,12 +89,9 @@ pub struct MaxMin {
     /// Marks of the current call: a link or flow is in the component when
     /// its mark equals `epoch`.
     epoch: u32,
-    link_mark: Vec<u32>,
+    /// Per link (see [`LinkScratch`]).
+    link: Vec<LinkScratch>,
     flow_mark: Vec<u32>,
-    /// Per link of the component: capacity not yet given to frozen flows.
-    capacity_left: Vec<f64>,
-    /// Per link of the component: crossings by flows not yet frozen.
-    unfrozen: Vec<u32>,
     /// Per flow of the component: its rate once frozen, NaN before.
     rate: Vec<f64>,
     /// The component's links.
@@ -91,9 +107,7 @@ impl MaxMin {
     /// An allocator for a topology with `link_count` link directions.
     pub fn new(link_count: usize) -> MaxMin {
         MaxMin {
-            link_mark: vec![0; link_count],
-            capacity_left: vec![0.0; link_count],
-            unfrozen: vec![0; link_count],
+            link: vec![LinkScratch::default(); link_count],
             ..MaxMin::default()
         }
     }
@@ -108,32 +122,32 @@ impl MaxMin {
     /// links in `seeds`, appending `(flow, rate)` to `rates` (cleared
     /// first) in the order the flows were reached.
     ///
-    /// `link_flows[l]` lists the flows crossing link `l` (a flow crossing
-    /// it twice is listed twice and uses it twice); `route(f)` gives the
-    /// links of flow `f`, consistent with `link_flows`; `capacity[l]` is
-    /// link `l`'s bandwidth (finite, `>= 0`). A link of capacity 0 (down)
+    /// `links[l].flows()` lists the flows crossing link `l` (a flow
+    /// crossing it twice is listed twice and uses it twice); `route(f)`
+    /// gives the links of flow `f`, consistent with the lists;
+    /// `links[l].capacity_bytes_per_s()` is link `l`'s bandwidth (finite,
+    /// `>= 0`). A link of capacity 0 (down)
     /// has share 0, so it saturates first: its flows get rate 0 and take
     /// nothing from their other links. Flow ids are small integers (they
     /// index tables here).
-    pub fn allocate<'a>(
+    pub fn allocate<'a, L: Capacity>(
         &mut self,
         seeds: &[u32],
-        link_flows: &[Vec<u32>],
+        links: &[L],
         route: impl Fn(u32) -> &'a [LinkId],
-        capacity: &[f64],
         rates: &mut Vec<(u32, f64)>,
     ) {
         rates.clear();
         self.next_epoch();
-        self.collect_component(seeds, link_flows, &route);
-        self.fill(link_flows, &route, capacity);
+        self.collect_component(seeds, links, &route);
+        self.fill(links, &route);
         rates.extend(self.flows.iter().map(|&f| (f, self.rate[f as usize])));
     }
 
     /// Starts a new call: marks of earlier calls become stale.
     fn next_epoch(&mut self) {
         if self.epoch == u32::MAX {
-            self.link_mark.fill(0);
+            self.link.iter_mut().for_each(|l| l.mark = 0);
             self.flow_mark.fill(0);
             self.epoch = 0;
         }
@@ -142,10 +156,10 @@ impl MaxMin {
 
     /// Collects into `links` and `flows` everything connected to `seeds`,
     /// and counts each link's crossings into `unfrozen`.
-    fn collect_component<'a>(
+    fn collect_component<'a, L: Capacity>(
         &mut self,
         seeds: &[u32],
-        link_flows: &[Vec<u32>],
+        links: &[L],
         route: &impl Fn(u32) -> &'a [LinkId],
     ) {
         self.links.clear();
@@ -159,8 +173,8 @@ impl MaxMin {
         while next < self.links.len() {
             let l = self.links[next];
             next += 1;
-            let crossing = &link_flows[l as usize];
-            self.unfrozen[l as usize] = u32::try_from(crossing.len()).expect("< 2^32 flows");
+            let crossing = links[l as usize].flows();
+            self.link[l as usize].unfrozen = u32::try_from(crossing.len()).expect("< 2^32 flows");
             for &f in crossing {
                 self.work += 1;
                 if self.visit_flow(f) {
@@ -174,7 +188,7 @@ impl MaxMin {
     }
 
     fn visit_link(&mut self, l: u32) {
-        let mark = &mut self.link_mark[l as usize];
+        let mark = &mut self.link[l as usize].mark;
         if *mark != self.epoch {
             *mark = self.epoch;
             self.links.push(l);
@@ -198,19 +212,16 @@ impl MaxMin {
     }
 
     /// Progressive filling over the collected component.
-    fn fill<'a>(
-        &mut self,
-        link_flows: &[Vec<u32>],
-        route: &impl Fn(u32) -> &'a [LinkId],
-        capacity: &[f64],
-    ) {
+    fn fill<'a, L: Capacity>(&mut self, links: &[L], route: &impl Fn(u32) -> &'a [LinkId]) {
         self.heap.clear();
         for &l in &self.links {
             let i = l as usize;
-            self.capacity_left[i] = capacity[i];
-            if self.unfrozen[i] > 0 {
+            let capacity = links[i].capacity_bytes_per_s();
+            let scratch = &mut self.link[i];
+            scratch.capacity_left = capacity;
+            if scratch.unfrozen > 0 {
                 self.heap.push(Candidate {
-                    share: capacity[i] / f64::from(self.unfrozen[i]),
+                    share: capacity / f64::from(scratch.unfrozen),
                     link: l,
                 });
             }
@@ -220,12 +231,12 @@ impl MaxMin {
         let mut level = 0.0f64;
         while let Some(Candidate { share, link }) = self.heap.pop() {
             let i = link as usize;
-            let n = self.unfrozen[i];
-            if n == 0 || share != self.capacity_left[i] / f64::from(n) {
+            let n = self.link[i].unfrozen;
+            if n == 0 || share != self.link[i].capacity_left / f64::from(n) {
                 continue; // Outdated: a newer candidate for this link exists.
             }
             level = level.max(share);
-            for &f in &link_flows[i] {
+            for &f in links[i].flows() {
                 self.work += 1;
                 if !self.rate[f as usize].is_nan() {
                     continue;
@@ -234,11 +245,12 @@ impl MaxMin {
                 for &m in route(f) {
                     self.work += 1;
                     let j = m.index();
-                    self.capacity_left[j] = (self.capacity_left[j] - level).max(0.0);
-                    self.unfrozen[j] -= 1;
-                    if self.unfrozen[j] > 0 && j != i {
+                    let other = &mut self.link[j];
+                    other.capacity_left = (other.capacity_left - level).max(0.0);
+                    other.unfrozen -= 1;
+                    if other.unfrozen > 0 && j != i {
                         self.heap.push(Candidate {
-                            share: self.capacity_left[j] / f64::from(self.unfrozen[j]),
+                            share: other.capacity_left / f64::from(other.unfrozen),
                             link: m.index() as u32,
                         });
                     }
@@ -251,6 +263,28 @@ impl MaxMin {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A link of the tests: its flows and bandwidth.
+    struct TestLink(Vec<u32>, f64);
+
+    impl Capacity for TestLink {
+        fn flows(&self) -> &[u32] {
+            &self.0
+        }
+
+        fn capacity_bytes_per_s(&self) -> f64 {
+            self.1
+        }
+    }
+
+    /// The links of `link_flows` with bandwidths `capacity`.
+    fn links(link_flows: &[Vec<u32>], capacity: &[f64]) -> Vec<TestLink> {
+        link_flows
+            .iter()
+            .zip(capacity)
+            .map(|(f, &c)| TestLink(f.clone(), c))
+            .collect()
+    }
 
     /// Rates of flows given as lists of link indices on links of the
     /// given capacities, all in one call seeded with every link.
@@ -270,9 +304,8 @@ mod tests {
         let mut out = Vec::new();
         mm.allocate(
             &seeds,
-            &link_flows,
+            &links(&link_flows, capacity),
             |f| &routes[f as usize],
-            capacity,
             &mut out,
         );
         out.sort_by_key(|&(f, _)| f);
@@ -342,12 +375,13 @@ mod tests {
         let mut mm = MaxMin::new(2);
         let mut out = Vec::new();
         let route = |f: u32| -> &[LinkId] { &routes[f as usize] };
-        mm.allocate(&[1], &link_flows, route, &[7.0, 5.0], &mut out);
+        let both = links(&link_flows, &[7.0, 5.0]);
+        mm.allocate(&[1], &both, route, &mut out);
         assert_eq!(out, vec![(100, 5.0)]);
         // One list entry and one route link in the search, the same in
         // the filling.
         assert_eq!(mm.work(), 4);
-        mm.allocate(&[0], &link_flows, route, &[7.0, 5.0], &mut out);
+        mm.allocate(&[0], &both, route, &mut out);
         assert_eq!(out.len(), 100);
         assert!(out.iter().all(|&(f, r)| f < 100 && r == 7.0 / 100.0));
     }
