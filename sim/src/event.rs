@@ -94,7 +94,7 @@ impl EventQueue {
     #[inline]
     pub fn schedule(&mut self, time: Time, kind: EventKind) {
         let seq = self.next_seq;
-        assert!(seq < lanes::SEQ_LIMIT, "fewer than 2^56 events per run");
+        assert!(seq < lanes::SEQ_LIMIT, "fewer than 2^56 - 1 events per run");
         self.next_seq += 1;
         self.lanes.push(Event { time, seq, kind });
     }
@@ -150,6 +150,25 @@ mod tests {
             })
             .collect();
         assert_eq!(order, vec![1, 3, 0, 2]);
+    }
+
+    /// The last sequence number the queue hands out, on an event at the
+    /// end of time in a lane: its key must stay below every empty
+    /// source's, or the winner tree names an empty source.
+    #[test]
+    fn the_last_seq_at_the_end_of_time_pops() {
+        let mut q = EventQueue::new();
+        q.schedule(Time(1), EventKind::Deliver { message: 0 });
+        assert_eq!(q.pop().map(|e| e.time), Some(Time(1)));
+        q.next_seq = lanes::SEQ_LIMIT - 1;
+        q.schedule(Time(u64::MAX), EventKind::Deliver { message: 1 });
+        assert_eq!(q.peek_time(), Some(Time(u64::MAX)));
+        let e = q.pop().expect("one event waits");
+        assert_eq!(
+            (e.time, e.kind),
+            (Time(u64::MAX), EventKind::Deliver { message: 1 })
+        );
+        assert!(q.pop().is_none());
     }
 
     /// An event as the tests see it: `(time, message)`.

@@ -37,8 +37,10 @@ use super::Event;
 pub(super) const MAX_LANES: usize = 255;
 
 /// Scheduling sequence numbers must stay below this, to fit in a key
-/// beside the source (2^56 events: centuries at today's event rates).
-pub(super) const SEQ_LIMIT: u64 = 1 << 56;
+/// beside the source and to keep every event's key below [`no_key`]'s
+/// (at `time = u64::MAX`, `seq = 2^56 - 1` would equal it): about 2^56
+/// events, decades at today's event rates.
+pub(super) const SEQ_LIMIT: u64 = (1 << 56) - 1;
 
 /// Leaves of the winner tree at first: the overflow and 15 lanes. It
 /// doubles as lanes are added.
@@ -64,7 +66,8 @@ fn key(event: &Event, source: usize) -> u128 {
 }
 
 /// The key of `source` when it has no event: above every event's key
-/// (whose `seq` is below [`SEQ_LIMIT`]).
+/// (whose `seq` is below [`SEQ_LIMIT`], so its bits 8..64 are not all
+/// ones).
 #[inline]
 fn no_key(source: usize) -> u128 {
     (u128::MAX << 8) | source as u128
