@@ -4,7 +4,7 @@
 //! they were scheduled: **events at equal time fire in the order they were
 //! scheduled**. That tie-break is what makes a run deterministic.
 //!
-//! The queue stores events in delay lanes ([`lanes`]): a sorted FIFO per
+//! The queue stores events in delay lanes (`lanes`): a sorted FIFO per
 //! recurring delay, which pops in exactly the order of a binary heap of
 //! `(time, seq)` at a fraction of its cost.
 

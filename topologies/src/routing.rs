@@ -55,7 +55,7 @@
 //! A route needs the distances to its destination only on its cheapest
 //! paths and one hop off them. The first [`PAIR_SEARCHES_PER_TARGET`]
 //! routes towards a destination each get a search around their own pair
-//! ([`search`]: a short forward search from the source bounds a reverse
+//! (`search`: a short forward search from the source bounds a reverse
 //! A* search from the destination), so a ring on 16,384 ranks of the
 //! fat-tree preset never computes a distance array over its 47,116
 //! vertices. After that, the destination's whole array is computed by a
