@@ -41,13 +41,29 @@ pub fn hop_latency_ps(topology: &Topology, route: &[LinkId], i: usize) -> u64 {
 /// The fixed part of an idle route's delivery time for a message of
 /// `bytes` (everything but `bytes / bw_min`; see the module docs).
 pub fn idle_latency_ps(topology: &Topology, route: &[LinkId], bytes: u64) -> u64 {
-    let p = bytes.min(path_mtu(topology, route));
+    idle_latency(route, bytes, |l| Hop::of(topology, l))
+}
+
+/// [`idle_latency_ps`] with each link direction's parameters from `hop`.
+#[inline]
+fn idle_latency(route: &[LinkId], bytes: u64, hop: impl Fn(LinkId) -> Hop) -> u64 {
+    let mtu = route
+        .iter()
+        .map(|&l| hop(l).mtu_bytes)
+        .min()
+        .expect("routes are never empty");
+    let p = bytes.min(mtu);
     let mut fixed = 0u64;
     let mut ser_sum = 0u64;
     let mut ser_max = 0u64;
-    for i in 0..route.len() {
-        fixed = fixed.saturating_add(hop_latency_ps(topology, route, i));
-        let ser = topology.link(route[i]).serialization_ps(p);
+    for (i, &l) in route.iter().enumerate() {
+        let h = hop(l);
+        let mut ps = h.latency_ps;
+        if i + 1 < route.len() {
+            ps += h.forward_ps;
+        }
+        fixed = fixed.saturating_add(ps);
+        let ser = duration_ps(p, h.bandwidth_bytes_per_s);
         ser_sum = ser_sum.saturating_add(ser);
         ser_max = ser_max.max(ser);
     }
@@ -79,6 +95,19 @@ struct Hop {
     bandwidth_bytes_per_s: f64,
 }
 
+impl Hop {
+    /// The parameters of link direction `l` of `topology`.
+    fn of(topology: &Topology, l: LinkId) -> Hop {
+        let link = topology.link(l);
+        Hop {
+            latency_ps: link.latency_ps,
+            forward_ps: topology.vertex(topology.ends(l).1).forward_latency_ps,
+            mtu_bytes: link.mtu_bytes,
+            bandwidth_bytes_per_s: link.bandwidth_bytes_per_s,
+        }
+    }
+}
+
 /// The link parameters of a topology copied into one table by link
 /// direction, so that a model computing a delivery per message reads a
 /// few words per hop instead of the graph's links and vertices. Its
@@ -91,45 +120,13 @@ pub struct PathTable {
 impl PathTable {
     /// The table of `topology`'s link directions.
     pub fn new(topology: &Topology) -> PathTable {
-        let hops = topology
-            .link_ids()
-            .map(|l| {
-                let link = topology.link(l);
-                Hop {
-                    latency_ps: link.latency_ps,
-                    forward_ps: topology.vertex(topology.ends(l).1).forward_latency_ps,
-                    mtu_bytes: link.mtu_bytes,
-                    bandwidth_bytes_per_s: link.bandwidth_bytes_per_s,
-                }
-            })
-            .collect();
+        let hops = topology.link_ids().map(|l| Hop::of(topology, l)).collect();
         PathTable { hops }
     }
 
     /// [`idle_latency_ps`] of `route` for a message of `bytes`.
     pub fn idle_latency_ps(&self, route: &[LinkId], bytes: u64) -> u64 {
-        let hop = |l: &LinkId| &self.hops[l.index()];
-        let mtu = route
-            .iter()
-            .map(|l| hop(l).mtu_bytes)
-            .min()
-            .expect("routes are never empty");
-        let p = bytes.min(mtu);
-        let mut fixed = 0u64;
-        let mut ser_sum = 0u64;
-        let mut ser_max = 0u64;
-        for (i, l) in route.iter().enumerate() {
-            let h = hop(l);
-            let mut ps = h.latency_ps;
-            if i + 1 < route.len() {
-                ps += h.forward_ps;
-            }
-            fixed = fixed.saturating_add(ps);
-            let ser = duration_ps(p, h.bandwidth_bytes_per_s);
-            ser_sum = ser_sum.saturating_add(ser);
-            ser_max = ser_max.max(ser);
-        }
-        fixed.saturating_add(ser_sum - ser_max)
+        idle_latency(route, bytes, |l| self.hops[l.index()])
     }
 }
 
