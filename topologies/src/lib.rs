@@ -15,6 +15,8 @@
 //! - [`presets`]: DGX A100/H100 nodes, a PCIe box, a rail-optimised
 //!   fat-tree, a leaf-spine cluster, a ring and a 2-D torus.
 //! - [`nvsmi`]: importer for the matrix `nvidia-smi topo -m` prints.
+//! - [`rotation`]: [`Rotation`], a symmetry of a topology and its ranks
+//!   (symmetric routes, folded runs).
 //! - [`routing`]: rank placement, shortest-path or up*/down* routes
 //!   ([`Routing`]) with deterministic ECMP, cached per flow.
 //! - [`LinkSpec`] and [`FullMesh`]: the ideal model's one-link-per-pair mesh.
@@ -23,11 +25,13 @@ pub mod graph;
 pub mod kind;
 pub mod nvsmi;
 pub mod presets;
+pub mod rotation;
 pub mod routing;
 pub mod vertex;
 
 pub use graph::{LinkId, Topology, VertexId};
 pub use kind::{IbRate, Link, LinkKind};
+pub use rotation::Rotation;
 pub use routing::{Placement, Route, Router, Routing};
 pub use vertex::{Vertex, VertexKind};
 
@@ -63,6 +67,10 @@ pub enum TopologyError {
     /// A preset parameter out of range.
     #[error("{0}")]
     Parameter(String),
+    /// A map that is not a symmetry of the topology and its ranks (see
+    /// [`Rotation`]).
+    #[error("{0}")]
+    Symmetry(String),
 }
 
 /// The parameters of one direction of a link: a message of `b` bytes

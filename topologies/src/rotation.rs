@@ -1,0 +1,310 @@
+//! [`Rotation`]: a symmetry of a topology and its ranks, for folded runs.
+//!
+//! A rotation by `shift` ranks maps rank `r` to rank `(r + shift) mod N`
+//! and every vertex and link direction to its image, so that the hardware
+//! looks the same from every rank of an orbit: rank `r`'s links, switches
+//! and neighbours are rank `r + shift`'s, moved over. A preset that has
+//! such a symmetry builds it (for example a rail-optimised fat-tree
+//! rotated by one node); [`Rotation::new`] checks that it really is one.
+//!
+//! Two things use it:
+//!
+//! - **Symmetric routes.** The route of ranks `(s + k·shift, d + k·shift)`
+//!   is the route of `(s, d)` with every link moved `k` times
+//!   ([`Rotation::link_power`]): ECMP then treats every rotated copy of a
+//!   flow alike, and a run is symmetric under the rotation.
+//! - **Folding.** With symmetric routes and a collective whose ranks all
+//!   do the same thing shifted, every rank of an orbit lives through the
+//!   same timeline. A folded run simulates only ranks `0..shift` and puts
+//!   the traffic of every link on its orbit's representative
+//!   ([`Rotation::link_orbits`]). That is exact when every link's orbit
+//!   has [`Rotation::order`] members (no link is fixed by a smaller
+//!   rotation), which `link_orbits` checks.
+
+use crate::TopologyError;
+use crate::graph::{LinkId, Topology, VertexId};
+
+/// A rotation of `ranks` ranks by `shift` together with the automorphism
+/// of the topology that carries each rank's vertex to the next one's.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Rotation {
+    shift: usize,
+    ranks: usize,
+    /// `vertices[v]`: the image of vertex `v`.
+    vertices: Vec<VertexId>,
+    /// `links[l]`: the image of link direction `l`.
+    links: Vec<LinkId>,
+}
+
+/// A [`TopologyError::Symmetry`] with `message`.
+fn symmetry(message: impl Into<String>) -> TopologyError {
+    TopologyError::Symmetry(message.into())
+}
+
+/// Checks that `images` (indexed by position) is a permutation of
+/// `0..images.len()`, naming `what` in the error.
+fn check_permutation(images: &[usize], what: &str) -> Result<(), TopologyError> {
+    let mut seen = vec![false; images.len()];
+    for (i, &image) in images.iter().enumerate() {
+        if image >= images.len() {
+            return Err(symmetry(format!(
+                "the image of {what} {i} is {image}, not one of the {} {what}s",
+                images.len()
+            )));
+        }
+        if std::mem::replace(&mut seen[image], true) {
+            return Err(symmetry(format!(
+                "two {what}s have {what} {image} as their image"
+            )));
+        }
+    }
+    Ok(())
+}
+
+impl Rotation {
+    /// The rotation of ranks `0..ranks` (placed on `placement`) by `shift`
+    /// whose images of the vertices and link directions are `vertices` and
+    /// `links` (indexed by [`VertexId::index`] and [`LinkId::index`]).
+    ///
+    /// Checked: `shift` divides `ranks` and `placement` has `ranks`
+    /// entries; both maps are permutations; each link direction's image
+    /// joins the images of its ends, has the same parameters, and the
+    /// image of its reverse is the reverse of its image; each vertex's
+    /// image has the same kind and forwarding latency; rank `r`'s vertex
+    /// goes to rank `(r + shift) mod ranks`'s; and rotating
+    /// `ranks / shift` times is the identity. Errors name the first
+    /// vertex, link or rank that breaks a rule.
+    pub fn new(
+        topology: &Topology,
+        placement: &[VertexId],
+        ranks: usize,
+        shift: usize,
+        vertices: Vec<VertexId>,
+        links: Vec<LinkId>,
+    ) -> Result<Rotation, TopologyError> {
+        if shift == 0 || ranks == 0 || !ranks.is_multiple_of(shift) {
+            return Err(symmetry(format!(
+                "a rotation's shift ({shift}) must be positive and divide the number of ranks ({ranks})"
+            )));
+        }
+        if placement.len() != ranks {
+            return Err(symmetry(format!(
+                "the placement has {} ranks, the rotation {ranks}",
+                placement.len()
+            )));
+        }
+        if vertices.len() != topology.vertex_count()
+            || links.len() != topology.link_direction_count()
+        {
+            return Err(symmetry(format!(
+                "a rotation maps {} vertices and {} link directions; the topology has {} and {}",
+                vertices.len(),
+                links.len(),
+                topology.vertex_count(),
+                topology.link_direction_count()
+            )));
+        }
+        let vs: Vec<usize> = vertices.iter().map(|v| v.index()).collect();
+        check_permutation(&vs, "vertex")?;
+        let ls: Vec<usize> = links.iter().map(|l| l.index()).collect();
+        check_permutation(&ls, "link direction")?;
+        for v in topology.vertex_ids() {
+            let (a, b) = (topology.vertex(v), topology.vertex(vertices[v.index()]));
+            if a.kind != b.kind || a.forward_latency_ps != b.forward_latency_ps {
+                return Err(symmetry(format!(
+                    "vertex {} goes to {}, which is a different device",
+                    a.name, b.name
+                )));
+            }
+        }
+        for l in topology.link_ids() {
+            let image = links[l.index()];
+            let (a, b) = topology.ends(l);
+            let ends = (vertices[a.index()], vertices[b.index()]);
+            if topology.ends(image) != ends
+                || topology.link(image) != topology.link(l)
+                || links[topology.reverse(l).index()] != topology.reverse(image)
+            {
+                return Err(symmetry(format!(
+                    "link {} goes to {}, which does not join the images of its ends with the same link",
+                    topology.link_name(l),
+                    topology.link_name(image)
+                )));
+            }
+        }
+        for (r, &v) in placement.iter().enumerate() {
+            let next = placement[(r + shift) % ranks];
+            if vertices[v.index()] != next {
+                return Err(symmetry(format!(
+                    "rank {r} is on {} but the rotation takes it to {}, not to rank {}'s {}",
+                    topology.vertex(v).name,
+                    topology.vertex(vertices[v.index()]).name,
+                    (r + shift) % ranks,
+                    topology.vertex(next).name
+                )));
+            }
+        }
+        let rotation = Rotation {
+            shift,
+            ranks,
+            vertices,
+            links,
+        };
+        let order = rotation.order();
+        for l in topology.link_ids() {
+            if rotation.link_power(l, order) != l {
+                return Err(symmetry(format!(
+                    "rotating {order} times does not bring link {} back",
+                    topology.link_name(l)
+                )));
+            }
+        }
+        Ok(rotation)
+    }
+
+    /// How many ranks one step moves each rank by.
+    pub fn shift(&self) -> usize {
+        self.shift
+    }
+
+    /// The number of ranks it rotates.
+    pub fn ranks(&self) -> usize {
+        self.ranks
+    }
+
+    /// Steps until every rank is back: `ranks / shift`.
+    pub fn order(&self) -> usize {
+        self.ranks / self.shift
+    }
+
+    /// The image of vertex `v` after one step.
+    pub fn vertex(&self, v: VertexId) -> VertexId {
+        self.vertices[v.index()]
+    }
+
+    /// The image of link direction `l` after one step.
+    pub fn link(&self, l: LinkId) -> LinkId {
+        self.links[l.index()]
+    }
+
+    /// The image of link direction `l` after `k` steps (`O(k)`).
+    pub fn link_power(&self, l: LinkId, k: usize) -> LinkId {
+        (0..k % self.order()).fold(l, |l, _| self.link(l))
+    }
+
+    /// The representative of each link direction's orbit (its smallest
+    /// id), indexed by [`LinkId::index`]: what a folded run puts each
+    /// link's traffic on. An error names a link direction whose orbit is
+    /// shorter than [`Rotation::order`] (a link some smaller rotation
+    /// leaves in place, which several copies of one flow would share).
+    pub fn link_orbits(&self, topology: &Topology) -> Result<Vec<LinkId>, TopologyError> {
+        let mut canonical: Vec<Option<LinkId>> = vec![None; self.links.len()];
+        for l in topology.link_ids() {
+            if canonical[l.index()].is_some() {
+                continue;
+            }
+            let mut members = 1;
+            let mut next = self.link(l);
+            while next != l {
+                canonical[next.index()] = Some(l);
+                members += 1;
+                next = self.link(next);
+            }
+            canonical[l.index()] = Some(l);
+            if members != self.order() {
+                return Err(symmetry(format!(
+                    "link {} comes back after {members} of the rotation's {} steps; folding needs every link moved by every step",
+                    topology.link_name(l),
+                    self.order()
+                )));
+            }
+        }
+        Ok(canonical
+            .into_iter()
+            .map(|c| c.expect("every link direction was visited"))
+            .collect())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::kind::{Link, LinkKind};
+    use crate::vertex::{Vertex, VertexKind};
+
+    /// A ring of `n` GPUs joined by NVLink, and its rotation by one GPU.
+    fn ring(n: usize) -> (Topology, Vec<VertexId>, Vec<VertexId>, Vec<LinkId>) {
+        let mut t = Topology::new();
+        let gpus: Vec<VertexId> = (0..n)
+            .map(|g| {
+                t.add_vertex(Vertex::with_default_latency(
+                    format!("gpu{g}"),
+                    VertexKind::Gpu,
+                ))
+                .unwrap()
+            })
+            .collect();
+        let link = Link::bundle(LinkKind::NvLink { generation: 4 }, 1);
+        // Link i joins gpu i and gpu i+1: directions 2i (forward), 2i+1.
+        for g in 0..n {
+            t.add_link(gpus[g], gpus[(g + 1) % n], link).unwrap();
+        }
+        let vertices = (0..n).map(|g| gpus[(g + 1) % n]).collect();
+        let links = (0..2 * n).map(|d| LinkId::new((d + 2) % (2 * n))).collect();
+        (t, gpus, vertices, links)
+    }
+
+    #[test]
+    fn a_ring_rotates_by_one_and_every_link_moves() {
+        let (t, placement, vertices, links) = ring(4);
+        let r = Rotation::new(&t, &placement, 4, 1, vertices, links).unwrap();
+        assert_eq!((r.shift(), r.ranks(), r.order()), (1, 4, 4));
+        assert_eq!(r.link_power(LinkId::new(0), 3), LinkId::new(6));
+        assert_eq!(r.link_power(LinkId::new(1), 4), LinkId::new(1));
+        let orbits = r.link_orbits(&t).unwrap();
+        assert_eq!(orbits[6], LinkId::new(0));
+        assert_eq!(orbits[7], LinkId::new(1));
+    }
+
+    #[test]
+    fn a_map_that_breaks_the_graph_is_refused() {
+        let (t, placement, vertices, mut links) = ring(4);
+        links.swap(0, 1); // direction 0 now goes to direction 1's image
+        let err = Rotation::new(&t, &placement, 4, 1, vertices, links).unwrap_err();
+        assert!(err.to_string().contains("gpu0->gpu1"), "{err}");
+    }
+
+    #[test]
+    fn a_placement_the_map_does_not_rotate_is_refused() {
+        let (t, mut placement, vertices, links) = ring(4);
+        placement.swap(2, 3);
+        let err = Rotation::new(&t, &placement, 4, 1, vertices, links).unwrap_err();
+        assert!(err.to_string().contains("rank 1 is on gpu1"), "{err}");
+    }
+
+    #[test]
+    fn a_shift_that_does_not_divide_is_refused() {
+        let (t, placement, vertices, links) = ring(4);
+        let err = Rotation::new(&t, &placement, 4, 3, vertices, links).unwrap_err();
+        assert!(err.to_string().contains("divide"), "{err}");
+    }
+
+    #[test]
+    fn a_rotation_with_a_shorter_link_orbit_cannot_fold() {
+        // The ring of 4 rotated by two GPUs as ranks 0, 1, 2, 3 on
+        // gpu0, gpu1, gpu0, gpu1 would not be a placement; instead rotate
+        // a ring of 2 by one step as ranks 0..4 placed twice around:
+        // every link comes back after 2 steps, not 4.
+        let (t, gpus, vertices, links) = ring(2);
+        let placement = vec![gpus[0], gpus[1], gpus[0], gpus[1]];
+        let r = Rotation::new(&t, &placement, 4, 1, vertices, links);
+        // Rotating 4 times is the identity, so it is a rotation...
+        let r = r.unwrap();
+        // ...but each link's orbit has 2 members, not 4.
+        let err = r.link_orbits(&t).unwrap_err();
+        assert!(
+            err.to_string().contains("after 2 of the rotation's 4"),
+            "{err}"
+        );
+    }
+}
