@@ -23,6 +23,40 @@
 //! Leaves and spines forward with the InfiniBand switch latency when the
 //! links are InfiniBand and the Ethernet switch latency otherwise
 //! ([`crate::vertex`] has the sources).
+//!
+//! **Rotations.** [`fat_tree_rotation`] and [`leaf_spine_rotation`] build
+//! each preset's [`Rotation`](crate::Rotation): the symmetry that moves
+//! every rank on by `shift` with the hardware it sits on, for symmetric
+//! routes and folded runs.
+//!
+//! - Fat-tree, one leaf per rail (the default): one node. Node `n` goes to
+//!   node `n + 1 mod N` with its insides and its NIC-to-leaf links; every
+//!   node hangs off the same leaves, so the leaves stay. The uplinks and
+//!   spines turn with it: uplink `i` of each leaf goes to uplink
+//!   `(i + 1) mod u` and spine `s` to spine `s + 1 mod S`. Were the
+//!   uplinks fixed, every rotated copy of a cross-rail flow (node `n`'s
+//!   GPU `a` to node `m`'s GPU `b != a`, up leaf `a`, down leaf `b`) would
+//!   be routed through the same uplink and spine, all `N` copies piled on
+//!   one link, and that link would be left in place by every step, which
+//!   a folded run cannot represent. Turning the uplinks spreads the copies
+//!   over all `u` uplinks and so over all spines; with the default
+//!   non-blocking tree (`u = N`) every link moves with every step, and the
+//!   run folds onto one node. This is a symmetry only when `S` divides `u`
+//!   (uplink `i + 1` must go to the spine after uplink `i`'s, also across
+//!   the wrap from `u - 1` to 0) and `u` divides `N` (`N` steps bring every
+//!   uplink back); otherwise it is an error. With `u < N`
+//!   (oversubscription) the rotation exists, but each uplink comes back
+//!   after `u` steps, so it does not fold.
+//! - Fat-tree, `k > 1` leaves per rail: `N/k` nodes, one leaf's worth.
+//!   Node `n` goes to `n + N/k`, leaf `rail·k + j` to `rail·k + (j+1) mod
+//!   k` with its uplinks in order, and the spines stay: each step moves
+//!   every leaf, so every link moves and the run folds onto `N/k` nodes.
+//!   Needs `k` to divide `N`.
+//! - Leaf-spine: one leaf's hosts, leaf `l` to leaf `l + 1` with its
+//!   uplinks in order and the spines staying, as for `k > 1` (needs
+//!   `hosts_per_leaf` to divide the hosts). A single leaf turns by one host
+//!   and stays, with its uplinks: it folds only when it has no spines
+//!   (spines under a single leaf carry no traffic between its hosts).
 
 use crate::TopologyError;
 use crate::graph::{Topology, VertexId};
@@ -31,6 +65,10 @@ use crate::vertex::{ETHERNET_SWITCH_LATENCY_PS, IB_SWITCH_LATENCY_PS, Vertex, Ve
 
 use super::dgx::{DgxNode, NodeStyle, add_dgx_node};
 use super::{check_size, parameter};
+
+mod rotation;
+
+pub use rotation::{fat_tree_rotation, leaf_spine_rotation};
 
 /// The parameters of [`fat_tree`].
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -115,60 +153,21 @@ impl Default for LeafSpine {
 ///   `L·ceil((N/k) / oversubscription)`.
 ///
 /// Ranks (GPUs) are node-major: rank `n·G + g` is `node<n>/gpu<g>`.
+/// [`fat_tree_rotation`] builds its rotation.
 pub fn fat_tree(params: &FatTree) -> Result<Topology, TopologyError> {
+    let FatTreeShape {
+        node,
+        nic,
+        leaves: leaf_count,
+        per_rail,
+        spines: spine_count,
+    } = FatTreeShape::of(params)?;
     let &FatTree {
         nodes,
         gpus_per_node,
-        style,
-        leaves,
-        spines,
         oversubscription,
-        nic,
+        ..
     } = params;
-    let node = DgxNode {
-        style,
-        gpus: gpus_per_node,
-    };
-    if nodes == 0 {
-        return Err(parameter("fat_tree: nodes must be at least 1"));
-    }
-    if !(1..=8).contains(&gpus_per_node) {
-        return Err(parameter(format!(
-            "fat_tree: gpus_per_node must be 1..=8, got {gpus_per_node}"
-        )));
-    }
-    check_oversubscription("fat_tree", oversubscription)?;
-    let nic = nic.unwrap_or(style.nic());
-    check_network_kind("fat_tree", nic)?;
-    let leaf_count = leaves.unwrap_or(gpus_per_node);
-    if leaf_count == 0 || leaf_count % gpus_per_node != 0 {
-        return Err(parameter(format!(
-            "fat_tree: leaves must be a positive multiple of gpus_per_node ({gpus_per_node}), \
-             one or more leaves per rail; got {leaf_count}"
-        )));
-    }
-    let per_rail = leaf_count / gpus_per_node;
-    if per_rail > nodes {
-        return Err(parameter(format!(
-            "fat_tree: leaves gives {per_rail} leaves per rail but there are only {nodes} nodes"
-        )));
-    }
-    let max_downlinks = nodes.div_ceil(per_rail);
-    let default_spines = (gpus_per_node / 2)
-        .max(1)
-        .min(uplink_count(max_downlinks, oversubscription));
-    let spine_count = spines.unwrap_or(if leaf_count > 1 { default_spines } else { 0 });
-    check_spines(
-        "fat_tree",
-        spine_count,
-        leaf_count,
-        max_downlinks,
-        oversubscription,
-    )?;
-    let vertices = nodes
-        .checked_mul(node.vertex_count())
-        .and_then(|v| v.checked_add(leaf_count)?.checked_add(spine_count));
-    check_size("fat_tree", vertices)?;
 
     let mut t = Topology::new();
     let mut nics = Vec::with_capacity(nodes);
@@ -202,6 +201,88 @@ pub fn fat_tree(params: &FatTree) -> Result<Topology, TopologyError> {
     Ok(t)
 }
 
+/// What [`fat_tree`] builds from its parameters, once they are checked.
+#[derive(Clone, Copy, Debug, PartialEq)]
+struct FatTreeShape {
+    /// Each node's insides.
+    node: DgxNode,
+    /// The NICs' and switches' link kind.
+    nic: LinkKind,
+    /// Leaves in all.
+    leaves: usize,
+    /// Leaves per rail (`k`).
+    per_rail: usize,
+    /// Spines.
+    spines: usize,
+}
+
+impl FatTreeShape {
+    /// Checks `params` as [`fat_tree`] documents and derives the shape;
+    /// an error names the parameter out of range.
+    fn of(params: &FatTree) -> Result<FatTreeShape, TopologyError> {
+        let &FatTree {
+            nodes,
+            gpus_per_node,
+            style,
+            leaves,
+            spines,
+            oversubscription,
+            nic,
+        } = params;
+        let node = DgxNode {
+            style,
+            gpus: gpus_per_node,
+        };
+        if nodes == 0 {
+            return Err(parameter("fat_tree: nodes must be at least 1"));
+        }
+        if !(1..=8).contains(&gpus_per_node) {
+            return Err(parameter(format!(
+                "fat_tree: gpus_per_node must be 1..=8, got {gpus_per_node}"
+            )));
+        }
+        check_oversubscription("fat_tree", oversubscription)?;
+        let nic = nic.unwrap_or(style.nic());
+        check_network_kind("fat_tree", nic)?;
+        let leaf_count = leaves.unwrap_or(gpus_per_node);
+        if leaf_count == 0 || leaf_count % gpus_per_node != 0 {
+            return Err(parameter(format!(
+                "fat_tree: leaves must be a positive multiple of gpus_per_node ({gpus_per_node}), \
+                 one or more leaves per rail; got {leaf_count}"
+            )));
+        }
+        let per_rail = leaf_count / gpus_per_node;
+        if per_rail > nodes {
+            return Err(parameter(format!(
+                "fat_tree: leaves gives {per_rail} leaves per rail but there are only {nodes} nodes"
+            )));
+        }
+        let max_downlinks = nodes.div_ceil(per_rail);
+        let default_spines = (gpus_per_node / 2)
+            .max(1)
+            .min(uplink_count(max_downlinks, oversubscription));
+        let spine_count = spines.unwrap_or(if leaf_count > 1 { default_spines } else { 0 });
+        check_spines(
+            "fat_tree",
+            spine_count,
+            leaf_count,
+            max_downlinks,
+            oversubscription,
+        )?;
+        let vertices = nodes
+            .checked_mul(node.vertex_count())
+            .and_then(|v| v.checked_add(leaf_count)?.checked_add(spine_count));
+        check_size("fat_tree", vertices)?;
+        Ok(FatTreeShape {
+            node,
+            nic,
+            leaves: leaf_count,
+            per_rail,
+            spines: spine_count,
+        })
+    }
+}
+
 /// An Ethernet (or RoCE, or InfiniBand) leaf-spine cluster of CPU hosts:
 /// host `h` is a [`VertexKind::Cpu`] endpoint `host<h>` linked by PCIe
 /// Gen4 x16 to its NIC `host<h>/nic`, which links to `leaf<h / hosts_per_leaf>`
@@ -211,8 +292,10 @@ pub fn fat_tree(params: &FatTree) -> Result<Topology, TopologyError> {
 /// `d_l` hosts on leaf `l`: `2H + L + S` vertices and
 /// `2H + Σ_l ceil(d_l / oversubscription)` links (no uplinks when `S = 0`);
 /// when `hosts_per_leaf` divides `H` the sum is
-/// `L·ceil(hosts_per_leaf / oversubscription)`.
+/// `L·ceil(hosts_per_leaf / oversubscription)`. [`leaf_spine_rotation`]
+/// builds its rotation.
 pub fn leaf_spine(params: &LeafSpine) -> Result<Topology, TopologyError> {
+    let leaf_count = leaf_spine_leaves(params)?;
     let &LeafSpine {
         hosts,
         hosts_per_leaf,
@@ -220,26 +303,6 @@ pub fn leaf_spine(params: &LeafSpine) -> Result<Topology, TopologyError> {
         nic,
         oversubscription,
     } = params;
-    if hosts == 0 {
-        return Err(parameter("leaf_spine: hosts must be at least 1"));
-    }
-    if hosts_per_leaf == 0 {
-        return Err(parameter("leaf_spine: hosts_per_leaf must be at least 1"));
-    }
-    check_oversubscription("leaf_spine", oversubscription)?;
-    check_network_kind("leaf_spine", nic)?;
-    let leaf_count = hosts.div_ceil(hosts_per_leaf);
-    check_spines(
-        "leaf_spine",
-        spines,
-        leaf_count,
-        hosts.min(hosts_per_leaf),
-        oversubscription,
-    )?;
-    let vertices = hosts
-        .checked_mul(2)
-        .and_then(|v| v.checked_add(leaf_count)?.checked_add(spines));
-    check_size("leaf_spine", vertices)?;
 
     let mut t = Topology::new();
     let pcie = Link::bundle(
@@ -279,6 +342,39 @@ pub fn leaf_spine(params: &LeafSpine) -> Result<Topology, TopologyError> {
         .collect::<Result<Vec<_>, _>>()?;
     add_uplinks(&mut t, &downlinks, &spine_ids, nic_link, oversubscription)?;
     Ok(t)
+}
+
+/// Checks `params` as [`leaf_spine`] documents and returns the number of
+/// leaves; an error names the parameter out of range.
+fn leaf_spine_leaves(params: &LeafSpine) -> Result<usize, TopologyError> {
+    let &LeafSpine {
+        hosts,
+        hosts_per_leaf,
+        spines,
+        nic,
+        oversubscription,
+    } = params;
+    if hosts == 0 {
+        return Err(parameter("leaf_spine: hosts must be at least 1"));
+    }
+    if hosts_per_leaf == 0 {
+        return Err(parameter("leaf_spine: hosts_per_leaf must be at least 1"));
+    }
+    check_oversubscription("leaf_spine", oversubscription)?;
+    check_network_kind("leaf_spine", nic)?;
+    let leaf_count = hosts.div_ceil(hosts_per_leaf);
+    check_spines(
+        "leaf_spine",
+        spines,
+        leaf_count,
+        hosts.min(hosts_per_leaf),
+        oversubscription,
+    )?;
+    let vertices = hosts
+        .checked_mul(2)
+        .and_then(|v| v.checked_add(leaf_count)?.checked_add(spines));
+    check_size("leaf_spine", vertices)?;
+    Ok(leaf_count)
 }
 
 /// Uplinks of a leaf with `downlinks` downlinks: `ceil(downlinks / o)`.

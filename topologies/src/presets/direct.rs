@@ -9,12 +9,20 @@
 //! ring of `n >= 3` has `n`. A torus applies the same rule to each row and
 //! each column, so a dimension of 2 has no duplicate wraparound link and a
 //! dimension of 1 has no link in that dimension.
+//!
+//! **Rotations.** [`ring_rotation`] turns the ring by one GPU and
+//! [`torus2d_rotation`] moves the torus down by one row (GPU `i` to GPU
+//! `i + x`): row-major ranks then move on by one row's worth, and every
+//! link moves with every step (a two-GPU ring's single link is turned
+//! round, which is a move of each direction), so both fold.
 
 use crate::TopologyError;
 use crate::graph::{Topology, VertexId};
 use crate::kind::{Link, LinkKind};
+use crate::rotation::Rotation;
 use crate::vertex::{Vertex, VertexKind};
 
+use super::symmetry::{Uplinks, indexed, rotation, symmetry, vertex_map};
 use super::{check_size, parameter};
 
 /// The parameters of [`ring`].
@@ -142,6 +150,69 @@ pub fn torus2d(params: &Torus) -> Result<Topology, TopologyError> {
         link_ring(&mut t, &column, link)?;
     }
     Ok(t)
+}
+
+/// The image of every `gpu<i>` of a `gpus`-GPU preset: `gpu<(i + step)
+/// mod gpus>`.
+fn shift_gpus(
+    preset: &str,
+    topology: &Topology,
+    gpus: usize,
+    step: usize,
+) -> Result<Vec<VertexId>, TopologyError> {
+    vertex_map(topology, |name| match indexed(name, "gpu") {
+        Some((i, "")) if i < gpus => Ok(format!("gpu{}", (i + step) % gpus)),
+        _ => Err(symmetry(format!(
+            "{preset}: the topology has {name}, which a preset of {gpus} GPUs does not build; \
+             was it built from these parameters?"
+        ))),
+    })
+}
+
+/// The rotation of a [`ring`] built from `params` by one GPU (`shift` 1):
+/// `gpu<i>` goes to `gpu<i+1 mod n>` and each link to the next one, with
+/// ranks on `placement` (usually `topology.endpoints()`).
+///
+/// A parameter out of range is a [`TopologyError::Parameter`]; maps that
+/// [`Rotation::new`] refuses (a placement that does not go round the ring
+/// in order, a topology not built from `params`) are its
+/// [`TopologyError::Symmetry`].
+pub fn ring_rotation(
+    params: &RingParams,
+    topology: &Topology,
+    placement: &[VertexId],
+) -> Result<Rotation, TopologyError> {
+    if params.gpus == 0 {
+        return Err(parameter("ring: gpus must be at least 1"));
+    }
+    let vertices = shift_gpus("ring_rotation", topology, params.gpus, 1)?;
+    rotation(topology, placement, 1, vertices, Uplinks::Keep)
+}
+
+/// The rotation of a [`torus2d`] built from `params` by one row (`shift`
+/// `x` ranks): GPU `i` (column `i % x`, row `i / x`) goes to GPU
+/// `i + x mod x·y`, the same column one row down, with ranks on
+/// `placement` (usually `topology.endpoints()`, row-major).
+///
+/// A parameter out of range is a [`TopologyError::Parameter`]; maps that
+/// [`Rotation::new`] refuses (a placement that is not row-major, a
+/// topology not built from `params`) are its [`TopologyError::Symmetry`].
+pub fn torus2d_rotation(
+    params: &Torus,
+    topology: &Topology,
+    placement: &[VertexId],
+) -> Result<Rotation, TopologyError> {
+    let &Torus { x, y, .. } = params;
+    if x == 0 || y == 0 {
+        return Err(parameter(format!(
+            "torus2d: x and y must be at least 1, got x = {x}, y = {y}"
+        )));
+    }
+    let gpus = x
+        .checked_mul(y)
+        .ok_or_else(|| parameter(format!("torus2d: x·y overflows, got x = {x}, y = {y}")))?;
+    let vertices = shift_gpus("torus2d_rotation", topology, gpus, x)?;
+    rotation(topology, placement, x, vertices, Uplinks::Keep)
 }
 
 #[cfg(test)]

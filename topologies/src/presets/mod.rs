@@ -25,17 +25,28 @@
 //! - [`dgx`]: [`dgx_a100`], [`dgx_h100`], [`dgx_node`] and the node builder
 //!   [`add_dgx_node`] the fat-tree reuses.
 //! - [`pcie_box`](mod@pcie_box): GPUs under PCIe switches under CPU sockets.
-//! - [`clos`]: [`fat_tree`] and [`leaf_spine`], two-level Clos networks.
-//! - [`direct`]: [`ring`] and [`torus2d`], GPUs linked to each other.
+//! - [`clos`]: [`fat_tree`] and [`leaf_spine`], two-level Clos networks,
+//!   and their rotations [`fat_tree_rotation`] and [`leaf_spine_rotation`].
+//! - [`direct`]: [`ring`] and [`torus2d`], GPUs linked to each other, and
+//!   their rotations [`ring_rotation`] and [`torus2d_rotation`].
+//!
+//! **Rotations.** The presets with a symmetry that moves every rank on by
+//! the same number of ranks build it as a checked [`Rotation`](crate::Rotation)
+//! from their parameters, the topology and the placement (the fat-tree by
+//! one node, or one leaf's nodes; the leaf-spine by one leaf's hosts; the
+//! ring by one GPU; the torus by one row). A placement that does not rotate
+//! with it, or parameters that have no such symmetry, are a
+//! [`TopologyError::Symmetry`].
 
 pub mod clos;
 pub mod dgx;
 pub mod direct;
 pub mod pcie_box;
+mod symmetry;
 
-pub use clos::{FatTree, LeafSpine, fat_tree, leaf_spine};
+pub use clos::{FatTree, LeafSpine, fat_tree, fat_tree_rotation, leaf_spine, leaf_spine_rotation};
 pub use dgx::{DgxNode, DgxNodeIds, NodeStyle, add_dgx_node, dgx_a100, dgx_h100, dgx_node};
-pub use direct::{RingParams, Torus, ring, torus2d};
+pub use direct::{RingParams, Torus, ring, ring_rotation, torus2d, torus2d_rotation};
 pub use pcie_box::{PcieBox, pcie_box};
 
 use crate::TopologyError;

@@ -1,0 +1,166 @@
+//! The rotations of the Clos presets: [`fat_tree_rotation`] and
+//! [`leaf_spine_rotation`] (the layouts and the reasons are in the
+//! [`clos`](super) module docs).
+
+use crate::TopologyError;
+use crate::graph::{Topology, VertexId};
+use crate::presets::symmetry::{Uplinks, indexed, rotation, symmetry, vertex_map};
+use crate::rotation::Rotation;
+
+use super::{FatTree, FatTreeShape, LeafSpine, leaf_spine_leaves, uplink_count};
+
+/// The error for a vertex name the preset does not build with the
+/// parameters given.
+fn foreign(preset: &str, name: &str, shape: &str) -> TopologyError {
+    symmetry(format!(
+        "{preset}: the topology has {name}, which {shape} does not build; \
+         was it built from these parameters?"
+    ))
+}
+
+/// The rotation of a [`fat_tree`](super::fat_tree) built from `params`,
+/// with ranks on `placement` (rank `r` on `placement[r]`; usually
+/// `topology.endpoints()[..ranks]`, node-major), as the
+/// [`clos`](super) module docs describe:
+///
+/// - one leaf per rail (`leaves` = `gpus_per_node`, the default): shift by
+///   one node (`shift = gpus_per_node` ranks). Node `n` goes to node
+///   `n + 1 mod nodes` with everything inside it and its NIC-to-leaf
+///   links, leaves stay, uplink `i` of each leaf goes to its uplink
+///   `(i + 1) mod u` and spine `s` to spine `s + 1 mod S`. An error when
+///   there are spines and the `S` spines do not divide the `u` uplinks of
+///   a leaf, or `u` does not divide `nodes`.
+/// - `k > 1` leaves per rail: shift by `nodes / k` nodes
+///   (`(nodes / k)·gpus_per_node` ranks). Node `n` goes to
+///   `n + nodes/k mod nodes`, leaf `rail·k + j` to `rail·k + (j+1) mod k`
+///   with its uplinks in order, spines stay. An error when `k` does not
+///   divide `nodes` (unequal leaves).
+///
+/// A parameter out of range is the [`TopologyError::Parameter`]
+/// [`fat_tree`](super::fat_tree) gives. The maps are checked by
+/// [`Rotation::new`], whose [`TopologyError::Symmetry`] is returned for a
+/// placement that does not rotate with them (fewer ranks than GPUs, ranks
+/// out of node-major order) or a topology not built from `params`.
+pub fn fat_tree_rotation(
+    params: &FatTree,
+    topology: &Topology,
+    placement: &[VertexId],
+) -> Result<Rotation, TopologyError> {
+    let shape = FatTreeShape::of(params)?;
+    let (nodes, k, spines) = (params.nodes, shape.per_rail, shape.spines);
+    let step = if k == 1 {
+        let u = uplink_count(nodes, params.oversubscription);
+        if spines > 0 && !u.is_multiple_of(spines) {
+            return Err(symmetry(format!(
+                "fat_tree_rotation: each leaf's {u} uplinks are not a multiple of the {spines} \
+                 spines, so moving every uplink on by one does not move the spines on by one"
+            )));
+        }
+        if spines > 0 && !nodes.is_multiple_of(u) {
+            return Err(symmetry(format!(
+                "fat_tree_rotation: each leaf's {u} uplinks do not divide the {nodes} nodes, \
+                 so a whole turn of the nodes does not bring the uplinks back"
+            )));
+        }
+        1
+    } else {
+        if !nodes.is_multiple_of(k) {
+            return Err(symmetry(format!(
+                "fat_tree_rotation: the {k} leaves per rail do not split the {nodes} nodes \
+                 evenly, so the leaves are not alike"
+            )));
+        }
+        nodes / k
+    };
+    let what = format!(
+        "fat_tree with {nodes} nodes, {} leaves and {spines} spines",
+        shape.leaves
+    );
+    let vertices = vertex_map(topology, |name| {
+        if let Some((n, rest)) = indexed(name, "node")
+            && n < nodes
+            && rest.starts_with('/')
+        {
+            Ok(format!("node{}{rest}", (n + step) % nodes))
+        } else if let Some((l, "")) = indexed(name, "leaf")
+            && l < shape.leaves
+        {
+            Ok(format!("leaf{}", l / k * k + (l % k + 1) % k))
+        } else if let Some((s, "")) = indexed(name, "spine")
+            && s < spines
+        {
+            let image = if k == 1 { (s + 1) % spines } else { s };
+            Ok(format!("spine{image}"))
+        } else {
+            Err(foreign("fat_tree_rotation", name, &what))
+        }
+    })?;
+    let uplinks = if k == 1 { Uplinks::Next } else { Uplinks::Keep };
+    rotation(
+        topology,
+        placement,
+        step * params.gpus_per_node,
+        vertices,
+        uplinks,
+    )
+}
+
+/// The rotation of a [`leaf_spine`](super::leaf_spine) built from
+/// `params`, with ranks on `placement` (usually `topology.endpoints()`):
+///
+/// - one leaf (`hosts <= hosts_per_leaf`): shift by one host (one rank),
+///   host `h` (and its NIC) to host `h + 1 mod hosts`; the leaf, the
+///   spines and the uplinks stay, so with spines the uplinks are fixed and
+///   [`Rotation::link_orbits`] refuses to fold.
+/// - several leaves: shift by one leaf (`hosts_per_leaf` ranks), host `h`
+///   to `h + hosts_per_leaf mod hosts`, leaf `l` to `l + 1 mod L` with its
+///   uplinks in order, spines stay. An error when `hosts_per_leaf` does
+///   not divide `hosts` (the last leaf would be smaller).
+///
+/// A parameter out of range is the [`TopologyError::Parameter`]
+/// [`leaf_spine`](super::leaf_spine) gives; maps that [`Rotation::new`]
+/// refuses (a placement that does not rotate with them, a topology not
+/// built from `params`) are its [`TopologyError::Symmetry`].
+pub fn leaf_spine_rotation(
+    params: &LeafSpine,
+    topology: &Topology,
+    placement: &[VertexId],
+) -> Result<Rotation, TopologyError> {
+    let leaves = leaf_spine_leaves(params)?;
+    let &LeafSpine {
+        hosts,
+        hosts_per_leaf,
+        spines,
+        ..
+    } = params;
+    let step = if leaves == 1 {
+        1
+    } else if hosts.is_multiple_of(hosts_per_leaf) {
+        hosts_per_leaf
+    } else {
+        return Err(symmetry(format!(
+            "leaf_spine_rotation: {hosts_per_leaf} hosts per leaf do not divide the {hosts} \
+             hosts, so the last leaf is not like the others"
+        )));
+    };
+    let what = format!("leaf_spine with {hosts} hosts, {leaves} leaves and {spines} spines");
+    let vertices = vertex_map(topology, |name| {
+        if let Some((h, rest)) = indexed(name, "host")
+            && h < hosts
+            && (rest.is_empty() || rest == "/nic")
+        {
+            Ok(format!("host{}{rest}", (h + step) % hosts))
+        } else if let Some((l, "")) = indexed(name, "leaf")
+            && l < leaves
+        {
+            Ok(format!("leaf{}", (l + 1) % leaves))
+        } else if let Some((s, "")) = indexed(name, "spine")
+            && s < spines
+        {
+            Ok(name.to_string())
+        } else {
+            Err(foreign("leaf_spine_rotation", name, &what))
+        }
+    })?;
+    rotation(topology, placement, step, vertices, Uplinks::Keep)
+}
