@@ -314,6 +314,27 @@ pub fn exact_reference(
     Some(movement_reference(collective, inputs, root))
 }
 
+/// Whether every rank of `algorithm` for `collective` does what rank 0
+/// does, moved by its rank: rank `r`'s partners are rank 0's plus `r`
+/// (mod `N`) at every step, with the same message sizes when the buffer
+/// splits into equal blocks. Rings, shifted pairwise exchanges, Bruck and
+/// dissemination are; partners by XOR (recursive doubling and halving,
+/// Rabenseifner), roots and trees are not. The hierarchical allreduce is
+/// when the rotation moves whole nodes. A simulator may then simulate one
+/// rank per orbit of a rotation (see the `sim` crate's `fold`).
+pub fn rotation_symmetric(collective: Collective, algorithm: Algorithm) -> bool {
+    use Algorithm as A;
+    use Collective as C;
+    matches!(
+        (collective, algorithm),
+        (C::Allreduce, A::Ring | A::Hierarchical)
+            | (C::ReduceScatter, A::Ring)
+            | (C::Allgather, A::Ring | A::Bruck)
+            | (C::Alltoall, A::Pairwise | A::Bruck)
+            | (C::Barrier, A::Dissemination)
+    )
+}
+
 /// An upper bound on the messages one call of the pair sends over all
 /// ranks, for `count` elements of `elem_bytes` bytes in chunks of at most
 /// `chunk_bytes`: `N(N-1)`-like for rings and pairwise exchanges,

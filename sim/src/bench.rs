@@ -89,14 +89,33 @@ pub fn allreduce_messages(
         .fold(in_node, u64::saturating_add)
 }
 
+/// How the benchmark uses the fat-tree's symmetry (its rotation by one
+/// node, see [`crate::fold`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum BenchSymmetry {
+    /// Every rank simulated, ECMP hashing each flow on its own.
+    None,
+    /// Every rank simulated, with symmetric routes (the rotated copies of
+    /// a flow take the rotated path): the full run a folded one matches.
+    Routes,
+    /// Symmetric routes, and only the first node's ranks simulated.
+    Fold,
+}
+
 /// The network of `ranks` ranks: ideal links, or the default fat-tree
-/// preset with `ceil(ranks / 8)` nodes, ranks placed in order.
-pub fn bench_network(network: BenchNetwork, ranks: usize) -> NetworkConfig {
+/// preset with `ceil(ranks / 8)` nodes, ranks placed in order, with the
+/// rotation by one node when `symmetry` asks for it (an error when the
+/// ranks do not fill whole nodes or the tree has no such rotation).
+pub fn bench_network(
+    network: BenchNetwork,
+    ranks: usize,
+    symmetry: BenchSymmetry,
+) -> Result<NetworkConfig, String> {
     let level = match network {
         BenchNetwork::Ideal => {
-            return NetworkConfig::Ideal(
+            return Ok(NetworkConfig::Ideal(
                 LinkSpec::new(1_000_000, 100e9).expect("constant link parameters are valid"),
-            );
+            ));
         }
         BenchNetwork::Packet => ModelLevel::Packet,
         BenchNetwork::Flow => ModelLevel::Flow,
@@ -107,26 +126,44 @@ pub fn bench_network(network: BenchNetwork, ranks: usize) -> NetworkConfig {
     };
     let topology = Arc::new(presets::fat_tree(&params).expect("the default fat-tree builds"));
     let placement: Arc<[_]> = topology.endpoints()[..ranks].into();
-    NetworkConfig::Topology(TopologyConfig::new(topology, placement, level, 1))
+    let rotation = match symmetry {
+        BenchSymmetry::None => None,
+        BenchSymmetry::Routes | BenchSymmetry::Fold => Some(Arc::new(
+            presets::fat_tree_rotation(&params, &topology, &placement)
+                .map_err(|e| e.to_string())?,
+        )),
+    };
+    let mut config = TopologyConfig::new(topology, placement, level, 1);
+    config.rotation = rotation;
+    Ok(NetworkConfig::Topology(config))
 }
 
 /// Simulates one phantom float-sum allreduce (`algorithm`) of `bytes` on
-/// `ranks` ranks of `network` and times it.
+/// `ranks` ranks of `network` and times it; `fold` simulates only the
+/// first node's ranks (see [`crate::fold`]). An error says why the run
+/// cannot fold, or which rank failed (a folded collective that is not
+/// symmetric) or that it deadlocked.
 pub fn allreduce_phantom(
     network: NetworkConfig,
     algorithm: BenchAlgorithm,
     ranks: usize,
     bytes: u64,
     chunk_bytes: u64,
-) -> BenchResult {
-    let config = WorldConfig {
+    fold: bool,
+) -> Result<BenchResult, String> {
+    let mut config = WorldConfig {
         world_size: ranks,
         network,
         trace: false,
         call_timeout_ps: None,
         faults: crate::world::RankFaults::default(),
+        fold: None,
         reduce_bytes_per_s: None,
     };
+    if fold {
+        crate::fold::fold(&mut config, BENCH_RANKS_PER_NODE.min(ranks))
+            .map_err(|e| e.to_string())?;
+    }
     let count = usize::try_from(bytes / 4).expect("sizes fit in memory");
     #[allow(clippy::disallowed_methods)] // benchmark wall time, never simulation output
     let started = Instant::now();
@@ -148,12 +185,21 @@ pub fn allreduce_phantom(
         .await
     });
     let wall_s = started.elapsed().as_secs_f64();
-    assert!(exec.deadlock.is_none(), "the allreduce does not deadlock");
-    BenchResult {
+    if let Some(d) = &exec.deadlock {
+        return Err(format!("the allreduce deadlocked at {}", d.time));
+    }
+    for (rank, out) in exec.outputs.iter().enumerate() {
+        match out {
+            Some(Ok(())) => {}
+            Some(Err(e)) => return Err(format!("rank {rank}: {e}")),
+            None => return Err(format!("rank {rank} did not finish")),
+        }
+    }
+    Ok(BenchResult {
         wall_s,
         simulated_ps: exec.end_time.as_ps(),
         stats: exec.stats,
-    }
+    })
 }
 
 #[cfg(test)]

@@ -147,7 +147,8 @@ pub fn run<T, Fut>(config: WorldConfig, mut program: impl FnMut(SimFabric) -> Fu
 where
     Fut: Future<Output = T>,
 {
-    let n = config.world_size;
+    let n = config.simulated_ranks();
+    let world_size = config.world_size;
     let world = Rc::new(RefCell::new(World::new(config)));
     let ready = Arc::new(ReadyQueue {
         queue: Mutex::new(VecDeque::with_capacity(n)),
@@ -253,7 +254,7 @@ where
                         from: wait.from,
                         tag: wait.tag,
                         bytes: wait.expect.bytes(),
-                        from_finished: wait.from < n && tasks[wait.from].is_none(),
+                        from_finished: tasks[wait.from % n].is_none(),
                         from_crashed: crashed.iter().any(|(r, _)| *r == wait.from),
                     })
                     .collect(),
@@ -265,7 +266,7 @@ where
         } else {
             last_progress.max(w.last_activity)
         };
-        let report = DeadlockReport::new(at, blocked, n)
+        let report = DeadlockReport::new(at, blocked, world_size)
             .with_crashes(crashed.clone())
             .with_down_links(w.down_links())
             .with_transport_failures(

@@ -36,6 +36,7 @@ pub mod deadlock;
 pub mod event;
 pub mod executor;
 pub mod fabric;
+pub mod fold;
 pub mod link_report;
 pub mod links;
 pub mod network;

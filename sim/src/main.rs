@@ -18,7 +18,7 @@ use std::collections::BTreeMap;
 
 use algorithms::{CollectiveError, FabricError};
 use clap::{Parser, Subcommand};
-use sim::bench::{BENCH_RANKS_PER_NODE, BenchAlgorithm, BenchNetwork};
+use sim::bench::{BENCH_RANKS_PER_NODE, BenchAlgorithm, BenchNetwork, BenchSymmetry};
 use sim::link_report::{LinkCsv, LinkTimelineCsv, busiest, trouble_lines};
 use sim::network::NetworkConfig;
 use sim::real::FabricKind;
@@ -169,6 +169,11 @@ enum Command {
         /// The allreduce: the flat ring, or hierarchical (8 ranks per node).
         #[arg(long, value_enum, default_value = "ring")]
         algorithm: BenchAlgorithm,
+        /// The fat-tree's rotation by one node: not used (ECMP hashes each
+        /// flow), symmetric routes on every rank, or a folded run that
+        /// simulates the first node's ranks only.
+        #[arg(long, value_enum, default_value = "none")]
+        symmetry: BenchSymmetry,
     },
 }
 
@@ -244,7 +249,14 @@ fn main() -> ExitCode {
             repeat,
             network,
             algorithm,
-        } => bench(ranks as usize, bytes, chunk, repeat, network, algorithm),
+            symmetry,
+        } => bench(
+            ranks as usize,
+            bytes,
+            chunk,
+            repeat,
+            (network, algorithm, symmetry),
+        ),
         Command::Bench(args) => sim::real::bench_cmd::bench(&args, &command_line()),
         Command::Launch(args) => sim::real::launch_cmd::launch(&args),
         Command::Check(args) => sim::check::command::check_command(&args).map(ExitCode::from),
@@ -768,8 +780,7 @@ fn bench(
     bytes: ByteSize,
     chunk: ByteSize,
     repeat: u32,
-    network: BenchNetwork,
-    algorithm: BenchAlgorithm,
+    (network, algorithm, symmetry): (BenchNetwork, BenchAlgorithm, BenchSymmetry),
 ) -> io::Result<ExitCode> {
     if chunk.0 < 4096 {
         eprintln!("error: --chunk must be at least 4K");
@@ -781,7 +792,12 @@ fn bench(
         );
         return Ok(ExitCode::from(EXIT_INPUT));
     }
-    let messages = sim::bench::allreduce_messages(algorithm, ranks, bytes.0, chunk.0);
+    let fold = symmetry == BenchSymmetry::Fold;
+    let mut messages = sim::bench::allreduce_messages(algorithm, ranks, bytes.0, chunk.0);
+    if fold {
+        // A folded run sends the first node's share.
+        messages /= (ranks / BENCH_RANKS_PER_NODE.min(ranks)).max(1) as u64;
+    }
     if messages > sim::scenario::MESSAGES_PER_POINT_MAX {
         eprintln!(
             "error: {ranks} ranks at {} bytes would send {messages} messages; use fewer ranks or a larger --chunk",
@@ -792,7 +808,7 @@ fn bench(
     let mut out = io::stdout().lock();
     writeln!(
         out,
-        "# {} allreduce, phantom float payload, {ranks} ranks, {} bytes, chunk {} bytes, {} network",
+        "# {} allreduce, phantom float payload, {ranks} ranks, {} bytes, chunk {} bytes, {} network{}",
         algorithm.algorithm().name(),
         bytes.0,
         chunk.0,
@@ -800,6 +816,11 @@ fn bench(
             BenchNetwork::Ideal => "ideal",
             BenchNetwork::Packet => "fat-tree packet-level",
             BenchNetwork::Flow => "fat-tree flow-level",
+        },
+        match symmetry {
+            BenchSymmetry::None => "",
+            BenchSymmetry::Routes => ", symmetric routes",
+            BenchSymmetry::Fold => ", folded by one node (symmetric routes)",
         }
     )?;
     writeln!(
@@ -808,8 +829,16 @@ fn bench(
         "rep", "wall (s)", "events", "events/s", "simulated (us)"
     )?;
     for rep in 0..repeat {
-        let config = sim::bench::bench_network(network, ranks);
-        let r = sim::bench::allreduce_phantom(config, algorithm, ranks, bytes.0, chunk.0);
+        let r = sim::bench::bench_network(network, ranks, symmetry).and_then(|config| {
+            sim::bench::allreduce_phantom(config, algorithm, ranks, bytes.0, chunk.0, fold)
+        });
+        let r = match r {
+            Ok(r) => r,
+            Err(e) => {
+                eprintln!("error: {e}");
+                return Ok(ExitCode::from(EXIT_INPUT));
+            }
+        };
         writeln!(
             out,
             "{:>4} {:>12.4} {:>12} {:>14.0} {:>14.3}",

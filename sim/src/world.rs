@@ -43,6 +43,17 @@ pub struct WorldConfig {
     pub call_timeout_ps: Option<u64>,
     /// Ranks that crash or compute slowly.
     pub faults: RankFaults,
+    /// A folded run (see [`crate::fold`]): only ranks `0..shift` run, each
+    /// standing for its orbit under the rotation by `shift` ranks; set by
+    /// [`crate::fold::fold`], which checks that the run can be folded.
+    pub fold: Option<usize>,
+}
+
+impl WorldConfig {
+    /// The ranks the engine runs: all of them, or `0..shift` when folded.
+    pub fn simulated_ranks(&self) -> usize {
+        self.fold.unwrap_or(self.world_size)
+    }
 }
 
 /// Faults of individual ranks: crashes and slow compute.
@@ -153,9 +164,9 @@ pub(crate) struct SyncPoint {
 
 impl World {
     pub fn new(config: WorldConfig) -> World {
-        let n = config.world_size;
+        let n = config.simulated_ranks();
         let mut world = World {
-            network: Network::new(&config.network, n, config.trace),
+            network: Network::new(&config.network, config.world_size, config.trace),
             traffic: LinkStats::default(),
             delivered: Vec::new(),
             trace: config.trace.then(TraceLog::default),
@@ -216,7 +227,7 @@ impl World {
             self.traffic.messages += 1;
             self.traffic.bytes += bytes;
         }
-        if self.broken.contains_key(&(dst, src)) {
+        if self.broken.contains_key(&self.receiver_view(src, dst)) {
             // The pair's transport has failed: nothing more gets through,
             // and the receiver's receives fail.
             self.in_flight.remove(message);
@@ -368,15 +379,31 @@ impl World {
                 end: self.now,
             });
         }
-        let key = (m.dst, m.src, m.tag);
+        let (dst, src) = self.receiver_view(m.src, m.dst);
+        let key = (dst, src, m.tag);
         let spare = &mut self.spare_queues;
         self.mailbox
             .entry(key)
             .or_insert_with(|| spare.pop().unwrap_or_default())
             .push_back(m.payload);
-        for w in &self.waits[m.dst] {
-            if w.from == m.src && w.tag == m.tag {
+        for w in &self.waits[dst] {
+            if w.from == src && w.tag == m.tag {
                 w.waker.wake_by_ref();
+            }
+        }
+    }
+
+    /// Who receives a message from `src` to `dst`, and from whom it seems
+    /// to come: `(dst, src)` itself, or in a folded run the representative
+    /// of `dst`'s orbit (`dst mod shift`) and `src` rotated back by as many
+    /// steps (the message rank `dst - k·shift` gets from `src - k·shift`).
+    fn receiver_view(&self, src: Rank, dst: Rank) -> (Rank, Rank) {
+        match self.config.fold {
+            None => (dst, src),
+            Some(shift) => {
+                let n = self.config.world_size;
+                let back = dst - dst % shift;
+                (dst % shift, (src + n - back) % n)
             }
         }
     }
@@ -397,13 +424,14 @@ impl World {
                 end: self.now,
             });
         }
-        for w in &self.waits[f.dst] {
-            if w.from == f.src {
+        let (dst, src) = self.receiver_view(f.src, f.dst);
+        for w in &self.waits[dst] {
+            if w.from == src {
                 w.waker.wake_by_ref();
             }
         }
         self.transport_timeouts.push(f.clone());
-        self.broken.insert((f.dst, f.src), f);
+        self.broken.insert((dst, src), f);
     }
 
     /// The transport failure that stops `rank` hearing from `from`, if
@@ -418,7 +446,7 @@ impl World {
     pub fn arrive_at_sync(&mut self, rank: Rank, waker: &Waker) -> u64 {
         let generation = self.sync.generation;
         self.sync.waiting.push((rank, waker.clone()));
-        if self.sync.waiting.len() == self.config.world_size {
+        if self.sync.waiting.len() == self.config.simulated_ranks() {
             self.sync.generation += 1;
             // A call starts now: arm its watchdog.
             let now = self.now;

@@ -5,15 +5,16 @@
 //! Its own test binary, because `allocation_counter` replaces the global
 //! allocator (with one that counts the calling thread's allocations).
 
-use sim::bench::{BenchAlgorithm, BenchNetwork, allreduce_phantom, bench_network};
+use sim::bench::{BenchAlgorithm, BenchNetwork, BenchSymmetry, allreduce_phantom, bench_network};
 
 /// Allocations and messages of one phantom allreduce of `bytes` in 4 KiB
 /// chunks on 16 ranks.
 fn measure(network: BenchNetwork, algorithm: BenchAlgorithm, bytes: u64) -> (u64, u64) {
-    let config = bench_network(network, 16);
+    let config = bench_network(network, 16, BenchSymmetry::None).expect("the bench network builds");
     let mut messages = 0;
     let info = allocation_counter::measure(|| {
-        messages = allreduce_phantom(config, algorithm, 16, bytes, 4096)
+        messages = allreduce_phantom(config, algorithm, 16, bytes, 4096, false)
+            .expect("the allreduce completes")
             .stats
             .links
             .messages;

@@ -61,6 +61,27 @@ fn check_permutation(images: &[usize], what: &str) -> Result<(), TopologyError> 
     Ok(())
 }
 
+/// The length of the cycle through each element of the permutation
+/// `images` (one walk per cycle: `O(len)` in all).
+fn cycle_lengths(images: &[usize]) -> Vec<usize> {
+    let mut length = vec![0; images.len()];
+    for start in 0..images.len() {
+        if length[start] != 0 {
+            continue;
+        }
+        let mut members = vec![start];
+        let mut next = images[start];
+        while next != start {
+            members.push(next);
+            next = images[next];
+        }
+        for &m in &members {
+            length[m] = members.len();
+        }
+    }
+    length
+}
+
 impl Rotation {
     /// The rotation of ranks `0..ranks` (placed on `placement`) by `shift`
     /// whose images of the vertices and link directions are `vertices` and
@@ -151,13 +172,19 @@ impl Rotation {
             links,
         };
         let order = rotation.order();
-        for l in topology.link_ids() {
-            if rotation.link_power(l, order) != l {
-                return Err(symmetry(format!(
-                    "rotating {order} times does not bring link {} back",
-                    topology.link_name(l)
-                )));
-            }
+        let cycle = cycle_lengths(&vs).into_iter().enumerate();
+        if let Some((v, len)) = cycle.clone().find(|&(_, len)| !order.is_multiple_of(len)) {
+            return Err(symmetry(format!(
+                "rotating {order} times does not bring vertex {} back (it comes back after {len})",
+                topology.vertex(VertexId::new(v)).name
+            )));
+        }
+        let cycle = cycle_lengths(&ls).into_iter().enumerate();
+        if let Some((l, len)) = cycle.clone().find(|&(_, len)| !order.is_multiple_of(len)) {
+            return Err(symmetry(format!(
+                "rotating {order} times does not bring link {} back (it comes back after {len})",
+                topology.link_name(LinkId::new(l))
+            )));
         }
         Ok(rotation)
     }
@@ -261,6 +288,7 @@ mod tests {
         assert_eq!((r.shift(), r.ranks(), r.order()), (1, 4, 4));
         assert_eq!(r.link_power(LinkId::new(0), 3), LinkId::new(6));
         assert_eq!(r.link_power(LinkId::new(1), 4), LinkId::new(1));
+        assert_eq!(r.link_power(LinkId::new(1), 5), LinkId::new(3));
         let orbits = r.link_orbits(&t).unwrap();
         assert_eq!(orbits[6], LinkId::new(0));
         assert_eq!(orbits[7], LinkId::new(1));
@@ -287,6 +315,39 @@ mod tests {
         let (t, placement, vertices, links) = ring(4);
         let err = Rotation::new(&t, &placement, 4, 3, vertices, links).unwrap_err();
         assert!(err.to_string().contains("divide"), "{err}");
+    }
+
+    #[test]
+    fn a_map_that_does_not_come_back_in_order_steps_is_refused() {
+        // Two GPUs on a 2-ring (ranks 0 and 1, shift 1: order 2) and,
+        // apart, three switches on a 3-ring turned by one: they come back
+        // after 3 steps, which 2 steps of the ranks never reach.
+        let mut t = Topology::new();
+        let link = Link::bundle(LinkKind::NvLink { generation: 4 }, 1);
+        let add = |t: &mut Topology, name: String, kind| {
+            t.add_vertex(Vertex::with_default_latency(name, kind))
+                .unwrap()
+        };
+        let g: Vec<VertexId> = (0..2)
+            .map(|i| add(&mut t, format!("gpu{i}"), VertexKind::Gpu))
+            .collect();
+        let s: Vec<VertexId> = (0..3)
+            .map(|i| add(&mut t, format!("sw{i}"), VertexKind::NvSwitch))
+            .collect();
+        t.add_link(g[0], g[1], link).unwrap(); // directions 0, 1
+        t.add_link(g[1], g[0], link).unwrap(); // directions 2, 3
+        for i in 0..3 {
+            t.add_link(s[i], s[(i + 1) % 3], link).unwrap(); // 4 + 2i, 5 + 2i
+        }
+        let vertices = vec![g[1], g[0], s[1], s[2], s[0]];
+        let mut links: Vec<LinkId> = [2, 3, 0, 1].map(LinkId::new).to_vec();
+        links.extend((0..6).map(|d| LinkId::new(4 + (d + 2) % 6)));
+        let err = Rotation::new(&t, &g, 2, 1, vertices, links).unwrap_err();
+        assert!(
+            err.to_string()
+                .contains("vertex sw0 back (it comes back after 3)"),
+            "{err}"
+        );
     }
 
     #[test]

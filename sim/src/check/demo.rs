@@ -255,6 +255,7 @@ mod tests {
             trace: false,
             call_timeout_ps: None,
             faults: RankFaults::default(),
+            fold: None,
         };
         let exec = crate::run(config, |fabric| {
             let mut buf = inputs[fabric.rank()].clone();

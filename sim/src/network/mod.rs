@@ -21,7 +21,8 @@ pub mod timeline;
 use std::sync::{Arc, Mutex};
 
 use algorithms::{Rank, Time};
-use topologies::{LinkId, LinkSpec, Route, Router, Topology, VertexId};
+use rustc_hash::FxHashMap as HashMap;
+use topologies::{LinkId, LinkSpec, Rotation, Route, Router, Topology, VertexId};
 
 use crate::event::{EventQueue, MessageId};
 use crate::links::IdealLinks;
@@ -261,6 +262,15 @@ pub struct TopologyConfig {
     /// When set, the model records each link's traffic per time bin of
     /// this many ps (see [`timeline`]).
     pub timeline_bin_ps: Option<u64>,
+    /// Symmetric routes: when set, the route between ranks
+    /// `(s + k·shift, d + k·shift)` is the route of `(s, d)` (`s <
+    /// shift`) moved `k` steps by the rotation, so every rotated copy of
+    /// a flow takes the rotated path (see [`topologies::rotation`]).
+    pub rotation: Option<Arc<Rotation>>,
+    /// A folded run's link map: each link direction's orbit
+    /// representative, on which the model puts its traffic (set by
+    /// [`crate::fold::fold`] with the rotation's checked orbits).
+    pub folded_links: Option<Arc<[LinkId]>>,
 }
 
 impl TopologyConfig {
@@ -294,6 +304,8 @@ impl TopologyConfig {
             pfc: PfcConfig::default(),
             loss_seed: 0,
             timeline_bin_ps: None,
+            rotation: None,
+            folded_links: None,
         }
     }
 }
@@ -343,6 +355,14 @@ pub(crate) struct Routed<M> {
     router: Arc<Mutex<Router>>,
     placement: Arc<[VertexId]>,
     world_size: usize,
+    /// Symmetric routes (see [`TopologyConfig::rotation`]).
+    rotation: Option<Arc<Rotation>>,
+    /// A folded run's orbit representatives (see
+    /// [`TopologyConfig::folded_links`]).
+    folded_links: Option<Arc<[LinkId]>>,
+    /// Rotated or folded routes by flow, so each is built once; only
+    /// looked up, never iterated.
+    moved_routes: HashMap<u64, Route>,
 }
 
 impl Network {
@@ -365,6 +385,9 @@ impl Network {
                         router,
                         placement,
                         world_size,
+                        rotation: t.rotation.clone(),
+                        folded_links: t.folded_links.clone(),
+                        moved_routes: HashMap::default(),
                     })),
                     ModelLevel::Flow => Network::Flow(Box::new(Routed {
                         model: flow::FlowNetwork::new(topology, sample_links)
@@ -372,6 +395,9 @@ impl Network {
                         router,
                         placement,
                         world_size,
+                        rotation: t.rotation.clone(),
+                        folded_links: t.folded_links.clone(),
+                        moved_routes: HashMap::default(),
                     })),
                 }
             }
@@ -442,8 +468,8 @@ impl Network {
     pub fn usage(&self, now: Time) -> Option<Vec<LinkUsage>> {
         match self {
             Network::Ideal(_) => None,
-            Network::Packet(r) => Some(r.model.usage_at(now)),
-            Network::Flow(r) => Some(r.model.usage().to_vec()),
+            Network::Packet(r) => Some(r.unfold(r.model.usage_at(now))),
+            Network::Flow(r) => Some(r.unfold(r.model.usage().to_vec())),
         }
     }
 
@@ -508,8 +534,8 @@ impl Network {
     pub fn take_timeline(&mut self) -> Option<timeline::LinkTimeline> {
         match self {
             Network::Ideal(_) => None,
-            Network::Packet(r) => r.model.take_timeline(),
-            Network::Flow(r) => r.model.take_timeline(),
+            Network::Packet(r) => r.model.take_timeline().map(|t| r.unfold_timeline(t)),
+            Network::Flow(r) => r.model.take_timeline().map(|t| r.unfold_timeline(t)),
         }
     }
 
@@ -524,6 +550,48 @@ impl Network {
 }
 
 impl<M> Routed<M> {
+    /// Per-link counters as the full run would have them: in a folded
+    /// run every link direction gets its orbit representative's (the
+    /// traffic each member carries), otherwise `usage` itself.
+    fn unfold(&self, usage: Vec<LinkUsage>) -> Vec<LinkUsage> {
+        match &self.folded_links {
+            Some(canonical) => canonical.iter().map(|c| usage[c.index()]).collect(),
+            None => usage,
+        }
+    }
+
+    /// The link timeline as the full run would have it (see
+    /// [`Routed::unfold`]).
+    fn unfold_timeline(&self, timeline: timeline::LinkTimeline) -> timeline::LinkTimeline {
+        match &self.folded_links {
+            Some(canonical) => timeline.unfold(canonical),
+            None => timeline,
+        }
+    }
+
+    /// The router's route from `a` to `b` for `flow`.
+    fn route(&self, a: VertexId, b: VertexId, flow: u64) -> Route {
+        self.router
+            .lock()
+            .expect("a run never panics while routing")
+            .route(a, b, flow)
+            .expect("every pair of placed ranks was checked to be connected")
+    }
+
+    /// The symmetric route from `src` to `dst`: the route of the pair
+    /// rotated back to a source below the shift, moved forward again by
+    /// the rotation, or in a folded run put on the orbit representatives.
+    fn moved_route(&self, rotation: &Rotation, src: Rank, dst: Rank) -> Route {
+        let (n, shift) = (self.world_size, rotation.shift());
+        let k = src / shift;
+        let (s0, d0) = (src - k * shift, (dst + n - k * shift) % n);
+        let base = self.route(self.placement[s0], self.placement[d0], flow_id(s0, d0, n));
+        match &self.folded_links {
+            Some(canonical) => base.iter().map(|l| canonical[l.index()]).collect(),
+            None => base.iter().map(|&l| rotation.link_power(l, k)).collect(),
+        }
+    }
+
     /// The transfer for a message between two ranks, or `None` for a
     /// message to oneself (it crosses no link).
     fn transfer(
@@ -538,12 +606,18 @@ impl<M> Routed<M> {
             return None;
         }
         let flow = flow_id(src, dst, self.world_size);
-        let route = self
-            .router
-            .lock()
-            .expect("a run never panics while routing")
-            .route(a, b, flow)
-            .expect("every pair of placed ranks was checked to be connected");
+        let route = match &self.rotation {
+            None => self.route(a, b, flow),
+            Some(rotation) => match self.moved_routes.get(&flow) {
+                Some(route) => Arc::clone(route),
+                None => {
+                    let rotation = Arc::clone(rotation);
+                    let route = self.moved_route(&rotation, src, dst);
+                    self.moved_routes.insert(flow, Arc::clone(&route));
+                    route
+                }
+            },
+        };
         Some(Transfer {
             message,
             bytes,

@@ -114,6 +114,24 @@ impl LinkTimeline {
         list[at].1 += bytes;
     }
 
+    /// The timeline of a folded run as the full run would have it: every
+    /// link direction gets the bins of its orbit representative
+    /// (`canonical[l]`), up to the cap (then it says it was truncated).
+    pub fn unfold(&self, canonical: &[LinkId]) -> LinkTimeline {
+        let mut full = LinkTimeline::new(canonical.len(), self.bin_ps);
+        full.truncated = self.truncated;
+        for (l, c) in canonical.iter().enumerate() {
+            let bins = &self.per_link[c.index()];
+            if full.entries + bins.len() > TIMELINE_ENTRIES_MAX {
+                full.truncated = true;
+                break;
+            }
+            full.entries += bins.len();
+            full.per_link[l] = bins.clone();
+        }
+        full
+    }
+
     /// The bins with traffic, by link id then time, one per (link, bin).
     pub fn bins(&self) -> Vec<TimelineBin> {
         let mut out = Vec::with_capacity(self.entries);
@@ -157,6 +175,22 @@ mod tests {
         );
         let total: f64 = t.bins().iter().map(|b| b.bytes).sum();
         assert_eq!(total, 313.0);
+    }
+
+    #[test]
+    fn unfolding_gives_each_link_its_representative_bins() {
+        let mut t = LinkTimeline::new(3, 100);
+        t.add(0, Time(0), Time(100), 5.0);
+        t.add(2, Time(100), Time(200), 7.0);
+        // Links 0 and 1 form one orbit, link 2 its own.
+        let full = t.unfold(&[LinkId::new(0), LinkId::new(0), LinkId::new(2)]);
+        let bins: Vec<(usize, u64, f64)> = full
+            .bins()
+            .iter()
+            .map(|b| (b.link.index(), b.start.as_ps(), b.bytes))
+            .collect();
+        assert_eq!(bins, vec![(0, 0, 5.0), (1, 0, 5.0), (2, 100, 7.0)]);
+        assert!(!full.truncated);
     }
 
     #[test]

@@ -146,6 +146,10 @@ pub struct Scenario {
     /// Whether the file has a `[sweep]` table, which `sim run` ignores
     /// (`sim sweep` runs it).
     pub has_sweep: bool,
+    /// `[topology] symmetry = "fold"`: runs simulate only ranks
+    /// `0..shift`, one per orbit of the preset's rotation (see
+    /// [`crate::fold`]).
+    pub fold: Option<usize>,
 }
 
 impl Scenario {

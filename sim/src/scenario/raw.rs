@@ -184,6 +184,10 @@ pub struct RawTopology {
     pub routing: Option<Spanned<String>>,
     #[serde(default)]
     pub routing_root: Option<Spanned<String>>,
+    /// `"routes"` or `"fold"`: the preset's rotation (symmetric routes,
+    /// and with `"fold"` a folded run).
+    #[serde(default)]
+    pub symmetry: Option<Spanned<String>>,
     // Nodes and fat-trees.
     #[serde(default)]
     pub nodes: Option<Spanned<i64>>,

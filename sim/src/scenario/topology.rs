@@ -9,7 +9,8 @@ use std::sync::Arc;
 use toml::Spanned;
 use topologies::presets;
 use topologies::{
-    Link, LinkKind, LinkSpec, Placement, Router, Routing, Topology, Vertex, VertexKind,
+    Link, LinkKind, LinkSpec, Placement, Rotation, Router, Routing, Topology, TopologyError,
+    Vertex, VertexId, VertexKind,
 };
 
 use super::ScenarioError;
@@ -30,7 +31,12 @@ pub(super) struct Network {
     /// The most ranks one `[[collective]]` may use: the placed ranks on a
     /// topology; any number on ideal links, which exist for every pair.
     pub max_collective_ranks: usize,
+    /// A folded run's shift (`symmetry = "fold"`).
+    pub fold: Option<usize>,
 }
+
+/// Builds a preset's rotation for the placed ranks (`[topology].symmetry`).
+type Rotator = Box<dyn Fn(&Topology, &[VertexId]) -> Result<Rotation, TopologyError>>;
 
 /// The most ranks a topology scenario may place: the fat-tree preset at
 /// this size (2048 DGX nodes, 47,116 vertices) builds and checks its
@@ -171,7 +177,8 @@ pub(super) fn network(
         },
     };
     let up_down = routing_name(src, t)?;
-    let topology = build(src, spanned, preset)?;
+    let fold = symmetry_name(src, t)?;
+    let (topology, rotator) = build(src, spanned, preset)?;
     let routing = routing(src, t, up_down, &topology)?;
     let endpoints = topology.endpoints().len();
     let world_size = match (world_size, &t.placement) {
@@ -228,15 +235,55 @@ pub(super) fn network(
         description.push_str(&format!(", up_down routing (root {root})"));
     }
     let placement: Arc<[_]> = (0..world_size).map(|r| placement.vertex(r)).collect();
+    let mut config = TopologyConfig::with_router(Arc::clone(&topology), placement, level, router);
+    let mut folded = None;
+    if let (Some(symmetry), Some(fold)) = (&t.symmetry, fold) {
+        let Some(rotator) = rotator else {
+            return Err(src.at(
+                symmetry,
+                format!(
+                    "preset `{preset}` has no rotation; symmetry applies to fat_tree, leaf_spine, ring and torus2d"
+                ),
+            ));
+        };
+        let located = |e: TopologyError| src.at(symmetry, e.to_string());
+        let rotation = rotator(&topology, &config.placement).map_err(located)?;
+        if fold {
+            rotation.link_orbits(&topology).map_err(located)?;
+            folded = Some(rotation.shift());
+            description.push_str(&format!(
+                ", folded by {} ranks (symmetric routes)",
+                rotation.shift()
+            ));
+        } else {
+            description.push_str(", symmetric routes");
+        }
+        config.rotation = Some(Arc::new(rotation));
+    }
     Ok(Network {
-        config: NetworkConfig::Topology(TopologyConfig::with_router(
-            topology, placement, level, router,
-        )),
+        config: NetworkConfig::Topology(config),
         world_size,
         description,
         tuner_link,
         max_collective_ranks: world_size,
+        fold: folded,
     })
+}
+
+/// Whether `symmetry` asks for a folded run (`Some(true)`), symmetric
+/// routes only (`Some(false)`), or nothing (`None`).
+fn symmetry_name(src: &Source, t: &RawTopology) -> Result<Option<bool>, ScenarioError> {
+    match &t.symmetry {
+        None => Ok(None),
+        Some(s) => match s.get_ref().as_str() {
+            "routes" => Ok(Some(false)),
+            "fold" => Ok(Some(true)),
+            other => Err(src.at(
+                s,
+                format!("unknown symmetry `{other}`; expected \"routes\" or \"fold\""),
+            )),
+        },
+    }
 }
 
 /// Whether `routing` asks for up*/down* routing (`"up_down"`) rather
@@ -358,19 +405,21 @@ fn place(
     Placement::from_endpoints(topology, &map).map_err(|e| src.at(p, e.to_string()))
 }
 
-/// Builds the topology of `preset`.
+/// Builds the topology of `preset`, with its rotation builder if the
+/// preset has one.
 fn build(
     src: &Source,
     spanned: &Spanned<RawTopology>,
     preset: &str,
-) -> Result<Topology, ScenarioError> {
+) -> Result<(Topology, Option<Rotator>), ScenarioError> {
     let t = spanned.get_ref();
-    let built = match preset {
-        "explicit" => return explicit(src, spanned),
-        "nvidia_smi" => return nvidia_smi(src, spanned),
+    let (built, rotator) = match preset {
+        "explicit" => return Ok((explicit(src, spanned)?, None)),
+        "nvidia_smi" => return Ok((nvidia_smi(src, spanned)?, None)),
         _ => presets_build(src, t, preset)?,
     };
-    built.map_err(|e| src.at(&t.preset, e.to_string()))
+    let topology = built.map_err(|e| src.at(&t.preset, e.to_string()))?;
+    Ok((topology, rotator))
 }
 
 /// A count parameter in `1..=max`, or its default.
@@ -442,11 +491,11 @@ fn oversubscription(src: &Source, v: &Option<Spanned<f64>>) -> Result<f64, Scena
 /// building a graph that exhausts memory).
 const PRESET_COUNT_MAX: i64 = 1 << 16;
 
-fn presets_build(
-    src: &Source,
-    t: &RawTopology,
-    preset: &str,
-) -> Result<Result<Topology, topologies::TopologyError>, ScenarioError> {
+/// A preset's topology (or why its parameters are out of range) and its
+/// rotation builder.
+type Built = (Result<Topology, TopologyError>, Option<Rotator>);
+
+fn presets_build(src: &Source, t: &RawTopology, preset: &str) -> Result<Built, ScenarioError> {
     let max = PRESET_COUNT_MAX;
     Ok(match preset {
         "dgx_a100" | "dgx_h100" => {
@@ -456,11 +505,11 @@ fn presets_build(
                 presets::NodeStyle::H100
             };
             let gpus = count(src, &t.gpus_per_node, "gpus_per_node", 8, 8)?;
-            presets::dgx_node(&presets::DgxNode { style, gpus })
+            (presets::dgx_node(&presets::DgxNode { style, gpus }), None)
         }
         "pcie_box" => {
             let d = presets::PcieBox::default();
-            presets::pcie_box(&presets::PcieBox {
+            let built = presets::pcie_box(&presets::PcieBox {
                 sockets: count(src, &t.sockets, "sockets", d.sockets, 64)?,
                 switches_per_socket: count(
                     src,
@@ -478,7 +527,8 @@ fn presets_build(
                 )?,
                 pcie: link_kind(src, &t.pcie, d.pcie)?,
                 smp_links: count(src, &t.smp_links, "smp_links", d.smp_links as usize, 64)? as u32,
-            })
+            });
+            (built, None)
         }
         "fat_tree" => {
             let d = presets::FatTree::default();
@@ -504,7 +554,7 @@ fn presets_build(
                 Some(_) => Some(link_kind(src, &t.nic, LinkKind::Smp)?),
                 None => d.nic,
             };
-            presets::fat_tree(&presets::FatTree {
+            let params = presets::FatTree {
                 nodes,
                 gpus_per_node,
                 style: if t.style.is_some() {
@@ -516,11 +566,17 @@ fn presets_build(
                 spines,
                 oversubscription: oversubscription(src, &t.oversubscription)?,
                 nic,
-            })
+            };
+            (
+                presets::fat_tree(&params),
+                Some(Box::new(move |t: &Topology, p: &[VertexId]| {
+                    presets::fat_tree_rotation(&params, t, p)
+                })),
+            )
         }
         "leaf_spine" => {
             let d = presets::LeafSpine::default();
-            presets::leaf_spine(&presets::LeafSpine {
+            let params = presets::LeafSpine {
                 hosts: count(src, &t.hosts, "hosts", d.hosts, max)?,
                 hosts_per_leaf: count(
                     src,
@@ -532,11 +588,17 @@ fn presets_build(
                 spines: count(src, &t.spines, "spines", d.spines, max)?,
                 nic: link_kind(src, &t.nic, d.nic)?,
                 oversubscription: oversubscription(src, &t.oversubscription)?,
-            })
+            };
+            (
+                presets::leaf_spine(&params),
+                Some(Box::new(move |t: &Topology, p: &[VertexId]| {
+                    presets::leaf_spine_rotation(&params, t, p)
+                })),
+            )
         }
         "ring" => {
             let d = presets::RingParams::default();
-            presets::ring(&presets::RingParams {
+            let params = presets::RingParams {
                 gpus: count(src, &t.gpus, "gpus", d.gpus, max)?,
                 link: link_kind(src, &t.kind, d.link)?,
                 links_per_pair: count(
@@ -546,11 +608,17 @@ fn presets_build(
                     d.links_per_pair as usize,
                     64,
                 )? as u32,
-            })
+            };
+            (
+                presets::ring(&params),
+                Some(Box::new(move |t: &Topology, p: &[VertexId]| {
+                    presets::ring_rotation(&params, t, p)
+                })),
+            )
         }
         "torus2d" => {
             let d = presets::Torus::default();
-            presets::torus2d(&presets::Torus {
+            let params = presets::Torus {
                 x: count(src, &t.x, "x", d.x, 4096)?,
                 y: count(src, &t.y, "y", d.y, 4096)?,
                 link: link_kind(src, &t.kind, d.link)?,
@@ -561,7 +629,13 @@ fn presets_build(
                     d.links_per_pair as usize,
                     64,
                 )? as u32,
-            })
+            };
+            (
+                presets::torus2d(&params),
+                Some(Box::new(move |t: &Topology, p: &[VertexId]| {
+                    presets::torus2d_rotation(&params, t, p)
+                })),
+            )
         }
         other => unreachable!("preset `{other}` is in PRESETS"),
     })

@@ -157,7 +157,15 @@ pub fn parse(path: &Path, text: &str) -> Result<Scenario, ScenarioError> {
     let collectives = raw
         .collective
         .iter()
-        .map(|c| collective(&src, c, world_size, network.max_collective_ranks))
+        .map(|c| {
+            collective(
+                &src,
+                c,
+                world_size,
+                network.max_collective_ranks,
+                network.fold,
+            )
+        })
         .collect::<Result<Vec<_>, _>>()?;
     let injects = raw
         .inject
@@ -170,6 +178,10 @@ pub fn parse(path: &Path, text: &str) -> Result<Scenario, ScenarioError> {
         .iter()
         .map(|f| fault(&src, f, world_size))
         .collect::<Result<Vec<_>, _>>()?;
+
+    if let Some(shift) = network.fold {
+        check_foldable(&src, &raw, &collectives, world_size, shift)?;
+    }
 
     let compare_without_link_faults = match &raw.compare_without_link_faults {
         Some(c) if *c.get_ref() && raw.link_fault.is_empty() => {
@@ -205,7 +217,95 @@ pub fn parse(path: &Path, text: &str) -> Result<Scenario, ScenarioError> {
         faults,
         compare_without_link_faults,
         has_sweep: raw.sweep.is_some(),
+        fold: network.fold,
     })
+}
+
+/// A folded run (`symmetry = "fold"`, see [`crate::fold`]) simulates one
+/// orbit's representatives: every rank must do the same thing shifted.
+/// Rank faults, injected mistakes and link faults break that; real data
+/// would need every rank; a collective on fewer ranks or with a root is
+/// not symmetric. Each refusal points at what breaks it.
+fn check_foldable(
+    src: &Source,
+    raw: &RawScenario,
+    collectives: &[CollectiveSpec],
+    world_size: usize,
+    shift: usize,
+) -> Result<(), ScenarioError> {
+    let why = "a folded run (symmetry = \"fold\") simulates one node's ranks for all";
+    if let Some(f) = raw.fault.first() {
+        return Err(src.at(f, format!("{why}: rank faults break its symmetry")));
+    }
+    if let Some(i) = raw.inject.first() {
+        return Err(src.at(i, format!("{why}: injected mistakes break its symmetry")));
+    }
+    if let Some(l) = raw.link_fault.first() {
+        return Err(src.at(l, format!("{why}: link faults break its symmetry")));
+    }
+    for (raw_c, c) in raw.collective.iter().zip(collectives) {
+        let problem = if !c.phantom {
+            Some("it needs phantom = true (the folded ranks carry no real data)".to_string())
+        } else if c.world_size != world_size {
+            Some(format!(
+                "it needs every collective on all {world_size} ranks, not {}",
+                c.world_size
+            ))
+        } else if c.kind.has_root() {
+            Some(format!(
+                "{} has a root, which no rotation keeps",
+                c.kind.name()
+            ))
+        } else {
+            None
+        };
+        if let Some(problem) = problem {
+            return Err(src.at(raw_c, format!("{why}: {problem}")));
+        }
+        let at_algorithm = |problem: String| {
+            let r = raw_c.get_ref();
+            let span = r.algorithm.as_ref().map_or(raw_c.span(), |a| a.span());
+            Err(src.error(Some(span), format!("{why}: {problem}")))
+        };
+        if let Some(a) = c.algorithm {
+            if !algorithms::collective::rotation_symmetric(c.kind, a) {
+                return at_algorithm(format!(
+                    "{} {} does not do the same on every rank shifted (its partners are not a rotation); \
+                     ring-like algorithms fold",
+                    c.kind.name(),
+                    a.name()
+                ));
+            }
+            if a == algorithms::Algorithm::Hierarchical && !shift.is_multiple_of(c.ranks_per_node) {
+                return at_algorithm(format!(
+                    "the rotation moves {shift} ranks, not whole nodes of ranks_per_node = {}",
+                    c.ranks_per_node
+                ));
+            }
+        }
+        let elem = c.dtype.size_bytes() as u64;
+        if let Some(&size) = c
+            .sizes()
+            .iter()
+            .find(|&&b| !(b / elem).is_multiple_of(world_size as u64))
+        {
+            let r = raw_c.get_ref();
+            let span = if size == c.min_bytes {
+                r.min_bytes.span()
+            } else {
+                r.max_bytes.span()
+            };
+            return Err(src.error(
+                Some(span),
+                format!(
+                    "{why}: every size must split into equal blocks, but {size} B is {} elements, \
+                     not a multiple of {world_size} ranks",
+                    size / elem
+                ),
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// Validates `[links]`: ideal links, with a world size of its own.
@@ -251,6 +351,7 @@ fn ideal(
         ),
         tuner_link: link,
         max_collective_ranks: WORLD_SIZE_MAX,
+        fold: None,
     })
 }
 
@@ -259,6 +360,7 @@ fn collective(
     spanned: &Spanned<RawCollective>,
     world_size: usize,
     max_ranks: usize,
+    fold: Option<usize>,
 ) -> Result<CollectiveSpec, ScenarioError> {
     let c = spanned.get_ref();
     let kind: Collective = src.parsed(&c.kind)?;
@@ -375,7 +477,10 @@ fn collective(
         dtype.size_bytes(),
         chunk_bytes,
     );
-    let messages = per_call.saturating_mul(calls);
+    // A folded run sends one orbit's share (validation refuses a
+    // collective on fewer ranks than the rotation's later).
+    let share = fold.map_or(1, |shift| (world_size / shift.max(1)).max(1)) as u64;
+    let messages = per_call.saturating_mul(calls) / share;
     if messages > MESSAGES_PER_POINT_MAX {
         let at = c
             .chunk_bytes

@@ -236,11 +236,30 @@ pub fn select(
     if let Some(algorithm) = spec.algorithm {
         return (algorithm, params, false);
     }
-    let allowed = filter.allowed(spec.kind);
+    let mut allowed = filter.allowed(spec.kind);
+    let mut fallback = Vec::new();
+    if let Some(shift) = scenario.fold {
+        // A folded run may only pick what folds (see `crate::fold`).
+        let folds = |&a: &Algorithm| {
+            algorithms::collective::rotation_symmetric(spec.kind, a)
+                && (a != Algorithm::Hierarchical || shift.is_multiple_of(spec.ranks_per_node))
+        };
+        fallback = spec
+            .kind
+            .algorithms()
+            .iter()
+            .copied()
+            .filter(folds)
+            .collect();
+        allowed.retain(folds);
+        if allowed.is_empty() {
+            allowed.clone_from(&fallback);
+        }
+    }
     let model = cost_model(scenario);
     let n = spec.world_size;
     let choice = tuner::choose(spec.kind, &allowed, &model, n, count, spec.dtype, &params)
-        .or_else(|| tuner::choose(spec.kind, &[], &model, n, count, spec.dtype, &params));
+        .or_else(|| tuner::choose(spec.kind, &fallback, &model, n, count, spec.dtype, &params));
     match choice {
         Some(choice) => {
             let params = Params {
@@ -251,7 +270,14 @@ pub fn select(
         }
         // No cost fits in virtual time: run the first algorithm, and let
         // the simulation report that time ran out.
-        None => (spec.kind.algorithms()[0], params, true),
+        None => (
+            fallback
+                .first()
+                .copied()
+                .unwrap_or(spec.kind.algorithms()[0]),
+            params,
+            true,
+        ),
     }
 }
 
@@ -288,14 +314,21 @@ pub fn run_point(
     if let NetworkConfig::Topology(t) = &mut network {
         t.timeline_bin_ps = options.timeline_bin_ps;
     }
-    let config = WorldConfig {
+    let mut config = WorldConfig {
         world_size: n,
         network,
         reduce_bytes_per_s: scenario.reduce_bytes_per_s,
         trace: options.trace,
         call_timeout_ps: scenario.call_timeout_ps,
         faults: rank_faults(&scenario.faults, n),
+        fold: None,
     };
+    if let Some(shift) = scenario.fold {
+        // Validation made sure the run can fold: all ranks, no faults.
+        if let Err(e) = crate::fold::fold(&mut config, shift) {
+            unreachable!("validation checked the scenario folds: {e}");
+        }
+    }
     let call = program::Call {
         spec,
         algorithm,

@@ -102,6 +102,7 @@ pub fn check_reference(collective: Collective, algorithm: Algorithm, case: &Case
         trace: false,
         call_timeout_ps: None,
         faults: sim::world::RankFaults::default(),
+        fold: None,
         reduce_bytes_per_s: Some(50e9),
     };
     let exec = run(config, |fabric| {
@@ -181,6 +182,7 @@ pub fn simulate_time(
         trace: false,
         call_timeout_ps: None,
         faults: sim::world::RankFaults::default(),
+        fold: None,
         reduce_bytes_per_s: model.reduce_bytes_per_s,
     };
     let exec = run(config, |fabric| async move {
@@ -380,6 +382,7 @@ fn alltoall_rejects_a_count_that_does_not_split_evenly() {
             trace: false,
             call_timeout_ps: None,
             faults: sim::world::RankFaults::default(),
+            fold: None,
             reduce_bytes_per_s: None,
         };
         let exec = run(config, |fabric| async move {
@@ -420,6 +423,7 @@ fn no_rank_leaves_a_barrier_before_the_last_one_enters() {
                 trace: false,
                 call_timeout_ps: None,
                 faults: sim::world::RankFaults::default(),
+                fold: None,
                 reduce_bytes_per_s: Some(1e9),
             };
             let exec = run(config, |fabric| async move {

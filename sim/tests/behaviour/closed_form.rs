@@ -33,6 +33,7 @@ fn simulate(c: Case) -> Time {
         trace: false,
         call_timeout_ps: None,
         faults: sim::world::RankFaults::default(),
+        fold: None,
         reduce_bytes_per_s: c.reduce_bw,
     };
     let exec = run(config, |fabric| async move {

@@ -13,6 +13,7 @@ fn config(n: usize) -> WorldConfig {
         trace: false,
         call_timeout_ps: None,
         faults: sim::world::RankFaults::default(),
+        fold: None,
         reduce_bytes_per_s: None,
     }
 }

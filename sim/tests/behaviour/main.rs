@@ -11,6 +11,7 @@ mod deadlock;
 mod determinism;
 mod failure_exits;
 mod faults;
+mod fold;
 mod golden;
 mod link_faults;
 mod links_timeline;

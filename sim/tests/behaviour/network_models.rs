@@ -25,6 +25,7 @@ pub fn world(topology: Topology, placement: Vec<VertexId>, level: ModelLevel) ->
         trace: false,
         call_timeout_ps: None,
         faults: sim::world::RankFaults::default(),
+        fold: None,
     }
 }
 
@@ -247,6 +248,7 @@ fn an_oversubscribed_leaf_spine_slows_cross_leaf_traffic_by_its_flow_count() {
                 trace: false,
                 call_timeout_ps: None,
                 faults: sim::world::RankFaults::default(),
+                fold: None,
             };
             let (times, _) = arrivals(config, &messages);
             let makespan = times.iter().max().unwrap().as_ps();

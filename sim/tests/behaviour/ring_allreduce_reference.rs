@@ -69,6 +69,7 @@ fn check(
         trace: false,
         call_timeout_ps: None,
         faults: sim::world::RankFaults::default(),
+        fold: None,
         reduce_bytes_per_s: Some(50e9),
     };
     let exec = run(config, |fabric| {
@@ -159,6 +160,7 @@ fn an_unsupported_op_is_an_error_not_a_wrong_result() {
         trace: false,
         call_timeout_ps: None,
         faults: sim::world::RankFaults::default(),
+        fold: None,
         reduce_bytes_per_s: None,
     };
     let exec = run(config, |fabric| async move {

@@ -1,0 +1,94 @@
+//! Folded runs: simulate one representative of each orbit of a rotation.
+//!
+//! A ring allreduce on `N` ranks sends `2N(N-1)` messages; at 16 384
+//! ranks that is 5.4·10^8, and no per-event speed makes it a matter of
+//! seconds. But when the hardware, the routes and the collective all look
+//! the same from rank `r` and from rank `r + shift` (a fat-tree rotated by
+//! one node, a ring allreduce shifted by one node's ranks), every rank of
+//! an orbit lives through the same timeline, shifted in space only. A
+//! folded run simulates ranks `0..shift` only:
+//!
+//! - **Messages.** A message from representative `s` to rank `d = d0 +
+//!   k·shift` (`d0 < shift`) is, rotated back `k` steps, the message rank
+//!   `d0` receives from `s - k·shift`; that is how it is delivered
+//!   (`World::receiver_view`).
+//! - **Links.** A message crosses its real route (with symmetric routes,
+//!   [`TopologyConfig::rotation`](crate::network::TopologyConfig::rotation)), but each link direction's traffic goes
+//!   to its orbit's representative ([`Rotation::link_orbits`]): link `l`
+//!   carries, in the full run, the rotated copies of the representatives'
+//!   flows that cross any member of its orbit, which is exactly what the
+//!   representative carries here when every orbit has one member per
+//!   step. Ideal links are per pair, so the representative pairs already
+//!   carry what every rotated pair carries.
+//!
+//! It is exact (the same simulated times as the full run with the same
+//! symmetric routes) when the collective is rotation-equivariant: each
+//! rank's sends and receives are the representative's, shifted, with the
+//! same sizes. A receive that gets a message of another size fails with
+//! the usual shape error, which in a folded run means the collective is
+//! not symmetric (uneven blocks, a root); a pattern that does not match
+//! deadlocks. Faults and payload checks need every rank and are refused;
+//! payloads are phantom (only sizes travel).
+//!
+//! Symmetric routes are a modelling choice: ECMP then sends the rotated
+//! copies of a flow over rotated paths (a perfectly spread hash), where
+//! the unfolded default hashes each flow independently.
+
+use std::sync::Arc;
+
+use topologies::Rotation;
+
+use crate::network::NetworkConfig;
+use crate::world::WorldConfig;
+
+/// Why a run cannot be folded.
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+#[error("cannot fold the run: {0}")]
+pub struct FoldError(pub String);
+
+/// Makes `config` a folded run of ranks `0..shift`. On a topology, the
+/// network config must carry a [`Rotation`] by `shift` of all
+/// `world_size` ranks (its routes become symmetric) whose every link
+/// moves with every step; ideal links need nothing. Refused: a shift that
+/// does not divide the world, rank faults and link faults. The link
+/// counters and timeline come out as the full run's: each link direction
+/// gets its orbit representative's.
+pub fn fold(config: &mut WorldConfig, shift: usize) -> Result<(), FoldError> {
+    let n = config.world_size;
+    let refuse = |why: String| Err(FoldError(why));
+    if shift == 0 || !n.is_multiple_of(shift) {
+        return refuse(format!(
+            "the fold's shift ({shift} ranks) must be positive and divide the world size ({n})"
+        ));
+    }
+    if !config.faults.crashes.is_empty() || !config.faults.compute_slowdown.is_empty() {
+        return refuse("rank faults (crashes, slow ranks) break the symmetry".into());
+    }
+    if let NetworkConfig::Topology(t) = &mut config.network {
+        let Some(rotation) = t.rotation.clone() else {
+            return refuse("the topology has no rotation to fold by".into());
+        };
+        check_rotation(&rotation, n, shift)?;
+        if !t.changes.is_empty() {
+            return refuse("link faults break the symmetry".into());
+        }
+        let orbits = rotation
+            .link_orbits(&t.topology)
+            .map_err(|e| FoldError(e.to_string()))?;
+        t.folded_links = Some(Arc::from(orbits));
+    }
+    config.fold = Some(shift);
+    Ok(())
+}
+
+/// Checks that `rotation` rotates all `n` ranks by `shift`.
+fn check_rotation(rotation: &Rotation, n: usize, shift: usize) -> Result<(), FoldError> {
+    if rotation.ranks() != n || rotation.shift() != shift {
+        return Err(FoldError(format!(
+            "the topology's rotation moves {} ranks by {}; the fold needs {n} ranks by {shift}",
+            rotation.ranks(),
+            rotation.shift()
+        )));
+    }
+    Ok(())
+}

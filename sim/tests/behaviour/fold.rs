@@ -1,0 +1,402 @@
+//! Folded runs (`sim::fold`): simulating one node's ranks of a symmetric
+//! run gives the full run's times, message for message, and its link
+//! counters, link for link; what cannot fold is refused with a reason.
+
+use std::sync::Arc;
+
+use algorithms::{Algorithm, Collective, DType, Params, Payload, ReduceOp, Time, collective};
+use sim::fold::fold;
+use sim::network::{LinkUsage, ModelLevel, NetworkConfig, TopologyConfig};
+use sim::world::RankFaults;
+use sim::{Execution, WorldConfig};
+use topologies::{LinkSpec, presets};
+
+/// Ranks per node of the fat-trees here (and the fold's shift).
+const NODE: usize = 8;
+
+/// The default fat-tree of `nodes` nodes at `level`, all GPUs placed in
+/// order, with its rotation by one node (symmetric routes).
+fn fat_tree(nodes: usize, level: ModelLevel) -> NetworkConfig {
+    let params = presets::FatTree {
+        nodes,
+        ..presets::FatTree::default()
+    };
+    let topology = Arc::new(presets::fat_tree(&params).unwrap());
+    let placement: Arc<[_]> = topology.endpoints().into();
+    let rotation = presets::fat_tree_rotation(&params, &topology, &placement).unwrap();
+    let mut config = TopologyConfig::new(topology, placement, level, 7);
+    config.rotation = Some(Arc::new(rotation));
+    NetworkConfig::Topology(config)
+}
+
+fn ideal() -> NetworkConfig {
+    NetworkConfig::Ideal(LinkSpec::new(2_000_000, 25e9).unwrap())
+}
+
+fn config(network: NetworkConfig, ranks: usize) -> WorldConfig {
+    WorldConfig {
+        world_size: ranks,
+        network,
+        reduce_bytes_per_s: Some(200e9),
+        trace: false,
+        call_timeout_ps: None,
+        faults: RankFaults::default(),
+        fold: None,
+    }
+}
+
+/// A phantom float-sum allreduce of `count` elements; each rank returns
+/// when it finished.
+fn allreduce(config: WorldConfig, algorithm: Algorithm, count: usize) -> Execution<Time> {
+    sim::run(config, |fabric| async move {
+        let mut buf = Payload::phantom(DType::F32, count);
+        let params = Params {
+            chunk_bytes: 64 << 10,
+            ranks_per_node: NODE,
+            ..Params::default()
+        };
+        use algorithms::Fabric;
+        collective::run(
+            &fabric,
+            Collective::Allreduce,
+            algorithm,
+            &mut buf,
+            ReduceOp::Sum,
+            &params,
+        )
+        .await
+        .unwrap();
+        fabric.now()
+    })
+}
+
+/// The full run and the folded one of the same network.
+fn full_and_folded(
+    network: NetworkConfig,
+    ranks: usize,
+    algorithm: Algorithm,
+    count: usize,
+) -> (Execution<Time>, Execution<Time>) {
+    let full = allreduce(config(network.clone(), ranks), algorithm, count);
+    let mut folded = config(network, ranks);
+    fold(&mut folded, NODE).unwrap();
+    let folded = allreduce(folded, algorithm, count);
+    assert!(full.deadlock.is_none() && folded.deadlock.is_none());
+    (full, folded)
+}
+
+/// Every representative finishes when it did in the full run, and so
+/// does every rank of its orbit; the folded run sent one orbit's share of
+/// the messages.
+fn assert_same_times(full: &Execution<Time>, folded: &Execution<Time>, ranks: usize) {
+    assert_eq!(folded.outputs.len(), NODE);
+    for rank in 0..ranks {
+        assert_eq!(
+            full.outputs[rank],
+            folded.outputs[rank % NODE],
+            "rank {rank} finishes when its representative does"
+        );
+    }
+    assert_eq!(full.end_time, folded.end_time);
+    let orbits = (ranks / NODE) as u64;
+    assert_eq!(
+        full.stats.links.messages,
+        folded.stats.links.messages * orbits
+    );
+    assert!(folded.stats.events * 2 < full.stats.events);
+}
+
+/// Link counters of the folded run (each link given its orbit
+/// representative's) equal the full run's, on every link direction.
+fn assert_same_links(full: &Execution<Time>, folded: &Execution<Time>) {
+    let full: &[LinkUsage] = full.link_usage.as_deref().unwrap();
+    let folded: &[LinkUsage] = folded.link_usage.as_deref().unwrap();
+    assert_eq!(full.len(), folded.len());
+    let mut used = 0;
+    for (l, (a, b)) in full.iter().zip(folded).enumerate() {
+        assert_eq!(
+            (a.bytes, a.units, a.busy_ps, a.max_queue),
+            (b.bytes, b.units, b.busy_ps, b.max_queue),
+            "link direction {l}"
+        );
+        used += usize::from(a.units > 0);
+    }
+    assert!(used > 0);
+}
+
+#[test]
+fn ideal_links_fold_exactly() {
+    for algorithm in [Algorithm::Ring, Algorithm::Hierarchical] {
+        let (full, folded) = full_and_folded(ideal(), 64, algorithm, 64 << 10);
+        assert_same_times(&full, &folded, 64);
+    }
+}
+
+#[test]
+fn the_flow_model_folds_exactly() {
+    for algorithm in [Algorithm::Ring, Algorithm::Hierarchical] {
+        let (full, folded) =
+            full_and_folded(fat_tree(4, ModelLevel::Flow), 32, algorithm, 256 << 10);
+        assert_same_times(&full, &folded, 32);
+        assert_same_links(&full, &folded);
+    }
+}
+
+#[test]
+fn the_packet_model_folds_exactly() {
+    for algorithm in [Algorithm::Ring, Algorithm::Hierarchical] {
+        let (full, folded) =
+            full_and_folded(fat_tree(4, ModelLevel::Packet), 32, algorithm, 64 << 10);
+        assert_same_times(&full, &folded, 32);
+        assert_same_links(&full, &folded);
+    }
+}
+
+#[test]
+fn an_uneven_split_is_caught_as_asymmetry() {
+    // 64 ranks, a count that does not split evenly: the blocks the ranks
+    // of an orbit pass on differ in size, so a folded ring cannot stand
+    // for the full one, and a receive fails instead of timing a wrong
+    // run.
+    let mut folded = config(ideal(), 64);
+    fold(&mut folded, NODE).unwrap();
+    let exec = sim::run(folded, |fabric| async move {
+        let mut buf = Payload::phantom(DType::F32, 64 * 1000 + 13);
+        collective::run(
+            &fabric,
+            Collective::Allreduce,
+            Algorithm::Ring,
+            &mut buf,
+            ReduceOp::Sum,
+            &Params::default(),
+        )
+        .await
+        .map_err(|e| e.to_string())
+    });
+    let errors: Vec<String> = exec
+        .outputs
+        .iter()
+        .filter_map(|o| o.as_ref().and_then(|r| r.clone().err()))
+        .collect();
+    assert!(
+        errors.iter().any(|e| e.contains("expected")),
+        "{errors:?} {:?}",
+        exec.deadlock
+    );
+}
+
+#[test]
+fn what_cannot_fold_is_refused_with_a_reason() {
+    let refused = |mut c: WorldConfig, shift: usize| fold(&mut c, shift).unwrap_err().to_string();
+    assert!(refused(config(ideal(), 60), 8).contains("divide the world size (60)"));
+    assert!(refused(config(ideal(), 64), 0).contains("must be positive"));
+    let mut crashing = config(ideal(), 64);
+    crashing.faults.crashes.push((3, Time::ZERO.plus_ps(10)));
+    assert!(refused(crashing, 8).contains("rank faults"));
+    // A topology without a rotation.
+    let NetworkConfig::Topology(mut t) = fat_tree(2, ModelLevel::Flow) else {
+        unreachable!()
+    };
+    t.rotation = None;
+    let no_rotation = config(NetworkConfig::Topology(t.clone()), 16);
+    assert!(refused(no_rotation, 8).contains("no rotation"));
+    // A rotation by another shift than the fold's.
+    let t = fat_tree(2, ModelLevel::Flow);
+    assert!(refused(config(t, 16), 4).contains("moves 16 ranks by 8"));
+}
+
+/// A fat-tree scenario of `nodes` nodes with `symmetry` and `extra` lines
+/// appended after the collective (line 8 is `symmetry`).
+fn scenario_text(nodes: usize, symmetry: &str, collective: &str, extra: &str) -> String {
+    format!(
+        "seed = 5\n\
+         [topology]\n\
+         preset = \"fat_tree\"\n\
+         nodes = {nodes}\n\
+         model = \"flow\"\n\
+         spines = 4\n\
+         oversubscription = 1\n\
+         symmetry = \"{symmetry}\"\n\
+         [[collective]]\n\
+         {collective}\
+         min_bytes = \"64K\"\n\
+         max_bytes = \"4M\"\n\
+         step_factor = 8\n\
+         iters = 2\n\
+         warmup = 1\n\
+         phantom = true\n\
+         {extra}"
+    )
+}
+
+fn parse(text: &str) -> Result<sim::scenario::Scenario, String> {
+    sim::scenario::Scenario::parse(std::path::Path::new("f.toml"), text).map_err(|e| e.to_string())
+}
+
+/// `(size, time)` of every row of a scenario run.
+fn times(text: &str) -> Vec<(u64, u64)> {
+    let scenario = parse(text).unwrap();
+    let rows = sim::study::run_scenario(
+        &scenario,
+        &sim::tuning::AlgoFilter::default(),
+        sim::study::Options::default(),
+        |_| std::ops::ControlFlow::Continue(()),
+    )
+    .unwrap_or_else(|e| panic!("{:?}", e.1));
+    rows.iter().map(|r| (r.size_bytes, r.time_ps)).collect()
+}
+
+#[test]
+fn a_folded_scenario_times_what_its_full_run_times() {
+    for algorithm in ["\"ring\"", "\"hierarchical\"\nranks_per_node = 8"] {
+        let collective = format!("kind = \"allreduce\"\nalgorithm = {algorithm}\n");
+        let full = times(&scenario_text(4, "routes", &collective, ""));
+        let folded = times(&scenario_text(4, "fold", &collective, ""));
+        assert_eq!(full.len(), 3);
+        assert_eq!(full, folded, "{algorithm}");
+    }
+    // The other symmetric algorithms.
+    for (kind, algorithm) in [
+        ("allgather", "ring"),
+        ("allgather", "bruck"),
+        ("alltoall", "pairwise"),
+        ("alltoall", "bruck"),
+        ("reduce_scatter", "ring"),
+        ("barrier", "dissemination"),
+    ] {
+        let collective = format!("kind = \"{kind}\"\nalgorithm = \"{algorithm}\"\n");
+        let full = times(&scenario_text(4, "routes", &collective, ""));
+        let folded = times(&scenario_text(4, "fold", &collective, ""));
+        assert_eq!(full, folded, "{kind} {algorithm}");
+    }
+    // Tuned, a folded run picks among the algorithms that fold (the full
+    // run of this allgather picks a faster one that does not).
+    let tuned = parse(&scenario_text(4, "fold", "kind = \"allgather\"\n", "")).unwrap();
+    let rows = sim::study::run_scenario(
+        &tuned,
+        &sim::tuning::AlgoFilter::default(),
+        sim::study::Options::default(),
+        |_| std::ops::ControlFlow::Continue(()),
+    )
+    .unwrap_or_else(|e| panic!("{:?}", e.1));
+    assert_eq!(rows.len(), 3);
+    for row in rows {
+        let algorithm: algorithms::Algorithm = row.algorithm.parse().unwrap();
+        assert!(
+            algorithms::collective::rotation_symmetric(
+                algorithms::Collective::Allgather,
+                algorithm
+            ),
+            "{}",
+            row.algorithm
+        );
+    }
+}
+
+#[test]
+fn scenario_folds_that_cannot_hold_are_located_errors() {
+    let ring = "kind = \"allreduce\"\n";
+    let err = parse(&scenario_text(4, "mirror", ring, "")).unwrap_err();
+    assert!(
+        err.contains("f.toml:8:12") && err.contains("unknown symmetry `mirror`"),
+        "{err}"
+    );
+    // Real data: the collective (line 9) is refused.
+    let real = scenario_text(4, "fold", ring, "").replace("phantom = true", "phantom = false");
+    let err = parse(&real).unwrap_err();
+    assert!(
+        err.contains("f.toml:9:1") && err.contains("phantom = true"),
+        "{err}"
+    );
+    // A root, a rank fault, a collective on fewer ranks.
+    let err = parse(&scenario_text(4, "fold", "kind = \"broadcast\"\n", "")).unwrap_err();
+    assert!(err.contains("broadcast has a root"), "{err}");
+    let straggler = "[[fault]]\nkind = \"straggler\"\nrank = 3\ndelay_us = 5\n";
+    let err = parse(&scenario_text(4, "fold", ring, straggler)).unwrap_err();
+    assert!(
+        err.contains("f.toml:17:1") && err.contains("rank faults"),
+        "{err}"
+    );
+    let fewer = "kind = \"allreduce\"\nworld_size = 16\n";
+    let err = parse(&scenario_text(4, "fold", fewer, "")).unwrap_err();
+    assert!(err.contains("all 32 ranks, not 16"), "{err}");
+    // An oversubscribed tree's uplinks come back before the nodes do.
+    let oversubscribed = |symmetry: &str| {
+        scenario_text(4, symmetry, ring, "")
+            .replace("oversubscription = 1", "oversubscription = 2")
+            .replace("spines = 4", "spines = 2")
+    };
+    let over = oversubscribed("fold");
+    let err = parse(&over).unwrap_err();
+    assert!(
+        err.contains("f.toml:8:12") && err.contains("folding needs every link moved"),
+        "{err}"
+    );
+    // ...but its routes can still be symmetric.
+    assert!(parse(&oversubscribed("routes")).is_ok());
+    // A preset without a rotation.
+    let pcie = "seed = 1\n[topology]\npreset = \"pcie_box\"\nsymmetry = \"fold\"\n\
+                [[collective]]\nkind = \"allreduce\"\nmin_bytes = 8\nmax_bytes = 8\nphantom = true\n";
+    let err = parse(pcie).unwrap_err();
+    assert!(
+        err.contains("f.toml:4:12") && err.contains("preset `pcie_box` has no rotation"),
+        "{err}"
+    );
+}
+
+/// What one catalogue entry's run on 32 ranks of ideal links gives: each
+/// rank's finish time, or a description of how it failed.
+fn catalogue_run(
+    kind: Collective,
+    algorithm: Algorithm,
+    folded: bool,
+) -> Result<Vec<Time>, String> {
+    let mut c = config(ideal(), 32);
+    if folded {
+        fold(&mut c, NODE).unwrap();
+    }
+    let exec = sim::run(c, |fabric| async move {
+        use algorithms::Fabric;
+        let mut buf = Payload::phantom(DType::F32, 32 * 512);
+        let params = Params {
+            ranks_per_node: NODE,
+            ..Params::default()
+        };
+        collective::run(&fabric, kind, algorithm, &mut buf, ReduceOp::Sum, &params)
+            .await
+            .map_err(|e| e.to_string())?;
+        Ok::<Time, String>(fabric.now())
+    });
+    if let Some(d) = exec.deadlock {
+        return Err(format!("deadlock at {}", d.time));
+    }
+    exec.outputs
+        .into_iter()
+        .map(|o| o.unwrap_or_else(|| Err("unfinished".into())))
+        .collect()
+}
+
+#[test]
+fn exactly_the_rotation_symmetric_algorithms_fold() {
+    let mut checked = 0;
+    for entry in collective::CATALOGUE {
+        let (kind, algorithm) = (entry.collective, entry.algorithm);
+        if kind.has_root() {
+            continue;
+        }
+        let full = catalogue_run(kind, algorithm, false).unwrap();
+        let folded = catalogue_run(kind, algorithm, true);
+        let same = folded
+            .as_ref()
+            .is_ok_and(|f| (0..32).all(|r| f[r % NODE] == full[r]));
+        assert_eq!(
+            same,
+            collective::rotation_symmetric(kind, algorithm),
+            "{} {}: {folded:?}",
+            kind.name(),
+            algorithm.name()
+        );
+        checked += 1;
+    }
+    assert!(checked >= 12, "{checked}");
+}
