@@ -1,6 +1,7 @@
 //! The engine does not allocate per message or event: a phantom allreduce
 //! with eight times the bytes (several times the messages) makes no more
-//! heap allocations than the smaller one, in every network model.
+//! heap allocations than the smaller one, in every network model, unfolded
+//! and folded by one node (`sim::fold`).
 //!
 //! Its own test binary, because `allocation_counter` replaces the global
 //! allocator (with one that counts the calling thread's allocations).
@@ -9,11 +10,16 @@ use sim::bench::{BenchAlgorithm, BenchNetwork, BenchSymmetry, allreduce_phantom,
 
 /// Allocations and messages of one phantom allreduce of `bytes` in 4 KiB
 /// chunks on 16 ranks.
-fn measure(network: BenchNetwork, algorithm: BenchAlgorithm, bytes: u64) -> (u64, u64) {
-    let config = bench_network(network, 16, BenchSymmetry::None).expect("the bench network builds");
+fn measure(
+    (network, symmetry): (BenchNetwork, BenchSymmetry),
+    algorithm: BenchAlgorithm,
+    bytes: u64,
+) -> (u64, u64) {
+    let config = bench_network(network, 16, symmetry).expect("the bench network builds");
+    let fold = symmetry == BenchSymmetry::Fold;
     let mut messages = 0;
     let info = allocation_counter::measure(|| {
-        messages = allreduce_phantom(config, algorithm, 16, bytes, 4096, false)
+        messages = allreduce_phantom(config, algorithm, 16, bytes, 4096, fold)
             .expect("the allreduce completes")
             .stats
             .links
@@ -26,6 +32,14 @@ fn measure(network: BenchNetwork, algorithm: BenchAlgorithm, bytes: u64) -> (u64
 /// messages; the allocations may grow only by the few
 /// doublings of tables that hold more messages at once.
 fn allocations_do_not_grow_with_messages(network: BenchNetwork, algorithm: BenchAlgorithm) {
+    for symmetry in [BenchSymmetry::None, BenchSymmetry::Fold] {
+        grows_by_tables_only((network, symmetry), algorithm);
+    }
+}
+
+/// One setting of [`allocations_do_not_grow_with_messages`]: unfolded, or
+/// folded by one node (its route maps are built once per flow).
+fn grows_by_tables_only(network: (BenchNetwork, BenchSymmetry), algorithm: BenchAlgorithm) {
     // A first run warms up what is built once per process.
     measure(network, algorithm, 1 << 20);
     let (small_allocs, small_messages) = measure(network, algorithm, 1 << 20);

@@ -400,3 +400,12 @@ fn exactly_the_rotation_symmetric_algorithms_fold() {
     }
     assert!(checked >= 12, "{checked}");
 }
+
+#[test]
+fn the_bundled_16k_scenario_folds_by_one_node() {
+    let path = crate::support::repo_root().join("scenarios/allreduce_16k_folded.toml");
+    let s = sim::scenario::Scenario::load(&path).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!((s.world_size, s.fold), (16384, Some(8)));
+    assert!(s.network_description.contains("folded by 8 ranks"));
+    assert!(s.has_sweep);
+}
