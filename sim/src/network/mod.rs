@@ -582,7 +582,9 @@ impl<M> Routed<M> {
     /// rotated back to a source below the shift, moved forward again by
     /// the rotation, or in a folded run put on the orbit representatives.
     fn moved_route(&self, rotation: &Rotation, src: Rank, dst: Rank) -> Route {
-        let (n, shift) = (self.world_size, rotation.shift());
+        // Ranks wrap around the rotation's ranks (the scenario's), which a
+        // collective on fewer ranks still numbers the same way.
+        let (n, shift) = (rotation.ranks(), rotation.shift());
         let k = src / shift;
         let (s0, d0) = (src - k * shift, (dst + n - k * shift) % n);
         let base = self.route(self.placement[s0], self.placement[d0], flow_id(s0, d0, n));

@@ -409,3 +409,30 @@ fn the_bundled_16k_scenario_folds_by_one_node() {
     assert!(s.network_description.contains("folded by 8 ranks"));
     assert!(s.has_sweep);
 }
+
+#[test]
+fn symmetric_routes_of_a_collective_on_fewer_ranks_wrap_around_all_of_them() {
+    // Rank 15 of a 16-rank ring on a 32-rank tree sends to rank 0: rotated
+    // back one node that is rank 7 to rank 24 (not 8), then forward again,
+    // so the route ends at rank 0's GPU and nothing crosses nodes 2 and 3.
+    let network = fat_tree(4, ModelLevel::Flow);
+    let NetworkConfig::Topology(t) = &network else {
+        unreachable!()
+    };
+    let topology = Arc::clone(&t.topology);
+    let exec = allreduce(config(network, 16), Algorithm::Ring, 64 << 10);
+    assert!(exec.deadlock.is_none());
+    let usage = exec.link_usage.unwrap();
+    let mut used = 0;
+    for l in topology.link_ids() {
+        if usage[l.index()].units > 0 {
+            let name = topology.link_name(l);
+            assert!(
+                !name.contains("node2/") && !name.contains("node3/"),
+                "{name}"
+            );
+            used += 1;
+        }
+    }
+    assert!(used > 0);
+}
