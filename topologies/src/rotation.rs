@@ -219,6 +219,38 @@ impl Rotation {
         (0..k % self.order()).fold(l, |l, _| self.link(l))
     }
 
+    /// Checks that the rotation keeps the up*/down* orientation `up`
+    /// (see [`Router::up_directions`](crate::Router::up_directions)):
+    /// every link direction's image is up exactly when it is. Only then is
+    /// a rotated up*/down* route an up*/down* route again, so symmetric
+    /// routes keep the routing policy (and its freedom from deadlock). An
+    /// error names the first link direction whose image points the other
+    /// way (a rotation that moves the up*/down* root, for example).
+    pub fn check_orientation(&self, topology: &Topology, up: &[bool]) -> Result<(), TopologyError> {
+        if up.len() != self.links.len() {
+            return Err(symmetry(format!(
+                "an up*/down* orientation of {} link directions for a rotation of {}",
+                up.len(),
+                self.links.len()
+            )));
+        }
+        let way = |up: bool| if up { "up" } else { "down" };
+        match topology
+            .link_ids()
+            .find(|&l| up[l.index()] != up[self.link(l).index()])
+        {
+            None => Ok(()),
+            Some(l) => Err(symmetry(format!(
+                "link {} is {} but its image {} is {} in the up*/down* order: rotated routes \
+                 would not be up*/down* routes",
+                topology.link_name(l),
+                way(up[l.index()]),
+                topology.link_name(self.link(l)),
+                way(up[self.link(l).index()])
+            ))),
+        }
+    }
+
     /// The representative of each link direction's orbit (its smallest
     /// id), indexed by [`LinkId::index`]: what a folded run puts each
     /// link's traffic on. An error names a link direction whose orbit is
@@ -255,6 +287,8 @@ impl Rotation {
 
 #[cfg(test)]
 mod tests {
+    use std::sync::Arc;
+
     use super::*;
     use crate::kind::{Link, LinkKind};
     use crate::vertex::{Vertex, VertexKind};
@@ -292,6 +326,33 @@ mod tests {
         let orbits = r.link_orbits(&t).unwrap();
         assert_eq!(orbits[6], LinkId::new(0));
         assert_eq!(orbits[7], LinkId::new(1));
+    }
+
+    #[test]
+    fn a_rotation_that_turns_the_up_down_order_is_refused() {
+        let (t, placement, vertices, links) = ring(4);
+        let r = Rotation::new(&t, &placement, 4, 1, vertices, links).unwrap();
+        // Up*/down* orders the GPUs by id: gpu3->gpu0 is up, and its
+        // image gpu0->gpu1 down.
+        let router = crate::Router::with_routing(
+            Arc::new(t.clone()),
+            0,
+            crate::Routing::UpDown { root: None },
+        )
+        .unwrap();
+        let up = router.up_directions().unwrap();
+        let err = r.check_orientation(&t, up).unwrap_err().to_string();
+        assert!(
+            err.contains("is up but its image") || err.contains("is down but its image"),
+            "{err}"
+        );
+        // An orientation every step keeps (all down) passes; one of the
+        // wrong length is an error, not a panic.
+        r.check_orientation(&t, &[false; 8]).unwrap();
+        assert!(r.check_orientation(&t, &[false; 3]).is_err());
+        // Shortest paths orient nothing.
+        let shortest = crate::Router::new(Arc::new(t), 0);
+        assert!(shortest.up_directions().is_none());
     }
 
     #[test]

@@ -334,6 +334,27 @@ fn scenario_folds_that_cannot_hold_are_located_errors() {
     );
     // ...but its routes can still be symmetric.
     assert!(parse(&oversubscribed("routes")).is_ok());
+    // Up*/down* routing from a spine the rotation moves: the rotated
+    // routes would cross every spine, not the root, so symmetry is
+    // refused; from the default root (a leaf, which stays) it holds.
+    let up_down = |root: &str| {
+        scenario_text(4, "routes", ring, "").replace(
+            "spines = 4\n",
+            &format!("spines = 4\nrouting = \"up_down\"\n{root}"),
+        )
+    };
+    let err = parse(&up_down("routing_root = \"spine0\"\n")).unwrap_err();
+    assert!(
+        err.contains("f.toml:10:12")
+            && err.contains("leaf0->spine0 is up but its image leaf0->spine1 is down"),
+        "{err}"
+    );
+    let default_root = up_down("").replace(ring, "kind = \"allreduce\"\nalgorithm = \"ring\"\n");
+    assert_eq!(
+        times(&default_root),
+        times(&default_root.replace("\"routes\"", "\"fold\"")),
+        "up*/down* routes from a leaf root fold"
+    );
     // A preset without a rotation.
     let pcie = "seed = 1\n[topology]\npreset = \"pcie_box\"\nsymmetry = \"fold\"\n\
                 [[collective]]\nkind = \"allreduce\"\nmin_bytes = 8\nmax_bytes = 8\nphantom = true\n";
