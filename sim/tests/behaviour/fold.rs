@@ -430,3 +430,36 @@ fn the_bundled_16k_scenario_folds_by_one_node() {
     assert!(s.network_description.contains("folded by 8 ranks"));
     assert!(s.has_sweep);
 }
+
+/// The deadlock report of a run in which every rank first waits for its
+/// left neighbour (a cycle through all ranks), folded or not.
+fn ring_wait_deadlock(folded: bool) -> sim::DeadlockReport {
+    let mut c = config(ideal(), 32);
+    if folded {
+        fold(&mut c, NODE).unwrap();
+    }
+    let exec = sim::run(c, |fabric| async move {
+        use algorithms::{Fabric, Shape, Tag};
+        let (n, r) = (fabric.world_size(), fabric.rank());
+        let left = (r + n - 1) % n;
+        let _ = fabric.recv(left, Tag(0), Shape::new(DType::F32, 4)).await;
+    });
+    exec.deadlock.expect("nobody sends")
+}
+
+#[test]
+fn a_folded_deadlock_is_reported_as_the_full_runs() {
+    // The folded run blocks ranks 0..8 only; rank 0 waits for rank 31,
+    // whose representative is rank 7. The report lists all 32 ranks and
+    // the cycle through them, as the full run's does.
+    let full = ring_wait_deadlock(false);
+    let folded = ring_wait_deadlock(true);
+    assert_eq!(folded.blocked.len(), 32);
+    assert_eq!(folded.blocked, full.blocked);
+    assert_eq!(folded.cycle.as_ref().map(Vec::len), Some(32));
+    assert_eq!(folded.cycle, full.cycle);
+    assert!(
+        folded.to_string().contains("32 rank(s) blocked"),
+        "{folded}"
+    );
+}
