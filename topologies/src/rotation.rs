@@ -91,7 +91,9 @@ impl Rotation {
     /// entries; both maps are permutations; each link direction's image
     /// joins the images of its ends, has the same parameters, and the
     /// image of its reverse is the reverse of its image; each vertex's
-    /// image has the same kind and forwarding latency; rank `r`'s vertex
+    /// image has the same kind, forwards traffic exactly when it does, and
+    /// has the same forwarding latency (so routes through it rotate into
+    /// routes); rank `r`'s vertex
     /// goes to rank `(r + shift) mod ranks`'s; and rotating
     /// `ranks / shift` times is the identity. Errors name the first
     /// vertex, link or rank that breaks a rule.
@@ -131,7 +133,10 @@ impl Rotation {
         check_permutation(&ls, "link direction")?;
         for v in topology.vertex_ids() {
             let (a, b) = (topology.vertex(v), topology.vertex(vertices[v.index()]));
-            if a.kind != b.kind || a.forward_latency_ps != b.forward_latency_ps {
+            if a.kind != b.kind
+                || a.forwards != b.forwards
+                || a.forward_latency_ps != b.forward_latency_ps
+            {
                 return Err(symmetry(format!(
                     "vertex {} goes to {}, which is a different device",
                     a.name, b.name
@@ -361,6 +366,37 @@ mod tests {
         links.swap(0, 1); // direction 0 now goes to direction 1's image
         let err = Rotation::new(&t, &placement, 4, 1, vertices, links).unwrap_err();
         assert!(err.to_string().contains("gpu0->gpu1"), "{err}");
+    }
+
+    #[test]
+    fn a_map_onto_a_vertex_that_forwards_differently_is_refused() {
+        // gpu2 relays traffic, the others do not: the ring's rotation by
+        // one would carry a route through gpu2 onto one through gpu3.
+        let (t, placement, vertices, links) = ring(4);
+        let relays = !t.vertex(placement[2]).forwards;
+        let t = rebuilt_with_forwarding(&t, placement[2].index(), relays);
+        let err = Rotation::new(&t, &placement, 4, 1, vertices, links).unwrap_err();
+        assert!(
+            err.to_string().contains("which is a different device"),
+            "{err}"
+        );
+    }
+
+    /// `t` with vertex `index` forwarding or not as `forwards` says.
+    fn rebuilt_with_forwarding(t: &Topology, index: usize, forwards: bool) -> Topology {
+        let mut out = Topology::new();
+        for v in t.vertex_ids() {
+            let mut vertex = t.vertex(v).clone();
+            if v.index() == index {
+                vertex.forwards = forwards;
+            }
+            out.add_vertex(vertex).unwrap();
+        }
+        for l in t.link_ids().step_by(2) {
+            let (a, b) = t.ends(l);
+            out.add_link(a, b, *t.link(l)).unwrap();
+        }
+        out
     }
 
     #[test]
