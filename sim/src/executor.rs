@@ -261,6 +261,7 @@ where
                 at_sync: w.sync.waiting.iter().any(|(r, _)| *r == rank),
             })
             .collect();
+        let blocked = unfold_blocked(blocked, n, world_size);
         let at = if timed_out.is_some() {
             w.now
         } else {
@@ -311,4 +312,32 @@ where
         link_timeline: w.take_timeline(),
         crashed,
     }
+}
+
+/// The blocked ranks of a folded run (ranks `0..shift` simulated for
+/// `world_size`) as the full run has them: rank `b + k·shift` waits for
+/// what `b` waits for, moved `k` steps, so the report lists every rank and
+/// finds the cycle through them (a representative waiting for rank `d`
+/// waits for `d`'s rotated copy, which only the unfolded list shows).
+/// Unchanged when nothing is folded.
+fn unfold_blocked(blocked: Vec<BlockedRank>, shift: usize, world_size: usize) -> Vec<BlockedRank> {
+    if shift == world_size {
+        return blocked;
+    }
+    (0..world_size / shift)
+        .flat_map(|k| {
+            blocked.iter().map(move |b| BlockedRank {
+                rank: b.rank + k * shift,
+                waiting_for: b
+                    .waiting_for
+                    .iter()
+                    .map(|w| PendingRecv {
+                        from: (w.from + k * shift) % world_size,
+                        ..w.clone()
+                    })
+                    .collect(),
+                at_sync: b.at_sync,
+            })
+        })
+        .collect()
 }

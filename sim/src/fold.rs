@@ -30,6 +30,20 @@
 //! deadlocks. Faults and payload checks need every rank and are refused;
 //! payloads are phantom (only sizes travel).
 //!
+//! **Ties and rounding.** That needs the full run itself to be symmetric,
+//! and two tie-breaks of the engine are not rotation-invariant: events at
+//! equal times fire in scheduling order, which follows rank order (rank
+//! 0's sends before rank 8's), and max-min filling freezes links of equal
+//! share by link id, subtracting rates in that order. Where flows of
+//! different orbit copies meet on one port at the same picosecond (a
+//! pairwise alltoall on the packet-level fat-tree), the full run's ranks
+//! of one orbit already finish up to a few packets apart and the folded
+//! run gives one such timeline; where a route crosses several links of
+//! one orbit (an alltoall on a torus folded by rows), flow-model rates can
+//! differ in their last bits, a few ps. Rings and the hierarchical
+//! allreduce on the fat-tree match to the picosecond (see the tests in
+//! `sim/tests/behaviour/fold.rs`, which also pin these limits).
+//!
 //! Symmetric routes are a modelling choice: ECMP then sends the rotated
 //! copies of a flow over rotated paths (a perfectly spread hash), where
 //! the unfolded default hashes each flow independently.

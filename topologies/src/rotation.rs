@@ -91,7 +91,9 @@ impl Rotation {
     /// entries; both maps are permutations; each link direction's image
     /// joins the images of its ends, has the same parameters, and the
     /// image of its reverse is the reverse of its image; each vertex's
-    /// image has the same kind and forwarding latency; rank `r`'s vertex
+    /// image has the same kind, forwards traffic exactly when it does, and
+    /// has the same forwarding latency (so routes through it rotate into
+    /// routes); rank `r`'s vertex
     /// goes to rank `(r + shift) mod ranks`'s; and rotating
     /// `ranks / shift` times is the identity. Errors name the first
     /// vertex, link or rank that breaks a rule.
@@ -131,7 +133,10 @@ impl Rotation {
         check_permutation(&ls, "link direction")?;
         for v in topology.vertex_ids() {
             let (a, b) = (topology.vertex(v), topology.vertex(vertices[v.index()]));
-            if a.kind != b.kind || a.forward_latency_ps != b.forward_latency_ps {
+            if a.kind != b.kind
+                || a.forwards != b.forwards
+                || a.forward_latency_ps != b.forward_latency_ps
+            {
                 return Err(symmetry(format!(
                     "vertex {} goes to {}, which is a different device",
                     a.name, b.name
@@ -219,6 +224,38 @@ impl Rotation {
         (0..k % self.order()).fold(l, |l, _| self.link(l))
     }
 
+    /// Checks that the rotation keeps the up*/down* orientation `up`
+    /// (see [`Router::up_directions`](crate::Router::up_directions)):
+    /// every link direction's image is up exactly when it is. Only then is
+    /// a rotated up*/down* route an up*/down* route again, so symmetric
+    /// routes keep the routing policy (and its freedom from deadlock). An
+    /// error names the first link direction whose image points the other
+    /// way (a rotation that moves the up*/down* root, for example).
+    pub fn check_orientation(&self, topology: &Topology, up: &[bool]) -> Result<(), TopologyError> {
+        if up.len() != self.links.len() {
+            return Err(symmetry(format!(
+                "an up*/down* orientation of {} link directions for a rotation of {}",
+                up.len(),
+                self.links.len()
+            )));
+        }
+        let way = |up: bool| if up { "up" } else { "down" };
+        match topology
+            .link_ids()
+            .find(|&l| up[l.index()] != up[self.link(l).index()])
+        {
+            None => Ok(()),
+            Some(l) => Err(symmetry(format!(
+                "link {} is {} but its image {} is {} in the up*/down* order: rotated routes \
+                 would not be up*/down* routes",
+                topology.link_name(l),
+                way(up[l.index()]),
+                topology.link_name(self.link(l)),
+                way(up[self.link(l).index()])
+            ))),
+        }
+    }
+
     /// The representative of each link direction's orbit (its smallest
     /// id), indexed by [`LinkId::index`]: what a folded run puts each
     /// link's traffic on. An error names a link direction whose orbit is
@@ -255,6 +292,8 @@ impl Rotation {
 
 #[cfg(test)]
 mod tests {
+    use std::sync::Arc;
+
     use super::*;
     use crate::kind::{Link, LinkKind};
     use crate::vertex::{Vertex, VertexKind};
@@ -295,11 +334,69 @@ mod tests {
     }
 
     #[test]
+    fn a_rotation_that_turns_the_up_down_order_is_refused() {
+        let (t, placement, vertices, links) = ring(4);
+        let r = Rotation::new(&t, &placement, 4, 1, vertices, links).unwrap();
+        // Up*/down* orders the GPUs by id: gpu3->gpu0 is up, and its
+        // image gpu0->gpu1 down.
+        let router = crate::Router::with_routing(
+            Arc::new(t.clone()),
+            0,
+            crate::Routing::UpDown { root: None },
+        )
+        .unwrap();
+        let up = router.up_directions().unwrap();
+        let err = r.check_orientation(&t, up).unwrap_err().to_string();
+        assert!(
+            err.contains("is up but its image") || err.contains("is down but its image"),
+            "{err}"
+        );
+        // An orientation every step keeps (all down) passes; one of the
+        // wrong length is an error, not a panic.
+        r.check_orientation(&t, &[false; 8]).unwrap();
+        assert!(r.check_orientation(&t, &[false; 3]).is_err());
+        // Shortest paths orient nothing.
+        let shortest = crate::Router::new(Arc::new(t), 0);
+        assert!(shortest.up_directions().is_none());
+    }
+
+    #[test]
     fn a_map_that_breaks_the_graph_is_refused() {
         let (t, placement, vertices, mut links) = ring(4);
         links.swap(0, 1); // direction 0 now goes to direction 1's image
         let err = Rotation::new(&t, &placement, 4, 1, vertices, links).unwrap_err();
         assert!(err.to_string().contains("gpu0->gpu1"), "{err}");
+    }
+
+    #[test]
+    fn a_map_onto_a_vertex_that_forwards_differently_is_refused() {
+        // gpu2 relays traffic, the others do not: the ring's rotation by
+        // one would carry a route through gpu2 onto one through gpu3.
+        let (t, placement, vertices, links) = ring(4);
+        let relays = !t.vertex(placement[2]).forwards;
+        let t = rebuilt_with_forwarding(&t, placement[2].index(), relays);
+        let err = Rotation::new(&t, &placement, 4, 1, vertices, links).unwrap_err();
+        assert!(
+            err.to_string().contains("which is a different device"),
+            "{err}"
+        );
+    }
+
+    /// `t` with vertex `index` forwarding or not as `forwards` says.
+    fn rebuilt_with_forwarding(t: &Topology, index: usize, forwards: bool) -> Topology {
+        let mut out = Topology::new();
+        for v in t.vertex_ids() {
+            let mut vertex = t.vertex(v).clone();
+            if v.index() == index {
+                vertex.forwards = forwards;
+            }
+            out.add_vertex(vertex).unwrap();
+        }
+        for l in t.link_ids().step_by(2) {
+            let (a, b) = t.ends(l);
+            out.add_link(a, b, *t.link(l)).unwrap();
+        }
+        out
     }
 
     #[test]

@@ -424,6 +424,13 @@ impl Router {
         self.routing
     }
 
+    /// Under up*/down* routing, whether each link direction is an up
+    /// direction (indexed by [`LinkId::index`]; see [`updown`]); `None`
+    /// for shortest paths, which orient nothing.
+    pub fn up_directions(&self) -> Option<&[bool]> {
+        self.up.as_deref()
+    }
+
     /// Phases of the routing states: 1 for shortest paths, 2 for up*/down*.
     fn phases(&self) -> usize {
         if self.up.is_some() { 2 } else { 1 }

@@ -235,7 +235,7 @@ pub(super) fn network(
         description.push_str(&format!(", up_down routing (root {root})"));
     }
     let placement: Arc<[_]> = (0..world_size).map(|r| placement.vertex(r)).collect();
-    let mut config = TopologyConfig::with_router(Arc::clone(&topology), placement, level, router);
+    let mut rotation = None;
     let mut folded = None;
     if let (Some(symmetry), Some(fold)) = (&t.symmetry, fold) {
         let Some(rotator) = rotator else {
@@ -247,19 +247,35 @@ pub(super) fn network(
             ));
         };
         let located = |e: TopologyError| src.at(symmetry, e.to_string());
-        let rotation = rotator(&topology, &config.placement).map_err(located)?;
+        let r = rotator(&topology, &placement).map_err(located)?;
+        if let Some(up) = router.up_directions() {
+            // Rotated routes must stay up*/down* routes, or the run
+            // would not use the routing the scenario asks for.
+            r.check_orientation(&topology, up).map_err(|e| {
+                src.at(
+                    symmetry,
+                    format!(
+                        "{e}; routing = \"up_down\" with symmetry needs a rotation that keeps \
+                         the up*/down* order (a routing_root it leaves in place); \
+                         use routing = \"shortest\" or no symmetry"
+                    ),
+                )
+            })?;
+        }
         if fold {
-            rotation.link_orbits(&topology).map_err(located)?;
-            folded = Some(rotation.shift());
+            r.link_orbits(&topology).map_err(located)?;
+            folded = Some(r.shift());
             description.push_str(&format!(
                 ", folded by {} ranks (symmetric routes)",
-                rotation.shift()
+                r.shift()
             ));
         } else {
             description.push_str(", symmetric routes");
         }
-        config.rotation = Some(Arc::new(rotation));
+        rotation = Some(Arc::new(r));
     }
+    let mut config = TopologyConfig::with_router(Arc::clone(&topology), placement, level, router);
+    config.rotation = rotation;
     Ok(Network {
         config: NetworkConfig::Topology(config),
         world_size,

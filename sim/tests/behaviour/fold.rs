@@ -334,6 +334,27 @@ fn scenario_folds_that_cannot_hold_are_located_errors() {
     );
     // ...but its routes can still be symmetric.
     assert!(parse(&oversubscribed("routes")).is_ok());
+    // Up*/down* routing from a spine the rotation moves: the rotated
+    // routes would cross every spine, not the root, so symmetry is
+    // refused; from the default root (a leaf, which stays) it holds.
+    let up_down = |root: &str| {
+        scenario_text(4, "routes", ring, "").replace(
+            "spines = 4\n",
+            &format!("spines = 4\nrouting = \"up_down\"\n{root}"),
+        )
+    };
+    let err = parse(&up_down("routing_root = \"spine0\"\n")).unwrap_err();
+    assert!(
+        err.contains("f.toml:10:12")
+            && err.contains("leaf0->spine0 is up but its image leaf0->spine1 is down"),
+        "{err}"
+    );
+    let default_root = up_down("").replace(ring, "kind = \"allreduce\"\nalgorithm = \"ring\"\n");
+    assert_eq!(
+        times(&default_root),
+        times(&default_root.replace("\"routes\"", "\"fold\"")),
+        "up*/down* routes from a leaf root fold"
+    );
     // A preset without a rotation.
     let pcie = "seed = 1\n[topology]\npreset = \"pcie_box\"\nsymmetry = \"fold\"\n\
                 [[collective]]\nkind = \"allreduce\"\nmin_bytes = 8\nmax_bytes = 8\nphantom = true\n";
@@ -435,4 +456,107 @@ fn symmetric_routes_of_a_collective_on_fewer_ranks_wrap_around_all_of_them() {
         }
     }
     assert!(used > 0);
+}
+
+/// The deadlock report of a run in which every rank first waits for its
+/// left neighbour (a cycle through all ranks), folded or not.
+fn ring_wait_deadlock(folded: bool) -> sim::DeadlockReport {
+    let mut c = config(ideal(), 32);
+    if folded {
+        fold(&mut c, NODE).unwrap();
+    }
+    let exec = sim::run(c, |fabric| async move {
+        use algorithms::{Fabric, Shape, Tag};
+        let (n, r) = (fabric.world_size(), fabric.rank());
+        let left = (r + n - 1) % n;
+        let _ = fabric.recv(left, Tag(0), Shape::new(DType::F32, 4)).await;
+    });
+    exec.deadlock.expect("nobody sends")
+}
+
+#[test]
+fn a_folded_deadlock_is_reported_as_the_full_runs() {
+    // The folded run blocks ranks 0..8 only; rank 0 waits for rank 31,
+    // whose representative is rank 7. The report lists all 32 ranks and
+    // the cycle through them, as the full run's does.
+    let full = ring_wait_deadlock(false);
+    let folded = ring_wait_deadlock(true);
+    assert_eq!(folded.blocked.len(), 32);
+    assert_eq!(folded.blocked, full.blocked);
+    assert_eq!(folded.cycle.as_ref().map(Vec::len), Some(32));
+    assert_eq!(folded.cycle, full.cycle);
+    assert!(
+        folded.to_string().contains("32 rank(s) blocked"),
+        "{folded}"
+    );
+}
+
+/// Each rank's finish time of a phantom pairwise alltoall of `count`
+/// elements on `network` (`ranks` ranks), folded by `shift` or not.
+fn alltoall_times(
+    network: NetworkConfig,
+    ranks: usize,
+    shift: Option<usize>,
+    count: usize,
+) -> Vec<u64> {
+    let mut c = config(network, ranks);
+    if let Some(shift) = shift {
+        fold(&mut c, shift).unwrap();
+    }
+    let exec = sim::run(c, |fabric| async move {
+        use algorithms::Fabric;
+        let mut buf = Payload::phantom(DType::F32, count);
+        let (kind, algorithm) = (Collective::Alltoall, Algorithm::Pairwise);
+        collective::run(
+            &fabric,
+            kind,
+            algorithm,
+            &mut buf,
+            ReduceOp::Sum,
+            &Params::default(),
+        )
+        .await
+        .unwrap();
+        fabric.now().as_ps()
+    });
+    exec.outputs.into_iter().map(Option::unwrap).collect()
+}
+
+#[test]
+fn ties_and_rounding_are_where_a_fold_is_not_exact() {
+    // Packet model, pairwise alltoall on 4 fat-tree nodes: flows of
+    // different nodes meet on a port at the same picosecond, and events at
+    // equal times go in scheduling order, which follows rank order, not
+    // the rotation. So the full run with symmetric routes is itself not
+    // symmetric (rank 3 and rank 11 finish at different times), and the
+    // folded run, whose ranks stand for whole orbits, can only be close.
+    let full = alltoall_times(fat_tree(4, ModelLevel::Packet), 32, None, 16384);
+    let folded = alltoall_times(fat_tree(4, ModelLevel::Packet), 32, Some(NODE), 16384);
+    assert!((0..NODE).any(|r| full[r] != full[r + NODE]), "{full:?}");
+    for r in 0..32 {
+        let (a, b) = (full[r], folded[r % NODE]);
+        assert!(a.abs_diff(b) * 100 < a, "rank {r}: {a} ps against {b} ps");
+    }
+    // Flow model, alltoall on a 4x4 torus folded by rows: routes cross
+    // several links of one orbit, max-min freezes links of equal share in
+    // id order, and the rates differ in their last bits: a few ps.
+    let torus = || {
+        let params = presets::Torus {
+            x: 4,
+            y: 4,
+            ..presets::Torus::default()
+        };
+        let topology = Arc::new(presets::torus2d(&params).unwrap());
+        let placement: Arc<[_]> = topology.endpoints().into();
+        let rotation = presets::torus2d_rotation(&params, &topology, &placement).unwrap();
+        let mut config = TopologyConfig::new(topology, placement, ModelLevel::Flow, 1);
+        config.rotation = Some(Arc::new(rotation));
+        NetworkConfig::Topology(config)
+    };
+    let full = alltoall_times(torus(), 16, None, 8192);
+    let folded = alltoall_times(torus(), 16, Some(4), 8192);
+    assert_ne!(full[0], full[4], "the full run is not symmetric to the ps");
+    for r in 0..16 {
+        assert!(full[r].abs_diff(folded[r % 4]) <= 10, "rank {r}");
+    }
 }
