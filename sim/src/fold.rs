@@ -20,6 +20,16 @@
 //!   representative carries here when every orbit has one member per
 //!   step. Ideal links are per pair, so the representative pairs already
 //!   carry what every rotated pair carries.
+//! - **Shared links (flow model).** A link whose orbit has fewer members
+//!   than the rotation has steps (an oversubscribed fat-tree's uplink,
+//!   which several nodes share) is crossed, in the full run, by
+//!   `w = order / members` rotated copies of each representative flow
+//!   that crosses its orbit, all at the same rate. The folded route lists
+//!   its representative `w` times, so max-min filling counts the flow `w`
+//!   times there and the counters add its bytes `w` times (what each
+//!   member carries); the delivery latency still follows the route
+//!   crossed once. Packets cannot be weighed: the packet model refuses
+//!   such a rotation.
 //!
 //! It is exact (the same simulated times as the full run with the same
 //! symmetric routes) when the collective is rotation-equivariant: each
@@ -52,7 +62,7 @@ use std::sync::Arc;
 
 use topologies::Rotation;
 
-use crate::network::NetworkConfig;
+use crate::network::{ModelLevel, NetworkConfig};
 use crate::world::WorldConfig;
 
 /// Why a run cannot be folded.
@@ -62,8 +72,10 @@ pub struct FoldError(pub String);
 
 /// Makes `config` a folded run of ranks `0..shift`. On a topology, the
 /// network config must carry a [`Rotation`] by `shift` of all
-/// `world_size` ranks (its routes become symmetric) whose every link
-/// moves with every step; ideal links need nothing. Refused: a shift that
+/// `world_size` ranks (its routes become symmetric); at packet level
+/// every link must move with every step, at flow level a link with a
+/// shorter orbit is weighed (see the module docs); ideal links need
+/// nothing. Refused: a shift that
 /// does not divide the world, rank faults and link faults. The link
 /// counters and timeline come out as the full run's: each link direction
 /// gets its orbit representative's.
@@ -86,10 +98,23 @@ pub fn fold(config: &mut WorldConfig, shift: usize) -> Result<(), FoldError> {
         if !t.changes.is_empty() {
             return refuse("link faults break the symmetry".into());
         }
-        let orbits = rotation
-            .link_orbits(&t.topology)
-            .map_err(|e| FoldError(e.to_string()))?;
-        t.folded_links = Some(Arc::from(orbits));
+        if t.level == ModelLevel::Packet {
+            // Packets queue one by one: a link several copies of a flow
+            // share cannot stand for them.
+            let orbits = rotation
+                .link_orbits(&t.topology)
+                .map_err(|e| FoldError(format!("{e} (packet model)")))?;
+            t.folded_links = Some(Arc::from(orbits));
+        } else {
+            let orbits = rotation.link_orbit_sizes(&t.topology);
+            let order = rotation.order();
+            let weights: Vec<u32> = orbits
+                .iter()
+                .map(|&(_, members)| u32::try_from(order / members).unwrap_or(u32::MAX))
+                .collect();
+            t.folded_links = Some(orbits.iter().map(|&(l, _)| l).collect());
+            t.folded_weights = weights.iter().any(|&w| w > 1).then(|| Arc::from(weights));
+        }
     }
     config.fold = Some(shift);
     Ok(())

@@ -256,37 +256,48 @@ impl Rotation {
         }
     }
 
+    /// Each link direction's orbit: its representative (the orbit's
+    /// smallest id) and how many members it has (a divisor of
+    /// [`Rotation::order`]), indexed by [`LinkId::index`].
+    pub fn link_orbit_sizes(&self, topology: &Topology) -> Vec<(LinkId, usize)> {
+        let mut orbit: Vec<Option<(LinkId, usize)>> = vec![None; self.links.len()];
+        for l in topology.link_ids() {
+            if orbit[l.index()].is_some() {
+                continue;
+            }
+            let mut members = vec![l];
+            let mut next = self.link(l);
+            while next != l {
+                members.push(next);
+                next = self.link(next);
+            }
+            for m in &members {
+                orbit[m.index()] = Some((l, members.len()));
+            }
+        }
+        orbit
+            .into_iter()
+            .map(|o| o.expect("every link direction was visited"))
+            .collect()
+    }
+
     /// The representative of each link direction's orbit (its smallest
     /// id), indexed by [`LinkId::index`]: what a folded run puts each
     /// link's traffic on. An error names a link direction whose orbit is
     /// shorter than [`Rotation::order`] (a link some smaller rotation
-    /// leaves in place, which several copies of one flow would share).
+    /// leaves in place, which several copies of one flow would share: a
+    /// packet-level run cannot fold it; a flow-level one weighs it, see
+    /// [`Rotation::link_orbit_sizes`]).
     pub fn link_orbits(&self, topology: &Topology) -> Result<Vec<LinkId>, TopologyError> {
-        let mut canonical: Vec<Option<LinkId>> = vec![None; self.links.len()];
-        for l in topology.link_ids() {
-            if canonical[l.index()].is_some() {
-                continue;
-            }
-            let mut members = 1;
-            let mut next = self.link(l);
-            while next != l {
-                canonical[next.index()] = Some(l);
-                members += 1;
-                next = self.link(next);
-            }
-            canonical[l.index()] = Some(l);
-            if members != self.order() {
-                return Err(symmetry(format!(
-                    "link {} comes back after {members} of the rotation's {} steps; folding needs every link moved by every step",
-                    topology.link_name(l),
-                    self.order()
-                )));
-            }
+        let orbits = self.link_orbit_sizes(topology);
+        if let Some(&(l, members)) = orbits.iter().find(|(_, m)| *m != self.order()) {
+            return Err(symmetry(format!(
+                "link {} comes back after {members} of the rotation's {} steps; folding needs every link moved by every step",
+                topology.link_name(l),
+                self.order()
+            )));
         }
-        Ok(canonical
-            .into_iter()
-            .map(|c| c.expect("every link direction was visited"))
-            .collect())
+        Ok(orbits.into_iter().map(|(l, _)| l).collect())
     }
 }
 

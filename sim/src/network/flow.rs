@@ -127,6 +127,9 @@ struct Slot {
     message: MessageId,
     bytes: u64,
     route: Route,
+    /// The route crossed once, when `route` repeats links for weight
+    /// ([`Transfer::path`]).
+    path: Option<Route>,
     /// The pair (`Transfer::flow`) it belongs to.
     pair: u64,
     /// The next message of the same pair.
@@ -346,6 +349,7 @@ impl FlowNetwork {
             message: transfer.message,
             bytes: transfer.bytes,
             route: transfer.route.clone(),
+            path: transfer.path.clone(),
             pair: transfer.flow,
             next: NONE,
             active: false,
@@ -450,11 +454,13 @@ impl FlowNetwork {
         delivered: Option<&mut Vec<MessageId>>,
     ) -> Result<(), OutOfTime> {
         let slot = &mut self.slots[id as usize];
-        let latency_ps = if slot.route.is_empty() {
+        let path = slot.path.as_ref().unwrap_or(&slot.route);
+        let latency_ps = if path.is_empty() {
             0
         } else {
-            self.paths.idle_latency_ps(&slot.route, slot.bytes)
+            self.paths.idle_latency_ps(path, slot.bytes)
         };
+        slot.path = None;
         let (message, next, pair_key) = (slot.message, slot.next, slot.pair);
         slot.route = self.no_route.clone();
         self.free.push(id);

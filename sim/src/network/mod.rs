@@ -38,6 +38,10 @@ pub struct Transfer {
     pub route: Route,
     /// Messages of one flow are sent one after another, in order.
     pub flow: u64,
+    /// The route crossed once, for the delivery latency, when `route`
+    /// lists links several times for their weight (a folded flow-level
+    /// run's shared links, see [`crate::fold`]); `None`: `route` itself.
+    pub path: Option<Route>,
 }
 
 /// An event of a network model.
@@ -271,6 +275,10 @@ pub struct TopologyConfig {
     /// representative, on which the model puts its traffic (set by
     /// [`crate::fold::fold`] with the rotation's checked orbits).
     pub folded_links: Option<Arc<[LinkId]>>,
+    /// A folded flow-level run's weights: how many rotated copies of a
+    /// flow cross each link direction per crossing of its orbit (`None`
+    /// when every link moves with every step: all 1).
+    pub folded_weights: Option<Arc<[u32]>>,
 }
 
 impl TopologyConfig {
@@ -306,6 +314,7 @@ impl TopologyConfig {
             timeline_bin_ps: None,
             rotation: None,
             folded_links: None,
+            folded_weights: None,
         }
     }
 }
@@ -360,9 +369,13 @@ pub(crate) struct Routed<M> {
     /// A folded run's orbit representatives (see
     /// [`TopologyConfig::folded_links`]).
     folded_links: Option<Arc<[LinkId]>>,
-    /// Rotated or folded routes by flow, so each is built once; only
-    /// looked up, never iterated.
-    moved_routes: HashMap<u64, Route>,
+    /// A folded run's link weights (see
+    /// [`TopologyConfig::folded_weights`]).
+    folded_weights: Option<Arc<[u32]>>,
+    /// Rotated or folded routes by flow (with the route crossed once when
+    /// weights repeat links), so each is built once; only looked up,
+    /// never iterated.
+    moved_routes: HashMap<u64, (Route, Option<Route>)>,
 }
 
 impl Network {
@@ -387,6 +400,7 @@ impl Network {
                         world_size,
                         rotation: t.rotation.clone(),
                         folded_links: t.folded_links.clone(),
+                        folded_weights: t.folded_weights.clone(),
                         moved_routes: HashMap::default(),
                     })),
                     ModelLevel::Flow => Network::Flow(Box::new(Routed {
@@ -397,6 +411,7 @@ impl Network {
                         world_size,
                         rotation: t.rotation.clone(),
                         folded_links: t.folded_links.clone(),
+                        folded_weights: t.folded_weights.clone(),
                         moved_routes: HashMap::default(),
                     })),
                 }
@@ -580,17 +595,34 @@ impl<M> Routed<M> {
 
     /// The symmetric route from `src` to `dst`: the route of the pair
     /// rotated back to a source below the shift, moved forward again by
-    /// the rotation, or in a folded run put on the orbit representatives.
-    fn moved_route(&self, rotation: &Rotation, src: Rank, dst: Rank) -> Route {
+    /// the rotation, or in a folded run put on the orbit representatives;
+    /// with weights, each representative listed as many times as its
+    /// weight, and the route crossed once beside it (for the latency).
+    fn moved_route(&self, rotation: &Rotation, src: Rank, dst: Rank) -> (Route, Option<Route>) {
         // Ranks wrap around the rotation's ranks (the scenario's), which a
         // collective on fewer ranks still numbers the same way.
         let (n, shift) = (rotation.ranks(), rotation.shift());
         let k = src / shift;
         let (s0, d0) = (src - k * shift, (dst + n - k * shift) % n);
         let base = self.route(self.placement[s0], self.placement[d0], flow_id(s0, d0, n));
-        match &self.folded_links {
-            Some(canonical) => base.iter().map(|l| canonical[l.index()]).collect(),
-            None => base.iter().map(|&l| rotation.link_power(l, k)).collect(),
+        let Some(canonical) = &self.folded_links else {
+            return (
+                base.iter().map(|&l| rotation.link_power(l, k)).collect(),
+                None,
+            );
+        };
+        let once: Route = base.iter().map(|l| canonical[l.index()]).collect();
+        match &self.folded_weights {
+            Some(weights) => {
+                let weighed = base
+                    .iter()
+                    .flat_map(|l| {
+                        std::iter::repeat_n(canonical[l.index()], weights[l.index()] as usize)
+                    })
+                    .collect();
+                (weighed, Some(once))
+            }
+            None => (once, None),
         }
     }
 
@@ -608,19 +640,20 @@ impl<M> Routed<M> {
             return None;
         }
         let flow = flow_id(src, dst, self.world_size);
-        let route = match &self.rotation {
-            None => self.route(a, b, flow),
+        let (route, path) = match &self.rotation {
+            None => (self.route(a, b, flow), None),
             Some(rotation) => match self.moved_routes.get(&flow) {
-                Some(route) => Arc::clone(route),
+                Some(moved) => moved.clone(),
                 None => {
                     let rotation = Arc::clone(rotation);
-                    let route = self.moved_route(&rotation, src, dst);
-                    self.moved_routes.insert(flow, Arc::clone(&route));
-                    route
+                    let moved = self.moved_route(&rotation, src, dst);
+                    self.moved_routes.insert(flow, moved.clone());
+                    moved
                 }
             },
         };
         Some(Transfer {
+            path,
             message,
             bytes,
             route,

@@ -513,6 +513,7 @@ impl PacketNetwork {
             bytes,
             route,
             flow: key,
+            path: _,
         } = transfer;
         let Some(&first) = route.first() else {
             let message = self.messages.insert(Message {

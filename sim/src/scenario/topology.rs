@@ -263,7 +263,18 @@ pub(super) fn network(
             })?;
         }
         if fold {
-            r.link_orbits(&topology).map_err(located)?;
+            if level == ModelLevel::Packet {
+                // Packets cannot be weighed: every link must move (see
+                // `crate::fold`); the flow model weighs shared links.
+                r.link_orbits(&topology).map_err(|e| {
+                    src.at(
+                        symmetry,
+                        format!(
+                            "{e} in the packet model (model = \"flow\" folds shared links by weight)"
+                        ),
+                    )
+                })?;
+            }
             folded = Some(r.shift());
             description.push_str(&format!(
                 ", folded by {} ranks (symmetric routes)",

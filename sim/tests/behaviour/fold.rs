@@ -143,6 +143,37 @@ fn the_flow_model_folds_exactly() {
 }
 
 #[test]
+fn the_flow_model_folds_shared_links_by_weight() {
+    // 2:1 oversubscribed, 2 spines: each leaf's 2 uplinks serve 4 nodes,
+    // so an uplink's orbit has 2 members for the rotation's 4 steps and
+    // two rotated copies of a cross-rail flow share it.
+    let params = presets::FatTree {
+        nodes: 4,
+        spines: Some(2),
+        oversubscription: 2.0,
+        ..presets::FatTree::default()
+    };
+    let topology = Arc::new(presets::fat_tree(&params).unwrap());
+    let placement: Arc<[_]> = topology.endpoints().into();
+    let rotation = presets::fat_tree_rotation(&params, &topology, &placement).unwrap();
+    assert!(rotation.link_orbits(&topology).is_err());
+    let mut t = TopologyConfig::new(topology, placement, ModelLevel::Flow, 7);
+    t.rotation = Some(Arc::new(rotation));
+    for algorithm in [Algorithm::Ring, Algorithm::Hierarchical] {
+        let (full, folded) =
+            full_and_folded(NetworkConfig::Topology(t.clone()), 32, algorithm, 256 << 10);
+        assert_same_times(&full, &folded, 32);
+        assert_same_links(&full, &folded);
+    }
+    // The packet model cannot weigh packets: it refuses.
+    let mut packet = t.clone();
+    packet.level = ModelLevel::Packet;
+    let mut c = config(NetworkConfig::Topology(packet), 32);
+    let err = fold(&mut c, NODE).unwrap_err().to_string();
+    assert!(err.contains("packet model"), "{err}");
+}
+
+#[test]
 fn the_packet_model_folds_exactly() {
     for algorithm in [Algorithm::Ring, Algorithm::Hierarchical] {
         let (full, folded) =
@@ -320,20 +351,28 @@ fn scenario_folds_that_cannot_hold_are_located_errors() {
     let fewer = "kind = \"allreduce\"\nworld_size = 16\n";
     let err = parse(&scenario_text(4, "fold", fewer, "")).unwrap_err();
     assert!(err.contains("all 32 ranks, not 16"), "{err}");
-    // An oversubscribed tree's uplinks come back before the nodes do.
+    // An oversubscribed tree's uplinks come back before the nodes do:
+    // packets cannot fold them...
     let oversubscribed = |symmetry: &str| {
+        let ring = "kind = \"allreduce\"\nalgorithm = \"ring\"\n";
         scenario_text(4, symmetry, ring, "")
             .replace("oversubscription = 1", "oversubscription = 2")
             .replace("spines = 4", "spines = 2")
     };
-    let over = oversubscribed("fold");
+    let over = oversubscribed("fold").replace("model = \"flow\"", "model = \"packet\"");
     let err = parse(&over).unwrap_err();
     assert!(
-        err.contains("f.toml:8:12") && err.contains("folding needs every link moved"),
+        err.contains("f.toml:8:12")
+            && err.contains("folding needs every link moved")
+            && err.contains("packet model"),
         "{err}"
     );
-    // ...but its routes can still be symmetric.
+    // ...but its routes can still be symmetric, and flows fold by weight.
     assert!(parse(&oversubscribed("routes")).is_ok());
+    assert_eq!(
+        times(&oversubscribed("routes")),
+        times(&oversubscribed("fold"))
+    );
     // Up*/down* routing from a spine the rotation moves: the rotated
     // routes would cross every spine, not the root, so symmetry is
     // refused; from the default root (a leaf, which stays) it holds.

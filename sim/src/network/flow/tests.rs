@@ -70,6 +70,7 @@ impl Driver {
             bytes,
             route: route.into(),
             flow: pair,
+            path: None,
         });
         self.start_ps.push(at_ps);
         // A compute timer stands for "a rank sends now".

@@ -151,6 +151,7 @@ impl<'a> Driver<'a> {
                         bytes: s.bytes,
                         route: s.route.clone().into(),
                         flow: s.flow,
+                        path: None,
                     };
                     self.net.start(event.time, transfer, &mut self.queue)?;
                 }
