@@ -37,7 +37,7 @@ pub struct Rotation {
 }
 
 /// A [`TopologyError::Symmetry`] with `message`.
-fn symmetry(message: impl Into<String>) -> TopologyError {
+pub(crate) fn symmetry(message: impl Into<String>) -> TopologyError {
     TopologyError::Symmetry(message.into())
 }
 

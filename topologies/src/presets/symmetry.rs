@@ -20,10 +20,7 @@ use crate::graph::{LinkId, Topology, VertexId};
 use crate::rotation::Rotation;
 use crate::vertex::VertexKind;
 
-/// A [`TopologyError::Symmetry`] with `message`.
-pub(super) fn symmetry(message: impl Into<String>) -> TopologyError {
-    TopologyError::Symmetry(message.into())
-}
+pub(super) use crate::rotation::symmetry;
 
 /// Where a leaf's uplinks go, by their position `i` among the leaf's `u`
 /// uplinks in insertion order.
