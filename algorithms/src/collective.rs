@@ -1,5 +1,5 @@
-//! The catalogue: which collectives exist, which algorithms implement each,
-//! and one entry point that runs, costs or checks any of them.
+//! The collectives: which exist, what each one's buffers hold, and the
+//! references and size rules every algorithm of a collective shares.
 //!
 //! # Buffer conventions
 //! Every algorithm works **in place** on one buffer of `count` elements per
@@ -18,8 +18,9 @@
 //! | scatter | root's whole buffer | block `r` |
 //! | barrier | nothing | nothing |
 //!
-//! [`run_out_of_place`] wraps these for callers with separate input and
-//! output buffers (the input is never modified).
+//! [`Algorithm::run_out_of_place`](crate::Algorithm::run_out_of_place)
+//! wraps these for callers with separate input and output buffers (the
+//! input is never modified).
 
 use std::fmt;
 use std::ops::Range;
@@ -100,36 +101,6 @@ named_enum! {
     }
 }
 
-named_enum! {
-    /// An algorithm; see [`CATALOGUE`] for which collectives each implements.
-    Algorithm {
-        /// Ring (pipelined, chunked).
-        Ring = "ring",
-        /// Recursive doubling (pairwise exchanges at distance 1, 2, 4, ...).
-        RecursiveDoubling = "recursive_doubling",
-        /// Recursive halving (pairwise exchanges at distance N/2, N/4, ...).
-        RecursiveHalving = "recursive_halving",
-        /// Rabenseifner: recursive-halving reduce-scatter + recursive-doubling allgather.
-        Rabenseifner = "rabenseifner",
-        /// NCCL-style double binary tree, pipelined.
-        Tree = "tree",
-        /// Reduce-scatter in a node, allreduce across nodes, allgather in a node.
-        Hierarchical = "hierarchical",
-        /// Bruck's algorithm (log-step, non-power-of-two friendly).
-        Bruck = "bruck",
-        /// Binomial tree rooted at the root.
-        Binomial = "binomial",
-        /// Pipelined chain from (or to) the root, chunked.
-        Chain = "chain",
-        /// Pairwise exchange.
-        Pairwise = "pairwise",
-        /// Dissemination.
-        Dissemination = "dissemination",
-        /// Root talks to every rank directly.
-        Linear = "linear",
-    }
-}
-
 impl Collective {
     /// nccl-tests' bus-bandwidth factor for `n` ranks: busbw = algbw x
     /// factor (nccl-tests `doc/PERFORMANCE.md`).
@@ -159,15 +130,6 @@ impl Collective {
             self,
             Collective::Broadcast | Collective::Reduce | Collective::Gather | Collective::Scatter
         )
-    }
-
-    /// The algorithms that implement this collective, in catalogue order.
-    pub fn algorithms(self) -> Vec<Algorithm> {
-        CATALOGUE
-            .iter()
-            .filter(|e| e.collective == self)
-            .map(|e| e.algorithm)
-            .collect()
     }
 }
 
@@ -296,7 +258,7 @@ pub fn cost_fits(model: &CostModel, n: usize, count: usize, dtype: DType, params
 /// make every reduction exact (so its order does not matter, as with the
 /// simulator's generated data): the rank-order reduction for reducing
 /// collectives, [`movement_reference`] for the others. Cheap for any world
-/// size, unlike the per-algorithm [`reference`](fn@reference)s that reproduce an order.
+/// size, unlike the per-algorithm references ([`Algorithm::reference`](crate::Algorithm::reference)) that reproduce an order.
 /// `None` for no ranks or a root outside the world.
 pub fn exact_reference(
     collective: Collective,
@@ -312,180 +274,6 @@ pub fn exact_reference(
         return Some(vec![reduced; inputs.len()]);
     }
     Some(movement_reference(collective, inputs, root))
-}
-
-/// Whether every rank of `algorithm` for `collective` does what rank 0
-/// does, moved by its rank: rank `r`'s partners are rank 0's plus `r`
-/// (mod `N`) at every step, with the same message sizes when the buffer
-/// splits into equal blocks. Rings, shifted pairwise exchanges, Bruck and
-/// dissemination are; partners by XOR (recursive doubling and halving,
-/// Rabenseifner), roots and trees are not. The hierarchical allreduce is
-/// when the rotation moves whole nodes. A simulator may then simulate one
-/// rank per orbit of a rotation (see the `sim` crate's `fold`).
-pub fn rotation_symmetric(collective: Collective, algorithm: Algorithm) -> bool {
-    use Algorithm as A;
-    use Collective as C;
-    matches!(
-        (collective, algorithm),
-        (C::Allreduce, A::Ring | A::Hierarchical)
-            | (C::ReduceScatter, A::Ring)
-            | (C::Allgather, A::Ring | A::Bruck)
-            | (C::Alltoall, A::Pairwise | A::Bruck)
-            | (C::Barrier, A::Dissemination)
-    )
-}
-
-/// An upper bound on the messages one call of the pair sends over all
-/// ranks, for `count` elements of `elem_bytes` bytes in chunks of at most
-/// `chunk_bytes`: `N(N-1)`-like for rings and pairwise exchanges,
-/// `N·log N`-like for the log-step algorithms, `N` per chunk for the
-/// pipelined tree and chains (credits included). `None` (no algorithm
-/// named) takes the largest, the ring's. Used to refuse runs that would
-/// take hours.
-pub fn messages_bound(
-    collective: Collective,
-    algorithm: Option<Algorithm>,
-    n: usize,
-    count: usize,
-    elem_bytes: usize,
-    chunk_bytes: u64,
-) -> u64 {
-    use Algorithm::*;
-    let n64 = n as u64;
-    let ring = crate::allreduce::ring::messages(count, n, elem_bytes, chunk_bytes)
-        .max(2 * n64 * n64.saturating_sub(1));
-    let log = u64::from(n.next_power_of_two().trailing_zeros());
-    let chunks = (count as u64 * elem_bytes as u64).div_ceil(chunk_bytes.max(1)) + 1;
-    let per_rank = match (collective, algorithm) {
-        (_, None | Some(Ring | Pairwise)) => return ring,
-        (Collective::Allreduce, Some(Hierarchical)) => return ring,
-        (_, Some(Tree | Chain)) => 6u64.saturating_mul(chunks),
-        (_, Some(Linear | Binomial)) => 2,
-        _ => 2 * log + 4,
-    };
-    n64.saturating_mul(per_rank)
-}
-
-/// Whether the pair cuts its buffer into `Params::chunk_bytes` pieces, so
-/// that its cost depends on the chunk size (the tuner tries chunk sizes
-/// only for these).
-pub fn uses_chunks(collective: Collective, algorithm: Algorithm) -> bool {
-    use Algorithm::{Chain, Hierarchical, Ring, Tree};
-    matches!(
-        (collective, algorithm),
-        (Collective::Allreduce, Ring | Tree | Hierarchical)
-            | (Collective::Broadcast | Collective::Reduce, Chain)
-    )
-}
-
-/// One entry of the catalogue.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Entry {
-    /// The collective.
-    pub collective: Collective,
-    /// The algorithm.
-    pub algorithm: Algorithm,
-    /// Its cost under the alpha-beta-gamma model, as a formula for people
-    /// (`n` bytes in total, `N` ranks, `K` chunks; see the module docs).
-    pub formula: &'static str,
-}
-
-macro_rules! catalogue {
-    ($($coll:ident, $alg:ident => $module:path;)*) => {
-        /// Every implemented (collective, algorithm) pair with its cost
-        /// formula, in the order `sim algorithms` lists them.
-        pub const CATALOGUE: &[Entry] = &[$(Entry {
-            collective: Collective::$coll,
-            algorithm: Algorithm::$alg,
-            formula: { use $module as m; m::FORMULA },
-        }),*];
-
-        /// Runs `algorithm` for `collective` in place on `buf` (see the
-        /// module docs for what `buf` holds before and after).
-        pub async fn run<F: Fabric>(
-            fabric: &F,
-            collective: Collective,
-            algorithm: Algorithm,
-            buf: &mut Payload,
-            op: ReduceOp,
-            params: &Params,
-        ) -> Result<(), CollectiveError> {
-            if collective.reduces() && !op.supports(buf.shape().dtype) {
-                return Err(CollectiveError::UnsupportedOp { op, dtype: buf.shape().dtype });
-            }
-            if collective.has_root() && params.root >= fabric.world_size() {
-                return Err(CollectiveError::InvalidRoot { root: params.root, world_size: fabric.world_size() });
-            }
-            match (collective, algorithm) {
-                $((Collective::$coll, Algorithm::$alg) => { use $module as m; m::run(fabric, buf, op, params).await })*
-                _ => Err(CollectiveError::NoSuchAlgorithm { collective, algorithm }),
-            }
-        }
-
-        /// The modelled time of one call, in picoseconds, under ideal links
-        /// (`None` for a pair not in the catalogue, or when the time could
-        /// exceed what a `u64` of picoseconds holds: see [`cost_fits`]).
-        pub fn cost_ps(
-            collective: Collective,
-            algorithm: Algorithm,
-            model: &CostModel,
-            n: usize,
-            count: usize,
-            dtype: DType,
-            params: &Params,
-        ) -> Option<u64> {
-            if !cost_fits(model, n, count, dtype, params) {
-                return None;
-            }
-            match (collective, algorithm) {
-                $((Collective::$coll, Algorithm::$alg) => { use $module as m; Some(m::cost_ps(model, n, count, dtype, params)) })*
-                _ => None,
-            }
-        }
-
-        /// What every rank's buffer holds after the call, bit for bit, given
-        /// every rank's buffer before it (`None` for a pair not in the
-        /// catalogue). Only [`defined_output`] is meaningful.
-        pub fn reference(
-            collective: Collective,
-            algorithm: Algorithm,
-            inputs: &[Payload],
-            op: ReduceOp,
-            params: &Params,
-        ) -> Option<Vec<Payload>> {
-            if inputs.is_empty() || (collective.has_root() && params.root >= inputs.len()) {
-                return None;
-            }
-            match (collective, algorithm) {
-                $((Collective::$coll, Algorithm::$alg) => { use $module as m; Some(m::reference(inputs, op, params)) })*
-                _ => None,
-            }
-        }
-    };
-}
-
-catalogue! {
-    Allreduce, Ring => crate::allreduce::ring;
-    Allreduce, RecursiveDoubling => crate::allreduce::recursive_doubling;
-    Allreduce, Rabenseifner => crate::allreduce::rabenseifner;
-    Allreduce, Tree => crate::allreduce::tree;
-    Allreduce, Hierarchical => crate::allreduce::hierarchical;
-    ReduceScatter, Ring => crate::reduce_scatter::ring;
-    ReduceScatter, RecursiveHalving => crate::reduce_scatter::recursive_halving;
-    Allgather, Ring => crate::allgather::ring;
-    Allgather, RecursiveDoubling => crate::allgather::recursive_doubling;
-    Allgather, Bruck => crate::allgather::bruck;
-    Broadcast, Binomial => crate::broadcast::binomial;
-    Broadcast, Chain => crate::broadcast::chain;
-    Reduce, Binomial => crate::reduce::binomial;
-    Reduce, Chain => crate::reduce::chain;
-    Alltoall, Pairwise => crate::alltoall::pairwise;
-    Alltoall, Bruck => crate::alltoall::bruck;
-    Barrier, Dissemination => crate::barrier::dissemination;
-    Gather, Binomial => crate::gather::binomial;
-    Gather, Linear => crate::gather::linear;
-    Scatter, Binomial => crate::scatter::binomial;
-    Scatter, Linear => crate::scatter::linear;
 }
 
 /// The sizes in bytes a size sweep runs, nccl-tests style: `min, min*f,
@@ -524,35 +312,4 @@ pub fn sweep_sizes(
         }
     }
     sizes
-}
-
-/// Runs a collective with separate input and output buffers; `input` is
-/// never modified. `output_count` is the full size of the collective (the
-/// input of allgather and gather is this rank's block of it).
-pub async fn run_out_of_place<F: Fabric>(
-    fabric: &F,
-    collective: Collective,
-    algorithm: Algorithm,
-    input: &Payload,
-    output_count: usize,
-    op: ReduceOp,
-    params: &Params,
-) -> Result<Payload, CollectiveError> {
-    let n = fabric.world_size();
-    let r = fabric.rank();
-    let mut work = match collective {
-        Collective::Allgather | Collective::Gather => {
-            let mut work = Payload::zeros(input.shape().dtype, output_count, input.is_phantom());
-            work.copy_from(block_range(output_count, n, r), input)?;
-            work
-        }
-        _ => input.clone(),
-    };
-    run(fabric, collective, algorithm, &mut work, op, params).await?;
-    Ok(match collective {
-        Collective::ReduceScatter | Collective::Scatter => {
-            work.extract(block_range(work.len(), n, r))
-        }
-        _ => work,
-    })
 }

@@ -1,6 +1,6 @@
 //! [`CollectiveError`]: why a collective did not complete on this rank.
 
-use crate::collective::{Algorithm, Collective};
+use crate::collective::Collective;
 use crate::dtype::{DType, ReduceOp};
 use crate::fabric::FabricError;
 use crate::fabric::Rank;
@@ -44,13 +44,5 @@ pub enum CollectiveError {
         world_size: usize,
         /// What was expected.
         why: &'static str,
-    },
-    /// The algorithm does not implement that collective.
-    #[error("algorithm `{algorithm}` does not implement {collective}; valid: {}", collective.algorithms().iter().map(|a| a.name()).collect::<Vec<_>>().join(", "))]
-    NoSuchAlgorithm {
-        /// The collective asked for.
-        collective: Collective,
-        /// The algorithm asked for.
-        algorithm: Algorithm,
     },
 }

@@ -23,13 +23,20 @@
 //! - [`reference`](mod@reference): sequential references and reduction [`Order`](reference::Order)s.
 //! - [`error`], with [`CollectiveError`], what a failed collective returns.
 //!
-//! The catalogue:
-//! - [`collective`]: [`Collective`], [`Algorithm`], [`Params`], the
-//!   [`CATALOGUE`](collective::CATALOGUE) and the entry points
-//!   [`run`](collective::run), [`cost_ps`](collective::cost_ps) and
-//!   [`reference`](collective::reference).
+//! Algorithms and the catalogue:
+//! - [`collective`]: [`Collective`], [`Params`], the buffer conventions and
+//!   the references every algorithm of a collective shares.
+//! - [`algorithm`]: [`CollectiveAlgorithm`], the one interface every
+//!   algorithm implements (name, collective, `run`, and optionally its cost
+//!   formula, reference and the facts the engine needs), and [`Algorithm`],
+//!   the handle that checks a call's arguments and runs it.
+//! - [`any_fabric`]: [`AnyFabric`], the fabric of any back-end an algorithm
+//!   reached through a trait object receives.
+//! - [`registry`]: [`Registry`], the algorithms a program knows;
+//!   [`Registry::builtin`] is the catalogue.
 //! - One module per collective, one file per algorithm, each with the same
-//!   four items: `FORMULA`, `run`, `cost_ps`, `reference`:
+//!   items: `FORMULA`, `run`, `cost_ps`, `reference` and a unit struct
+//!   implementing [`CollectiveAlgorithm`] with them:
 //!   [`allreduce`], [`reduce_scatter`], [`allgather`], [`broadcast`],
 //!   [`reduce`], [`alltoall`], [`barrier`], [`gather`], [`scatter`].
 //! - [`tuner`]: picks an algorithm and chunk size from the cost model.
@@ -42,11 +49,16 @@
 //! [`Payload`]s with `fabric.send(..)` and `fabric.recv(..)`, charges local
 //! work with `fabric.compute(..)` and does the arithmetic itself on the
 //! payloads. It must not read a clock or spawn threads: concurrency inside a
-//! rank is expressed by joining futures (`futures_util::join!`).
+//! rank is expressed by joining futures (`futures_util::join!`). To make it
+//! reachable by name from scenarios, the checker and the real fabrics,
+//! implement [`CollectiveAlgorithm`] for a type and register it (see
+//! [`algorithm`] for a complete example).
 
+pub mod algorithm;
 pub mod allgather;
 pub mod allreduce;
 pub mod alltoall;
+pub mod any_fabric;
 pub mod barrier;
 mod binomial;
 pub mod broadcast;
@@ -63,14 +75,18 @@ pub mod payload;
 pub mod reduce;
 pub mod reduce_scatter;
 pub mod reference;
+pub mod registry;
 pub mod scatter;
 mod schedule;
 pub mod symbolic;
 pub mod tuner;
 
-pub use collective::{Algorithm, Collective, Params};
+pub use algorithm::{Algorithm, Chunking, CollectiveAlgorithm, RotationSymmetry, Running};
+pub use any_fabric::AnyFabric;
+pub use collective::{Collective, Params};
 pub use cost::CostModel;
 pub use dtype::{DType, Element, ReduceOp};
 pub use error::CollectiveError;
 pub use fabric::{Fabric, FabricError, Rank, Tag, Time, Work};
 pub use payload::{Payload, Shape};
+pub use registry::{Registry, RegistryError, UnknownAlgorithm, catalogue_algorithm};

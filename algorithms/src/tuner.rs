@@ -1,10 +1,10 @@
 //! The tuner: picks an algorithm and a chunk size for a call from the cost
 //! model, as NCCL picks from its tuning tables.
 //!
-//! For each allowed algorithm of the collective and each candidate chunk
-//! size, the tuner evaluates the algorithm's `cost_ps` and keeps the
-//! cheapest; ties go to the earlier algorithm in catalogue order, then to
-//! the larger chunk. Nothing here is a hard-coded threshold: crossovers
+//! For each candidate algorithm and each candidate chunk size, the tuner
+//! evaluates the algorithm's `cost_ps` and keeps the cheapest; ties go to
+//! the earlier candidate (registry order), then to the larger chunk; an
+//! algorithm without a cost formula is never chosen. Nothing here is a hard-coded threshold: crossovers
 //! move with the latency, bandwidth and world size.
 //!
 //! Chunk sizes are tried from 16 KiB to 4 MiB, but only those that cut the
@@ -13,7 +13,8 @@
 //! cost functions (the pipelined tree's) take time proportional to the
 //! number of chunks.
 
-use crate::collective::{Algorithm, Collective, Params, cost_ps, uses_chunks};
+use crate::algorithm::Algorithm;
+use crate::collective::Params;
 use crate::cost::CostModel;
 use crate::dtype::DType;
 
@@ -34,7 +35,7 @@ pub const CHUNK_CANDIDATES: [u64; 9] = [
 pub const CHUNKS_MAX: u64 = 256;
 
 /// The tuner's decision for one call.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Choice {
     /// The algorithm.
     pub algorithm: Algorithm,
@@ -44,23 +45,18 @@ pub struct Choice {
     pub cost_ps: u64,
 }
 
-/// The cheapest of `allowed` algorithms (all of the collective's if empty)
-/// for `count` elements of `dtype` on `n` ranks; `params` supplies the
-/// fields the tuner does not choose (slots, root, ranks per node).
+/// The cheapest of `candidates` (algorithms of one collective, in the
+/// order ties are broken) for `count` elements of `dtype` on `n` ranks;
+/// `params` supplies the fields the tuner does not choose (slots, root,
+/// ranks per node). `None` when no candidate has a cost that fits.
 pub fn choose(
-    collective: Collective,
-    allowed: &[Algorithm],
+    candidates: &[Algorithm],
     model: &CostModel,
     n: usize,
     count: usize,
     dtype: DType,
     params: &Params,
 ) -> Option<Choice> {
-    let candidates: Vec<Algorithm> = collective
-        .algorithms()
-        .into_iter()
-        .filter(|a| allowed.is_empty() || allowed.contains(a))
-        .collect();
     let bytes = count as u64 * dtype.size_bytes() as u64;
     let largest = CHUNK_CANDIDATES[CHUNK_CANDIDATES.len() - 1];
     let chunks: Vec<u64> = CHUNK_CANDIDATES
@@ -71,7 +67,7 @@ pub fn choose(
         .collect();
     let mut best: Option<Choice> = None;
     for algorithm in candidates {
-        let tried: &[u64] = if uses_chunks(collective, algorithm) {
+        let tried: &[u64] = if algorithm.uses_chunks() {
             &chunks
         } else {
             &chunks[..1]
@@ -81,12 +77,12 @@ pub fn choose(
                 chunk_bytes,
                 ..*params
             };
-            let Some(cost) = cost_ps(collective, algorithm, model, n, count, dtype, &p) else {
+            let Some(cost) = algorithm.cost_ps(model, n, count, dtype, &p) else {
                 continue;
             };
-            if best.is_none_or(|b| cost < b.cost_ps) {
+            if best.as_ref().is_none_or(|b| cost < b.cost_ps) {
                 best = Some(Choice {
-                    algorithm,
+                    algorithm: algorithm.clone(),
                     chunk_bytes,
                     cost_ps: cost,
                 });
@@ -99,7 +95,7 @@ pub fn choose(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::collective::Algorithm::*;
+    use crate::{Collective, Registry};
 
     /// One 200 Gb/s port per rank and 5 us per message, as in
     /// `scenarios/allreduce_algorithms.toml`.
@@ -115,9 +111,17 @@ mod tests {
         u64::from(n.next_power_of_two().trailing_zeros())
     }
 
-    fn pick(c: Collective, allowed: &[Algorithm], n: usize, count: usize) -> Choice {
+    /// The tuner's choice among the catalogue's algorithms of `c` named in
+    /// `allowed` (all of them if empty).
+    fn pick(c: Collective, allowed: &[&str], n: usize, count: usize) -> Choice {
         let p = Params::default();
-        choose(c, allowed, &model(), n, count, DType::F32, &p).expect("a choice")
+        let registry = Registry::builtin();
+        let candidates: Vec<Algorithm> = registry
+            .of(c)
+            .filter(|a| allowed.is_empty() || allowed.contains(&a.name()))
+            .cloned()
+            .collect();
+        choose(&candidates, &model(), n, count, DType::F32, &p).expect("a choice")
     }
 
     #[test]
@@ -128,7 +132,7 @@ mod tests {
             // doubling of N, where the ring pays 2(N-1) of them.
             let latencies = choice.cost_ps / model().latency_ps;
             assert!(latencies <= 2 * log2_ceil(n) + 2, "n={n}: {choice:?}");
-            let ring = pick(Collective::Allreduce, &[Ring], n, 2);
+            let ring = pick(Collective::Allreduce, &["ring"], n, 2);
             assert!(
                 choice.cost_ps * 4 < ring.cost_ps,
                 "n={n}: {choice:?} vs {ring:?}"
@@ -145,12 +149,12 @@ mod tests {
             // Bandwidth-bound: no worse than the ring's 2(N-1)/N · n/B plus
             // latencies, whereas recursive doubling sends all n bytes
             // log2(N) times.
-            let ring = pick(Collective::Allreduce, &[Ring], n, count);
+            let ring = pick(Collective::Allreduce, &["ring"], n, count);
             assert!(
                 choice.cost_ps <= ring.cost_ps,
                 "n={n}: {choice:?} vs {ring:?}"
             );
-            assert_ne!(choice.algorithm, RecursiveDoubling, "n={n}");
+            assert_ne!(choice.algorithm.name(), "recursive_doubling", "n={n}");
             let one_pass = model().wire_ps(bytes);
             assert!(choice.cost_ps < 3 * one_pass, "n={n}: {choice:?}");
         }
@@ -160,13 +164,15 @@ mod tests {
     fn broadcast_switches_from_the_binomial_tree_to_the_chain() {
         for n in [8, 64] {
             assert_eq!(
-                pick(Collective::Broadcast, &[], n, 1).algorithm,
-                Binomial,
+                pick(Collective::Broadcast, &[], n, 1).algorithm.name(),
+                "binomial",
                 "n={n}"
             );
             assert_eq!(
-                pick(Collective::Broadcast, &[], n, 1 << 28).algorithm,
-                Chain,
+                pick(Collective::Broadcast, &[], n, 1 << 28)
+                    .algorithm
+                    .name(),
+                "chain",
                 "n={n}"
             );
         }
@@ -174,8 +180,8 @@ mod tests {
 
     #[test]
     fn only_pipelined_algorithms_depend_on_the_chunk_size() {
-        for e in crate::collective::CATALOGUE {
-            if uses_chunks(e.collective, e.algorithm) {
+        for e in Registry::builtin().iter() {
+            if e.uses_chunks() {
                 continue;
             }
             for (n, count) in [(8, 1 << 20), (13, 12_345), (64, 1 << 16)] {
@@ -184,48 +190,23 @@ mod tests {
                         chunk_bytes,
                         ..Params::default()
                     };
-                    cost_ps(
-                        e.collective,
-                        e.algorithm,
-                        &model(),
-                        n,
-                        count,
-                        DType::F32,
-                        &p,
-                    )
+                    e.cost_ps(&model(), n, count, DType::F32, &p)
                 };
-                assert_eq!(
-                    cost(16 << 10),
-                    cost(4 << 20),
-                    "{} {}",
-                    e.collective,
-                    e.algorithm
-                );
+                assert_eq!(cost(16 << 10), cost(4 << 20), "{e:?}");
             }
         }
     }
 
     #[test]
     fn the_choice_respects_restrictions_and_is_the_cheapest() {
-        let only = pick(Collective::Allreduce, &[Rabenseifner], 64, 1000);
-        assert_eq!(only.algorithm, Rabenseifner);
+        let only = pick(Collective::Allreduce, &["rabenseifner"], 64, 1000);
+        assert_eq!(only.algorithm.name(), "rabenseifner");
         let free = pick(Collective::Allreduce, &[], 64, 1000);
-        for a in Collective::Allreduce.algorithms() {
-            assert!(free.cost_ps <= pick(Collective::Allreduce, &[a], 64, 1000).cost_ps);
+        for a in Registry::builtin().of(Collective::Allreduce) {
+            assert!(free.cost_ps <= pick(Collective::Allreduce, &[a.name()], 64, 1000).cost_ps);
         }
-        // Restricting to algorithms of another collective leaves nothing.
+        // No candidate, no choice.
         let p = Params::default();
-        assert_eq!(
-            choose(
-                Collective::Allreduce,
-                &[Bruck],
-                &model(),
-                8,
-                8,
-                DType::F32,
-                &p
-            ),
-            None
-        );
+        assert_eq!(choose(&[], &model(), 8, 8, DType::F32, &p), None);
     }
 }

@@ -9,11 +9,11 @@ use std::future::Future;
 use std::pin::Pin;
 use std::task::{Context, Poll, Waker};
 
-use algorithms::collective::{self, CATALOGUE, defined_output};
+use algorithms::collective::defined_output;
 use algorithms::symbolic::{self, Node, Sym, leaf};
 use algorithms::{
-    Collective, CollectiveError, DType, Element, Fabric, FabricError, Params, Payload, Rank,
-    ReduceOp, Shape, Tag, Time, Work,
+    Algorithm, Collective, CollectiveError, DType, Element, Fabric, FabricError, Params, Payload,
+    Rank, ReduceOp, Registry, Shape, Tag, Time, Work,
 };
 
 /// Messages in flight, keyed by (source, destination, tag), in send order.
@@ -93,16 +93,16 @@ impl Fabric for TestFabric<'_> {
 
 type RankFuture<'a> = Pin<Box<dyn Future<Output = Result<Payload, CollectiveError>> + 'a>>;
 
-/// Runs one call of `collective`/`algorithm` on every rank, polling the
-/// ranks round-robin on this thread; returns each rank's buffer.
+/// Runs one call of `algorithm` on every rank, polling the ranks
+/// round-robin on this thread; returns each rank's buffer.
 fn run_world(
-    collective: Collective,
-    algorithm: algorithms::Algorithm,
+    algorithm: &Algorithm,
     inputs: &[Payload],
     op: ReduceOp,
     params: &Params,
 ) -> Vec<Payload> {
     let n = inputs.len();
+    let collective = algorithm.collective();
     let network = Network::default();
     let fabrics: Vec<TestFabric> = (0..n)
         .map(|rank| TestFabric {
@@ -117,7 +117,7 @@ fn run_world(
         .map(|(fabric, input)| {
             let mut buf = input.clone();
             let task: RankFuture = Box::pin(async move {
-                collective::run(fabric, collective, algorithm, &mut buf, op, params).await?;
+                algorithm.run(fabric, &mut buf, op, params).await?;
                 Ok(buf)
             });
             Some(task)
@@ -172,8 +172,9 @@ fn name(id: u64) -> String {
 #[test]
 fn every_reducing_algorithm_builds_its_documented_trees() {
     let mut checked = 0;
-    for entry in CATALOGUE.iter().filter(|e| e.collective.reduces()) {
-        let (c, a) = (entry.collective, entry.algorithm);
+    let registry = Registry::builtin();
+    for a in registry.iter().filter(|a| a.collective().reduces()) {
+        let c = a.collective();
         for n in 2..=5usize {
             for count in [0, 1, n - 1, 3 * n + 1, 37] {
                 for op in ReduceOp::ALL {
@@ -188,8 +189,9 @@ fn every_reducing_algorithm_builds_its_documented_trees() {
                             ..Params::default()
                         };
                         let inputs = symbolic_inputs(n, count);
-                        let got = run_world(c, a, &inputs, op, &params);
-                        let want = collective::reference(c, a, &inputs, op, &params)
+                        let got = run_world(a, &inputs, op, &params);
+                        let want = a
+                            .reference(&inputs, op, &params)
                             .expect("a catalogue pair has a reference");
                         for r in 0..n {
                             let range = defined_output(c, r, n, count, root);
@@ -236,13 +238,10 @@ fn the_ring_allreduce_tree_reads_as_documented() {
     // and travels 0, 1, 2, each rank computing `received ⊕ local`.
     let inputs = symbolic_inputs(3, 1);
     let params = Params::default();
-    let out = run_world(
-        Collective::Allreduce,
-        algorithms::Algorithm::Ring,
-        &inputs,
-        ReduceOp::Max,
-        &params,
-    );
+    let ring = Registry::builtin()
+        .get(Collective::Allreduce, "ring")
+        .expect("the catalogue's ring");
+    let out = run_world(&ring, &inputs, ReduceOp::Max, &params);
     let s = out[2].as_slice::<Sym>().expect("symbols")[0];
     assert_eq!(
         symbolic::describe(s, &name),
@@ -259,14 +258,11 @@ fn a_wrong_order_is_a_different_symbol() {
     // ring's cyclic order for min, as it may for floats.
     let n = 3;
     let inputs = symbolic_inputs(n, n);
-    let ring = collective::reference(
-        Collective::Allreduce,
-        algorithms::Algorithm::Ring,
-        &inputs,
-        ReduceOp::Min,
-        &Params::default(),
-    )
-    .expect("ring has a reference");
+    let ring = Registry::builtin()
+        .get(Collective::Allreduce, "ring")
+        .expect("the catalogue's ring")
+        .reference(&inputs, ReduceOp::Min, &Params::default())
+        .expect("ring has a reference");
     let rank_order = algorithms::reference::rank_order_reference(&inputs, ReduceOp::Min);
     assert_eq!(
         ring[0].count_wrong(&rank_order),

@@ -24,11 +24,11 @@ pub mod check;
 use std::fmt;
 use std::time::Instant;
 
-use algorithms::collective::{self, CATALOGUE};
 use algorithms::layout::block_range;
 use algorithms::tuner;
 use algorithms::{
     Algorithm, Collective, CollectiveError, CostModel, DType, Params, Payload, Rank, ReduceOp, Tag,
+    catalogue_algorithm,
 };
 
 use crate::call::CallId;
@@ -40,13 +40,15 @@ pub enum AlgorithmChoice {
     /// Always this one, with the options' chunk size.
     Fixed(Algorithm),
     /// The tuner's choice (algorithm and chunk size) under `model`, among
-    /// `allowed` (empty: all of the collective's), as the simulator's
-    /// tuner picks.
+    /// `allowed`, else among `fallback` (when no allowed algorithm's cost
+    /// fits), as the simulator's tuner picks.
     Tuned {
         /// The alpha-beta-gamma model the tuner assumes.
         model: CostModel,
-        /// The algorithms it may pick (empty: any).
+        /// The algorithms it may pick, in tie-breaking order.
         allowed: Vec<Algorithm>,
+        /// Every algorithm of the collective, in registry order.
+        fallback: Vec<Algorithm>,
     },
 }
 
@@ -84,7 +86,7 @@ impl Default for BenchOptions {
     fn default() -> Self {
         BenchOptions {
             collective: Collective::Allreduce,
-            algorithm: AlgorithmChoice::Fixed(Algorithm::Ring),
+            algorithm: AlgorithmChoice::Fixed(catalogue_algorithm(Collective::Allreduce, "ring")),
             op: ReduceOp::Sum,
             dtype: DType::F32,
             min_bytes: 32 << 20,
@@ -101,21 +103,13 @@ impl Default for BenchOptions {
 impl BenchOptions {
     /// Why these options cannot run on `world_size` ranks, if they cannot.
     pub fn validate(&self, world_size: usize) -> Result<(), String> {
-        if let AlgorithmChoice::Fixed(a) = self.algorithm
-            && !CATALOGUE
-                .iter()
-                .any(|e| e.collective == self.collective && e.algorithm == a)
+        if let AlgorithmChoice::Fixed(a) = &self.algorithm
+            && a.collective() != self.collective
         {
-            let names: Vec<&str> = self
-                .collective
-                .algorithms()
-                .iter()
-                .map(|a| a.name())
-                .collect();
             return Err(format!(
-                "{} has no algorithm `{a}`; valid: {}",
-                self.collective,
-                names.join(", ")
+                "algorithm `{a}` implements {}, not {}",
+                a.collective(),
+                self.collective
             ));
         }
         if self.dtype == DType::Sym {
@@ -185,20 +179,16 @@ impl BenchOptions {
             ..self.params
         };
         match &self.algorithm {
-            AlgorithmChoice::Fixed(a) => (*a, params, false),
-            AlgorithmChoice::Tuned { model, allowed } => {
-                let choose = |allowed: &[Algorithm]| {
-                    tuner::choose(
-                        self.collective,
-                        allowed,
-                        model,
-                        n,
-                        count,
-                        self.dtype,
-                        &params,
-                    )
+            AlgorithmChoice::Fixed(a) => (a.clone(), params, false),
+            AlgorithmChoice::Tuned {
+                model,
+                allowed,
+                fallback,
+            } => {
+                let choose = |candidates: &[Algorithm]| {
+                    tuner::choose(candidates, model, n, count, self.dtype, &params)
                 };
-                match choose(allowed).or_else(|| choose(&[])) {
+                match choose(allowed).or_else(|| choose(fallback)) {
                     Some(c) => (
                         c.algorithm,
                         Params {
@@ -207,7 +197,14 @@ impl BenchOptions {
                         },
                         true,
                     ),
-                    None => (self.collective.algorithms()[0], params, true),
+                    None => (
+                        fallback
+                            .first()
+                            .cloned()
+                            .unwrap_or_else(|| catalogue_algorithm(Collective::Allreduce, "ring")),
+                        params,
+                        true,
+                    ),
                 }
             }
         }
@@ -286,6 +283,8 @@ pub fn run_bench<E: Endpoint>(
     let mut calls = Calls {
         endpoint,
         seq: first_seq,
+        barrier: catalogue_algorithm(Collective::Barrier, "dissemination"),
+        allgather: catalogue_algorithm(Collective::Allgather, "ring"),
     };
     let mut rows = Vec::new();
     for size in options.sizes(n) {
@@ -300,23 +299,25 @@ pub fn run_bench<E: Endpoint>(
 struct Calls<'a, E> {
     endpoint: &'a E,
     seq: u64,
+    /// The barrier before each size's timed calls.
+    barrier: Algorithm,
+    /// The allgather of the ranks' statistics.
+    allgather: Algorithm,
 }
 
 impl<E: Endpoint> Calls<'_, E> {
-    /// Runs one call of `collective` on `buf`.
+    /// Runs one call of `algorithm` on `buf`.
     fn run(
         &mut self,
-        collective: Collective,
-        algorithm: Algorithm,
+        algorithm: &Algorithm,
         buf: &mut Payload,
         op: ReduceOp,
         params: &Params,
     ) -> Result<(), CollectiveError> {
-        self.endpoint
-            .begin_call(CallId::new(self.seq, collective, algorithm))?;
+        self.endpoint.begin_call(CallId::new(self.seq, algorithm))?;
         self.seq += 1;
         let ep = self.endpoint;
-        ep.block_on(collective::run(ep, collective, algorithm, buf, op, params))
+        ep.block_on(algorithm.run(ep, buf, op, params))
     }
 }
 
@@ -343,23 +344,18 @@ fn run_size<E: Endpoint>(
     let mut buf = input.clone();
     for i in 0..options.warmup {
         calls
-            .run(c, algorithm, &mut buf, options.op, &params)
+            .run(&algorithm, &mut buf, options.op, &params)
             .map_err(failed(format!("warm-up call {} of {c} {algorithm}", i + 1)))?;
     }
     let mut none = Payload::zeros(DType::U8, 0, false);
+    let barrier = calls.barrier.clone();
     calls
-        .run(
-            Collective::Barrier,
-            Algorithm::Dissemination,
-            &mut none,
-            ReduceOp::Sum,
-            &params,
-        )
+        .run(&barrier, &mut none, ReduceOp::Sum, &params)
         .map_err(failed("the barrier before the timed calls".into()))?;
     let started = Instant::now();
     for i in 0..options.iters {
         calls
-            .run(c, algorithm, &mut buf, options.op, &params)
+            .run(&algorithm, &mut buf, options.op, &params)
             .map_err(failed(format!("timed call {} of {c} {algorithm}", i + 1)))?;
     }
     let elapsed_ps = u64::try_from(started.elapsed().as_nanos())
@@ -370,7 +366,7 @@ fn run_size<E: Endpoint>(
         buf.copy_from(0..count, &input)
             .expect("the input has the buffer's shape");
         calls
-            .run(c, algorithm, &mut buf, options.op, &params)
+            .run(&algorithm, &mut buf, options.op, &params)
             .map_err(failed(format!("the checked call of {c} {algorithm}")))?;
         check::count_wrong(c, options.op, params.root, rank, n, &buf)
     } else {
@@ -382,14 +378,9 @@ fn run_size<E: Endpoint>(
     stats
         .copy_from(block_range(2 * n, n, rank), &mine)
         .expect("two elements per rank");
+    let allgather = calls.allgather.clone();
     calls
-        .run(
-            Collective::Allgather,
-            Algorithm::Ring,
-            &mut stats,
-            ReduceOp::Sum,
-            &params,
-        )
+        .run(&allgather, &mut stats, ReduceOp::Sum, &params)
         .map_err(failed("gathering the ranks' times".into()))?;
     let values = stats.as_slice::<i64>().expect("an int64 buffer");
     let rank_time_ps: Vec<u64> = values.chunks(2).map(|p| p[0] as u64).collect();
@@ -445,10 +436,11 @@ mod tests {
         })
     }
 
-    fn small(collective: Collective, algorithm: Algorithm) -> BenchOptions {
+    /// Small sizes of the catalogue's algorithm `name` of `collective`.
+    fn small(collective: Collective, name: &str) -> BenchOptions {
         BenchOptions {
             collective,
-            algorithm: AlgorithmChoice::Fixed(algorithm),
+            algorithm: AlgorithmChoice::Fixed(catalogue_algorithm(collective, name)),
             min_bytes: 64,
             max_bytes: 4096,
             step_factor: 4,
@@ -466,7 +458,7 @@ mod tests {
     #[test]
     fn rows_cover_the_sizes_with_the_bus_factor_and_no_wrong_elements() {
         let n = 3;
-        let options = small(Collective::Allreduce, Algorithm::Ring);
+        let options = small(Collective::Allreduce, "ring");
         let all = bench_on_threads(n, &options);
         let rows = all[0].clone().unwrap();
         for other in &all[1..] {
@@ -494,8 +486,8 @@ mod tests {
     #[test]
     fn every_catalogue_entry_checks_clean_on_threads() {
         for n in [2usize, 5] {
-            for e in CATALOGUE {
-                let mut options = small(e.collective, e.algorithm);
+            for e in algorithms::Registry::builtin().iter() {
+                let mut options = small(e.collective(), e.name());
                 options.max_bytes = 1000;
                 options.params.ranks_per_node = 2;
                 options.dtype = DType::I32;
@@ -504,7 +496,7 @@ mod tests {
                     let rows = rows.unwrap_or_else(|e| panic!("rank {rank}: {e}"));
                     assert!(!rows.is_empty());
                     for r in rows {
-                        assert_eq!(r.wrong, Some(0), "{} {} on {n}", e.collective, e.algorithm);
+                        assert_eq!(r.wrong, Some(0), "{e:?} on {n}");
                     }
                 }
             }
@@ -521,11 +513,15 @@ mod tests {
                     reduce_bytes_per_s: None,
                 },
                 allowed: vec![],
+                fallback: algorithms::Registry::builtin()
+                    .of(Collective::Allreduce)
+                    .cloned()
+                    .collect(),
             },
             min_bytes: 8,
             max_bytes: 1 << 20,
             step_factor: 1 << 17,
-            ..small(Collective::Allreduce, Algorithm::Ring)
+            ..small(Collective::Allreduce, "ring")
         };
         let rows = bench_on_threads(4, &options).remove(0).unwrap();
         assert!(rows.iter().all(|r| r.tuned && r.wrong == Some(0)));
@@ -537,27 +533,28 @@ mod tests {
     #[test]
     fn options_are_validated() {
         let n = 4;
-        let mut o = small(Collective::Broadcast, Algorithm::Ring);
+        let mut o = small(Collective::Broadcast, "chain");
+        o.algorithm = AlgorithmChoice::Fixed(catalogue_algorithm(Collective::Allreduce, "ring"));
         assert!(
             o.validate(n)
                 .unwrap_err()
-                .contains("valid: binomial, chain")
+                .contains("`ring` implements allreduce, not broadcast")
         );
-        o.algorithm = AlgorithmChoice::Fixed(Algorithm::Chain);
+        o.algorithm = AlgorithmChoice::Fixed(catalogue_algorithm(Collective::Broadcast, "chain"));
         o.params.root = 4;
         assert!(o.validate(n).unwrap_err().contains("root 4"));
-        let mut o = small(Collective::Allreduce, Algorithm::Ring);
+        let mut o = small(Collective::Allreduce, "ring");
         o.op = ReduceOp::Avg;
         o.dtype = DType::I32;
         assert!(o.validate(n).unwrap_err().contains("avg"));
         o.dtype = DType::Sym;
         assert!(o.validate(n).unwrap_err().contains("cannot carry symbols"));
-        let mut o = small(Collective::Allreduce, Algorithm::Ring);
+        let mut o = small(Collective::Allreduce, "ring");
         o.min_bytes = 8192;
         assert!(o.validate(n).unwrap_err().contains("above"));
         o.max_bytes = u64::MAX;
         assert!(o.validate(n).unwrap_err().contains("addressable memory"));
-        let mut o = small(Collective::Alltoall, Algorithm::Pairwise);
+        let mut o = small(Collective::Alltoall, "pairwise");
         o.min_bytes = 0;
         o.max_bytes = 100;
         assert!(o.validate(n).is_ok());
@@ -629,7 +626,7 @@ mod tests {
     #[test]
     fn corrupted_messages_are_counted_as_wrong_on_every_rank() {
         let n = 3;
-        let options = &small(Collective::Allreduce, Algorithm::Ring);
+        let options = &small(Collective::Allreduce, "ring");
         let fabrics = LocalFabric::group(n, &JobOptions::default());
         let rows: Vec<Vec<BenchRow>> = std::thread::scope(|s| {
             let handles: Vec<_> = fabrics

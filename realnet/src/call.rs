@@ -2,69 +2,54 @@
 //!
 //! Every message a real fabric carries names the call it belongs to: the
 //! call's sequence number in the job (the first collective is 1) and its
-//! kind (collective and algorithm). A receive only matches messages of the
-//! receiver's current call, and a message of the same sequence number but a
-//! different kind means the ranks called different collectives: a clear
-//! error instead of a hang or a wrong result.
+//! kind, the algorithm's 16-bit wire identity
+//! ([`Algorithm::wire_id`], a hash of its collective and name). A receive
+//! only matches messages of the receiver's current call, and a message of
+//! the same sequence number but a different kind means the ranks called
+//! different collectives: a clear error instead of a hang or a wrong
+//! result. The ranks of a job agree on their algorithm registries before
+//! anything runs (see `agree_on_registry` in [`crate::job`]), so a kind
+//! always means the same algorithm on every rank, user algorithms included.
 
 use std::fmt;
 
-use algorithms::{Algorithm, Collective};
+use algorithms::Algorithm;
 
 /// One collective call: its sequence number and what it is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct CallId {
     /// 1 for the job's first collective, then 2, 3, ... (0: no call yet).
     pub seq: u64,
-    /// The collective, as its index in [`Collective::ALL`].
-    pub collective: u8,
-    /// The algorithm, as its index in [`Algorithm::ALL`].
-    pub algorithm: u8,
+    /// The algorithm's wire identity ([`Algorithm::wire_id`]).
+    pub kind: u16,
 }
 
 impl CallId {
     /// The state before the first call: messages of call 0 are refused.
-    pub const NONE: CallId = CallId {
-        seq: 0,
-        collective: u8::MAX,
-        algorithm: u8::MAX,
-    };
+    pub const NONE: CallId = CallId { seq: 0, kind: 0 };
 
-    /// The call number `seq` of `collective` with `algorithm`.
-    pub fn new(seq: u64, collective: Collective, algorithm: Algorithm) -> CallId {
-        let index =
-            |found: Option<usize>| found.and_then(|i| u8::try_from(i).ok()).unwrap_or(u8::MAX);
+    /// The call number `seq` of `algorithm`.
+    pub fn new(seq: u64, algorithm: &Algorithm) -> CallId {
         CallId {
             seq,
-            collective: index(Collective::ALL.iter().position(|c| *c == collective)),
-            algorithm: index(Algorithm::ALL.iter().position(|a| *a == algorithm)),
+            kind: algorithm.wire_id(),
         }
-    }
-
-    /// The collective, if the index names one.
-    pub fn collective(self) -> Option<Collective> {
-        Collective::ALL.get(usize::from(self.collective)).copied()
-    }
-
-    /// The algorithm, if the index names one.
-    pub fn algorithm(self) -> Option<Algorithm> {
-        Algorithm::ALL.get(usize::from(self.algorithm)).copied()
     }
 
     /// Whether two calls are of the same collective and algorithm.
     pub fn same_kind(self, other: CallId) -> bool {
-        self.collective == other.collective && self.algorithm == other.algorithm
+        self.kind == other.kind
     }
 }
 
 impl fmt::Display for CallId {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match (self.collective(), self.algorithm()) {
-            (Some(c), Some(a)) => write!(f, "call #{} ({c}, {a})", self.seq),
-            _ => write!(
+        match algorithms::algorithm::describe_wire_id(self.kind) {
+            Some(what) => write!(f, "call #{} ({what})", self.seq),
+            None => write!(
                 f,
-                "call #{} (kind {}/{})",
-                self.seq, self.collective, self.algorithm
+                "call #{} (an algorithm unknown here, wire id {:#06x})",
+                self.seq, self.kind
             ),
         }
     }
@@ -73,16 +58,20 @@ impl fmt::Display for CallId {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use algorithms::{Collective, Registry};
 
     #[test]
-    fn indices_round_trip_and_kinds_compare() {
-        let a = CallId::new(3, Collective::Allreduce, Algorithm::Ring);
-        assert_eq!(a.collective(), Some(Collective::Allreduce));
-        assert_eq!(a.algorithm(), Some(Algorithm::Ring));
-        let b = CallId::new(3, Collective::Broadcast, Algorithm::Ring);
-        assert!(!a.same_kind(b));
-        assert!(a.same_kind(CallId::new(9, Collective::Allreduce, Algorithm::Ring)));
+    fn kinds_compare_and_name_their_algorithm() {
+        let registry = Registry::builtin();
+        let ring = registry.get(Collective::Allreduce, "ring").expect("ring");
+        let chain = registry.get(Collective::Broadcast, "chain").expect("chain");
+        let a = CallId::new(3, &ring);
+        assert!(!a.same_kind(CallId::new(3, &chain)));
+        assert!(a.same_kind(CallId::new(9, &ring)));
         assert_eq!(a.to_string(), "call #3 (allreduce, ring)");
-        assert_eq!(CallId::NONE.collective(), None);
+        let stranger = CallId { seq: 2, kind: 0 };
+        if registry.by_wire_id(0).is_none() {
+            assert!(stranger.to_string().contains("unknown here"), "{stranger}");
+        }
     }
 }

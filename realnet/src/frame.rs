@@ -13,8 +13,7 @@
 //!      24     8  tag
 //!      32     8  per-pair sequence number (0 for the hello, then 1, 2, ...)
 //!      40     8  sender's call: sequence number
-//!      48     1  sender's call: collective
-//!      49     1  sender's call: algorithm
+//!      48     2  sender's call: kind (the algorithm's wire identity)
 //!      50     2  reserved, zero
 //!      52     4  CRC32C of the payload
 //!      56     8  count: elements (data, phantom) or bytes (hello, refuse)
@@ -43,7 +42,9 @@ use crate::call::CallId;
 /// The first four bytes of every frame.
 pub const MAGIC: [u8; 4] = *b"rNet";
 /// The protocol version this build speaks.
-pub const VERSION: u16 = 1;
+/// Version 2: the call's kind is the algorithm's 16-bit wire identity
+/// (version 1 had a collective and an algorithm index).
+pub const VERSION: u16 = 2;
 /// Bytes in a frame header.
 pub const HEADER_LEN: usize = 68;
 /// The default largest frame (header and payload) a decoder accepts:
@@ -218,8 +219,7 @@ impl Header {
         b[24..32].copy_from_slice(&self.tag.0.to_le_bytes());
         b[32..40].copy_from_slice(&self.seq.to_le_bytes());
         b[40..48].copy_from_slice(&self.call.seq.to_le_bytes());
-        b[48] = self.call.collective;
-        b[49] = self.call.algorithm;
+        b[48..50].copy_from_slice(&self.call.kind.to_le_bytes());
         b[52..56].copy_from_slice(&self.payload_crc.to_le_bytes());
         b[56..64].copy_from_slice(&self.count.to_le_bytes());
         let crc = crc32c::crc32c(&b[..64]);
@@ -261,8 +261,7 @@ impl Header {
             seq: u64_at(b, 32),
             call: CallId {
                 seq: u64_at(b, 40),
-                collective: b[48],
-                algorithm: b[49],
+                kind: u16::from_le_bytes([b[48], b[49]]),
             },
             payload_crc: u32_at(b, 52),
             count: u64_at(b, 56),
@@ -553,7 +552,7 @@ impl Decoder {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use algorithms::{Algorithm, Collective};
+    use algorithms::Collective;
     use proptest::prelude::*;
 
     fn data_payload() -> impl Strategy<Value = Payload> {
@@ -581,9 +580,9 @@ mod tests {
 
     prop_compose! {
         fn frame()(job_id: u64, src: u32, dst: u32, tag: u64, seq: u64, cseq: u64,
-                   coll: u8, alg: u8, body in body()) -> Frame {
+                   kind: u16, body in body()) -> Frame {
             Frame { job_id, src, dst, tag: Tag(tag), seq,
-                    call: CallId { seq: cseq, collective: coll, algorithm: alg }, body }
+                    call: CallId { seq: cseq, kind }, body }
         }
     }
 
@@ -655,7 +654,10 @@ mod tests {
             dst: 2,
             tag: Tag(5),
             seq: 3,
-            call: CallId::new(4, Collective::Allreduce, Algorithm::Ring),
+            call: CallId::new(
+                4,
+                &algorithms::catalogue_algorithm(Collective::Allreduce, "ring"),
+            ),
             body: Body::Payload(Payload::from_vec(vec![1i32, 2, 3, 4])),
         }
     }

@@ -127,7 +127,7 @@ mod tests {
                     s.spawn(move || {
                         let calls =
                             crate::selftest::run_catalogue(f, &[1, 37], &params, 1).unwrap();
-                        assert_eq!(calls, 2 * algorithms::collective::CATALOGUE.len() as u64);
+                        assert_eq!(calls, 2 * algorithms::Registry::builtin().len() as u64);
                         assert_eq!(f.finish(), Ok(()));
                     });
                 }
@@ -137,7 +137,7 @@ mod tests {
 
     #[test]
     fn ranks_calling_different_collectives_fail_clearly() {
-        use algorithms::{Algorithm, Collective};
+        use algorithms::Collective;
         let job = JobOptions {
             timeout: std::time::Duration::from_millis(300),
             ..JobOptions::default()
@@ -148,19 +148,17 @@ mod tests {
                 .iter()
                 .map(|f| {
                     s.spawn(move || {
-                        let (coll, alg) = if f.rank() == 0 {
-                            (Collective::Allreduce, Algorithm::Ring)
+                        let alg = if f.rank() == 0 {
+                            algorithms::catalogue_algorithm(Collective::Allreduce, "ring")
                         } else {
-                            (Collective::Broadcast, Algorithm::Chain)
+                            algorithms::catalogue_algorithm(Collective::Broadcast, "chain")
                         };
-                        if let Err(e) = f.begin_call(CallId::new(1, coll, alg)) {
+                        if let Err(e) = f.begin_call(CallId::new(1, &alg)) {
                             return e.to_string();
                         }
                         let mut buf = crate::selftest::input(f.rank(), 8);
-                        let r = f.block_on(algorithms::collective::run(
+                        let r = f.block_on(alg.run(
                             f,
-                            coll,
-                            alg,
                             &mut buf,
                             algorithms::ReduceOp::Sum,
                             &Params::default(),

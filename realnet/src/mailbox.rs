@@ -348,7 +348,7 @@ impl Future for Recv<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use algorithms::{Algorithm, Collective, DType};
+    use algorithms::{Collective, DType};
     use futures_util::task::noop_waker;
 
     fn poll(m: &Mailbox, src: Rank, tag: u64, count: usize) -> Poll<Result<Payload, FabricError>> {
@@ -358,7 +358,10 @@ mod tests {
     }
 
     fn ar(seq: u64) -> CallId {
-        CallId::new(seq, Collective::Allreduce, Algorithm::Ring)
+        CallId::new(
+            seq,
+            &algorithms::catalogue_algorithm(Collective::Allreduce, "ring"),
+        )
     }
 
     #[test]
@@ -400,7 +403,10 @@ mod tests {
         m.deliver(
             1,
             Tag(0),
-            CallId::new(1, Collective::Broadcast, Algorithm::Chain),
+            CallId::new(
+                1,
+                &algorithms::catalogue_algorithm(Collective::Broadcast, "chain"),
+            ),
             Payload::from_vec(vec![1i32]),
         );
         let Poll::Ready(Err(e)) = poll(&m, 1, 0, 1) else {
@@ -420,7 +426,10 @@ mod tests {
         m.deliver(
             1,
             Tag(0),
-            CallId::new(1, Collective::Broadcast, Algorithm::Chain),
+            CallId::new(
+                1,
+                &algorithms::catalogue_algorithm(Collective::Broadcast, "chain"),
+            ),
             Payload::from_vec(vec![1i32]),
         );
         let e = m.begin_call(ar(1)).unwrap_err();

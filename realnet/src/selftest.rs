@@ -1,11 +1,11 @@
-//! [`run_catalogue`]: every collective and algorithm of the catalogue, run
-//! on one rank's [`Endpoint`] and checked against the sequential reference.
+//! [`run_catalogue`] and [`run_registry`]: every algorithm of a registry,
+//! run on one rank's [`Endpoint`] and checked against its reference.
 //!
 //! Each transport's tests call it on every rank (threads or processes) to
 //! show that the algorithm code runs unchanged and correct on it.
 
-use algorithms::collective::{self, CATALOGUE};
-use algorithms::{Collective, Params, Payload, ReduceOp};
+use algorithms::collective::{defined_output, exact_reference};
+use algorithms::{Collective, Params, Payload, ReduceOp, Registry};
 
 use crate::call::CallId;
 use crate::endpoint::Endpoint;
@@ -16,13 +16,25 @@ pub fn input(rank: usize, count: usize) -> Payload {
     Payload::from_vec((0..count).map(|k| (rank * 1000 + k) as i32).collect())
 }
 
-/// Runs every catalogue entry for each element count in `counts` (rounded
-/// up to a multiple of the world size), numbering calls from `first_seq`,
-/// and checks this rank's defined output bit for bit. Returns the calls
-/// run, or the first failure as a sentence naming the collective,
-/// algorithm, count and rank.
+/// [`run_registry`] on the catalogue ([`Registry::builtin`]).
 pub fn run_catalogue<E: Endpoint>(
     fabric: &E,
+    counts: &[usize],
+    params: &Params,
+    first_seq: u64,
+) -> Result<u64, String> {
+    run_registry(fabric, &Registry::builtin(), counts, params, first_seq)
+}
+
+/// Runs every algorithm of `registry` for each element count in `counts`
+/// (rounded up to a multiple of the world size), numbering calls from
+/// `first_seq`, and checks this rank's defined output bit for bit against
+/// the algorithm's reference (or, without one, the exact result). Returns
+/// the calls run, or the first failure as a sentence naming the
+/// collective, algorithm, count and rank.
+pub fn run_registry<E: Endpoint>(
+    fabric: &E,
+    registry: &Registry,
     counts: &[usize],
     params: &Params,
     first_seq: u64,
@@ -33,38 +45,26 @@ pub fn run_catalogue<E: Endpoint>(
     for &wanted in counts {
         let count = wanted.div_ceil(n) * n;
         let inputs: Vec<Payload> = (0..n).map(|r| input(r, count)).collect();
-        for entry in CATALOGUE {
-            let what = format!(
-                "{} {} of {count} x i32 on {n} ranks, rank {rank}",
-                entry.collective, entry.algorithm
-            );
+        for algorithm in registry.iter() {
+            let collective = algorithm.collective();
+            let what =
+                format!("{collective} {algorithm} of {count} x i32 on {n} ranks, rank {rank}");
             fabric
-                .begin_call(CallId::new(seq, entry.collective, entry.algorithm))
+                .begin_call(CallId::new(seq, algorithm))
                 .map_err(|e| format!("{what}: {e}"))?;
             seq += 1;
             let mut buf = inputs[rank].clone();
             fabric
-                .block_on(collective::run(
-                    fabric,
-                    entry.collective,
-                    entry.algorithm,
-                    &mut buf,
-                    ReduceOp::Sum,
-                    params,
-                ))
+                .block_on(algorithm.run(fabric, &mut buf, ReduceOp::Sum, params))
                 .map_err(|e| format!("{what}: {e}"))?;
-            if entry.collective == Collective::Barrier {
+            if collective == Collective::Barrier {
                 continue;
             }
-            let want = collective::reference(
-                entry.collective,
-                entry.algorithm,
-                &inputs,
-                ReduceOp::Sum,
-                params,
-            )
-            .ok_or_else(|| format!("{what}: no reference"))?;
-            let range = collective::defined_output(entry.collective, rank, n, count, params.root);
+            let want = algorithm
+                .reference(&inputs, ReduceOp::Sum, params)
+                .or_else(|| exact_reference(collective, &inputs, ReduceOp::Sum, params.root))
+                .ok_or_else(|| format!("{what}: no reference"))?;
+            let range = defined_output(collective, rank, n, count, params.root);
             let wrong = buf
                 .extract(range.clone())
                 .count_wrong(&want[rank].extract(range));

@@ -43,7 +43,7 @@ fn catalogue(n: usize, counts: &[usize], options: &ShmOptions) -> usize {
                         .unwrap_or_else(|e| panic!("{e}"));
                     assert_eq!(
                         calls,
-                        (counts.len() * algorithms::collective::CATALOGUE.len()) as u64
+                        (counts.len() * algorithms::Registry::builtin().len()) as u64
                     );
                     f.finish().expect("finish");
                     (0..n).filter(|p| f.attaches_to(*p)).count()

@@ -6,8 +6,7 @@
 
 use std::time::{Duration, Instant};
 
-use algorithms::collective::run;
-use algorithms::{Algorithm, Collective, Fabric, FabricError, Params, ReduceOp};
+use algorithms::{Collective, Fabric, FabricError, Params, ReduceOp};
 use realnet::shm::{ShmFabric, ShmOptions};
 use realnet::{Bootstrap, CallId, Endpoint, JobOptions, LocalBootstrap};
 
@@ -26,16 +25,19 @@ fn options(job_id: u64, timeout: Duration) -> ShmOptions {
 
 /// One ring allreduce of `count` elements on `f` as call `seq`.
 fn allreduce(f: &ShmFabric, seq: u64, count: usize) -> Result<(), FabricError> {
-    f.begin_call(CallId::new(seq, Collective::Allreduce, Algorithm::Ring))?;
+    f.begin_call(CallId::new(
+        seq,
+        &algorithms::catalogue_algorithm(Collective::Allreduce, "ring"),
+    ))?;
     let mut buf = realnet::selftest::input(f.rank(), count);
-    f.block_on(run(
-        f,
-        Collective::Allreduce,
-        Algorithm::Ring,
-        &mut buf,
-        ReduceOp::Sum,
-        &Params::default(),
-    ))
+    f.block_on(
+        algorithms::catalogue_algorithm(Collective::Allreduce, "ring").run(
+            f,
+            &mut buf,
+            ReduceOp::Sum,
+            &Params::default(),
+        ),
+    )
     .map_err(|e| match e {
         algorithms::CollectiveError::Fabric(f) => f,
         other => FabricError::Transport {
@@ -164,17 +166,20 @@ fn ranks_of_different_jobs_refuse_the_segment() {
 fn ranks_calling_different_collectives_fail_clearly() {
     let opts = options(304, Duration::from_secs(2));
     let (errors, _) = survivors(2, 1, &opts, |f| {
-        f.begin_call(CallId::new(1, Collective::Broadcast, Algorithm::Chain))
-            .unwrap();
+        f.begin_call(CallId::new(
+            1,
+            &algorithms::catalogue_algorithm(Collective::Broadcast, "chain"),
+        ))
+        .unwrap();
         let mut buf = realnet::selftest::input(f.rank(), 1000);
-        let r = f.block_on(run(
-            &f,
-            Collective::Broadcast,
-            Algorithm::Chain,
-            &mut buf,
-            ReduceOp::Sum,
-            &Params::default(),
-        ));
+        let r = f.block_on(
+            algorithms::catalogue_algorithm(Collective::Broadcast, "chain").run(
+                &f,
+                &mut buf,
+                ReduceOp::Sum,
+                &Params::default(),
+            ),
+        );
         assert!(r.is_err());
     });
     assert_eq!(errors.len(), 1);

@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use algorithms::{Algorithm, Collective, DType, Fabric, Payload, Shape, Tag};
+use algorithms::{Collective, DType, Fabric, Payload, Shape, Tag};
 use realnet::shm::{ShmFabric, ShmOptions};
 use realnet::{CallId, Endpoint, JobOptions, LocalBootstrap};
 
@@ -33,8 +33,11 @@ fn a_peer_that_copied_everything_then_finished_is_not_blamed() {
                     s.spawn(move || {
                         let f = ShmFabric::connect(b, opts).unwrap();
                         assert!(f.rank() != 0 || f.attaches_to(1), "no attach here");
-                        f.begin_call(CallId::new(1, Collective::Broadcast, Algorithm::Chain))
-                            .unwrap();
+                        f.begin_call(CallId::new(
+                            1,
+                            &algorithms::catalogue_algorithm(Collective::Broadcast, "chain"),
+                        ))
+                        .unwrap();
                         match f.rank() {
                             // Rank 1 copies 8 MiB out of rank 0 while rank 0
                             // is busy in `finish` pulling what ranks 2 and 3

@@ -10,8 +10,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use algorithms::collective::run;
-use algorithms::{Algorithm, Collective, Params, ReduceOp};
+use algorithms::{Collective, Params, ReduceOp};
 use realnet::shm::{ShmFabric, ShmOptions};
 use realnet::{Bootstrap, BootstrapError, CallId, Endpoint, JobOptions};
 
@@ -100,17 +99,20 @@ fn child(spec: &str) -> ! {
     for seq in 1.. {
         let mut buf = realnet::selftest::input(rank, 1 << 18);
         let r = f
-            .begin_call(CallId::new(seq, Collective::Allreduce, Algorithm::Ring))
+            .begin_call(CallId::new(
+                seq,
+                &algorithms::catalogue_algorithm(Collective::Allreduce, "ring"),
+            ))
             .map_err(algorithms::CollectiveError::from)
             .and_then(|()| {
-                f.block_on(run(
-                    &f,
-                    Collective::Allreduce,
-                    Algorithm::Ring,
-                    &mut buf,
-                    ReduceOp::Sum,
-                    &Params::default(),
-                ))
+                f.block_on(
+                    algorithms::catalogue_algorithm(Collective::Allreduce, "ring").run(
+                        &f,
+                        &mut buf,
+                        ReduceOp::Sum,
+                        &Params::default(),
+                    ),
+                )
             });
         if let Err(e) = r {
             eprintln!("{e}");

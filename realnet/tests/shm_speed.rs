@@ -8,7 +8,6 @@
 
 use std::time::{Duration, Instant};
 
-use algorithms::collective::run;
 use algorithms::{Algorithm, Collective, DType, Params, Payload, ReduceOp};
 use realnet::shm::{ShmFabric, ShmOptions};
 use realnet::{CallId, Endpoint, LocalBootstrap};
@@ -26,6 +25,7 @@ fn allreduce_secs(
         let handles: Vec<_> = group
             .iter()
             .map(|b| {
+                let algorithm = algorithm.clone();
                 s.spawn(move || {
                     let f = ShmFabric::connect(b, options).unwrap();
                     let input = Payload::zeros(DType::F32, bytes / 4, false);
@@ -36,18 +36,10 @@ fn allreduce_secs(
                         if seq == warmup + 1 {
                             start = Instant::now();
                         }
-                        f.begin_call(CallId::new(seq, Collective::Allreduce, algorithm))
-                            .unwrap();
+                        f.begin_call(CallId::new(seq, &algorithm)).unwrap();
                         let mut buf = input.clone();
-                        f.block_on(run(
-                            &f,
-                            Collective::Allreduce,
-                            algorithm,
-                            &mut buf,
-                            ReduceOp::Sum,
-                            &params,
-                        ))
-                        .unwrap();
+                        f.block_on(algorithm.run(&f, &mut buf, ReduceOp::Sum, &params))
+                            .unwrap();
                     }
                     let t = start.elapsed().as_secs_f64() / iters as f64;
                     f.finish().unwrap();
@@ -63,37 +55,38 @@ fn allreduce_secs(
 /// The same on [`realnet::LocalFabric`]: the algorithm's own cost.
 fn local_secs(n: usize, bytes: usize, iters: u64) -> f64 {
     let fabrics = realnet::LocalFabric::group(n, &realnet::JobOptions::default());
-    let times: Vec<f64> = std::thread::scope(|s| {
-        let handles: Vec<_> = fabrics
-            .iter()
-            .map(|f| {
-                s.spawn(move || {
-                    let input = Payload::zeros(DType::F32, bytes / 4, false);
-                    let params = Params::default();
-                    let mut start = Instant::now();
-                    for seq in 1..=iters + 3 {
-                        if seq == 4 {
-                            start = Instant::now();
-                        }
-                        f.begin_call(CallId::new(seq, Collective::Allreduce, Algorithm::Ring))
-                            .unwrap();
-                        let mut buf = input.clone();
-                        f.block_on(run(
-                            f,
-                            Collective::Allreduce,
-                            Algorithm::Ring,
-                            &mut buf,
-                            ReduceOp::Sum,
-                            &params,
-                        ))
-                        .unwrap();
-                    }
-                    start.elapsed().as_secs_f64() / iters as f64
-                })
-            })
-            .collect();
-        handles.into_iter().map(|h| h.join().unwrap()).collect()
-    });
+    let times: Vec<f64> =
+        std::thread::scope(|s| {
+            let handles: Vec<_> =
+                fabrics
+                    .iter()
+                    .map(|f| {
+                        s.spawn(move || {
+                            let input = Payload::zeros(DType::F32, bytes / 4, false);
+                            let params = Params::default();
+                            let mut start = Instant::now();
+                            for seq in 1..=iters + 3 {
+                                if seq == 4 {
+                                    start = Instant::now();
+                                }
+                                f.begin_call(CallId::new(
+                                    seq,
+                                    &algorithms::catalogue_algorithm(Collective::Allreduce, "ring"),
+                                ))
+                                .unwrap();
+                                let mut buf = input.clone();
+                                f.block_on(
+                                    algorithms::catalogue_algorithm(Collective::Allreduce, "ring")
+                                        .run(f, &mut buf, ReduceOp::Sum, &params),
+                                )
+                                .unwrap();
+                            }
+                            start.elapsed().as_secs_f64() / iters as f64
+                        })
+                    })
+                    .collect();
+            handles.into_iter().map(|h| h.join().unwrap()).collect()
+        });
     times.into_iter().fold(0.0, f64::max)
 }
 
@@ -116,7 +109,7 @@ fn allreduce_speed() {
             let t = allreduce_secs(
                 2,
                 bytes,
-                Algorithm::Ring,
+                algorithms::catalogue_algorithm(Collective::Allreduce, "ring"),
                 if bytes > 1 << 24 { 10 } else { 100 },
                 opts,
             );
@@ -127,8 +120,9 @@ fn allreduce_speed() {
             );
         }
     }
-    for alg in [Algorithm::RecursiveDoubling, Algorithm::Ring] {
-        let t = allreduce_secs(2, 8, alg, 20_000, &base);
+    for name in ["recursive_doubling", "ring"] {
+        let alg = algorithms::catalogue_algorithm(Collective::Allreduce, name);
+        let t = allreduce_secs(2, 8, alg.clone(), 20_000, &base);
         println!("2 ranks {alg} allreduce 8 B: {:.3} us", t * 1e6);
     }
     let t = local_secs(2, 64 << 20, 10);

@@ -6,9 +6,7 @@
 use std::time::Duration;
 
 use algorithms::symbolic::leaf;
-use algorithms::{
-    Algorithm, Collective, DType, FabricError, Params, Payload, ReduceOp, Tag, collective,
-};
+use algorithms::{Collective, DType, FabricError, Params, Payload, ReduceOp, Tag};
 use realnet::shm::{ShmFabric, ShmOptions};
 use realnet::tcp::{TcpFabric, TcpOptions};
 use realnet::{CallId, Endpoint, JobOptions, LocalBootstrap, LocalFabric};
@@ -24,8 +22,11 @@ fn job(job_id: u64) -> JobOptions {
 /// One rank of a two-rank job: symbols to the peer and to itself are
 /// refused, then an ordinary allreduce still completes.
 fn refuses_then_works<E: Endpoint>(f: &E) {
-    f.begin_call(CallId::new(1, Collective::Allreduce, Algorithm::Ring))
-        .unwrap();
+    f.begin_call(CallId::new(
+        1,
+        &algorithms::catalogue_algorithm(Collective::Allreduce, "ring"),
+    ))
+    .unwrap();
     let peer = 1 - f.rank();
     for to in [peer, f.rank()] {
         let symbols = Payload::from_vec(vec![leaf(7), leaf(8)]);
@@ -40,17 +41,20 @@ fn refuses_then_works<E: Endpoint>(f: &E) {
         let phantom = Payload::phantom(DType::Sym, 3);
         assert!(f.block_on(f.send(to, Tag(5), phantom)).is_err());
     }
-    f.begin_call(CallId::new(2, Collective::Allreduce, Algorithm::Ring))
-        .unwrap();
-    let mut buf = Payload::from_vec(vec![f.rank() as i32 + 1; 5]);
-    f.block_on(collective::run(
-        f,
-        Collective::Allreduce,
-        Algorithm::Ring,
-        &mut buf,
-        ReduceOp::Sum,
-        &Params::default(),
+    f.begin_call(CallId::new(
+        2,
+        &algorithms::catalogue_algorithm(Collective::Allreduce, "ring"),
     ))
+    .unwrap();
+    let mut buf = Payload::from_vec(vec![f.rank() as i32 + 1; 5]);
+    f.block_on(
+        algorithms::catalogue_algorithm(Collective::Allreduce, "ring").run(
+            f,
+            &mut buf,
+            ReduceOp::Sum,
+            &Params::default(),
+        ),
+    )
     .unwrap();
     assert_eq!(buf.as_slice::<i32>().unwrap(), &[3; 5]);
     f.finish().unwrap();

@@ -7,7 +7,7 @@ use std::time::Instant;
 
 use algorithms::allreduce::ring::messages as ring_messages;
 use algorithms::layout::block_range;
-use algorithms::{Algorithm, Collective, DType, Params, Payload, ReduceOp, collective};
+use algorithms::{Algorithm, Collective, DType, Params, Payload, ReduceOp, catalogue_algorithm};
 use std::sync::Arc;
 
 use topologies::{LinkSpec, presets};
@@ -52,8 +52,10 @@ impl BenchAlgorithm {
     /// The catalogue's algorithm.
     pub fn algorithm(self) -> Algorithm {
         match self {
-            BenchAlgorithm::Ring => Algorithm::Ring,
-            BenchAlgorithm::Hierarchical => Algorithm::Hierarchical,
+            BenchAlgorithm::Ring => catalogue_algorithm(Collective::Allreduce, "ring"),
+            BenchAlgorithm::Hierarchical => {
+                catalogue_algorithm(Collective::Allreduce, "hierarchical")
+            }
         }
     }
 }
@@ -167,6 +169,7 @@ pub fn allreduce_phantom(
     let count = usize::try_from(bytes / 4).expect("sizes fit in memory");
     #[allow(clippy::disallowed_methods)] // benchmark wall time, never simulation output
     let started = Instant::now();
+    let algorithm = &algorithm.algorithm();
     let exec = run(config, |fabric| async move {
         let mut buf = Payload::phantom(DType::F32, count);
         let params = Params {
@@ -174,15 +177,9 @@ pub fn allreduce_phantom(
             ranks_per_node: BENCH_RANKS_PER_NODE,
             ..Params::default()
         };
-        collective::run(
-            &fabric,
-            Collective::Allreduce,
-            algorithm.algorithm(),
-            &mut buf,
-            ReduceOp::Sum,
-            &params,
-        )
-        .await
+        algorithm
+            .run(&fabric, &mut buf, ReduceOp::Sum, &params)
+            .await
     });
     let wall_s = started.elapsed().as_secs_f64();
     if let Some(d) = &exec.deadlock {

@@ -182,6 +182,8 @@ fn main() -> ExitCode {
     // launcher.
     sim::real::watch_launcher();
     let cli = Cli::parse();
+    let registry = algorithms::Registry::builtin();
+    let registry = &registry;
     let result = match cli.command {
         Command::Run {
             scenario,
@@ -201,7 +203,7 @@ fn main() -> ExitCode {
                 interface,
             },
             csv.as_deref(),
-            &command_line(),
+            (&command_line(), registry),
         ),
         Command::Run {
             scenario,
@@ -214,6 +216,7 @@ fn main() -> ExitCode {
             ..
         } => run(
             &scenario,
+            registry,
             &Outputs {
                 csv,
                 links_csv,
@@ -230,18 +233,18 @@ fn main() -> ExitCode {
             shard,
             print_point,
         } => match print_point {
-            Some(point) => command::print_point(&scenario, point).map(ExitCode::from),
+            Some(point) => command::print_point(&scenario, point, registry).map(ExitCode::from),
             None => {
                 let options = sim::sweep::run::RunOptions {
                     threads: threads.map(usize::from),
                     shard,
                     progress: !quiet && io::stderr().is_terminal(),
                 };
-                command::sweep(&scenario, csv.as_deref(), options).map(ExitCode::from)
+                command::sweep(&scenario, csv.as_deref(), options, registry).map(ExitCode::from)
             }
         },
         Command::Merge { out, shards } => command::merge(&out, &shards).map(ExitCode::from),
-        Command::Algorithms => list_algorithms(),
+        Command::Algorithms => list_algorithms(registry),
         Command::BenchEngine {
             ranks,
             bytes,
@@ -257,10 +260,14 @@ fn main() -> ExitCode {
             repeat,
             (network, algorithm, symmetry),
         ),
-        Command::Bench(args) => sim::real::bench_cmd::bench(&args, &command_line()),
+        Command::Bench(args) => sim::real::bench_cmd::bench(&args, &command_line(), registry),
         Command::Launch(args) => sim::real::launch_cmd::launch(&args),
-        Command::Check(args) => sim::check::command::check_command(&args).map(ExitCode::from),
-        Command::Replay(args) => sim::check::command::replay_command(&args).map(ExitCode::from),
+        Command::Check(args) => {
+            sim::check::command::check_command(&args, registry).map(ExitCode::from)
+        }
+        Command::Replay(args) => {
+            sim::check::command::replay_command(&args, registry).map(ExitCode::from)
+        }
     };
     match result {
         Ok(code) => code,
@@ -374,8 +381,8 @@ fn busiest_line(row: &Row, detail: &Detail, topology: &Topology) -> Option<Strin
     ))
 }
 
-fn run(path: &Path, outputs: &Outputs) -> io::Result<ExitCode> {
-    let scenario = match Scenario::load(path) {
+fn run(path: &Path, registry: &algorithms::Registry, outputs: &Outputs) -> io::Result<ExitCode> {
+    let scenario = match Scenario::load(path, registry) {
         Ok(s) => s,
         Err(e) => {
             eprintln!("error: {e}");
@@ -383,7 +390,7 @@ fn run(path: &Path, outputs: &Outputs) -> io::Result<ExitCode> {
         }
     };
     let filter = match std::env::var("NCCL_ALGO") {
-        Ok(value) => match AlgoFilter::parse(&value) {
+        Ok(value) => match AlgoFilter::parse(&value, registry) {
             Ok(f) => f,
             Err(e) => {
                 eprintln!("error: {e}");
@@ -752,20 +759,24 @@ fn report_failure(
     Ok(ExitCode::from(code))
 }
 
-/// Prints the catalogue, one algorithm per line.
-fn list_algorithms() -> io::Result<ExitCode> {
+/// Prints the registry, one algorithm per line.
+fn list_algorithms(registry: &algorithms::Registry) -> io::Result<ExitCode> {
     let mut out = io::stdout().lock();
     writeln!(
         out,
         "# collective       algorithm            cost (alpha-beta-gamma; n bytes, N ranks)"
     )?;
-    for e in algorithms::collective::CATALOGUE {
+    for a in registry.iter() {
+        let formula = a
+            .facts()
+            .formula()
+            .unwrap_or("(no cost formula: the tuner never picks it)");
+        let mark = if a.is_builtin() { "" } else { "  [user]" };
         writeln!(
             out,
-            "{:<17} {:<20} {}",
-            e.collective.name(),
-            e.algorithm.name(),
-            e.formula
+            "{:<17} {:<20} {formula}{mark}",
+            a.collective().name(),
+            a.name(),
         )?;
     }
     writeln!(

@@ -142,7 +142,7 @@ mod tests {
     fn row() -> Row {
         Row {
             collective: "allreduce",
-            algorithm: "ring",
+            algorithm: "ring".into(),
             tuned: true,
             chunk_bytes: 524288,
             ranks: 8,

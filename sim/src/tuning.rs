@@ -9,13 +9,14 @@
 //! all of them, as NCCL falls back for collectives an algorithm does not
 //! support. An algorithm named in the scenario always wins.
 
-use algorithms::{Algorithm, Collective};
+use algorithms::{Algorithm, Registry};
 
 /// Which algorithms the tuner may consider.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct AlgoFilter {
-    /// The algorithms named.
-    named: Vec<Algorithm>,
+    /// The names given, lower case: algorithm names or NCCL algorithm names
+    /// ([`CollectiveAlgorithm::nccl_algorithm`](algorithms::CollectiveAlgorithm::nccl_algorithm)).
+    named: Vec<String>,
     /// Whether the names exclude (`^...`) rather than include.
     exclude: bool,
     /// The text it was parsed from, for reports (`None`: no restriction).
@@ -23,25 +24,26 @@ pub struct AlgoFilter {
 }
 
 impl AlgoFilter {
-    /// Parses an `NCCL_ALGO` value.
-    pub fn parse(value: &str) -> Result<AlgoFilter, String> {
+    /// Parses an `NCCL_ALGO` value; every name must be an algorithm of
+    /// `registry` or the NCCL name of one.
+    pub fn parse(value: &str, registry: &Registry) -> Result<AlgoFilter, String> {
         let (exclude, list) = match value.trim().strip_prefix('^') {
             Some(rest) => (true, rest),
             None => (false, value.trim()),
         };
         let mut named = Vec::new();
         for name in list.split(',').map(str::trim).filter(|s| !s.is_empty()) {
-            match name.to_ascii_lowercase().as_str() {
-                "ring" => named.extend([Algorithm::Ring, Algorithm::Chain]),
-                "tree" => named.push(Algorithm::Tree),
-                other => named.push(other.parse().map_err(|_| {
-                    let ours: Vec<&str> = Algorithm::ALL.iter().map(|a| a.name()).collect();
-                    format!(
-                        "NCCL_ALGO: unknown algorithm `{name}`; valid: ring, tree, {} (a leading ^ excludes)",
-                        ours.join(", ")
-                    )
-                })?),
+            let name = name.to_ascii_lowercase().replace('-', "_");
+            let known = registry
+                .iter()
+                .any(|a| a.name() == name || a.facts().nccl_algorithm() == Some(name.as_str()));
+            if !known {
+                return Err(format!(
+                    "NCCL_ALGO: unknown algorithm `{name}`; valid: {} (a leading ^ excludes)",
+                    valid_names(registry).join(", ")
+                ));
             }
+            named.push(name);
         }
         if named.is_empty() {
             return Err(format!("NCCL_ALGO: `{value}` names no algorithm"));
@@ -53,51 +55,82 @@ impl AlgoFilter {
         })
     }
 
-    /// The algorithms of `collective` the tuner may consider (empty: no
-    /// restriction applies, consider all).
-    pub fn allowed(&self, collective: Collective) -> Vec<Algorithm> {
+    /// Whether the filter lets the tuner consider `algorithm`.
+    pub fn allows(&self, algorithm: &Algorithm) -> bool {
         if self.source.is_none() {
-            return Vec::new();
+            return true;
         }
-        collective
-            .algorithms()
-            .into_iter()
-            .filter(|a| self.named.contains(a) != self.exclude)
-            .collect()
+        let named = self.named.iter().any(|n| {
+            n == algorithm.name() || Some(n.as_str()) == algorithm.facts().nccl_algorithm()
+        });
+        named != self.exclude
     }
+
+    /// The algorithms of `candidates` the tuner may consider; all of them
+    /// when the filter leaves none, as NCCL falls back for collectives an
+    /// algorithm does not support.
+    pub fn allowed<'a>(&self, candidates: impl Iterator<Item = &'a Algorithm>) -> Vec<Algorithm> {
+        let all: Vec<Algorithm> = candidates.cloned().collect();
+        let allowed: Vec<Algorithm> = all.iter().filter(|a| self.allows(a)).cloned().collect();
+        if allowed.is_empty() { all } else { allowed }
+    }
+}
+
+/// The names `NCCL_ALGO` accepts: the NCCL names first, then every
+/// algorithm's, each once.
+fn valid_names(registry: &Registry) -> Vec<&str> {
+    let mut names: Vec<&str> = registry
+        .iter()
+        .filter_map(|a| a.facts().nccl_algorithm())
+        .collect();
+    names.sort_unstable();
+    names.dedup();
+    for a in registry.iter() {
+        if !names.contains(&a.name()) {
+            names.push(a.name());
+        }
+    }
+    names
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use algorithms::Collective;
+
+    fn names(filter: &AlgoFilter, collective: Collective) -> Vec<String> {
+        filter
+            .allowed(Registry::builtin().of(collective))
+            .iter()
+            .map(|a| a.name().to_string())
+            .collect()
+    }
 
     #[test]
     fn nccl_names_map_to_families() {
-        let ring = AlgoFilter::parse("Ring").unwrap();
-        assert_eq!(ring.allowed(Collective::Allreduce), vec![Algorithm::Ring]);
-        assert_eq!(ring.allowed(Collective::Broadcast), vec![Algorithm::Chain]);
-        let not_tree = AlgoFilter::parse("^tree").unwrap();
-        assert!(
-            !not_tree
-                .allowed(Collective::Allreduce)
-                .contains(&Algorithm::Tree)
-        );
-        assert!(
-            not_tree
-                .allowed(Collective::Allreduce)
-                .contains(&Algorithm::Ring)
-        );
-        let mixed = AlgoFilter::parse("tree, rabenseifner").unwrap();
+        let registry = Registry::builtin();
+        let ring = AlgoFilter::parse("Ring", &registry).unwrap();
+        assert_eq!(names(&ring, Collective::Allreduce), vec!["ring"]);
+        assert_eq!(names(&ring, Collective::Broadcast), vec!["chain"]);
+        let not_tree = AlgoFilter::parse("^tree", &registry).unwrap();
+        assert!(!names(&not_tree, Collective::Allreduce).contains(&"tree".to_string()));
+        assert!(names(&not_tree, Collective::Allreduce).contains(&"ring".to_string()));
+        let mixed = AlgoFilter::parse("tree, rabenseifner", &registry).unwrap();
         assert_eq!(
-            mixed.allowed(Collective::Allreduce),
-            vec![Algorithm::Rabenseifner, Algorithm::Tree]
+            names(&mixed, Collective::Allreduce),
+            vec!["rabenseifner", "tree"]
         );
         assert!(
-            AlgoFilter::parse("collnet")
+            AlgoFilter::parse("collnet", &registry)
                 .unwrap_err()
                 .contains("valid: ring, tree")
         );
-        assert!(AlgoFilter::parse(" , ").is_err());
-        assert_eq!(AlgoFilter::default().allowed(Collective::Allreduce), vec![]);
+        assert!(AlgoFilter::parse(" , ", &registry).is_err());
+        // No restriction, or one that leaves none: every algorithm.
+        assert_eq!(
+            names(&AlgoFilter::default(), Collective::Allreduce).len(),
+            5
+        );
+        assert_eq!(names(&mixed, Collective::Barrier), vec!["dissemination"]);
     }
 }

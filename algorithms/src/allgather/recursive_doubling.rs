@@ -34,6 +34,8 @@
 
 use std::ops::Range;
 
+use crate::algorithm::{CollectiveAlgorithm, Running, messages_bound};
+use crate::any_fabric::AnyFabric;
 use crate::collective::{Collective, Params, movement_reference};
 use crate::cost::CostModel;
 use crate::dtype::{DType, ReduceOp};
@@ -142,5 +144,54 @@ impl Fold {
             });
         }
         steps
+    }
+}
+
+/// The recursive-doubling allgather, as the [`Registry`](crate::Registry) holds it:
+/// [`run`], [`cost_ps`] and [`reference()`] behind
+/// [`CollectiveAlgorithm`].
+#[derive(Clone, Copy, Debug, Default)]
+pub struct RecursiveDoubling;
+
+impl CollectiveAlgorithm for RecursiveDoubling {
+    fn name(&self) -> &str {
+        "recursive_doubling"
+    }
+
+    fn collective(&self) -> Collective {
+        Collective::Allgather
+    }
+
+    fn run<'a>(
+        &'a self,
+        fabric: AnyFabric<'a>,
+        buf: &'a mut Payload,
+        op: ReduceOp,
+        params: &'a Params,
+    ) -> Running<'a> {
+        Box::pin(async move { run(&fabric, buf, op, params).await })
+    }
+
+    fn formula(&self) -> Option<&str> {
+        Some(FORMULA)
+    }
+
+    fn cost_ps(
+        &self,
+        model: &CostModel,
+        n: usize,
+        count: usize,
+        dtype: DType,
+        params: &Params,
+    ) -> Option<u64> {
+        Some(cost_ps(model, n, count, dtype, params))
+    }
+
+    fn reference(&self, inputs: &[Payload], op: ReduceOp, params: &Params) -> Option<Vec<Payload>> {
+        Some(reference(inputs, op, params))
+    }
+
+    fn messages_bound(&self, n: usize, _count: usize, _elem: usize, _chunk: u64) -> u64 {
+        messages_bound::log_steps(n)
     }
 }

@@ -57,8 +57,11 @@
 //! with `AR_ring` the ring allreduce's closed form. The fallback costs
 //! `AR_ring(N, n)`.
 
+use crate::algorithm::{Chunking, CollectiveAlgorithm, RotationSymmetry, Running};
 use crate::allgather::ring as allgather_ring;
 use crate::allreduce::ring as allreduce_ring;
+use crate::any_fabric::AnyFabric;
+use crate::collective::Collective;
 use crate::collective::Params;
 use crate::cost::CostModel;
 use crate::dtype::{DType, ReduceOp};
@@ -196,5 +199,58 @@ impl Nodes {
     fn partial(&self, l: usize, k: usize) -> Order {
         let base = k * self.size;
         Order::left_fold((1..=self.size).map(|s| base + (l + s) % self.size))
+    }
+}
+
+/// The hierarchical allreduce, as the [`Registry`](crate::Registry) holds it:
+/// [`run`], [`cost_ps`] and [`reference()`] behind
+/// [`CollectiveAlgorithm`].
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Hierarchical;
+
+impl CollectiveAlgorithm for Hierarchical {
+    fn name(&self) -> &str {
+        "hierarchical"
+    }
+
+    fn collective(&self) -> Collective {
+        Collective::Allreduce
+    }
+
+    fn run<'a>(
+        &'a self,
+        fabric: AnyFabric<'a>,
+        buf: &'a mut Payload,
+        op: ReduceOp,
+        params: &'a Params,
+    ) -> Running<'a> {
+        Box::pin(async move { run(&fabric, buf, op, params).await })
+    }
+
+    fn formula(&self) -> Option<&str> {
+        Some(FORMULA)
+    }
+
+    fn cost_ps(
+        &self,
+        model: &CostModel,
+        n: usize,
+        count: usize,
+        dtype: DType,
+        params: &Params,
+    ) -> Option<u64> {
+        Some(cost_ps(model, n, count, dtype, params))
+    }
+
+    fn reference(&self, inputs: &[Payload], op: ReduceOp, params: &Params) -> Option<Vec<Payload>> {
+        Some(reference(inputs, op, params))
+    }
+
+    fn chunking(&self) -> Chunking {
+        Chunking::Block
+    }
+
+    fn rotation_symmetry(&self) -> RotationSymmetry {
+        RotationSymmetry::WholeNodes
     }
 }

@@ -56,6 +56,9 @@
 
 use std::ops::Range;
 
+use crate::algorithm::{Chunking, CollectiveAlgorithm, RotationSymmetry, Running};
+use crate::any_fabric::AnyFabric;
+use crate::collective::Collective;
 use crate::collective::{Params, reduction_is_trivial};
 use crate::cost::CostModel;
 use crate::dtype::{DType, ReduceOp};
@@ -221,6 +224,63 @@ pub async fn run<F: Fabric>(
         }
     }
     Ok(())
+}
+
+/// The ring allreduce, as the [`Registry`](crate::Registry) holds it:
+/// [`run`], [`cost_ps`] and [`reference()`] behind
+/// [`CollectiveAlgorithm`].
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Ring;
+
+impl CollectiveAlgorithm for Ring {
+    fn name(&self) -> &str {
+        "ring"
+    }
+
+    fn collective(&self) -> Collective {
+        Collective::Allreduce
+    }
+
+    fn run<'a>(
+        &'a self,
+        fabric: AnyFabric<'a>,
+        buf: &'a mut Payload,
+        op: ReduceOp,
+        params: &'a Params,
+    ) -> Running<'a> {
+        Box::pin(async move { run(&fabric, buf, op, params).await })
+    }
+
+    fn formula(&self) -> Option<&str> {
+        Some(FORMULA)
+    }
+
+    fn cost_ps(
+        &self,
+        model: &CostModel,
+        n: usize,
+        count: usize,
+        dtype: DType,
+        params: &Params,
+    ) -> Option<u64> {
+        Some(cost_ps(model, n, count, dtype, params))
+    }
+
+    fn reference(&self, inputs: &[Payload], op: ReduceOp, params: &Params) -> Option<Vec<Payload>> {
+        Some(reference(inputs, op, params))
+    }
+
+    fn chunking(&self) -> Chunking {
+        Chunking::Block
+    }
+
+    fn rotation_symmetry(&self) -> RotationSymmetry {
+        RotationSymmetry::Any
+    }
+
+    fn nccl_algorithm(&self) -> Option<&str> {
+        Some("ring")
+    }
 }
 
 #[cfg(test)]

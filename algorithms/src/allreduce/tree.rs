@@ -97,6 +97,9 @@
 use std::collections::{HashMap, VecDeque};
 use std::ops::Range;
 
+use crate::algorithm::{Chunking, CollectiveAlgorithm, Running, messages_bound};
+use crate::any_fabric::AnyFabric;
+use crate::collective::Collective;
 use crate::collective::{Params, reduction_is_trivial};
 use crate::cost::CostModel;
 use crate::dtype::{DType, ReduceOp};
@@ -674,6 +677,63 @@ impl<'a> Evaluation<'a> {
     /// Payload bytes of a message.
     fn bytes(&self, tree: u8, chunk: usize, credit: bool) -> u64 {
         self.plan.range(tree, chunk, credit).len() as u64 * self.elem_bytes
+    }
+}
+
+/// The double binary tree allreduce, as the [`Registry`](crate::Registry) holds it:
+/// [`run`], [`cost_ps`] and [`reference()`] behind
+/// [`CollectiveAlgorithm`].
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Tree;
+
+impl CollectiveAlgorithm for Tree {
+    fn name(&self) -> &str {
+        "tree"
+    }
+
+    fn collective(&self) -> Collective {
+        Collective::Allreduce
+    }
+
+    fn run<'a>(
+        &'a self,
+        fabric: AnyFabric<'a>,
+        buf: &'a mut Payload,
+        op: ReduceOp,
+        params: &'a Params,
+    ) -> Running<'a> {
+        Box::pin(async move { run(&fabric, buf, op, params).await })
+    }
+
+    fn formula(&self) -> Option<&str> {
+        Some(FORMULA)
+    }
+
+    fn cost_ps(
+        &self,
+        model: &CostModel,
+        n: usize,
+        count: usize,
+        dtype: DType,
+        params: &Params,
+    ) -> Option<u64> {
+        Some(cost_ps(model, n, count, dtype, params))
+    }
+
+    fn reference(&self, inputs: &[Payload], op: ReduceOp, params: &Params) -> Option<Vec<Payload>> {
+        Some(reference(inputs, op, params))
+    }
+
+    fn chunking(&self) -> Chunking {
+        Chunking::Buffer
+    }
+
+    fn messages_bound(&self, n: usize, count: usize, elem: usize, chunk: u64) -> u64 {
+        messages_bound::per_chunk(n, count, elem, chunk)
+    }
+
+    fn nccl_algorithm(&self) -> Option<&str> {
+        Some("tree")
     }
 }
 

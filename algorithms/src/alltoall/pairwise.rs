@@ -32,6 +32,8 @@
 //! T = (N - 1) · (α + n / (N·B))
 //! ```
 
+use crate::algorithm::{CollectiveAlgorithm, RotationSymmetry, Running};
+use crate::any_fabric::AnyFabric;
 use crate::collective::{Collective, Params, movement_reference};
 use crate::cost::CostModel;
 use crate::dtype::{DType, ReduceOp};
@@ -127,4 +129,53 @@ pub fn cost_ps(model: &CostModel, n: usize, count: usize, dtype: DType, _params:
 /// Every rank's buffer after the call: block `j` is rank `j`'s block `r`.
 pub fn reference(inputs: &[Payload], _op: ReduceOp, params: &Params) -> Vec<Payload> {
     movement_reference(Collective::Alltoall, inputs, params.root)
+}
+
+/// The pairwise-exchange alltoall, as the [`Registry`](crate::Registry) holds it:
+/// [`run`], [`cost_ps`] and [`reference()`] behind
+/// [`CollectiveAlgorithm`].
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Pairwise;
+
+impl CollectiveAlgorithm for Pairwise {
+    fn name(&self) -> &str {
+        "pairwise"
+    }
+
+    fn collective(&self) -> Collective {
+        Collective::Alltoall
+    }
+
+    fn run<'a>(
+        &'a self,
+        fabric: AnyFabric<'a>,
+        buf: &'a mut Payload,
+        op: ReduceOp,
+        params: &'a Params,
+    ) -> Running<'a> {
+        Box::pin(async move { run(&fabric, buf, op, params).await })
+    }
+
+    fn formula(&self) -> Option<&str> {
+        Some(FORMULA)
+    }
+
+    fn cost_ps(
+        &self,
+        model: &CostModel,
+        n: usize,
+        count: usize,
+        dtype: DType,
+        params: &Params,
+    ) -> Option<u64> {
+        Some(cost_ps(model, n, count, dtype, params))
+    }
+
+    fn reference(&self, inputs: &[Payload], op: ReduceOp, params: &Params) -> Option<Vec<Payload>> {
+        Some(reference(inputs, op, params))
+    }
+
+    fn rotation_symmetry(&self) -> RotationSymmetry {
+        RotationSymmetry::Any
+    }
 }

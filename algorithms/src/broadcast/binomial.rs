@@ -28,6 +28,8 @@
 //!
 //! exactly (there is no reduction and no link carries two messages).
 
+use crate::algorithm::{CollectiveAlgorithm, Running, messages_bound};
+use crate::any_fabric::AnyFabric;
 use crate::binomial::{absolute, children, lowest_bit, relative};
 use crate::collective::{Collective, Params, movement_reference};
 use crate::cost::CostModel;
@@ -80,6 +82,55 @@ pub fn cost_ps(model: &CostModel, n: usize, count: usize, dtype: DType, _params:
 /// Every rank's buffer after the call: the root's input everywhere.
 pub fn reference(inputs: &[Payload], _op: ReduceOp, params: &Params) -> Vec<Payload> {
     movement_reference(Collective::Broadcast, inputs, params.root)
+}
+
+/// The binomial-tree broadcast, as the [`Registry`](crate::Registry) holds it:
+/// [`run`], [`cost_ps`] and [`reference()`] behind
+/// [`CollectiveAlgorithm`].
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Binomial;
+
+impl CollectiveAlgorithm for Binomial {
+    fn name(&self) -> &str {
+        "binomial"
+    }
+
+    fn collective(&self) -> Collective {
+        Collective::Broadcast
+    }
+
+    fn run<'a>(
+        &'a self,
+        fabric: AnyFabric<'a>,
+        buf: &'a mut Payload,
+        op: ReduceOp,
+        params: &'a Params,
+    ) -> Running<'a> {
+        Box::pin(async move { run(&fabric, buf, op, params).await })
+    }
+
+    fn formula(&self) -> Option<&str> {
+        Some(FORMULA)
+    }
+
+    fn cost_ps(
+        &self,
+        model: &CostModel,
+        n: usize,
+        count: usize,
+        dtype: DType,
+        params: &Params,
+    ) -> Option<u64> {
+        Some(cost_ps(model, n, count, dtype, params))
+    }
+
+    fn reference(&self, inputs: &[Payload], op: ReduceOp, params: &Params) -> Option<Vec<Payload>> {
+        Some(reference(inputs, op, params))
+    }
+
+    fn messages_bound(&self, n: usize, _count: usize, _elem: usize, _chunk: u64) -> u64 {
+        messages_bound::two_per_rank(n)
+    }
 }
 
 #[cfg(test)]

@@ -46,6 +46,8 @@
 //! It is exact when the chunk divides the buffer (a shorter last chunk
 //! makes the real time slightly smaller).
 
+use crate::algorithm::{Chunking, CollectiveAlgorithm, Running, messages_bound};
+use crate::any_fabric::AnyFabric;
 use crate::collective::{Collective, Params, movement_reference};
 use crate::cost::CostModel;
 use crate::dtype::{DType, ReduceOp};
@@ -144,4 +146,61 @@ pub fn cost_ps(model: &CostModel, n: usize, count: usize, dtype: DType, params: 
 /// Every rank's buffer after the call: the root's input everywhere.
 pub fn reference(inputs: &[Payload], _op: ReduceOp, params: &Params) -> Vec<Payload> {
     movement_reference(Collective::Broadcast, inputs, params.root)
+}
+
+/// The pipelined chain broadcast, as the [`Registry`](crate::Registry) holds it:
+/// [`run`], [`cost_ps`] and [`reference()`] behind
+/// [`CollectiveAlgorithm`].
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Chain;
+
+impl CollectiveAlgorithm for Chain {
+    fn name(&self) -> &str {
+        "chain"
+    }
+
+    fn collective(&self) -> Collective {
+        Collective::Broadcast
+    }
+
+    fn run<'a>(
+        &'a self,
+        fabric: AnyFabric<'a>,
+        buf: &'a mut Payload,
+        op: ReduceOp,
+        params: &'a Params,
+    ) -> Running<'a> {
+        Box::pin(async move { run(&fabric, buf, op, params).await })
+    }
+
+    fn formula(&self) -> Option<&str> {
+        Some(FORMULA)
+    }
+
+    fn cost_ps(
+        &self,
+        model: &CostModel,
+        n: usize,
+        count: usize,
+        dtype: DType,
+        params: &Params,
+    ) -> Option<u64> {
+        Some(cost_ps(model, n, count, dtype, params))
+    }
+
+    fn reference(&self, inputs: &[Payload], op: ReduceOp, params: &Params) -> Option<Vec<Payload>> {
+        Some(reference(inputs, op, params))
+    }
+
+    fn chunking(&self) -> Chunking {
+        Chunking::Buffer
+    }
+
+    fn messages_bound(&self, n: usize, count: usize, elem: usize, chunk: u64) -> u64 {
+        messages_bound::per_chunk(n, count, elem, chunk)
+    }
+
+    fn nccl_algorithm(&self) -> Option<&str> {
+        Some("ring")
+    }
 }

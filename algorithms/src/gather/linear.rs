@@ -18,6 +18,8 @@
 //! where `b_j` is the size of block `j` in bytes. `N = 1` and an empty buffer
 //! move nothing and cost zero.
 
+use crate::algorithm::{CollectiveAlgorithm, Running, messages_bound};
+use crate::any_fabric::AnyFabric;
 use crate::collective::{Collective, Params, movement_reference};
 use crate::cost::CostModel;
 use crate::dtype::{DType, ReduceOp};
@@ -101,4 +103,53 @@ pub fn cost_ps(model: &CostModel, n: usize, count: usize, dtype: DType, params: 
 /// Every rank's buffer after the call: the root's holds every rank's block.
 pub fn reference(inputs: &[Payload], _op: ReduceOp, params: &Params) -> Vec<Payload> {
     movement_reference(Collective::Gather, inputs, params.root)
+}
+
+/// The linear gather, as the [`Registry`](crate::Registry) holds it:
+/// [`run`], [`cost_ps`] and [`reference()`] behind
+/// [`CollectiveAlgorithm`].
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Linear;
+
+impl CollectiveAlgorithm for Linear {
+    fn name(&self) -> &str {
+        "linear"
+    }
+
+    fn collective(&self) -> Collective {
+        Collective::Gather
+    }
+
+    fn run<'a>(
+        &'a self,
+        fabric: AnyFabric<'a>,
+        buf: &'a mut Payload,
+        op: ReduceOp,
+        params: &'a Params,
+    ) -> Running<'a> {
+        Box::pin(async move { run(&fabric, buf, op, params).await })
+    }
+
+    fn formula(&self) -> Option<&str> {
+        Some(FORMULA)
+    }
+
+    fn cost_ps(
+        &self,
+        model: &CostModel,
+        n: usize,
+        count: usize,
+        dtype: DType,
+        params: &Params,
+    ) -> Option<u64> {
+        Some(cost_ps(model, n, count, dtype, params))
+    }
+
+    fn reference(&self, inputs: &[Payload], op: ReduceOp, params: &Params) -> Option<Vec<Payload>> {
+        Some(reference(inputs, op, params))
+    }
+
+    fn messages_bound(&self, n: usize, _count: usize, _elem: usize, _chunk: u64) -> u64 {
+        messages_bound::two_per_rank(n)
+    }
 }

@@ -41,7 +41,10 @@
 //! T = log2 N · (α + n/B + γ·n)
 //! ```
 
+use crate::algorithm::{CollectiveAlgorithm, Running, messages_bound};
+use crate::any_fabric::AnyFabric;
 use crate::binomial::{absolute, children, lowest_bit, relative};
+use crate::collective::Collective;
 use crate::collective::{Params, reduction_is_trivial};
 use crate::cost::CostModel;
 use crate::dtype::{DType, ReduceOp};
@@ -126,6 +129,55 @@ fn subtree_order(v: usize, n: usize, root: Rank) -> Order {
     children(v, n).fold(Order::Rank(absolute(v, root, n)), |acc, c| {
         Order::combine(subtree_order(c, n, root), acc)
     })
+}
+
+/// The binomial-tree reduce, as the [`Registry`](crate::Registry) holds it:
+/// [`run`], [`cost_ps`] and [`reference()`] behind
+/// [`CollectiveAlgorithm`].
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Binomial;
+
+impl CollectiveAlgorithm for Binomial {
+    fn name(&self) -> &str {
+        "binomial"
+    }
+
+    fn collective(&self) -> Collective {
+        Collective::Reduce
+    }
+
+    fn run<'a>(
+        &'a self,
+        fabric: AnyFabric<'a>,
+        buf: &'a mut Payload,
+        op: ReduceOp,
+        params: &'a Params,
+    ) -> Running<'a> {
+        Box::pin(async move { run(&fabric, buf, op, params).await })
+    }
+
+    fn formula(&self) -> Option<&str> {
+        Some(FORMULA)
+    }
+
+    fn cost_ps(
+        &self,
+        model: &CostModel,
+        n: usize,
+        count: usize,
+        dtype: DType,
+        params: &Params,
+    ) -> Option<u64> {
+        Some(cost_ps(model, n, count, dtype, params))
+    }
+
+    fn reference(&self, inputs: &[Payload], op: ReduceOp, params: &Params) -> Option<Vec<Payload>> {
+        Some(reference(inputs, op, params))
+    }
+
+    fn messages_bound(&self, n: usize, _count: usize, _elem: usize, _chunk: u64) -> u64 {
+        messages_bound::two_per_rank(n)
+    }
 }
 
 #[cfg(test)]

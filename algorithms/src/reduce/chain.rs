@@ -67,6 +67,9 @@
 //! to a chunk, which slows its sender further; the real time is then
 //! larger than this formula.
 
+use crate::algorithm::{Chunking, CollectiveAlgorithm, Running, messages_bound};
+use crate::any_fabric::AnyFabric;
+use crate::collective::Collective;
 use crate::collective::{Params, reduction_is_trivial};
 use crate::cost::CostModel;
 use crate::dtype::{DType, ReduceOp};
@@ -209,4 +212,61 @@ pub fn reference(inputs: &[Payload], op: ReduceOp, params: &Params) -> Vec<Paylo
     let mut out = inputs.to_vec();
     out[root] = fold_reference(inputs, op, &[(0..count, order)]);
     out
+}
+
+/// The pipelined chain reduce, as the [`Registry`](crate::Registry) holds it:
+/// [`run`], [`cost_ps`] and [`reference()`] behind
+/// [`CollectiveAlgorithm`].
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Chain;
+
+impl CollectiveAlgorithm for Chain {
+    fn name(&self) -> &str {
+        "chain"
+    }
+
+    fn collective(&self) -> Collective {
+        Collective::Reduce
+    }
+
+    fn run<'a>(
+        &'a self,
+        fabric: AnyFabric<'a>,
+        buf: &'a mut Payload,
+        op: ReduceOp,
+        params: &'a Params,
+    ) -> Running<'a> {
+        Box::pin(async move { run(&fabric, buf, op, params).await })
+    }
+
+    fn formula(&self) -> Option<&str> {
+        Some(FORMULA)
+    }
+
+    fn cost_ps(
+        &self,
+        model: &CostModel,
+        n: usize,
+        count: usize,
+        dtype: DType,
+        params: &Params,
+    ) -> Option<u64> {
+        Some(cost_ps(model, n, count, dtype, params))
+    }
+
+    fn reference(&self, inputs: &[Payload], op: ReduceOp, params: &Params) -> Option<Vec<Payload>> {
+        Some(reference(inputs, op, params))
+    }
+
+    fn chunking(&self) -> Chunking {
+        Chunking::Buffer
+    }
+
+    fn messages_bound(&self, n: usize, count: usize, elem: usize, chunk: u64) -> u64 {
+        messages_bound::per_chunk(n, count, elem, chunk)
+    }
+
+    fn nccl_algorithm(&self) -> Option<&str> {
+        Some("ring")
+    }
 }

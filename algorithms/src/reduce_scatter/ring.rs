@@ -28,6 +28,9 @@
 //! exactly (per-step terms rounded up to a picosecond) when `N` divides
 //! the count; with uneven blocks [`cost_ps`] uses the largest block.
 
+use crate::algorithm::{CollectiveAlgorithm, RotationSymmetry, Running};
+use crate::any_fabric::AnyFabric;
+use crate::collective::Collective;
 use crate::collective::Params;
 use crate::cost::CostModel;
 use crate::dtype::{DType, ReduceOp};
@@ -101,4 +104,57 @@ fn steps(n: usize, count: usize, r: Rank) -> Vec<Step> {
         ranks: n,
     });
     steps
+}
+
+/// The ring reduce-scatter, as the [`Registry`](crate::Registry) holds it:
+/// [`run`], [`cost_ps`] and [`reference()`] behind
+/// [`CollectiveAlgorithm`].
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Ring;
+
+impl CollectiveAlgorithm for Ring {
+    fn name(&self) -> &str {
+        "ring"
+    }
+
+    fn collective(&self) -> Collective {
+        Collective::ReduceScatter
+    }
+
+    fn run<'a>(
+        &'a self,
+        fabric: AnyFabric<'a>,
+        buf: &'a mut Payload,
+        op: ReduceOp,
+        params: &'a Params,
+    ) -> Running<'a> {
+        Box::pin(async move { run(&fabric, buf, op, params).await })
+    }
+
+    fn formula(&self) -> Option<&str> {
+        Some(FORMULA)
+    }
+
+    fn cost_ps(
+        &self,
+        model: &CostModel,
+        n: usize,
+        count: usize,
+        dtype: DType,
+        params: &Params,
+    ) -> Option<u64> {
+        Some(cost_ps(model, n, count, dtype, params))
+    }
+
+    fn reference(&self, inputs: &[Payload], op: ReduceOp, params: &Params) -> Option<Vec<Payload>> {
+        Some(reference(inputs, op, params))
+    }
+
+    fn rotation_symmetry(&self) -> RotationSymmetry {
+        RotationSymmetry::Any
+    }
+
+    fn nccl_algorithm(&self) -> Option<&str> {
+        Some("ring")
+    }
 }

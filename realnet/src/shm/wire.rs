@@ -1,12 +1,12 @@
 //! [`MessageHeader`]: the fixed 40 bytes that precede every message in a ring.
 //!
 //! ```text
-//!  0        8        16       24       32   33   34    35   36     40
-//!  | tag    | seq    | count  | addr   |coll|alg |dtype|kind| check |
+//!  0        8        16       24       32        34    35   36     40
+//!  | tag    | seq    | count  | addr   | call kind |dtype|kind| check |
 //! ```
 //!
-//! Little-endian fields: the tag, the sender's [`CallId`] (sequence,
-//! collective, algorithm), the element count and type, how the payload
+//! Little-endian fields: the tag, the sender's [`CallId`] (sequence and
+//! kind, the algorithm's wire identity), the element count and type, how the payload
 //! travels ([`Kind`]) and, for [`Kind::Attach`], the address of the bytes in
 //! the sender's memory. `check` is a constant that catches a reader that
 //! lost its place in the stream. Decoding validates every field, so a
@@ -20,7 +20,7 @@ use crate::call::CallId;
 pub(crate) const HEADER_BYTES: usize = 40;
 
 /// The constant in every header's last four bytes.
-const CHECK: u32 = 0x5348_4d31; // "SHM1"
+const CHECK: u32 = 0x5348_4d32; // "SHM2": the call kind is a wire identity
 
 /// How a message's payload travels.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -61,8 +61,7 @@ impl MessageHeader {
         b[8..16].copy_from_slice(&self.call.seq.to_le_bytes());
         b[16..24].copy_from_slice(&(self.shape.count as u64).to_le_bytes());
         b[24..32].copy_from_slice(&self.addr.to_le_bytes());
-        b[32] = self.call.collective;
-        b[33] = self.call.algorithm;
+        b[32..34].copy_from_slice(&self.call.kind.to_le_bytes());
         b[34] = DType::ALL
             .iter()
             .position(|d| *d == self.shape.dtype)
@@ -110,8 +109,7 @@ impl MessageHeader {
             tag: Tag(u64_at(0)),
             call: CallId {
                 seq: u64_at(8),
-                collective: b[32],
-                algorithm: b[33],
+                kind: u16::from_le_bytes([b[32], b[33]]),
             },
             shape: Shape::new(dtype, count),
             kind,
@@ -123,14 +121,17 @@ impl MessageHeader {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use algorithms::{Algorithm, Collective};
+    use algorithms::Collective;
     use proptest::prelude::*;
 
     #[test]
     fn headers_round_trip_and_limits_hold() {
         let h = MessageHeader {
             tag: Tag(u64::MAX - 3),
-            call: CallId::new(42, Collective::Allreduce, Algorithm::Ring),
+            call: CallId::new(
+                42,
+                &algorithms::catalogue_algorithm(Collective::Allreduce, "ring"),
+            ),
             shape: Shape::new(DType::F64, 1000),
             kind: Kind::Attach,
             addr: 0xdead_beef,

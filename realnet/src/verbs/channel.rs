@@ -343,7 +343,10 @@ mod tests {
     }
 
     fn call(seq: u64) -> CallId {
-        CallId::new(seq, Collective::Allreduce, Algorithm::Ring)
+        CallId::new(
+            seq,
+            &algorithms::catalogue_algorithm(Collective::Allreduce, "ring"),
+        )
     }
 
     /// Runs both sides with a schedule of choices until quiet; returns

@@ -208,7 +208,7 @@ mod tests {
                     s.spawn(move || {
                         let calls =
                             crate::selftest::run_catalogue(&c, &[1, 37, 500], params, 1).unwrap();
-                        assert_eq!(calls, 3 * algorithms::collective::CATALOGUE.len() as u64);
+                        assert_eq!(calls, 3 * algorithms::Registry::builtin().len() as u64);
                         assert_eq!(c.finish(), Ok(()));
                     });
                 }
@@ -227,8 +227,7 @@ mod tests {
         let c = &cores[0];
         c.begin_call(crate::CallId::new(
             1,
-            Collective::Allreduce,
-            Algorithm::Ring,
+            &algorithms::catalogue_algorithm(Collective::Allreduce, "ring"),
         ))
         .unwrap();
         let shape = Shape::new(DType::I32, 1);

@@ -5,7 +5,7 @@
 //!  0  magic u16 "VF"      2  kind u8     3  flags u8 (bit 0: first frame, bit 1: phantom)
 //!  4  credits u32 (receive slots the sender hands back to the receiver)
 //!  8  len u32 (message bytes in this frame, after the header)
-//! 12  tag u64            20  call seq u64     28  collective u8   29  algorithm u8
+//! 12  tag u64            20  call seq u64     28  call kind u16 (the algorithm's wire identity)
 //! 30  dtype u8           31  zero             32  count u64       40  message bytes u64
 //! 48  message bytes ...
 //! ```
@@ -142,8 +142,7 @@ pub fn encode_header(
         out[3] = FLAG_FIRST | if h.phantom { FLAG_PHANTOM } else { 0 };
         out[12..20].copy_from_slice(&h.tag.0.to_le_bytes());
         out[20..28].copy_from_slice(&h.call.seq.to_le_bytes());
-        out[28] = h.call.collective;
-        out[29] = h.call.algorithm;
+        out[28..30].copy_from_slice(&h.call.kind.to_le_bytes());
         out[30] = dtype_code(h.shape.dtype);
         out[32..40].copy_from_slice(&(h.shape.count as u64).to_le_bytes());
         out[40..48].copy_from_slice(&h.bytes().to_le_bytes());
@@ -189,8 +188,7 @@ pub fn decode(frame: &[u8]) -> Result<(Header, &[u8]), FrameError> {
                 tag: Tag(u64_at(12)),
                 call: CallId {
                     seq: u64_at(20),
-                    collective: frame[28],
-                    algorithm: frame[29],
+                    kind: u16_at(28),
                 },
                 shape: Shape::new(dtype, c),
                 phantom,
@@ -246,7 +244,10 @@ mod tests {
     fn a_first_frame_round_trips_with_its_message_head() {
         let head = MessageHead {
             tag: Tag(7 << 56 | 3),
-            call: CallId::new(42, Collective::Allgather, Algorithm::Ring),
+            call: CallId::new(
+                42,
+                &algorithms::catalogue_algorithm(Collective::Allgather, "ring"),
+            ),
             shape: Shape::new(DType::F64, 3),
             phantom: false,
         };
@@ -284,19 +285,14 @@ mod tests {
         (
             any::<u64>(),
             any::<u64>(),
-            any::<u8>(),
-            any::<u8>(),
+            any::<u16>(),
             0..5usize,
             0..1usize << 40,
             any::<bool>(),
         )
-            .prop_map(|(tag, seq, c, a, d, count, phantom)| MessageHead {
+            .prop_map(|(tag, seq, kind, d, count, phantom)| MessageHead {
                 tag: Tag(tag),
-                call: CallId {
-                    seq,
-                    collective: c,
-                    algorithm: a,
-                },
+                call: CallId { seq, kind },
                 shape: Shape::new(DType::ALL[d], count),
                 phantom,
             })

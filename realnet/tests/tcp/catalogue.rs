@@ -41,7 +41,7 @@ fn every_catalogue_algorithm_is_correct_over_tcp() {
             ..Params::default()
         };
         let calls = run_on_all(&fabrics, &[1, 37], &params);
-        assert_eq!(calls, 2 * algorithms::collective::CATALOGUE.len() as u64);
+        assert_eq!(calls, 2 * algorithms::Registry::builtin().len() as u64);
         for f in &fabrics {
             assert!(f.refusals().is_empty(), "{:?}", f.refusals());
         }
@@ -64,5 +64,5 @@ fn multi_megabyte_messages_arrive_whole_and_correct() {
         ..Params::default()
     };
     let calls = run_on_all(&fabrics, &[3 << 18], &params);
-    assert_eq!(calls, algorithms::collective::CATALOGUE.len() as u64);
+    assert_eq!(calls, algorithms::Registry::builtin().len() as u64);
 }

@@ -6,10 +6,8 @@ use std::io::Read;
 use std::sync::Barrier;
 use std::time::{Duration, Instant};
 
-use algorithms::collective::run;
 use algorithms::{
-    Algorithm, Collective, CollectiveError, DType, Fabric, FabricError, Params, Payload, ReduceOp,
-    Shape, Tag,
+    Collective, CollectiveError, DType, Fabric, FabricError, Params, Payload, ReduceOp, Shape, Tag,
 };
 use realnet::frame::{Body, Header, Kind};
 use realnet::selftest::input;
@@ -19,16 +17,19 @@ use realnet::{CallId, Endpoint};
 use crate::support::{JOB_ID, group, options, real_and_raw};
 
 fn allreduce(f: &TcpFabric, seq: u64, count: usize) -> Result<Payload, CollectiveError> {
-    f.begin_call(CallId::new(seq, Collective::Allreduce, Algorithm::Ring))?;
-    let mut buf = input(f.rank(), count);
-    f.block_on(run(
-        f,
-        Collective::Allreduce,
-        Algorithm::Ring,
-        &mut buf,
-        ReduceOp::Sum,
-        &Params::default(),
+    f.begin_call(CallId::new(
+        seq,
+        &algorithms::catalogue_algorithm(Collective::Allreduce, "ring"),
     ))?;
+    let mut buf = input(f.rank(), count);
+    f.block_on(
+        algorithms::catalogue_algorithm(Collective::Allreduce, "ring").run(
+            f,
+            &mut buf,
+            ReduceOp::Sum,
+            &Params::default(),
+        ),
+    )?;
     Ok(buf)
 }
 
@@ -48,8 +49,11 @@ fn a_rank_that_dies_mid_allreduce_is_named_by_every_other_rank() {
                     everyone.wait();
                     if f.rank() == 2 {
                         // Dies inside call 2: its sockets close without a bye.
-                        f.begin_call(CallId::new(2, Collective::Allreduce, Algorithm::Ring))
-                            .unwrap();
+                        f.begin_call(CallId::new(
+                            2,
+                            &algorithms::catalogue_algorithm(Collective::Allreduce, "ring"),
+                        ))
+                        .unwrap();
                         drop(f);
                         return None;
                     }
@@ -85,8 +89,11 @@ fn a_silent_rank_times_out_naming_it() {
     std::thread::scope(|s| {
         s.spawn(move || {
             // Alive but silent: in the call, never sending.
-            f1.begin_call(CallId::new(1, Collective::Allreduce, Algorithm::Ring))
-                .unwrap();
+            f1.begin_call(CallId::new(
+                1,
+                &algorithms::catalogue_algorithm(Collective::Allreduce, "ring"),
+            ))
+            .unwrap();
             std::thread::sleep(Duration::from_millis(1200));
         });
         let started = Instant::now();
@@ -111,7 +118,10 @@ fn a_silent_rank_times_out_naming_it() {
 #[test]
 fn a_corrupted_frame_is_reported_and_never_delivered() {
     let (fabric, mut raw) = real_and_raw(&options(2_000));
-    let call = CallId::new(1, Collective::Allreduce, Algorithm::Ring);
+    let call = CallId::new(
+        1,
+        &algorithms::catalogue_algorithm(Collective::Allreduce, "ring"),
+    );
     let mut bytes = Vec::new();
     raw.frame(
         5,
@@ -156,7 +166,10 @@ fn a_length_over_the_cap_is_refused_without_allocating() {
     let mut opts = options(2_000);
     opts.frame_cap = 1 << 20;
     let (fabric, mut raw) = real_and_raw(&opts);
-    let call = CallId::new(1, Collective::Allreduce, Algorithm::Ring);
+    let call = CallId::new(
+        1,
+        &algorithms::catalogue_algorithm(Collective::Allreduce, "ring"),
+    );
     // A valid header (its checksum is right) claiming 8 PiB of doubles:
     // allocating it would abort the test process.
     let header = Header {
@@ -213,23 +226,16 @@ fn ranks_calling_different_collectives_fail_clearly() {
             .into_iter()
             .map(|f| {
                 s.spawn(move || {
-                    let (coll, alg) = if f.rank() == 0 {
-                        (Collective::Allreduce, Algorithm::Ring)
+                    let alg = if f.rank() == 0 {
+                        algorithms::catalogue_algorithm(Collective::Allreduce, "ring")
                     } else {
-                        (Collective::Broadcast, Algorithm::Chain)
+                        algorithms::catalogue_algorithm(Collective::Broadcast, "chain")
                     };
-                    if let Err(e) = f.begin_call(CallId::new(1, coll, alg)) {
+                    if let Err(e) = f.begin_call(CallId::new(1, &alg)) {
                         return e.to_string();
                     }
                     let mut buf = input(f.rank(), 8);
-                    let r = f.block_on(run(
-                        &f,
-                        coll,
-                        alg,
-                        &mut buf,
-                        ReduceOp::Sum,
-                        &Params::default(),
-                    ));
+                    let r = f.block_on(alg.run(&f, &mut buf, ReduceOp::Sum, &Params::default()));
                     r.expect_err("the ranks disagree").to_string()
                 })
             })
@@ -290,8 +296,11 @@ fn finish_names_a_rank_that_left_without_finishing() {
 fn a_receive_names_the_first_rank_that_died_not_one_that_left_after_it() {
     let fabrics = group(3, &options(2_000));
     let [f0, f1, f2]: [TcpFabric; 3] = fabrics.try_into().ok().unwrap();
-    f0.begin_call(CallId::new(1, Collective::Allreduce, Algorithm::Ring))
-        .unwrap();
+    f0.begin_call(CallId::new(
+        1,
+        &algorithms::catalogue_algorithm(Collective::Allreduce, "ring"),
+    ))
+    .unwrap();
     // Rank 1 dies first; rank 2 leaves once it noticed (as a rank does
     // whose collective failed).
     drop(f1);
@@ -311,8 +320,11 @@ fn a_receive_names_the_first_rank_that_died_not_one_that_left_after_it() {
 fn a_rank_that_stops_on_an_error_tells_its_peers_why() {
     let fabrics = group(2, &options(5_000));
     let [f0, f1]: [TcpFabric; 2] = fabrics.try_into().ok().unwrap();
-    f1.begin_call(CallId::new(1, Collective::Allreduce, Algorithm::Ring))
-        .unwrap();
+    f1.begin_call(CallId::new(
+        1,
+        &algorithms::catalogue_algorithm(Collective::Allreduce, "ring"),
+    ))
+    .unwrap();
     // Rank 0 fails on its own (no peer died) and exits.
     f0.mailbox().fail_all(FabricError::Transport {
         rank: 0,

@@ -2,7 +2,7 @@
 //! logged while the real job still connects; the interface and port range
 //! options are honoured.
 
-use algorithms::{Algorithm, Collective, Fabric, Params, Rank, ReduceOp};
+use algorithms::{Collective, Fabric, Params, Rank, ReduceOp};
 use realnet::frame::Body;
 use realnet::selftest::input;
 use realnet::tcp::{TcpFabric, TcpOptions};
@@ -85,17 +85,20 @@ fn strangers_are_refused_and_logged_and_the_job_still_connects() {
     std::thread::scope(|s| {
         for f in &fabrics {
             s.spawn(move || {
-                f.begin_call(CallId::new(1, Collective::Allreduce, Algorithm::Ring))
-                    .unwrap();
-                let mut buf = input(f.rank(), 10);
-                f.block_on(algorithms::collective::run(
-                    f,
-                    Collective::Allreduce,
-                    Algorithm::Ring,
-                    &mut buf,
-                    ReduceOp::Sum,
-                    &Params::default(),
+                f.begin_call(CallId::new(
+                    1,
+                    &algorithms::catalogue_algorithm(Collective::Allreduce, "ring"),
                 ))
+                .unwrap();
+                let mut buf = input(f.rank(), 10);
+                f.block_on(
+                    algorithms::catalogue_algorithm(Collective::Allreduce, "ring").run(
+                        f,
+                        &mut buf,
+                        ReduceOp::Sum,
+                        &Params::default(),
+                    ),
+                )
                 .unwrap();
                 assert_eq!(buf.as_slice::<i32>().unwrap()[9], 1000 + 2 * 9);
                 f.finish().unwrap();

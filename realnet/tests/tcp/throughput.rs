@@ -4,8 +4,7 @@
 
 use std::time::Instant;
 
-use algorithms::collective::run;
-use algorithms::{Algorithm, Collective, DType, Fabric, Params, Payload, ReduceOp, Shape, Tag};
+use algorithms::{Collective, DType, Fabric, Params, Payload, ReduceOp, Shape, Tag};
 use realnet::tcp::TcpFabric;
 use realnet::{CallId, Endpoint};
 
@@ -15,39 +14,40 @@ use crate::support::{group, options};
 /// calls after one warm-up; checks the sums.
 fn seconds_per_allreduce(fabrics: &[TcpFabric], count: usize, calls: u64) -> f64 {
     let n = fabrics.len() as i32;
-    let times: Vec<f64> = std::thread::scope(|s| {
-        let handles: Vec<_> = fabrics
-            .iter()
-            .map(|f| {
-                s.spawn(move || {
-                    let mut started = Instant::now();
-                    for seq in 1..=calls + 1 {
-                        if seq == 2 {
-                            started = Instant::now();
-                        }
-                        f.begin_call(CallId::new(seq, Collective::Allreduce, Algorithm::Ring))
-                            .unwrap();
-                        let mut buf = Payload::from_vec(vec![f.rank() as i32 + 1; count]);
-                        f.block_on(run(
-                            f,
-                            Collective::Allreduce,
-                            Algorithm::Ring,
-                            &mut buf,
-                            ReduceOp::Sum,
-                            &Params::default(),
-                        ))
-                        .unwrap();
-                        let want = n * (n + 1) / 2;
-                        assert!(buf.as_slice::<i32>().unwrap().iter().all(|x| *x == want));
-                    }
-                    let took = started.elapsed().as_secs_f64() / calls as f64;
-                    f.finish().unwrap();
-                    took
-                })
-            })
-            .collect();
-        handles.into_iter().map(|h| h.join().unwrap()).collect()
-    });
+    let times: Vec<f64> =
+        std::thread::scope(|s| {
+            let handles: Vec<_> =
+                fabrics
+                    .iter()
+                    .map(|f| {
+                        s.spawn(move || {
+                            let mut started = Instant::now();
+                            for seq in 1..=calls + 1 {
+                                if seq == 2 {
+                                    started = Instant::now();
+                                }
+                                f.begin_call(CallId::new(
+                                    seq,
+                                    &algorithms::catalogue_algorithm(Collective::Allreduce, "ring"),
+                                ))
+                                .unwrap();
+                                let mut buf = Payload::from_vec(vec![f.rank() as i32 + 1; count]);
+                                f.block_on(
+                                    algorithms::catalogue_algorithm(Collective::Allreduce, "ring")
+                                        .run(f, &mut buf, ReduceOp::Sum, &Params::default()),
+                                )
+                                .unwrap();
+                                let want = n * (n + 1) / 2;
+                                assert!(buf.as_slice::<i32>().unwrap().iter().all(|x| *x == want));
+                            }
+                            let took = started.elapsed().as_secs_f64() / calls as f64;
+                            f.finish().unwrap();
+                            took
+                        })
+                    })
+                    .collect();
+            handles.into_iter().map(|h| h.join().unwrap()).collect()
+        });
     times.into_iter().fold(0.0, f64::max)
 }
 
@@ -60,8 +60,11 @@ fn seconds_one_way(fabrics: &[TcpFabric], count: usize, rounds: u64) -> f64 {
             .map(|f| {
                 s.spawn(move || {
                     let peer = 1 - f.rank();
-                    f.begin_call(CallId::new(1, Collective::Allreduce, Algorithm::Ring))
-                        .unwrap();
+                    f.begin_call(CallId::new(
+                        1,
+                        &algorithms::catalogue_algorithm(Collective::Allreduce, "ring"),
+                    ))
+                    .unwrap();
                     let mut msg = Payload::from_vec(vec![7i32; count]);
                     let started = Instant::now();
                     for _ in 0..rounds {

@@ -5,6 +5,7 @@ use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 use std::rc::Rc;
 
+use algorithms::Registry;
 use clap::Args;
 
 use super::cex::{CexFile, buffering_name, parse_buffering};
@@ -100,8 +101,12 @@ pub struct ReplayArgs {
     pub trace: Option<PathBuf>,
 }
 
-fn load_program(path: &Path, args: Option<&CheckArgs>) -> Result<Program, String> {
-    let mut program = super::scenario::load(path).map_err(|e| e.to_string())?;
+fn load_program(
+    path: &Path,
+    args: Option<&CheckArgs>,
+    registry: &Registry,
+) -> Result<Program, String> {
+    let mut program = super::scenario::load(path, registry).map_err(|e| e.to_string())?;
     if let Some(args) = args {
         if let Some(n) = args.random {
             program.search = Search::Random {
@@ -132,9 +137,10 @@ fn load_program(path: &Path, args: Option<&CheckArgs>) -> Result<Program, String
     Ok(program)
 }
 
-/// Runs `sim check`; returns the exit status.
-pub fn check_command(args: &CheckArgs) -> io::Result<u8> {
-    let program = match load_program(&args.scenario, Some(args)) {
+/// Runs `sim check` with the algorithms of `registry` (and the
+/// demonstration algorithms); returns the exit status.
+pub fn check_command(args: &CheckArgs, registry: &Registry) -> io::Result<u8> {
+    let program = match load_program(&args.scenario, Some(args), registry) {
         Ok(p) => p,
         Err(e) => {
             eprintln!("error: {e}");
@@ -231,6 +237,9 @@ pub fn print_report(
         program.name,
         report.points.len()
     )?;
+    for note in &program.notes {
+        writeln!(out, "note: {note}")?;
+    }
     for p in &report.points {
         let what = match p.violation {
             Some(v) => format!("{v}"),
@@ -379,8 +388,9 @@ fn save_counterexample(
     }
 }
 
-/// Runs `sim replay`; returns the exit status.
-pub fn replay_command(args: &ReplayArgs) -> io::Result<u8> {
+/// Runs `sim replay` with the algorithms of `registry` (and the
+/// demonstration algorithms); returns the exit status.
+pub fn replay_command(args: &ReplayArgs, registry: &Registry) -> io::Result<u8> {
     let mut out = io::stdout().lock();
     let file = match CexFile::load(&args.file) {
         Ok(f) => f,
@@ -401,7 +411,7 @@ pub fn replay_command(args: &ReplayArgs) -> io::Result<u8> {
     if let (false, Some(dir)) = (scenario.exists(), args.file.parent()) {
         scenario = dir.join(&file.scenario);
     }
-    let program = match load_program(&scenario, None) {
+    let program = match load_program(&scenario, None, registry) {
         Ok(p) => Rc::new(p),
         Err(e) => {
             eprintln!("error: {}: scenario: {e}", args.file.display());

@@ -1,5 +1,5 @@
 //! The cost property: an algorithm's traffic and critical path against its
-//! closed-form cost formula (`algorithms::collective::cost_ps`).
+//! closed-form cost formula ([`algorithms::Algorithm::cost_ps`]).
 //!
 //! Two checks. On every explored schedule, each rank sends the same bytes
 //! and messages as on the first (traffic does not depend on the order of
@@ -14,13 +14,13 @@
 
 use std::rc::Rc;
 
-use algorithms::{CostModel, DType, collective};
+use algorithms::{CostModel, DType};
 
 use super::exec::Execution;
 use super::explore::{SearchError, Target, replay};
 use super::program::{Program, params};
 use super::properties::Violation;
-use super::spec::{Buffering, CheckAlgorithm, Point, Verdict};
+use super::spec::{Buffering, Point, Verdict};
 use super::world::{Choice, TIMINGS};
 
 /// The cost model matching timing model `m` of [`TIMINGS`].
@@ -67,7 +67,7 @@ fn timed(target: &Target<'_>, m: usize) -> Result<Execution, SearchError> {
 
 /// Checks the critical path of a one-call program against its formula at
 /// `point`; `None` when it matches or the property does not apply (several
-/// calls, a demo algorithm, a run that did not finish). A mismatch comes
+/// calls, an algorithm without a cost formula, a run that did not finish). A mismatch comes
 /// with the timed schedule that shows it.
 pub fn check_formula(
     program: &Rc<Program>,
@@ -76,9 +76,10 @@ pub fn check_formula(
     let [call] = program.calls.as_slice() else {
         return Ok(None);
     };
-    let CheckAlgorithm::Catalogue(algorithm) = call.algorithm else {
+    let algorithm = &call.algorithm;
+    if algorithm.facts().formula().is_none() {
         return Ok(None);
-    };
+    }
     // The formulas assume the simulator's ideal links: eager sends into
     // unbounded buffers.
     let point = Point {
@@ -109,9 +110,7 @@ pub fn check_formula(
             .map(|r| r.clock[m])
             .max()
             .unwrap_or(0);
-        let formula = collective::cost_ps(
-            call.collective,
-            algorithm,
+        let formula = algorithm.cost_ps(
             &model(m),
             point.world_size,
             point.count,

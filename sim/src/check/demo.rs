@@ -1,6 +1,8 @@
-//! The demonstration algorithms of `sim check` ([`DemoAlgorithm`]): one
-//! wrong, one that deadlocks without eager buffering, one whose reduction
-//! order depends on the schedule. Each is written against the [`Fabric`]
+//! The demonstration algorithms of `sim check` ([`BuggyRing`],
+//! [`SendAllFirst`], [`ArrivalOrderSum`]): one wrong, one that deadlocks
+//! without eager buffering, one whose reduction order depends on the
+//! schedule. They are registered like a user's algorithms, in the
+//! registry `sim check` uses ([`with_demos`]), and nowhere else. Each is written against the [`Fabric`]
 //! trait exactly like the catalogue's algorithms (no clock, no threads,
 //! concurrency by joining futures) and follows the catalogue's in-place
 //! buffer conventions (`algorithms::collective`), so the checker runs them
@@ -11,24 +13,101 @@ use std::pin::Pin;
 use std::task::Poll;
 
 use algorithms::layout::block_range;
-use algorithms::{CollectiveError, Fabric, Params, Payload, ReduceOp, Shape, Work};
+use algorithms::{
+    Algorithm, AnyFabric, Collective, CollectiveAlgorithm, CollectiveError, Fabric, Params,
+    Payload, ReduceOp, Registry, RegistryError, Running, Shape, Work,
+};
 
-use crate::check::spec::DemoAlgorithm;
+/// The demonstration algorithms, as registry handles.
+pub fn algorithms() -> [Algorithm; 3] {
+    [
+        Algorithm::new(BuggyRing),
+        Algorithm::new(SendAllFirst),
+        Algorithm::new(ArrivalOrderSum),
+    ]
+}
 
-/// Runs `algorithm` on this rank, in place on `buf`. All ranks must call it
-/// with buffers of the same shape, the same `op` and the same parameters
-/// (`params.tag` is the call's tag; the other parameters are unused).
-pub async fn run<F: Fabric>(
-    fabric: &F,
-    algorithm: DemoAlgorithm,
-    buf: &mut Payload,
-    op: ReduceOp,
-    params: &Params,
-) -> Result<(), CollectiveError> {
-    match algorithm {
-        DemoAlgorithm::BuggyRing => buggy_ring(fabric, buf, op, params).await,
-        DemoAlgorithm::SendAllFirst => send_all_first(fabric, buf, params).await,
-        DemoAlgorithm::ArrivalOrderSum => arrival_order_sum(fabric, buf, op, params).await,
+/// `registry` with the demonstration algorithms added (what `sim check`
+/// resolves names in); an error if the registry already has one of their
+/// names.
+pub fn with_demos(registry: &Registry) -> Result<Registry, RegistryError> {
+    let mut out = registry.clone();
+    for demo in algorithms() {
+        out.insert(demo)?;
+    }
+    Ok(out)
+}
+
+/// Ring allreduce with an off-by-one block index (see [`buggy_ring`]).
+#[derive(Clone, Copy, Debug)]
+pub struct BuggyRing;
+
+impl CollectiveAlgorithm for BuggyRing {
+    fn name(&self) -> &str {
+        "buggy_ring"
+    }
+
+    fn collective(&self) -> Collective {
+        Collective::Allreduce
+    }
+
+    fn run<'a>(
+        &'a self,
+        fabric: AnyFabric<'a>,
+        buf: &'a mut Payload,
+        op: ReduceOp,
+        params: &'a Params,
+    ) -> Running<'a> {
+        Box::pin(async move { buggy_ring(&fabric, buf, op, params).await })
+    }
+}
+
+/// Allgather that sends everything before receiving (see
+/// [`send_all_first`]).
+#[derive(Clone, Copy, Debug)]
+pub struct SendAllFirst;
+
+impl CollectiveAlgorithm for SendAllFirst {
+    fn name(&self) -> &str {
+        "send_all_first"
+    }
+
+    fn collective(&self) -> Collective {
+        Collective::Allgather
+    }
+
+    fn run<'a>(
+        &'a self,
+        fabric: AnyFabric<'a>,
+        buf: &'a mut Payload,
+        _op: ReduceOp,
+        params: &'a Params,
+    ) -> Running<'a> {
+        Box::pin(async move { send_all_first(&fabric, buf, params).await })
+    }
+}
+
+/// Allreduce through rank 0 in arrival order (see [`arrival_order_sum`]).
+#[derive(Clone, Copy, Debug)]
+pub struct ArrivalOrderSum;
+
+impl CollectiveAlgorithm for ArrivalOrderSum {
+    fn name(&self) -> &str {
+        "arrival_order_sum"
+    }
+
+    fn collective(&self) -> Collective {
+        Collective::Allreduce
+    }
+
+    fn run<'a>(
+        &'a self,
+        fabric: AnyFabric<'a>,
+        buf: &'a mut Payload,
+        op: ReduceOp,
+        params: &'a Params,
+    ) -> Running<'a> {
+        Box::pin(async move { arrival_order_sum(&fabric, buf, op, params).await })
     }
 }
 
@@ -217,7 +296,7 @@ async fn arrivals<Fut: Future>(slots: &mut [Option<Pin<Box<Fut>>>]) -> Vec<Fut::
 mod tests {
     use super::*;
     use algorithms::collective::exact_reference;
-    use algorithms::{Collective, DType, FabricError, Rank};
+    use algorithms::{DType, FabricError, Rank};
     use realnet::{Endpoint, JobOptions, LocalFabric};
     use topologies::LinkSpec;
 
@@ -243,7 +322,7 @@ mod tests {
     /// worth (if given), which delays everything it sends. `None` for a
     /// rank that never finished.
     fn simulate(
-        algorithm: DemoAlgorithm,
+        algorithm: &Algorithm,
         inputs: &[Payload],
         op: ReduceOp,
         head_start: &[u64],
@@ -264,7 +343,9 @@ mod tests {
                 if delay > 0 {
                     fabric.compute(Work::Reduce { bytes: delay }).await?;
                 }
-                run(&fabric, algorithm, &mut buf, op, &Params::default()).await?;
+                algorithm
+                    .run(&fabric, &mut buf, op, &Params::default())
+                    .await?;
                 Ok(buf)
             }
         });
@@ -298,7 +379,7 @@ mod tests {
             let expected = exact_reference(Collective::Allreduce, &inputs, ReduceOp::Sum, 0)
                 .expect("two ranks");
             let outputs = finished(simulate(
-                DemoAlgorithm::BuggyRing,
+                &Algorithm::new(BuggyRing),
                 &inputs,
                 ReduceOp::Sum,
                 &[],
@@ -321,7 +402,7 @@ mod tests {
         let expected =
             exact_reference(Collective::Allreduce, &inputs, ReduceOp::Sum, 0).expect("three ranks");
         let outputs = finished(simulate(
-            DemoAlgorithm::BuggyRing,
+            &Algorithm::new(BuggyRing),
             &inputs,
             ReduceOp::Sum,
             &[],
@@ -347,7 +428,7 @@ mod tests {
             let expected =
                 exact_reference(Collective::Allreduce, &inputs, ReduceOp::Sum, 0).expect("ranks");
             let outputs = finished(simulate(
-                DemoAlgorithm::BuggyRing,
+                &Algorithm::new(BuggyRing),
                 &inputs,
                 ReduceOp::Sum,
                 &[],
@@ -365,7 +446,12 @@ mod tests {
     /// (3 elements).
     #[test]
     fn buggy_ring_fails_with_a_shape_mismatch_on_uneven_blocks() {
-        let outputs = simulate(DemoAlgorithm::BuggyRing, &inputs(3, 7), ReduceOp::Sum, &[]);
+        let outputs = simulate(
+            &Algorithm::new(BuggyRing),
+            &inputs(3, 7),
+            ReduceOp::Sum,
+            &[],
+        );
         match &outputs[1] {
             Some(Err(CollectiveError::Fabric(FabricError::ShapeMismatch {
                 from: 0,
@@ -387,7 +473,7 @@ mod tests {
                 let expected = exact_reference(Collective::Allgather, &inputs, ReduceOp::Sum, 0)
                     .expect("ranks");
                 let outputs = finished(simulate(
-                    DemoAlgorithm::SendAllFirst,
+                    &Algorithm::new(SendAllFirst),
                     &inputs,
                     ReduceOp::Sum,
                     &[],
@@ -412,7 +498,7 @@ mod tests {
                 let head_start: Vec<u64> = (0..n as u64).map(|r| (n as u64 - r) * 10_000).collect();
                 for delays in [&[][..], &head_start[..]] {
                     let outputs = finished(simulate(
-                        DemoAlgorithm::ArrivalOrderSum,
+                        &Algorithm::new(ArrivalOrderSum),
                         &inputs,
                         op,
                         delays,
@@ -438,7 +524,7 @@ mod tests {
         let reversed = [0, 30_000, 20_000, 10_000];
         for (delays, sum) in [(in_rank_order, 1.0f32), (reversed, 0.0)] {
             let outputs = finished(simulate(
-                DemoAlgorithm::ArrivalOrderSum,
+                &Algorithm::new(ArrivalOrderSum),
                 &inputs,
                 ReduceOp::Sum,
                 &delays,
@@ -454,8 +540,8 @@ mod tests {
         let n = 4;
         let inputs = inputs(n, 9);
         for (algorithm, collective) in [
-            (DemoAlgorithm::SendAllFirst, Collective::Allgather),
-            (DemoAlgorithm::ArrivalOrderSum, Collective::Allreduce),
+            (Algorithm::new(SendAllFirst), Collective::Allgather),
+            (Algorithm::new(ArrivalOrderSum), Collective::Allreduce),
         ] {
             assert_eq!(algorithm.collective(), collective);
             let expected = exact_reference(collective, &inputs, ReduceOp::Sum, 0).expect("ranks");
@@ -465,9 +551,10 @@ mod tests {
                     .iter()
                     .map(|f| {
                         let mut buf = inputs[f.rank()].clone();
+                        let algorithm = &algorithm;
                         s.spawn(move || {
                             let params = Params::default();
-                            f.block_on(run(f, algorithm, &mut buf, ReduceOp::Sum, &params))
+                            f.block_on(algorithm.run(f, &mut buf, ReduceOp::Sum, &params))
                                 .expect("the demo completes");
                             assert_eq!(f.finish(), Ok(()));
                             buf
@@ -490,8 +577,8 @@ mod tests {
 
     #[test]
     fn reductions_refuse_an_average_of_integers() {
-        for algorithm in [DemoAlgorithm::BuggyRing, DemoAlgorithm::ArrivalOrderSum] {
-            for out in simulate(algorithm, &inputs(3, 6), ReduceOp::Avg, &[]) {
+        for algorithm in [Algorithm::new(BuggyRing), Algorithm::new(ArrivalOrderSum)] {
+            for out in simulate(&algorithm, &inputs(3, 6), ReduceOp::Avg, &[]) {
                 assert!(
                     matches!(
                         out,
@@ -512,9 +599,9 @@ mod tests {
     #[test]
     fn averages_divide_once_by_the_world_size() {
         for (algorithm, n) in [
-            (DemoAlgorithm::ArrivalOrderSum, 3),
-            (DemoAlgorithm::ArrivalOrderSum, 4),
-            (DemoAlgorithm::BuggyRing, 2),
+            (Algorithm::new(ArrivalOrderSum), 3),
+            (Algorithm::new(ArrivalOrderSum), 4),
+            (Algorithm::new(BuggyRing), 2),
         ] {
             let inputs: Vec<Payload> = (0..n)
                 .map(|r| {
@@ -523,7 +610,7 @@ mod tests {
                 .collect();
             let expected =
                 exact_reference(Collective::Allreduce, &inputs, ReduceOp::Avg, 0).expect("ranks");
-            let outputs = finished(simulate(algorithm, &inputs, ReduceOp::Avg, &[]));
+            let outputs = finished(simulate(&algorithm, &inputs, ReduceOp::Avg, &[]));
             assert_eq!(
                 wrong_per_rank(&outputs, &expected),
                 vec![0; n],

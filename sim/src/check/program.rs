@@ -9,12 +9,12 @@ use std::rc::Rc;
 use algorithms::layout::block_range;
 use algorithms::symbolic::{self, Sym};
 use algorithms::{
-    Algorithm, Collective, CollectiveError, DType, Fabric, Params, Payload, Rank, Tag, collective,
+    Chunking, Collective, CollectiveError, DType, Fabric, Params, Payload, Rank, Tag,
 };
 use futures_util::future::join_all;
 
 use super::fabric::CheckFabric;
-use super::spec::{Buffering, CallSpec, CheckAlgorithm, CheckScenario, Point};
+use super::spec::{Buffering, CallSpec, CheckScenario, Point};
 
 /// What a program checks: a whole scenario.
 pub type Program = CheckScenario;
@@ -58,9 +58,9 @@ pub fn input(call: usize, rank: Rank, count: usize) -> Payload {
 
 /// The parameters of a call at `point`.
 ///
-/// `chunks` cuts the unit an algorithm pipelines: a ring's segment (a
-/// rank's block, `count / N` elements) for the ring and hierarchical
-/// allreduces, the whole buffer for the others (tree, chains).
+/// `chunks` cuts the unit an algorithm pipelines (its
+/// [`Chunking`]): a rank's block (`count / N` elements) for the rings, the
+/// whole buffer for the others (tree, chains).
 ///
 /// The pipeline window (`Params::slots`, how many chunks a rank sends
 /// ahead of what it has received, NCCL_STEPS) is the receiver's buffer:
@@ -69,14 +69,7 @@ pub fn input(call: usize, rank: Rank, count: usize) -> Payload {
 pub fn params(call: &CallSpec, point: Point) -> Params {
     let elem = DType::Sym.size_bytes() as u64;
     let n = point.world_size.max(1);
-    let segmented = matches!(
-        (call.collective, call.algorithm),
-        (
-            Collective::Allreduce,
-            CheckAlgorithm::Catalogue(Algorithm::Ring | Algorithm::Hierarchical)
-        )
-    );
-    let unit = if segmented {
+    let unit = if call.algorithm.facts().chunking() == Chunking::Block {
         point.count.div_ceil(n)
     } else {
         point.count
@@ -110,42 +103,27 @@ async fn run_call(
     let count = point.count;
     let params = params(call, point);
     let mut buf = input(index, rank, count);
-    match call.algorithm {
-        CheckAlgorithm::Catalogue(algorithm) if !point.in_place => {
-            let collective = call.collective;
-            let own: Range<usize> = block_range(count, n, rank);
-            let input = match collective {
-                Collective::Allgather | Collective::Gather => buf.extract(own.clone()),
-                _ => buf.clone(),
-            };
-            let out = collective::run_out_of_place(
-                fabric, collective, algorithm, &input, count, call.op, &params,
-            )
+    if point.in_place {
+        call.algorithm
+            .run(fabric, &mut buf, call.op, &params)
             .await?;
-            if out.len() == count {
-                return Ok(out);
-            }
-            // Reduce-scatter and scatter return this rank's block only.
-            buf.copy_from(own, &out)?;
-            Ok(buf)
-        }
-        CheckAlgorithm::Catalogue(algorithm) => {
-            collective::run(
-                fabric,
-                call.collective,
-                algorithm,
-                &mut buf,
-                call.op,
-                &params,
-            )
-            .await?;
-            Ok(buf)
-        }
-        CheckAlgorithm::Demo(demo) => {
-            super::demo::run(fabric, demo, &mut buf, call.op, &params).await?;
-            Ok(buf)
-        }
+        return Ok(buf);
     }
+    let own: Range<usize> = block_range(count, n, rank);
+    let input = match call.collective {
+        Collective::Allgather | Collective::Gather => buf.extract(own.clone()),
+        _ => buf.clone(),
+    };
+    let out = call
+        .algorithm
+        .run_out_of_place(fabric, &input, count, call.op, &params)
+        .await?;
+    if out.len() == count {
+        return Ok(out);
+    }
+    // Reduce-scatter and scatter return this rank's block only.
+    buf.copy_from(own, &out)?;
+    Ok(buf)
 }
 
 /// One rank's program at `point`.

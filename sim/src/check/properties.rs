@@ -409,7 +409,9 @@ mod tests {
             [search]
             delay_bound = 2
         "#;
-        let program = Rc::new(parse(Path::new("t.toml"), text).expect("valid"));
+        let program = Rc::new(
+            parse(Path::new("t.toml"), text, &algorithms::Registry::builtin()).expect("valid"),
+        );
         let report = check(&program, Options::default()).expect("the search runs");
         assert_eq!(report.verdict, Verdict::Error);
         let cex = report.counterexample.expect("a counterexample");

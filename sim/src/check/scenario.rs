@@ -85,10 +85,10 @@ mod tests;
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use algorithms::{Algorithm, Collective, DType, Rank, ReduceOp};
+use algorithms::{Algorithm, Collective, DType, Rank, ReduceOp, Registry};
 use toml::Spanned;
 
-use crate::check::spec::{CallSpec, CheckAlgorithm, CheckScenario, DemoAlgorithm, Verdict};
+use crate::check::spec::{CallSpec, CheckScenario, Verdict};
 use crate::scenario::{ScenarioError, Source};
 
 use raw::{RawCall, RawCheck, RawOrder};
@@ -121,19 +121,26 @@ pub const STEPS_MAX: usize = 1_000_000;
 /// The deepest bug PCT may target.
 pub const PCT_DEPTH_MAX: usize = 64;
 
-/// Reads and validates the check scenario at `path`.
-pub fn load(path: &Path) -> Result<CheckScenario, ScenarioError> {
+/// Reads and validates the check scenario at `path`; its algorithm names
+/// are resolved in `registry` and, for names it does not have, among the
+/// demonstration algorithms ([`crate::check::demo`]).
+pub fn load(path: &Path, registry: &Registry) -> Result<CheckScenario, ScenarioError> {
     let text = std::fs::read_to_string(path).map_err(|e| ScenarioError::Read {
         path: path.display().to_string(),
         reason: e.to_string(),
     })?;
-    parse(path, &text)
+    parse(path, &text, registry)
 }
 
 /// Parses and validates check scenario `text`, reporting errors against
-/// `path`.
-pub fn parse(path: &Path, text: &str) -> Result<CheckScenario, ScenarioError> {
+/// `path` (names resolved as [`load`] does).
+pub fn parse(path: &Path, text: &str, registry: &Registry) -> Result<CheckScenario, ScenarioError> {
     let src = Source { path, text };
+    let mut registry = registry.clone();
+    for demo in crate::check::demo::algorithms() {
+        // A user's algorithm of the same name takes precedence.
+        let _ = registry.insert(demo);
+    }
     let raw: RawCheck = toml::from_str(text)
         .map_err(|e| src.error(e.span(), e.message().trim_end().to_string()))?;
     let name = match &raw.name {
@@ -160,8 +167,22 @@ pub fn parse(path: &Path, text: &str) -> Result<CheckScenario, ScenarioError> {
         .call
         .iter()
         .enumerate()
-        .map(|(i, c)| call(&src, i, c, check_cost))
+        .map(|(i, c)| call(&src, i, c, &registry))
         .collect::<Result<Vec<_>, _>>()?;
+    let notes = if check_cost {
+        calls
+            .iter()
+            .filter(|c| c.algorithm.facts().formula().is_none())
+            .map(|c| {
+                format!(
+                    "call `{}`: {} {} has no cost formula; its cost property is skipped",
+                    c.id, c.collective, c.algorithm
+                )
+            })
+            .collect()
+    } else {
+        Vec::new()
+    };
     unique_ids(&src, &raw.call, &calls)?;
     let axes = params::axes(&src, raw.params.as_ref(), &raw.call, &calls)?;
     let world_size_max = *axes.world_size.iter().max().expect("axes are never empty");
@@ -187,6 +208,7 @@ pub fn parse(path: &Path, text: &str) -> Result<CheckScenario, ScenarioError> {
         check_cost,
         expect,
         asserts,
+        notes,
     })
 }
 
@@ -212,7 +234,7 @@ fn call(
     src: &Source,
     index: usize,
     spanned: &Spanned<RawCall>,
-    check_cost: bool,
+    registry: &Registry,
 ) -> Result<CallSpec, ScenarioError> {
     let c = spanned.get_ref();
     let id = match &c.id {
@@ -227,16 +249,7 @@ fn call(
         .get_ref()
         .parse()
         .map_err(|e| src.at(&c.collective, e))?;
-    let algorithm = algorithm(src, collective, &c.algorithm)?;
-    if check_cost && let CheckAlgorithm::Demo(d) = algorithm {
-        return Err(src.at(
-            &c.algorithm,
-            format!(
-                "cost = true checks the catalogue's cost formulas, and the demo algorithm `{}` has none; use a catalogue algorithm or drop cost = true",
-                d.name()
-            ),
-        ));
-    }
+    let algorithm = algorithm(src, registry, collective, &c.algorithm)?;
     let op = match &c.op {
         None => ReduceOp::Sum,
         Some(o) if !collective.reduces() => {
@@ -267,46 +280,28 @@ fn call(
     })
 }
 
-/// A catalogue algorithm implementing `collective`, or a demo algorithm of
-/// it.
+/// The algorithm `a` names for `collective` in `registry`.
 fn algorithm(
     src: &Source,
+    registry: &Registry,
     collective: Collective,
     a: &Spanned<String>,
-) -> Result<CheckAlgorithm, ScenarioError> {
+) -> Result<Algorithm, ScenarioError> {
     let name = a.get_ref().as_str();
-    let catalogue = collective.algorithms();
-    let demos: Vec<DemoAlgorithm> = DemoAlgorithm::ALL
-        .into_iter()
-        .filter(|d| d.collective() == collective)
-        .collect();
-    if let Ok(alg) = name.parse::<Algorithm>()
-        && catalogue.contains(&alg)
-    {
-        return Ok(CheckAlgorithm::Catalogue(alg));
-    }
-    if let Some(&d) = demos.iter().find(|d| d.name() == name) {
-        return Ok(CheckAlgorithm::Demo(d));
-    }
-    let valid: Vec<&str> = catalogue
-        .iter()
-        .map(|a| a.name())
-        .chain(demos.iter().map(|d| d.name()))
-        .collect();
-    let known =
-        name.parse::<Algorithm>().is_ok() || DemoAlgorithm::ALL.iter().any(|d| d.name() == name);
-    let what = if known {
-        format!("algorithm `{name}` does not implement {collective}")
-    } else {
-        format!("unknown algorithm `{name}`")
-    };
-    Err(src.at(
-        a,
-        format!(
-            "{what}; expected one of {} for {collective}",
-            valid.join(", ")
-        ),
-    ))
+    registry.find(collective, name).map_err(|unknown| {
+        let what = if registry.knows_name(name) {
+            format!("algorithm `{name}` does not implement {collective}")
+        } else {
+            format!("unknown algorithm `{name}`")
+        };
+        src.at(
+            a,
+            format!(
+                "{what}; expected one of {} for {collective}",
+                unknown.valid.join(", ")
+            ),
+        )
+    })
 }
 
 /// No two calls share an id (given or default).

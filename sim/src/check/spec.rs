@@ -8,69 +8,6 @@ use std::path::PathBuf;
 
 use algorithms::{Algorithm, Collective, Rank, ReduceOp};
 
-/// The deliberately broken or nondeterministic algorithms that exist only
-/// to demonstrate the checker (`sim check` accepts them; `sim run` does
-/// not). Each is written against the `Fabric` trait like the catalogue's.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum DemoAlgorithm {
-    /// Ring allreduce whose reduce-scatter receives block `(r - s + 1) mod N`
-    /// instead of `(r - s - 1) mod N` at step `s`: the same block for
-    /// `N = 2`, a wrong one from `N = 3` on.
-    BuggyRing,
-    /// Allgather in which every rank first sends its block to every other
-    /// rank (each send awaited in turn), then receives: needs one eager slot
-    /// per connection, deadlocks with rendezvous sends.
-    SendAllFirst,
-    /// Allreduce through rank 0 that adds the other ranks' buffers in the
-    /// order they arrive, then broadcasts: correct sums, but the reduction
-    /// order (so the floating-point bits) depends on the schedule.
-    ArrivalOrderSum,
-}
-
-impl DemoAlgorithm {
-    /// Every demo algorithm.
-    pub const ALL: [DemoAlgorithm; 3] = [
-        DemoAlgorithm::BuggyRing,
-        DemoAlgorithm::SendAllFirst,
-        DemoAlgorithm::ArrivalOrderSum,
-    ];
-
-    /// The name used in check scenarios.
-    pub fn name(self) -> &'static str {
-        match self {
-            DemoAlgorithm::BuggyRing => "buggy_ring",
-            DemoAlgorithm::SendAllFirst => "send_all_first",
-            DemoAlgorithm::ArrivalOrderSum => "arrival_order_sum",
-        }
-    }
-
-    /// The collective it implements.
-    pub fn collective(self) -> Collective {
-        match self {
-            DemoAlgorithm::BuggyRing | DemoAlgorithm::ArrivalOrderSum => Collective::Allreduce,
-            DemoAlgorithm::SendAllFirst => Collective::Allgather,
-        }
-    }
-}
-
-/// The algorithm a call runs: one of the catalogue's or a demo.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum CheckAlgorithm {
-    /// An algorithm of `algorithms::collective::CATALOGUE`.
-    Catalogue(Algorithm),
-    /// A demonstration algorithm.
-    Demo(DemoAlgorithm),
-}
-
-impl fmt::Display for CheckAlgorithm {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            CheckAlgorithm::Catalogue(a) => f.write_str(a.name()),
-            CheckAlgorithm::Demo(d) => f.write_str(d.name()),
-        }
-    }
-}
-
 /// One collective call of the program (`[[call]]`).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct CallSpec {
@@ -78,8 +15,8 @@ pub struct CallSpec {
     pub id: String,
     /// The collective.
     pub collective: Collective,
-    /// The algorithm.
-    pub algorithm: CheckAlgorithm,
+    /// The algorithm (of `collective`).
+    pub algorithm: Algorithm,
     /// The reduction operator (reducing collectives).
     pub op: ReduceOp,
     /// The base tag of the call (default: its index in the file).
@@ -351,13 +288,16 @@ pub struct CheckScenario {
     pub search: Search,
     /// Its bounds.
     pub bounds: Bounds,
-    /// Whether to check the cost-formula property (catalogue algorithms
-    /// only).
+    /// Whether to check the cost-formula property (on the calls whose
+    /// algorithm has a cost formula; see [`CheckScenario::notes`]).
     pub check_cost: bool,
     /// The verdict the scenario expects, if it states one.
     pub expect: Option<Verdict>,
     /// User assertions.
     pub asserts: Vec<Assertion>,
+    /// What the check will not do that the file asked for, one sentence
+    /// each (the cost property of an algorithm without a cost formula).
+    pub notes: Vec<String>,
 }
 
 impl CheckScenario {

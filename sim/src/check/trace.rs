@@ -106,7 +106,14 @@ mod tests {
             "[[call]]\ncollective = \"allreduce\"\nalgorithm = \"ring\"\n\
              [params]\nworld_size = 3\ncount = 3\nbuffering = \"{buffering}\"\n"
         );
-        let program = Rc::new(parse(Path::new("ring.toml"), &text).expect("a valid scenario"));
+        let program = Rc::new(
+            parse(
+                Path::new("ring.toml"),
+                &text,
+                &algorithms::Registry::builtin(),
+            )
+            .expect("a valid scenario"),
+        );
         let point = program.points()[0];
         let target = Target {
             program: &program,

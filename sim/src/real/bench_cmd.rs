@@ -11,7 +11,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
-use algorithms::{Algorithm, Collective, CollectiveError, DType, FabricError, Params, ReduceOp};
+use algorithms::{Collective, CollectiveError, DType, FabricError, Params, ReduceOp, Registry};
 use realnet::Endpoint;
 use realnet::bench::{AlgorithmChoice, BenchOptions, run_bench};
 use realnet::launch::{EnvOverrides, RankEnv};
@@ -140,15 +140,16 @@ pub struct BenchArgs {
     pub job: JobArgs,
 }
 
-/// A named algorithm or the tuner.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct AlgorithmArg(pub Option<Algorithm>);
+/// A named algorithm (resolved in the registry once the collective is
+/// known) or the tuner.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AlgorithmArg(pub Option<String>);
 
 fn parse_algorithm(text: &str) -> Result<AlgorithmArg, String> {
     if text.eq_ignore_ascii_case("auto") {
         return Ok(AlgorithmArg(None));
     }
-    text.parse().map(|a| AlgorithmArg(Some(a)))
+    Ok(AlgorithmArg(Some(text.to_string())))
 }
 
 fn parse_collective(text: &str) -> Result<Collective, String> {
@@ -172,15 +173,15 @@ pub fn failure_code(e: &CollectiveError) -> u8 {
 }
 
 /// The NCCL_ALGO restriction, or the error to print.
-pub fn algo_filter() -> Result<AlgoFilter, String> {
+pub fn algo_filter(registry: &Registry) -> Result<AlgoFilter, String> {
     match std::env::var("NCCL_ALGO") {
-        Ok(v) => AlgoFilter::parse(&v),
+        Ok(v) => AlgoFilter::parse(&v, registry),
         Err(_) => Ok(AlgoFilter::default()),
     }
 }
 
-/// Runs `sim bench`.
-pub fn bench(args: &BenchArgs, command: &str) -> io::Result<ExitCode> {
+/// Runs `sim bench` with the algorithms of `registry`.
+pub fn bench(args: &BenchArgs, command: &str, registry: &Registry) -> io::Result<ExitCode> {
     super::watch_launcher();
     let input_error = |message: String| {
         eprintln!("error: {message}");
@@ -203,19 +204,24 @@ pub fn bench(args: &BenchArgs, command: &str) -> io::Result<ExitCode> {
             ));
         }
     };
-    let filter = match algo_filter() {
+    let filter = match algo_filter(registry) {
         Ok(f) => f,
         Err(e) => return input_error(e),
     };
+    let algorithm = match &args.algorithm.0 {
+        Some(name) => match registry.find(args.collective, name) {
+            Ok(a) => AlgorithmChoice::Fixed(a),
+            Err(e) => return input_error(e.to_string()),
+        },
+        None => AlgorithmChoice::Tuned {
+            model: kind.tuner_model(),
+            allowed: filter.allowed(registry.of(args.collective)),
+            fallback: registry.of(args.collective).cloned().collect(),
+        },
+    };
     let options = BenchOptions {
         collective: args.collective,
-        algorithm: match args.algorithm.0 {
-            Some(a) => AlgorithmChoice::Fixed(a),
-            None => AlgorithmChoice::Tuned {
-                model: kind.tuner_model(),
-                allowed: filter.allowed(args.collective),
-            },
-        },
+        algorithm,
         op: args.op,
         dtype: args.dtype,
         min_bytes: args.min_bytes.0,
@@ -250,9 +256,9 @@ pub fn bench(args: &BenchArgs, command: &str) -> io::Result<ExitCode> {
         },
         _ => None,
     };
-    let algorithm = match args.algorithm.0 {
-        Some(a) => a.name().to_string(),
-        None => {
+    let algorithm = match &options.algorithm {
+        AlgorithmChoice::Fixed(a) => a.name().to_string(),
+        AlgorithmChoice::Tuned { .. } => {
             let m = kind.tuner_model();
             let restricted = filter
                 .source
@@ -295,7 +301,7 @@ pub fn bench(args: &BenchArgs, command: &str) -> io::Result<ExitCode> {
         &env,
         world_size,
         args.job.interface.as_deref(),
-        command,
+        (command, registry),
         &job,
         csv,
     );
@@ -371,11 +377,11 @@ pub fn run_job(
     env: &RankEnv,
     world_size: usize,
     interface: Option<&str>,
-    command: &str,
+    (command, registry): (&str, &Registry),
     job: &SectionsJob,
     csv: Option<(PathBuf, BufWriter<File>)>,
 ) -> u8 {
-    let outputs = match with_fabric(kind, env, world_size, interface, command, job) {
+    let outputs = match with_fabric(kind, env, world_size, interface, (command, registry), job) {
         Ok(outputs) => outputs,
         Err(e) => {
             eprintln!("error: rank {}: {}", env.rank, e.message);

@@ -9,10 +9,11 @@
 
 use std::fmt;
 
-use algorithms::FabricError;
+use algorithms::{FabricError, Registry};
+use realnet::job::{agree_on_command, agree_on_registry};
 use realnet::launch::RankEnv;
 use realnet::rendezvous::TcpRendezvous;
-use realnet::{Bootstrap, Endpoint, LocalFabric};
+use realnet::{Endpoint, LocalFabric};
 
 use super::{EXIT_INPUT, EXIT_RANK_ERROR, EXIT_TIMEOUT};
 
@@ -135,7 +136,7 @@ impl From<FabricError> for SetupError {
 /// process (returning every rank's output, by rank); with a multi-process
 /// fabric, this process's rank of the job `env` describes, after checking
 /// through the rendezvous that every rank runs the same `command` on the
-/// same fabric.
+/// same fabric with the same algorithms registered (`registry`).
 /// `interface` is where TCP listens (an address or interface name; `None`:
 /// loopback, for ranks on one host).
 pub fn with_fabric<J: RankJob>(
@@ -143,7 +144,7 @@ pub fn with_fabric<J: RankJob>(
     env: &RankEnv,
     threads: usize,
     interface: Option<&str>,
-    command: &str,
+    (command, registry): (&str, &Registry),
     job: &J,
 ) -> Result<Vec<J::Output>, SetupError> {
     match kind {
@@ -172,7 +173,19 @@ pub fn with_fabric<J: RankJob>(
             // The fabric is agreed as resolved (from --fabric or
             // REALNET_FABRIC): ranks on different fabrics would otherwise
             // fail obscurely, each misreading the other's endpoint.
-            agree(&bootstrap, &format!("--fabric {kind} {command}"))?;
+            let disagreed = |e: realnet::job::Disagreement| {
+                let code = match e {
+                    realnet::job::Disagreement::Bootstrap(_) => EXIT_RANK_ERROR,
+                    _ => EXIT_INPUT,
+                };
+                SetupError {
+                    code,
+                    message: e.to_string(),
+                }
+            };
+            agree_on_command(&bootstrap, &format!("--fabric {kind} {command}"))
+                .map_err(disagreed)?;
+            agree_on_registry(&bootstrap, registry).map_err(disagreed)?;
             connect_and_run(kind, &bootstrap, env, interface, job).map(|out| vec![out])
         }
     }
@@ -261,66 +274,10 @@ fn parse_ports(text: &str) -> Result<std::ops::RangeInclusive<u16>, String> {
     Ok(first..=last)
 }
 
-/// Checks through the rendezvous that every rank runs the same command.
-fn agree(bootstrap: &dyn Bootstrap, command: &str) -> Result<(), SetupError> {
-    let bytes = command.as_bytes();
-    let cut = &bytes[..bytes.len().min(realnet::rendezvous::ALLGATHER_BYTES_MAX)];
-    let all = bootstrap.allgather(cut).map_err(|e| SetupError {
-        code: EXIT_RANK_ERROR,
-        message: e.to_string(),
-    })?;
-    for (rank, theirs) in all.iter().enumerate() {
-        if theirs.as_slice() != cut {
-            return Err(SetupError::input(format!(
-                "rank {rank} runs `{}` but rank {} runs `{command}`: every rank must run the same command",
-                String::from_utf8_lossy(theirs),
-                bootstrap.rank()
-            )));
-        }
-    }
-    Ok(())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use realnet::JobOptions;
-    use realnet::LocalBootstrap;
-
-    #[test]
-    fn ranks_with_different_commands_are_stopped() {
-        let group = LocalBootstrap::group(3);
-        let errors: Vec<Result<(), SetupError>> = std::thread::scope(|s| {
-            let handles: Vec<_> = group
-                .iter()
-                .map(|b| {
-                    s.spawn(move || {
-                        let cmd = if b.rank() == 2 {
-                            "bench -e 1M"
-                        } else {
-                            "bench"
-                        };
-                        agree(b, cmd)
-                    })
-                })
-                .collect();
-            handles.into_iter().map(|h| h.join().unwrap()).collect()
-        });
-        let e = errors[0].clone().unwrap_err();
-        assert_eq!(e.code, EXIT_INPUT);
-        assert!(
-            e.message.contains("rank 2 runs `bench -e 1M`"),
-            "{}",
-            e.message
-        );
-        assert!(
-            errors[2]
-                .clone()
-                .unwrap_err()
-                .message
-                .contains("rank 0 runs `bench`")
-        );
-    }
 
     #[test]
     fn port_ranges_parse_or_say_why_not() {
@@ -351,13 +308,29 @@ mod tests {
             job: JobOptions::default(),
             fabric: None,
         };
-        let out = with_fabric(FabricKind::Threads, &single, 3, None, "x", &Ranks).unwrap();
+        let out = with_fabric(
+            FabricKind::Threads,
+            &single,
+            3,
+            None,
+            ("x", &Registry::builtin()),
+            &Ranks,
+        )
+        .unwrap();
         assert_eq!(out, vec![(0, 3), (1, 3), (2, 3)]);
         let launched = RankEnv {
             world_size: 2,
             ..single
         };
-        let e = with_fabric(FabricKind::Threads, &launched, 3, None, "x", &Ranks).unwrap_err();
+        let e = with_fabric(
+            FabricKind::Threads,
+            &launched,
+            3,
+            None,
+            ("x", &Registry::builtin()),
+            &Ranks,
+        )
+        .unwrap_err();
         assert!(
             e.message.contains("use --fabric shm or tcp"),
             "{}",

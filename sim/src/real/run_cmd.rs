@@ -25,7 +25,7 @@ use std::io::{self, BufWriter};
 use std::path::Path;
 use std::process::ExitCode;
 
-use algorithms::Params;
+use algorithms::{Params, Registry};
 use realnet::bench::{AlgorithmChoice, BenchOptions};
 use realnet::launch::RankEnv;
 
@@ -43,14 +43,14 @@ pub fn run_real(
     kind: FabricKind,
     job_args: &JobArgs,
     csv: Option<&Path>,
-    command: &str,
+    (command, registry): (&str, &Registry),
 ) -> io::Result<ExitCode> {
     super::watch_launcher();
     let input_error = |message: String| {
         eprintln!("error: {message}");
         Ok(ExitCode::from(EXIT_INPUT))
     };
-    let scenario = match Scenario::load(path) {
+    let scenario = match Scenario::load(path, registry) {
         Ok(s) => s,
         Err(e) => return input_error(e.to_string()),
     };
@@ -58,7 +58,7 @@ pub fn run_real(
         Ok(env) => env,
         Err(e) => return input_error(e),
     };
-    let filter = match algo_filter() {
+    let filter = match algo_filter(registry) {
         Ok(f) => f,
         Err(e) => return input_error(e),
     };
@@ -142,7 +142,7 @@ pub fn run_real(
             &env,
             env.world_size,
             job_args.interface.as_deref(),
-            command,
+            (command, registry),
             &SectionsJob { sections },
             csv,
         )
@@ -167,7 +167,7 @@ fn run_threads_by_entry(
             env,
             n,
             None,
-            command,
+            (command, &scenario.registry),
             &SectionsJob { sections },
             csv,
         );
@@ -185,7 +185,15 @@ fn run_threads_by_entry(
         let job = SectionsJob {
             sections: vec![section],
         };
-        let code = run_job(FabricKind::Threads, env, n, None, command, &job, None);
+        let code = run_job(
+            FabricKind::Threads,
+            env,
+            n,
+            None,
+            (command, &scenario.registry),
+            &job,
+            None,
+        );
         if first_failure == 0 {
             first_failure = code;
         }
@@ -263,11 +271,12 @@ pub fn not_applied(scenario: &Scenario, kind: FabricKind) -> Vec<String> {
 fn options(scenario: &Scenario, spec: &CollectiveSpec, filter: &AlgoFilter) -> BenchOptions {
     BenchOptions {
         collective: spec.kind,
-        algorithm: match spec.algorithm {
-            Some(a) => AlgorithmChoice::Fixed(a),
+        algorithm: match &spec.algorithm {
+            Some(a) => AlgorithmChoice::Fixed(a.clone()),
             None => AlgorithmChoice::Tuned {
                 model: cost_model(scenario),
-                allowed: filter.allowed(spec.kind),
+                allowed: filter.allowed(scenario.registry.of(spec.kind)),
+                fallback: scenario.registry.of(spec.kind).cloned().collect(),
             },
         },
         op: spec.op,

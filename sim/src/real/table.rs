@@ -11,7 +11,7 @@ use crate::study::Row;
 pub fn to_row(r: &BenchRow) -> Row {
     Row {
         collective: r.collective.name(),
-        algorithm: r.algorithm.name(),
+        algorithm: r.algorithm.name().to_string(),
         tuned: r.tuned,
         chunk_bytes: r.chunk_bytes,
         ranks: r.ranks,
@@ -44,13 +44,13 @@ pub fn footer(rows: &[Row]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use algorithms::{Algorithm, Collective, DType, ReduceOp};
+    use algorithms::{Collective, DType, ReduceOp, catalogue_algorithm};
 
     #[test]
     fn a_real_row_prints_in_the_simulators_columns() {
         let real = BenchRow {
             collective: Collective::Allreduce,
-            algorithm: Algorithm::Ring,
+            algorithm: catalogue_algorithm(Collective::Allreduce, "ring"),
             tuned: false,
             chunk_bytes: 524288,
             ranks: 2,

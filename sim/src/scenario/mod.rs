@@ -78,7 +78,7 @@ mod validate;
 use std::fmt;
 use std::path::{Path, PathBuf};
 
-use algorithms::{Algorithm, Collective, DType, Rank, ReduceOp, Time};
+use algorithms::{Algorithm, Collective, DType, Rank, ReduceOp, Registry, Time};
 use topologies::LinkSpec;
 
 use crate::network::NetworkConfig;
@@ -150,6 +150,9 @@ pub struct Scenario {
     /// `0..shift`, one per orbit of the preset's rotation (see
     /// [`crate::fold`]).
     pub fold: Option<usize>,
+    /// The algorithms its names were resolved in, and the tuner chooses
+    /// among.
+    pub registry: Registry,
 }
 
 impl Scenario {
@@ -230,7 +233,7 @@ impl CollectiveSpec {
     /// (without the payload kind, which only the simulator varies).
     pub fn describe(&self) -> String {
         let c = self;
-        let algorithm = c.algorithm.map_or("auto (tuner)", |a| a.name());
+        let algorithm = c.algorithm.as_ref().map_or("auto (tuner)", |a| a.name());
         let root = if c.kind.has_root() {
             format!(", root {}", c.root)
         } else {
@@ -344,18 +347,20 @@ pub enum ScenarioError {
 }
 
 impl Scenario {
-    /// Reads and validates the scenario at `path`.
-    pub fn load(path: &Path) -> Result<Scenario, ScenarioError> {
+    /// Reads and validates the scenario at `path`, its algorithm names
+    /// resolved in `registry`.
+    pub fn load(path: &Path, registry: &Registry) -> Result<Scenario, ScenarioError> {
         let text = std::fs::read_to_string(path).map_err(|e| ScenarioError::Read {
             path: path.display().to_string(),
             reason: e.to_string(),
         })?;
-        Scenario::parse(path, &text)
+        Scenario::parse(path, &text, registry)
     }
 
-    /// Parses and validates scenario `text`, reporting errors against `path`.
-    pub fn parse(path: &Path, text: &str) -> Result<Scenario, ScenarioError> {
-        validate::parse(path, text)
+    /// Parses and validates scenario `text`, reporting errors against
+    /// `path`; algorithm names are resolved in `registry`.
+    pub fn parse(path: &Path, text: &str, registry: &Registry) -> Result<Scenario, ScenarioError> {
+        validate::parse(path, text, registry)
     }
 }
 

@@ -4,7 +4,8 @@
 use std::ops::Range;
 use std::path::Path;
 
-use algorithms::{Algorithm, Collective, DType, ReduceOp, Time};
+use algorithms::algorithm::messages_bound;
+use algorithms::{Collective, DType, ReduceOp, Registry, RotationSymmetry, Time};
 use toml::Spanned;
 
 use topologies::LinkSpec;
@@ -94,7 +95,7 @@ impl Source<'_> {
 }
 
 /// Parses and validates scenario `text` read from `path`.
-pub fn parse(path: &Path, text: &str) -> Result<Scenario, ScenarioError> {
+pub fn parse(path: &Path, text: &str, registry: &Registry) -> Result<Scenario, ScenarioError> {
     let src = Source { path, text };
     let raw: RawScenario = toml::from_str(text)
         .map_err(|e| src.error(e.span(), e.message().trim_end().to_string()))?;
@@ -161,6 +162,7 @@ pub fn parse(path: &Path, text: &str) -> Result<Scenario, ScenarioError> {
             collective(
                 &src,
                 c,
+                registry,
                 world_size,
                 network.max_collective_ranks,
                 network.fold,
@@ -218,6 +220,7 @@ pub fn parse(path: &Path, text: &str) -> Result<Scenario, ScenarioError> {
         compare_without_link_faults,
         has_sweep: raw.sweep.is_some(),
         fold: network.fold,
+        registry: registry.clone(),
     })
 }
 
@@ -267,20 +270,23 @@ fn check_foldable(
             let span = r.algorithm.as_ref().map_or(raw_c.span(), |a| a.span());
             Err(src.error(Some(span), format!("{why}: {problem}")))
         };
-        if let Some(a) = c.algorithm {
-            if !algorithms::collective::rotation_symmetric(c.kind, a) {
-                return at_algorithm(format!(
-                    "{} {} does not do the same on every rank shifted (its partners are not a rotation); \
-                     ring-like algorithms fold",
-                    c.kind.name(),
-                    a.name()
-                ));
-            }
-            if a == algorithms::Algorithm::Hierarchical && !shift.is_multiple_of(c.ranks_per_node) {
-                return at_algorithm(format!(
-                    "the rotation moves {shift} ranks, not whole nodes of ranks_per_node = {}",
-                    c.ranks_per_node
-                ));
+        if let Some(a) = &c.algorithm {
+            match a.facts().rotation_symmetry() {
+                RotationSymmetry::None => {
+                    return at_algorithm(format!(
+                        "{} {} does not do the same on every rank shifted (its partners are not a rotation); \
+                         ring-like algorithms fold",
+                        c.kind.name(),
+                        a.name()
+                    ));
+                }
+                RotationSymmetry::WholeNodes if !shift.is_multiple_of(c.ranks_per_node) => {
+                    return at_algorithm(format!(
+                        "the rotation moves {shift} ranks, not whole nodes of ranks_per_node = {}",
+                        c.ranks_per_node
+                    ));
+                }
+                RotationSymmetry::WholeNodes | RotationSymmetry::Any => {}
             }
         }
         let elem = c.dtype.size_bytes() as u64;
@@ -358,6 +364,7 @@ fn ideal(
 fn collective(
     src: &Source,
     spanned: &Spanned<RawCollective>,
+    registry: &Registry,
     world_size: usize,
     max_ranks: usize,
     fold: Option<usize>,
@@ -367,16 +374,11 @@ fn collective(
     let algorithm = match &c.algorithm {
         None => None,
         Some(a) if a.get_ref() == "auto" => None,
-        Some(a) => {
-            let algorithm: Algorithm = a
-                .get_ref()
-                .parse()
-                .map_err(|_| src.at(a, unknown_algorithm(kind, a.get_ref())))?;
-            if !kind.algorithms().contains(&algorithm) {
-                return Err(src.at(a, unknown_algorithm(kind, a.get_ref())));
-            }
-            Some(algorithm)
-        }
+        Some(a) => Some(
+            registry
+                .find(kind, a.get_ref())
+                .map_err(|e| src.at(a, format!("{e} (or \"auto\" to let the tuner choose)")))?,
+        ),
     };
     let world_size = match &c.world_size {
         Some(w) => src.count(w, "world_size", 1, max_ranks as i64)? as usize,
@@ -469,14 +471,12 @@ fn collective(
     }
     let max_count = usize::try_from(max_bytes / dtype.size_bytes() as u64).unwrap_or(usize::MAX);
     let calls = u64::from(warmup + iters);
-    let per_call = algorithms::collective::messages_bound(
-        kind,
-        algorithm,
-        world_size,
-        max_count,
-        dtype.size_bytes(),
-        chunk_bytes,
-    );
+    // With the tuner choosing, the pipelined ring's bound (the largest of
+    // the rings and exchanges it usually picks).
+    let per_call = match &algorithm {
+        Some(a) => a.messages_bound(world_size, max_count, dtype.size_bytes(), chunk_bytes),
+        None => messages_bound::ring(world_size, max_count, dtype.size_bytes(), chunk_bytes),
+    };
     // A folded run sends one orbit's share (validation refuses a
     // collective on fewer ranks than the rotation's later).
     let share = fold.map_or(1, |shift| (world_size / shift.max(1)).max(1)) as u64;
@@ -619,14 +619,4 @@ fn fault(
             format!("unknown fault kind `{other}`; expected straggler or crash"),
         )),
     }
-}
-
-/// The message for an algorithm name that does not exist for `kind`,
-/// listing the valid ones.
-fn unknown_algorithm(kind: Collective, name: &str) -> String {
-    let valid: Vec<&str> = kind.algorithms().iter().map(|a| a.name()).collect();
-    format!(
-        "unknown algorithm `{name}` for {kind}; valid: {} (or \"auto\" to let the tuner choose)",
-        valid.join(", ")
-    )
 }

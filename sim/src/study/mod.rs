@@ -41,7 +41,7 @@ pub struct Row {
     /// Collective name.
     pub collective: &'static str,
     /// Algorithm name.
-    pub algorithm: &'static str,
+    pub algorithm: String,
     /// Whether the tuner chose the algorithm (and chunk size).
     pub tuned: bool,
     /// Pipeline chunk size used.
@@ -144,7 +144,7 @@ pub enum Progress<'a> {
 #[derive(Clone, Debug, Default)]
 pub struct Detail {
     /// The algorithm that ran.
-    pub algorithm: &'static str,
+    pub algorithm: String,
     /// Number of ranks.
     pub ranks: usize,
     /// Engine counters.
@@ -233,24 +233,16 @@ pub fn select(
         ranks_per_node: spec.ranks_per_node,
         ..Params::default()
     };
-    if let Some(algorithm) = spec.algorithm {
-        return (algorithm, params, false);
+    if let Some(algorithm) = &spec.algorithm {
+        return (algorithm.clone(), params, false);
     }
-    let mut allowed = filter.allowed(spec.kind);
-    let mut fallback = Vec::new();
+    let every: Vec<Algorithm> = scenario.registry.of(spec.kind).cloned().collect();
+    let mut allowed = filter.allowed(every.iter());
+    let mut fallback = every;
     if let Some(shift) = scenario.fold {
         // A folded run may only pick what folds (see `crate::fold`).
-        let folds = |&a: &Algorithm| {
-            algorithms::collective::rotation_symmetric(spec.kind, a)
-                && (a != Algorithm::Hierarchical || shift.is_multiple_of(spec.ranks_per_node))
-        };
-        fallback = spec
-            .kind
-            .algorithms()
-            .iter()
-            .copied()
-            .filter(folds)
-            .collect();
+        let folds = |a: &Algorithm| a.folds_by(shift, &params);
+        fallback.retain(folds);
         allowed.retain(folds);
         if allowed.is_empty() {
             allowed.clone_from(&fallback);
@@ -258,8 +250,8 @@ pub fn select(
     }
     let model = cost_model(scenario);
     let n = spec.world_size;
-    let choice = tuner::choose(spec.kind, &allowed, &model, n, count, spec.dtype, &params)
-        .or_else(|| tuner::choose(spec.kind, &fallback, &model, n, count, spec.dtype, &params));
+    let choice = tuner::choose(&allowed, &model, n, count, spec.dtype, &params)
+        .or_else(|| tuner::choose(&fallback, &model, n, count, spec.dtype, &params));
     match choice {
         Some(choice) => {
             let params = Params {
@@ -270,14 +262,14 @@ pub fn select(
         }
         // No cost fits in virtual time: run the first algorithm, and let
         // the simulation report that time ran out.
-        None => (
-            fallback
+        None => {
+            let first = fallback
                 .first()
-                .copied()
-                .unwrap_or(spec.kind.algorithms()[0]),
-            params,
-            true,
-        ),
+                .or_else(|| allowed.first())
+                .cloned()
+                .expect("validation refused a collective with no algorithm to run");
+            (first, params, true)
+        }
     }
 }
 
@@ -331,14 +323,14 @@ pub fn run_point(
     }
     let call = program::Call {
         spec,
-        algorithm,
+        algorithm: &algorithm,
         params,
     };
     let exec = run(config, |fabric| {
         program::rank_program(fabric, call, injects, &scenario.faults, Rc::clone(&inputs))
     });
     let detail = Detail {
-        algorithm: algorithm.name(),
+        algorithm: algorithm.name().to_string(),
         ranks: n,
         stats: exec.stats,
         end_time: exec.end_time,
@@ -368,7 +360,7 @@ pub fn run_point(
     let timed: u64 = (spec.warmup as usize..calls).map(call_ps).sum();
     let time_ps = timed / u64::from(spec.iters);
     let wrong = (spec.check && !spec.phantom)
-        .then(|| count_wrong(spec, algorithm, &params, &inputs, &finished));
+        .then(|| count_wrong(spec, &algorithm, &params, &inputs, &finished));
     let size = count as u64 * spec.dtype.size_bytes() as u64;
     let algbw = if time_ps == 0 {
         0.0
@@ -377,7 +369,7 @@ pub fn run_point(
     };
     let row = Row {
         collective: spec.kind.name(),
-        algorithm: algorithm.name(),
+        algorithm: algorithm.name().to_string(),
         tuned,
         chunk_bytes: params.chunk_bytes,
         ranks: n,
@@ -394,15 +386,7 @@ pub fn run_point(
         algbw_gb_per_s: algbw,
         busbw_gb_per_s: algbw * spec.kind.busbw_factor(n),
         wrong,
-        model_ps: collective::cost_ps(
-            spec.kind,
-            algorithm,
-            &cost_model(scenario),
-            n,
-            count,
-            spec.dtype,
-            &params,
-        ),
+        model_ps: algorithm.cost_ps(&cost_model(scenario), n, count, spec.dtype, &params),
     };
     Ok((row, detail))
 }
@@ -451,7 +435,7 @@ fn outcome(
 /// result exists then.
 fn count_wrong(
     spec: &CollectiveSpec,
-    algorithm: Algorithm,
+    algorithm: &Algorithm,
     params: &Params,
     inputs: &[Payload],
     finished: &Finished,
@@ -462,10 +446,11 @@ fn count_wrong(
     if inputs.iter().any(|p| p.len() != count) {
         return inputs.iter().map(|p| p.len() as u64).sum();
     }
+    let exact = || collective::exact_reference(spec.kind, inputs, spec.op, params.root);
     let expected = if spec.dtype == DType::Sym {
-        collective::reference(spec.kind, algorithm, inputs, spec.op, params)
+        algorithm.reference(inputs, spec.op, params).or_else(exact)
     } else {
-        collective::exact_reference(spec.kind, inputs, spec.op, params.root)
+        exact()
     }
     .expect("the root was validated against the world size");
     let mut wrong = (0..n).map(|r| defined(r).len()).sum::<usize>();
@@ -507,8 +492,7 @@ pub fn healthy_rows(
 mod tests {
     use std::path::Path;
 
-    use algorithms::ReduceOp;
-    use algorithms::collective::CATALOGUE;
+    use algorithms::{ReduceOp, Registry};
 
     use super::*;
 
@@ -518,16 +502,20 @@ mod tests {
         let mut text = "world_size = 5\nseed = 9\n[links]\nlatency_us = 1.0\n\
                         bandwidth_gb_per_s = 25.0\n"
             .to_string();
-        for e in CATALOGUE.iter().filter(|e| e.collective.reduces()) {
+        for e in Registry::builtin()
+            .iter()
+            .filter(|e| e.collective().reduces())
+        {
             text += &format!(
                 "[[collective]]\nkind = \"{}\"\nalgorithm = \"{}\"\nmin_bytes = 4\n\
                  max_bytes = 256\nstep_factor = 8\nchunk_bytes = 16\nranks_per_node = 2\n\
                  root = 3\nop = \"{op}\"\ndtype = \"float\"\niters = 1\nwarmup = 1\n",
-                e.collective, e.algorithm
+                e.collective(),
+                e.name()
             );
         }
         text += inject;
-        let mut scenario = Scenario::parse(Path::new("symbolic.toml"), &text)
+        let mut scenario = Scenario::parse(Path::new("symbolic.toml"), &text, &Registry::builtin())
             .unwrap_or_else(|e| panic!("{e}\n{text}"));
         for spec in &mut scenario.collectives {
             spec.dtype = DType::Sym;

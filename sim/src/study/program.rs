@@ -7,7 +7,6 @@ use std::rc::Rc;
 
 use algorithms::{
     Algorithm, CollectiveError, DType, Fabric, Params, Payload, ReduceOp, Shape, Tag, Time,
-    collective,
 };
 
 use crate::fabric::SimFabric;
@@ -29,7 +28,7 @@ pub struct Call<'a> {
     /// The scenario's entry.
     pub spec: &'a CollectiveSpec,
     /// The algorithm.
-    pub algorithm: Algorithm,
+    pub algorithm: &'a Algorithm,
     /// Its parameters (the tag is set per call).
     pub params: Params,
 }
@@ -84,15 +83,9 @@ pub async fn rank_program(
         if index == 0 {
             extra_receives(&fabric, injects, spec).await?;
         }
-        collective::run(
-            &fabric,
-            spec.kind,
-            call.algorithm,
-            &mut buf,
-            spec.op,
-            &params,
-        )
-        .await?;
+        call.algorithm
+            .run(&fabric, &mut buf, spec.op, &params)
+            .await?;
         let bytes = (buf.len() * spec.dtype.size_bytes()) as u64;
         fabric.record(SpanKind::Call(spec.kind.name()), None, bytes, start);
         spans.push((start, fabric.now()));

@@ -7,6 +7,8 @@ use std::fs::File;
 use std::io::{self, BufWriter};
 use std::path::{Path, PathBuf};
 
+use algorithms::Registry;
+
 use super::Sweep;
 use super::merge;
 use super::run::{RunError, RunOptions, run};
@@ -29,10 +31,15 @@ fn create(path: &Path, what: &str) -> Result<BufWriter<File>, u8> {
 /// `sim sweep`: runs the points of the sweep at `path`, writes the CSV to
 /// `csv` (stdout if `None`), names the failed points on stderr; returns
 /// the exit status. An error is stdout's.
-pub fn sweep(path: &Path, csv: Option<&Path>, options: RunOptions) -> io::Result<u8> {
-    let loaded = Sweep::load(path).map_err(|e| e.to_string());
+pub fn sweep(
+    path: &Path,
+    csv: Option<&Path>,
+    options: RunOptions,
+    registry: &Registry,
+) -> io::Result<u8> {
+    let loaded = Sweep::load(path, registry).map_err(|e| e.to_string());
     let filter = std::env::var("NCCL_ALGO").map_or(Ok(AlgoFilter::default()), |v| {
-        AlgoFilter::parse(&v).map_err(|e| e.to_string())
+        AlgoFilter::parse(&v, registry).map_err(|e| e.to_string())
     });
     let (sweep, filter) = match (loaded, filter) {
         (Ok(s), Ok(f)) => (s, f),
@@ -78,8 +85,8 @@ pub fn sweep(path: &Path, csv: Option<&Path>, options: RunOptions) -> io::Result
 }
 
 /// `sim sweep --print-point`: one point's scenario file on stdout.
-pub fn print_point(path: &Path, point: usize) -> io::Result<u8> {
-    match Sweep::load(path).and_then(|s| s.point_toml(point)) {
+pub fn print_point(path: &Path, point: usize, registry: &Registry) -> io::Result<u8> {
+    match Sweep::load(path, registry).and_then(|s| s.point_toml(point)) {
         Ok(text) => {
             io::Write::write_all(&mut io::stdout().lock(), text.as_bytes())?;
             Ok(0)

@@ -41,6 +41,7 @@ pub mod table;
 use std::ops::Range;
 use std::path::{Path, PathBuf};
 
+use algorithms::Registry;
 use toml::de::{DeTable, DeValue};
 
 use crate::scenario::{Scenario, ScenarioError, Source};
@@ -61,23 +62,26 @@ pub struct Sweep {
     axes: Vec<Axis>,
     /// Where the `sweep` key is, for errors of single points.
     span: Range<usize>,
+    /// The algorithms the points' names are resolved in.
+    registry: Registry,
 }
 
 impl Sweep {
-    /// Reads the scenario at `path` and its `[sweep]`.
-    pub fn load(path: &Path) -> Result<Sweep, ScenarioError> {
+    /// Reads the scenario at `path` and its `[sweep]`; algorithm names
+    /// are resolved in `registry`.
+    pub fn load(path: &Path, registry: &Registry) -> Result<Sweep, ScenarioError> {
         let text = std::fs::read_to_string(path).map_err(|e| ScenarioError::Read {
             path: path.display().to_string(),
             reason: e.to_string(),
         })?;
-        Sweep::parse(path, &text)
+        Sweep::parse(path, &text, registry)
     }
 
     /// Parses scenario `text` with its `[sweep]`, reporting errors against
     /// `path`. The file as written must be a valid scenario too (it is the
     /// one `sim run` runs), so mistakes outside `[sweep]` are located there.
-    pub fn parse(path: &Path, text: &str) -> Result<Sweep, ScenarioError> {
-        Scenario::parse(path, text)?;
+    pub fn parse(path: &Path, text: &str, registry: &Registry) -> Result<Sweep, ScenarioError> {
+        Scenario::parse(path, text, registry)?;
         let src = Source { path, text };
         let spanned = DeTable::parse(text)
             .map_err(|e| src.error(e.span(), e.message().trim_end().to_string()))?;
@@ -104,6 +108,7 @@ impl Sweep {
             doc,
             axes,
             span: key.span(),
+            registry: registry.clone(),
         })
     }
 
@@ -157,7 +162,7 @@ impl Sweep {
     /// at the `sweep` key naming the point's values.
     pub fn scenario(&self, point: usize) -> Result<Scenario, ScenarioError> {
         let text = self.point_toml(point)?;
-        Scenario::parse(&self.path, &text).map_err(|e| {
+        Scenario::parse(&self.path, &text, &self.registry).map_err(|e| {
             self.invalid(
                 point,
                 match e {
@@ -237,7 +242,7 @@ mod tests {
     #[test]
     fn points_follow_the_axes_last_fastest() {
         let text = format!("{BASE}[sweep]\nworld_size = [2, 4, 8]\nseed = [5, 6]\n");
-        let sweep = Sweep::parse(Path::new("s.toml"), &text).unwrap();
+        let sweep = Sweep::parse(Path::new("s.toml"), &text, &Registry::builtin()).unwrap();
         assert_eq!(sweep.points(), 6);
         assert_eq!(sweep.describe(0), "world_size = 2, seed = 5");
         assert_eq!(sweep.describe(1), "world_size = 2, seed = 6");
@@ -251,7 +256,7 @@ mod tests {
     #[test]
     fn an_invalid_point_names_its_values() {
         let text = format!("{BASE}[sweep]\nalgorithm = [\"ring\", \"pairwise\"]\n");
-        let sweep = Sweep::parse(Path::new("s.toml"), &text).unwrap();
+        let sweep = Sweep::parse(Path::new("s.toml"), &text, &Registry::builtin()).unwrap();
         assert!(sweep.scenario(0).is_ok());
         let e = sweep.scenario(1).unwrap_err().to_string();
         assert!(
@@ -264,7 +269,7 @@ mod tests {
     #[test]
     fn axes_the_scenario_cannot_take_are_errors() {
         let text = format!("{BASE}[sweep]\nnodes = [2, 4]\n");
-        let e = Sweep::parse(Path::new("s.toml"), &text)
+        let e = Sweep::parse(Path::new("s.toml"), &text, &Registry::builtin())
             .unwrap_err()
             .to_string();
         assert!(
@@ -272,11 +277,11 @@ mod tests {
             "{e}"
         );
         let text = format!("{BASE}[sweep]\nloss_rate = [0.1]\n");
-        let e = Sweep::parse(Path::new("s.toml"), &text)
+        let e = Sweep::parse(Path::new("s.toml"), &text, &Registry::builtin())
             .unwrap_err()
             .to_string();
         assert!(e.contains("has none"), "{e}");
-        let e = Sweep::parse(Path::new("s.toml"), BASE)
+        let e = Sweep::parse(Path::new("s.toml"), BASE, &Registry::builtin())
             .unwrap_err()
             .to_string();
         assert!(e.contains("no [sweep] table"), "{e}");

@@ -9,10 +9,11 @@
 //! One test per pair per property (`<collective>_<algorithm>_matches_reference`,
 //! `<collective>_<algorithm>_closed_form`), so a pair can be run alone.
 
-use algorithms::collective::{self, defined_output, run_out_of_place};
+use algorithms::collective::defined_output;
 use algorithms::payload::IntoBuffer;
 use algorithms::{
-    Algorithm, Collective, CostModel, DType, Fabric, Params, Payload, ReduceOp, Tag, Time,
+    Algorithm, Collective, CostModel, DType, Fabric, Params, Payload, ReduceOp, Registry, Tag,
+    Time, catalogue_algorithm,
 };
 use proptest::prelude::*;
 use rand::{Rng, RngCore, SeedableRng};
@@ -77,7 +78,8 @@ pub struct Case {
 
 /// Runs `case` in the simulator and compares every rank's defined output
 /// with the reference, bit for bit.
-pub fn check_reference(collective: Collective, algorithm: Algorithm, case: &Case) {
+pub fn check_reference(algorithm: &Algorithm, case: &Case) {
+    let collective = algorithm.collective();
     let Case {
         n,
         count,
@@ -94,7 +96,8 @@ pub fn check_reference(collective: Collective, algorithm: Algorithm, case: &Case
     };
     let mut rng = ChaCha8Rng::seed_from_u64(seed);
     let inputs: Vec<Payload> = (0..n).map(|_| draw(&mut rng, dtype, count)).collect();
-    let expected = collective::reference(collective, algorithm, &inputs, op, &params)
+    let expected = algorithm
+        .reference(&inputs, op, &params)
         .expect("in the catalogue");
     let config = WorldConfig {
         world_size: n,
@@ -111,7 +114,7 @@ pub fn check_reference(collective: Collective, algorithm: Algorithm, case: &Case
             let r = fabric.rank();
             if in_place {
                 let mut buf = input;
-                collective::run(&fabric, collective, algorithm, &mut buf, op, &params).await?;
+                algorithm.run(&fabric, &mut buf, op, &params).await?;
                 Ok((buf, defined_output(collective, r, n, count, params.root)))
             } else {
                 // Out of place: the input is this rank's block for
@@ -122,9 +125,9 @@ pub fn check_reference(collective: Collective, algorithm: Algorithm, case: &Case
                     _ => input.clone(),
                 };
                 let before = arg.clone();
-                let out =
-                    run_out_of_place(&fabric, collective, algorithm, &arg, count, op, &params)
-                        .await?;
+                let out = algorithm
+                    .run_out_of_place(&fabric, &arg, count, op, &params)
+                    .await?;
                 assert_eq!(arg, before, "out of place must not modify the input");
                 // Outputs of reduce-scatter and scatter are just block r.
                 let (full, range) = match collective {
@@ -167,13 +170,13 @@ fn inputs_placeholder(like: &Payload, count: usize) -> Payload {
 
 /// The time the last rank finishes a phantom f32 call of `count` elements.
 pub fn simulate_time(
-    collective: Collective,
-    algorithm: Algorithm,
+    algorithm: &Algorithm,
     n: usize,
     count: usize,
     model: &CostModel,
     params: &Params,
 ) -> Time {
+    let collective = algorithm.collective();
     let config = WorldConfig {
         world_size: n,
         network: sim::network::NetworkConfig::Ideal(
@@ -187,15 +190,9 @@ pub fn simulate_time(
     };
     let exec = run(config, |fabric| async move {
         let mut buf = Payload::phantom(DType::F32, count);
-        collective::run(
-            &fabric,
-            collective,
-            algorithm,
-            &mut buf,
-            ReduceOp::Sum,
-            params,
-        )
-        .await
+        algorithm
+            .run(&fabric, &mut buf, ReduceOp::Sum, params)
+            .await
     });
     assert!(
         exec.deadlock.is_none(),
@@ -217,7 +214,8 @@ pub fn simulate_time(
 /// single-chunk and multi-chunk pipelines, with and without reduction cost,
 /// two roots and two node sizes. Every pair's `cost_ps` must equal the
 /// simulated time on all of it.
-pub fn check_closed_form(collective: Collective, algorithm: Algorithm) {
+pub fn check_closed_form(algorithm: &Algorithm) {
+    let collective = algorithm.collective();
     let bw = 100_000_000_000u64; // 10 ps per byte
     let mut checked = 0;
     for n in [1usize, 2, 3, 4, 5, 6, 7, 8, 12, 16] {
@@ -238,18 +236,10 @@ pub fn check_closed_form(collective: Collective, algorithm: Algorithm) {
                             ranks_per_node,
                         };
                         let count = n * block;
-                        let got =
-                            simulate_time(collective, algorithm, n, count, &model, &params).as_ps();
-                        let want = collective::cost_ps(
-                            collective,
-                            algorithm,
-                            &model,
-                            n,
-                            count,
-                            DType::F32,
-                            &params,
-                        )
-                        .expect("in the catalogue");
+                        let got = simulate_time(algorithm, n, count, &model, &params).as_ps();
+                        let want = algorithm
+                            .cost_ps(&model, n, count, DType::F32, &params)
+                            .expect("in the catalogue");
                         assert_eq!(
                             got, want,
                             "{collective} {algorithm}: simulated {got} ps, formula {want} ps for n={n} count={count} {params:?} {model:?}"
@@ -317,7 +307,7 @@ fn case_strategy(collective: Collective) -> impl Strategy<Value = Case> {
 }
 
 macro_rules! catalogue_tests {
-    ($($name:ident: $coll:ident, $alg:ident;)*) => {
+    ($($name:ident: $coll:ident, $alg:literal;)*) => {
         $(
             mod $name {
                 use super::*;
@@ -327,13 +317,13 @@ macro_rules! catalogue_tests {
 
                     #[test]
                     fn matches_reference(case in case_strategy(Collective::$coll)) {
-                        check_reference(Collective::$coll, Algorithm::$alg, &case);
+                        check_reference(&catalogue_algorithm(Collective::$coll, $alg), &case);
                     }
                 }
 
                 #[test]
                 fn closed_form() {
-                    check_closed_form(Collective::$coll, Algorithm::$alg);
+                    check_closed_form(&catalogue_algorithm(Collective::$coll, $alg));
                 }
             }
         )*
@@ -341,41 +331,41 @@ macro_rules! catalogue_tests {
         /// The list above covers the whole catalogue.
         #[test]
         fn every_catalogue_entry_is_tested() {
-            let tested = [$((Collective::$coll, Algorithm::$alg)),*];
-            for e in collective::CATALOGUE {
-                assert!(tested.contains(&(e.collective, e.algorithm)), "{} {} has no tests", e.collective, e.algorithm);
+            let tested = [$((Collective::$coll, $alg)),*];
+            for e in Registry::builtin().iter() {
+                assert!(tested.contains(&(e.collective(), e.name())), "{e:?} has no tests");
             }
         }
     };
 }
 
 catalogue_tests! {
-    allreduce_ring: Allreduce, Ring;
-    allreduce_recursive_doubling: Allreduce, RecursiveDoubling;
-    allreduce_rabenseifner: Allreduce, Rabenseifner;
-    allreduce_tree: Allreduce, Tree;
-    allreduce_hierarchical: Allreduce, Hierarchical;
-    reduce_scatter_ring: ReduceScatter, Ring;
-    reduce_scatter_recursive_halving: ReduceScatter, RecursiveHalving;
-    allgather_ring: Allgather, Ring;
-    allgather_recursive_doubling: Allgather, RecursiveDoubling;
-    allgather_bruck: Allgather, Bruck;
-    broadcast_binomial: Broadcast, Binomial;
-    broadcast_chain: Broadcast, Chain;
-    reduce_binomial: Reduce, Binomial;
-    reduce_chain: Reduce, Chain;
-    alltoall_pairwise: Alltoall, Pairwise;
-    alltoall_bruck: Alltoall, Bruck;
-    barrier_dissemination: Barrier, Dissemination;
-    gather_binomial: Gather, Binomial;
-    gather_linear: Gather, Linear;
-    scatter_binomial: Scatter, Binomial;
-    scatter_linear: Scatter, Linear;
+    allreduce_ring: Allreduce, "ring";
+    allreduce_recursive_doubling: Allreduce, "recursive_doubling";
+    allreduce_rabenseifner: Allreduce, "rabenseifner";
+    allreduce_tree: Allreduce, "tree";
+    allreduce_hierarchical: Allreduce, "hierarchical";
+    reduce_scatter_ring: ReduceScatter, "ring";
+    reduce_scatter_recursive_halving: ReduceScatter, "recursive_halving";
+    allgather_ring: Allgather, "ring";
+    allgather_recursive_doubling: Allgather, "recursive_doubling";
+    allgather_bruck: Allgather, "bruck";
+    broadcast_binomial: Broadcast, "binomial";
+    broadcast_chain: Broadcast, "chain";
+    reduce_binomial: Reduce, "binomial";
+    reduce_chain: Reduce, "chain";
+    alltoall_pairwise: Alltoall, "pairwise";
+    alltoall_bruck: Alltoall, "bruck";
+    barrier_dissemination: Barrier, "dissemination";
+    gather_binomial: Gather, "binomial";
+    gather_linear: Gather, "linear";
+    scatter_binomial: Scatter, "binomial";
+    scatter_linear: Scatter, "linear";
 }
 
 #[test]
 fn alltoall_rejects_a_count_that_does_not_split_evenly() {
-    for algorithm in Collective::Alltoall.algorithms() {
+    for algorithm in Registry::builtin().of(Collective::Alltoall) {
         let config = WorldConfig {
             world_size: 3,
             network: sim::network::NetworkConfig::Ideal(link(1_000, 1_000_000_000)),
@@ -387,15 +377,9 @@ fn alltoall_rejects_a_count_that_does_not_split_evenly() {
         };
         let exec = run(config, |fabric| async move {
             let mut buf = Payload::from_vec(vec![0i32; 7]);
-            collective::run(
-                &fabric,
-                Collective::Alltoall,
-                algorithm,
-                &mut buf,
-                ReduceOp::Sum,
-                &Params::default(),
-            )
-            .await
+            algorithm
+                .run(&fabric, &mut buf, ReduceOp::Sum, &Params::default())
+                .await
         });
         for out in exec.outputs {
             let err = out
@@ -434,8 +418,9 @@ fn no_rank_leaves_a_barrier_before_the_last_one_enters() {
                         .await?;
                 }
                 let mut buf = Payload::phantom(DType::U8, 0);
-                let (c, a) = (Collective::Barrier, Algorithm::Dissemination);
-                collective::run(&fabric, c, a, &mut buf, ReduceOp::Sum, &Params::default()).await
+                catalogue_algorithm(Collective::Barrier, "dissemination")
+                    .run(&fabric, &mut buf, ReduceOp::Sum, &Params::default())
+                    .await
             });
             for (r, t) in exec.finished_at.iter().enumerate() {
                 let t = t.expect("finished").as_ps();

@@ -11,33 +11,24 @@ use std::path::PathBuf;
 use std::rc::Rc;
 use std::time::Instant;
 
-use algorithms::collective::CATALOGUE;
-use algorithms::{Algorithm, Collective, ReduceOp};
+use algorithms::{Algorithm, Collective, ReduceOp, Registry, catalogue_algorithm};
 use sim::check::command::print_counterexample;
 use sim::check::run::{Options, check};
-use sim::check::spec::{
-    Axes, Bounds, Buffering, CallSpec, CheckAlgorithm, CheckScenario, Faults, Search, Verdict,
-};
+use sim::check::spec::{Axes, Bounds, Buffering, CallSpec, CheckScenario, Faults, Search, Verdict};
 
-/// The algorithms that cut their buffer into pipeline chunks.
-fn chunks(collective: Collective, algorithm: Algorithm) -> Vec<usize> {
-    let pipelined = matches!(
-        (collective, algorithm),
-        (
-            Collective::Allreduce,
-            Algorithm::Ring | Algorithm::Tree | Algorithm::Hierarchical
-        ) | (Collective::Broadcast | Collective::Reduce, Algorithm::Chain)
-    );
-    if pipelined { vec![1, 2] } else { vec![1] }
+/// One and two chunks for the algorithms that cut their buffer into
+/// pipeline chunks, one for the others.
+fn chunks(algorithm: &Algorithm) -> Vec<usize> {
+    if algorithm.uses_chunks() {
+        vec![1, 2]
+    } else {
+        vec![1]
+    }
 }
 
 /// The check of one catalogue entry on `n` ranks, `2n` elements.
-fn scenario(
-    collective: Collective,
-    algorithm: Algorithm,
-    n: usize,
-    buffering: &[Buffering],
-) -> CheckScenario {
+fn scenario(algorithm: &Algorithm, n: usize, buffering: &[Buffering]) -> CheckScenario {
+    let collective = algorithm.collective();
     let root = if collective.has_root() {
         vec![0, n - 1]
     } else {
@@ -49,7 +40,7 @@ fn scenario(
         calls: vec![CallSpec {
             id: "call0".into(),
             collective,
-            algorithm: CheckAlgorithm::Catalogue(algorithm),
+            algorithm: algorithm.clone(),
             op: ReduceOp::Sum,
             tag: 0,
         }],
@@ -59,7 +50,7 @@ fn scenario(
         axes: Axes {
             world_size: vec![n],
             count: vec![2 * n],
-            chunks: chunks(collective, algorithm),
+            chunks: chunks(algorithm),
             root,
             in_place: vec![true, false],
             buffering: buffering.to_vec(),
@@ -70,26 +61,27 @@ fn scenario(
         check_cost: true,
         expect: Some(Verdict::Verified),
         asserts: Vec::new(),
+        notes: Vec::new(),
     }
 }
 
 /// Checks `collective` with `algorithm` on each `(ranks, bufferings)`;
 /// panics with every counterexample found.
-fn verify(collective: Collective, algorithm: Algorithm, cases: &[(usize, &[Buffering])]) {
-    verify_chunked(collective, algorithm, cases, |_| None);
+fn verify(algorithm: &Algorithm, cases: &[(usize, &[Buffering])]) {
+    verify_chunked(algorithm, cases, |_| None);
 }
 
 /// [`verify`], with the chunk counts `chunks(n)` (when it gives some)
 /// instead of the default ones.
 fn verify_chunked(
-    collective: Collective,
-    algorithm: Algorithm,
+    algorithm: &Algorithm,
     cases: &[(usize, &[Buffering])],
     chunks: impl Fn(usize) -> Option<Vec<usize>>,
 ) {
+    let collective = algorithm.collective();
     let mut failures = Vec::new();
     for &(n, buffering) in cases {
-        let mut scenario = scenario(collective, algorithm, n, buffering);
+        let mut scenario = scenario(algorithm, n, buffering);
         if let Some(c) = chunks(n) {
             scenario.axes.chunks = c;
         }
@@ -148,51 +140,52 @@ const RING_CASES: &[(usize, &[Buffering])] = &[
 ];
 
 macro_rules! entries {
-    ($($(#[$attr:meta])* $name:ident: $coll:ident $alg:ident, $cases:expr;)*) => {
+    ($($(#[$attr:meta])* $name:ident: $coll:ident $alg:literal, $cases:expr;)*) => {
         /// The entries the tests below check.
-        const COVERED: &[(Collective, Algorithm)] = &[$((Collective::$coll, Algorithm::$alg)),*];
+        const COVERED: &[(Collective, &str)] = &[$((Collective::$coll, $alg)),*];
 
         $(
             $(#[$attr])*
             #[test]
             fn $name() {
-                verify(Collective::$coll, Algorithm::$alg, $cases);
+                verify(&catalogue_algorithm(Collective::$coll, $alg), $cases);
             }
         )*
     };
 }
 
 entries! {
-    allreduce_ring: Allreduce Ring, RING_CASES;
-    allreduce_recursive_doubling: Allreduce RecursiveDoubling, EVERY_CASE;
-    allreduce_rabenseifner: Allreduce Rabenseifner, EVERY_CASE;
-    allreduce_tree: Allreduce Tree, EVERY_CASE;
-    allreduce_hierarchical: Allreduce Hierarchical, EVERY_CASE;
-    reduce_scatter_ring: ReduceScatter Ring, EVERY_CASE;
-    reduce_scatter_recursive_halving: ReduceScatter RecursiveHalving, EVERY_CASE;
-    allgather_ring: Allgather Ring, EVERY_CASE;
-    allgather_recursive_doubling: Allgather RecursiveDoubling, EVERY_CASE;
-    allgather_bruck: Allgather Bruck, EVERY_CASE;
-    broadcast_binomial: Broadcast Binomial, EVERY_CASE;
-    broadcast_chain: Broadcast Chain, EVERY_CASE;
-    reduce_binomial: Reduce Binomial, EVERY_CASE;
-    reduce_chain: Reduce Chain, EVERY_CASE;
-    alltoall_pairwise: Alltoall Pairwise, EVERY_CASE;
-    alltoall_bruck: Alltoall Bruck, EVERY_CASE;
-    barrier_dissemination: Barrier Dissemination, EVERY_CASE;
-    gather_binomial: Gather Binomial, EVERY_CASE;
-    gather_linear: Gather Linear, EVERY_CASE;
-    scatter_binomial: Scatter Binomial, EVERY_CASE;
-    scatter_linear: Scatter Linear, EVERY_CASE;
+    allreduce_ring: Allreduce "ring", RING_CASES;
+    allreduce_recursive_doubling: Allreduce "recursive_doubling", EVERY_CASE;
+    allreduce_rabenseifner: Allreduce "rabenseifner", EVERY_CASE;
+    allreduce_tree: Allreduce "tree", EVERY_CASE;
+    allreduce_hierarchical: Allreduce "hierarchical", EVERY_CASE;
+    reduce_scatter_ring: ReduceScatter "ring", EVERY_CASE;
+    reduce_scatter_recursive_halving: ReduceScatter "recursive_halving", EVERY_CASE;
+    allgather_ring: Allgather "ring", EVERY_CASE;
+    allgather_recursive_doubling: Allgather "recursive_doubling", EVERY_CASE;
+    allgather_bruck: Allgather "bruck", EVERY_CASE;
+    broadcast_binomial: Broadcast "binomial", EVERY_CASE;
+    broadcast_chain: Broadcast "chain", EVERY_CASE;
+    reduce_binomial: Reduce "binomial", EVERY_CASE;
+    reduce_chain: Reduce "chain", EVERY_CASE;
+    alltoall_pairwise: Alltoall "pairwise", EVERY_CASE;
+    alltoall_bruck: Alltoall "bruck", EVERY_CASE;
+    barrier_dissemination: Barrier "dissemination", EVERY_CASE;
+    gather_binomial: Gather "binomial", EVERY_CASE;
+    gather_linear: Gather "linear", EVERY_CASE;
+    scatter_binomial: Scatter "binomial", EVERY_CASE;
+    scatter_linear: Scatter "linear", EVERY_CASE;
 }
 
 #[test]
 fn every_catalogue_entry_is_checked() {
-    let catalogue: BTreeSet<(Collective, Algorithm)> = CATALOGUE
+    let registry = Registry::builtin();
+    let catalogue: BTreeSet<(Collective, &str)> = registry
         .iter()
-        .map(|e| (e.collective, e.algorithm))
+        .map(|e| (e.collective(), e.name()))
         .collect();
-    let covered: BTreeSet<(Collective, Algorithm)> = COVERED.iter().copied().collect();
+    let covered: BTreeSet<(Collective, &str)> = COVERED.iter().copied().collect();
     assert_eq!(covered.len(), COVERED.len(), "no entry twice");
     assert_eq!(covered, catalogue);
 }
@@ -203,8 +196,7 @@ fn every_catalogue_entry_is_checked() {
             eager slot"]
 fn allreduce_ring_on_four_ranks_with_bounded_buffering() {
     verify(
-        Collective::Allreduce,
-        Algorithm::Ring,
+        &catalogue_algorithm(Collective::Allreduce, "ring"),
         &[(4, &[Buffering::Eager(1), Buffering::Eager(0)])],
     );
 }
@@ -223,15 +215,13 @@ fn pipelined_ring_allreduce_is_verified_with_buffered_sends() {
     let unbounded: &[Buffering] = &[Buffering::Unbounded];
     let cases = [(2, one_slot), (3, unbounded), (4, unbounded)];
     verify_chunked(
-        Collective::Allreduce,
-        Algorithm::Ring,
+        &catalogue_algorithm(Collective::Allreduce, "ring"),
         &cases,
         two_chunks_per_segment,
     );
     // The hierarchical allreduce's ring across nodes (2 nodes of 2).
     verify_chunked(
-        Collective::Allreduce,
-        Algorithm::Hierarchical,
+        &catalogue_algorithm(Collective::Allreduce, "hierarchical"),
         &[(4, one_slot)],
         two_chunks_per_segment,
     );
@@ -245,8 +235,7 @@ fn pipelined_ring_allreduce_is_verified_with_buffered_sends() {
 fn pipelined_ring_allreduce_is_verified_with_rendezvous_sends() {
     let rendezvous: &[Buffering] = &[Buffering::Eager(0)];
     verify_chunked(
-        Collective::Allreduce,
-        Algorithm::Ring,
+        &catalogue_algorithm(Collective::Allreduce, "ring"),
         &[(2, rendezvous)],
         two_chunks_per_segment,
     );

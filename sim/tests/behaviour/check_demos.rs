@@ -28,7 +28,8 @@ fn check_dir() -> PathBuf {
 /// Loads `scenarios/check/NAME.toml`.
 fn load(name: &str) -> Program {
     let path = check_dir().join(format!("{name}.toml"));
-    scenario::load(&path).unwrap_or_else(|e| panic!("{name}: {e}"))
+    scenario::load(&path, &algorithms::Registry::builtin())
+        .unwrap_or_else(|e| panic!("{name}: {e}"))
 }
 
 /// Runs the whole check (with shrinking) of `program`.
@@ -91,7 +92,10 @@ fn round_trip(program: &Program, report: &CheckReport, dir: &Path) -> Violation 
     assert_eq!(verdict, cex.violation.verdict);
     assert_eq!(verdict, report.verdict);
 
-    let reloaded = Rc::new(scenario::load(&file.scenario).expect("the named scenario loads"));
+    let reloaded = Rc::new(
+        scenario::load(&file.scenario, &algorithms::Registry::builtin())
+            .expect("the named scenario loads"),
+    );
     let t = target(&reloaded, point);
     let mut baseline = Baseline::default();
     if verdict == Verdict::Nondeterministic {

@@ -9,13 +9,10 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
 use std::rc::Rc;
 
-use algorithms::{Algorithm, Collective, ReduceOp};
+use algorithms::{Algorithm, Collective, CollectiveAlgorithm, ReduceOp, catalogue_algorithm};
 use sim::check::exec::Execution;
 use sim::check::explore::{self, Control, Reduction, SearchStats, Target};
-use sim::check::spec::{
-    Axes, Bounds, Buffering, CallSpec, CheckAlgorithm, CheckScenario, DemoAlgorithm, Faults, Point,
-    Search,
-};
+use sim::check::spec::{Axes, Bounds, Buffering, CallSpec, CheckScenario, Faults, Point, Search};
 use sim::check::world::RankStatus;
 
 /// The most schedules either search may run on one case: a naive search
@@ -25,22 +22,22 @@ const SCHEDULES_MAX: u64 = 400_000;
 const RENDEZVOUS: Buffering = Buffering::Eager(0);
 const EAGER1: Buffering = Buffering::Eager(1);
 
-fn call(index: usize, collective: Collective, algorithm: CheckAlgorithm) -> CallSpec {
+fn call(index: usize, algorithm: Algorithm) -> CallSpec {
     CallSpec {
         id: format!("call{index}"),
-        collective,
+        collective: algorithm.collective(),
         algorithm,
         op: ReduceOp::Sum,
         tag: index as u64,
     }
 }
 
-fn catalogue(index: usize, collective: Collective, algorithm: Algorithm) -> CallSpec {
-    call(index, collective, CheckAlgorithm::Catalogue(algorithm))
+fn catalogue(index: usize, collective: Collective, name: &str) -> CallSpec {
+    call(index, catalogue_algorithm(collective, name))
 }
 
-fn demo(algorithm: DemoAlgorithm) -> CallSpec {
-    call(0, algorithm.collective(), CheckAlgorithm::Demo(algorithm))
+fn demo(algorithm: impl CollectiveAlgorithm) -> CallSpec {
+    call(0, Algorithm::new(algorithm))
 }
 
 /// A program of `calls`, every rank in file order, exhaustive search.
@@ -70,6 +67,7 @@ fn program(calls: Vec<CallSpec>) -> CheckScenario {
         check_cost: false,
         expect: None,
         asserts: Vec::new(),
+        notes: Vec::new(),
     }
 }
 
@@ -85,7 +83,7 @@ fn point(world_size: usize, count: usize, chunks: usize, buffering: Buffering) -
 }
 
 fn ring() -> CallSpec {
-    catalogue(0, Collective::Allreduce, Algorithm::Ring)
+    catalogue(0, Collective::Allreduce, "ring")
 }
 
 /// Every distinct outcome of one search, and its counters.
@@ -178,7 +176,7 @@ fn arrival_order_sum() {
     for buffering in [EAGER1, RENDEZVOUS] {
         assert_sound(
             &format!("arrival_order_sum N=3 {buffering}"),
-            program(vec![demo(DemoAlgorithm::ArrivalOrderSum)]),
+            program(vec![demo(sim::check::demo::ArrivalOrderSum)]),
             point(3, 2, 1, buffering),
         );
     }
@@ -189,7 +187,7 @@ fn send_all_first() {
     for buffering in [EAGER1, RENDEZVOUS] {
         assert_sound(
             &format!("send_all_first N=3 {buffering}"),
-            program(vec![demo(DemoAlgorithm::SendAllFirst)]),
+            program(vec![demo(sim::check::demo::SendAllFirst)]),
             point(3, 3, 1, buffering),
         );
     }
@@ -268,7 +266,7 @@ fn ring_timeout() {
 fn tree_allreduce() {
     assert_sound(
         "tree N=3 eager:1",
-        program(vec![catalogue(0, Collective::Allreduce, Algorithm::Tree)]),
+        program(vec![catalogue(0, Collective::Allreduce, "tree")]),
         point(3, 3, 1, EAGER1),
     );
 }
@@ -277,7 +275,7 @@ fn tree_allreduce() {
 fn mismatched_call_order() {
     let mut p = program(vec![
         ring(),
-        catalogue(1, Collective::Broadcast, Algorithm::Binomial),
+        catalogue(1, Collective::Broadcast, "binomial"),
     ]);
     p.order.insert(0, vec![0, 1]);
     p.default_order = vec![1, 0];
@@ -289,11 +287,7 @@ fn mismatched_call_order() {
 }
 
 fn broadcast_with(faults: Faults) -> CheckScenario {
-    let mut p = program(vec![catalogue(
-        0,
-        Collective::Broadcast,
-        Algorithm::Binomial,
-    )]);
+    let mut p = program(vec![catalogue(0, Collective::Broadcast, "binomial")]);
     p.faults = faults;
     p
 }
@@ -371,7 +365,7 @@ fn faults_sharing_a_budget() {
     assert_sound(
         "send_all_first N=3 timeouts=2",
         {
-            let mut p = program(vec![demo(DemoAlgorithm::SendAllFirst)]);
+            let mut p = program(vec![demo(sim::check::demo::SendAllFirst)]);
             p.faults = faults;
             p
         },
@@ -459,7 +453,7 @@ fn faults(drops: usize, retransmit: Option<usize>, crashes: usize, timeouts: usi
 fn sweep() {
     let mut mism = program(vec![
         ring(),
-        catalogue(1, Collective::Broadcast, Algorithm::Binomial),
+        catalogue(1, Collective::Broadcast, "binomial"),
     ]);
     mism.order.insert(0, vec![0, 1]);
     mism.default_order = vec![1, 0];
@@ -468,10 +462,10 @@ fn sweep() {
     reuse.concurrent = true;
     let mut concurrent = program(vec![ring(), ring()]);
     concurrent.concurrent = true;
-    let bcast = catalogue(0, Collective::Broadcast, Algorithm::Binomial);
+    let bcast = catalogue(0, Collective::Broadcast, "binomial");
     let two = program(vec![
         bcast.clone(),
-        catalogue(1, Collective::Reduce, Algorithm::Binomial),
+        catalogue(1, Collective::Reduce, "binomial"),
     ]);
     let single = |c: CallSpec| program(vec![c]);
     let fault_sets_a = [
@@ -497,15 +491,15 @@ fn sweep() {
     let mut cases: Vec<(String, CheckScenario, Faults)> = Vec::new();
     for (name, p) in [
         ("ring", single(ring())),
-        (
-            "tree",
-            single(catalogue(0, Collective::Allreduce, Algorithm::Tree)),
-        ),
+        ("tree", single(catalogue(0, Collective::Allreduce, "tree"))),
         (
             "arrival_order_sum",
-            single(demo(DemoAlgorithm::ArrivalOrderSum)),
+            single(demo(sim::check::demo::ArrivalOrderSum)),
         ),
-        ("send_all_first", single(demo(DemoAlgorithm::SendAllFirst))),
+        (
+            "send_all_first",
+            single(demo(sim::check::demo::SendAllFirst)),
+        ),
         ("broadcast", single(bcast.clone())),
     ] {
         for (f, faults) in fault_sets_a {
@@ -517,10 +511,10 @@ fn sweep() {
         ("tag_reuse", reuse),
         ("concurrent", concurrent),
         ("broadcast+reduce", two),
-        ("buggy_ring", single(demo(DemoAlgorithm::BuggyRing))),
+        ("buggy_ring", single(demo(sim::check::demo::BuggyRing))),
         (
             "rabenseifner",
-            single(catalogue(0, Collective::Allreduce, Algorithm::Rabenseifner)),
+            single(catalogue(0, Collective::Allreduce, "rabenseifner")),
         ),
     ] {
         for (f, faults) in fault_sets_b {

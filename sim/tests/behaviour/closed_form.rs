@@ -7,7 +7,7 @@
 //! which is the textbook `2(N-1)·α + 2(N-1)/N · n/B` when each segment is
 //! one chunk, and `2(N-1)/N · n/B + α` once the pipeline hides the latency.
 
-use algorithms::{Algorithm, Collective, DType, Params, Payload, ReduceOp, Tag, Time, collective};
+use algorithms::{Collective, DType, Params, Payload, ReduceOp, Tag, Time, catalogue_algorithm};
 use sim::{WorldConfig, run};
 
 use crate::support::link;
@@ -36,6 +36,7 @@ fn simulate(c: Case) -> Time {
         fold: None,
         reduce_bytes_per_s: c.reduce_bw,
     };
+    let ring = &catalogue_algorithm(Collective::Allreduce, "ring");
     let exec = run(config, |fabric| async move {
         let mut buf = Payload::phantom(DType::F32, c.count);
         let params = Params {
@@ -44,8 +45,7 @@ fn simulate(c: Case) -> Time {
             tag: Tag(0),
             ..Params::default()
         };
-        let (coll, alg) = (Collective::Allreduce, Algorithm::Ring);
-        collective::run(&fabric, coll, alg, &mut buf, ReduceOp::Sum, &params).await
+        ring.run(&fabric, &mut buf, ReduceOp::Sum, &params).await
     });
     assert!(exec.deadlock.is_none());
     let finished: Vec<Time> = exec

@@ -165,7 +165,7 @@ proptest! {
              iters = 1\nwarmup = {warmup}\nchunk_bytes = \"{chunk_bytes}\"\nslots = {slots}\n",
             min_bytes * spread
         );
-        let scenario = Scenario::parse(Path::new("random.toml"), &text).unwrap();
+        let scenario = Scenario::parse(Path::new("random.toml"), &text, &algorithms::Registry::builtin()).unwrap();
         let filter = sim::tuning::AlgoFilter::default();
         let rows = run_scenario(&scenario, &filter, sim::study::Options::default(), |_| std::ops::ControlFlow::Continue(())).unwrap();
         prop_assert!(!rows.is_empty());

@@ -22,7 +22,12 @@ fn scenario(ranks: usize, size: &str, extra: &str) -> String {
 }
 
 fn rows(text: &str) -> Vec<Row> {
-    let s = Scenario::parse(Path::new("faults.toml"), text).unwrap_or_else(|e| panic!("{e}"));
+    let s = Scenario::parse(
+        Path::new("faults.toml"),
+        text,
+        &algorithms::Registry::builtin(),
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
     run_scenario(&s, &AlgoFilter::default(), Options::default(), |_| {
         ControlFlow::Continue(())
     })
@@ -226,7 +231,7 @@ fn fault_mistakes_are_located() {
     ];
     for (extra, line, column, needle) in cases {
         let text = scenario(4, "4K", extra);
-        match Scenario::parse(Path::new("f.toml"), &text) {
+        match Scenario::parse(Path::new("f.toml"), &text, &algorithms::Registry::builtin()) {
             Err(ScenarioError::Invalid {
                 line: l,
                 column: c,

@@ -4,7 +4,9 @@
 
 use std::sync::Arc;
 
-use algorithms::{Algorithm, Collective, DType, Params, Payload, ReduceOp, Time, collective};
+use algorithms::{
+    Algorithm, Collective, DType, Params, Payload, ReduceOp, Registry, Time, catalogue_algorithm,
+};
 use sim::fold::fold;
 use sim::network::{LinkUsage, ModelLevel, NetworkConfig, TopologyConfig};
 use sim::world::RankFaults;
@@ -47,7 +49,7 @@ fn config(network: NetworkConfig, ranks: usize) -> WorldConfig {
 
 /// A phantom float-sum allreduce of `count` elements; each rank returns
 /// when it finished.
-fn allreduce(config: WorldConfig, algorithm: Algorithm, count: usize) -> Execution<Time> {
+fn allreduce(config: WorldConfig, algorithm: &Algorithm, count: usize) -> Execution<Time> {
     sim::run(config, |fabric| async move {
         let mut buf = Payload::phantom(DType::F32, count);
         let params = Params {
@@ -56,16 +58,10 @@ fn allreduce(config: WorldConfig, algorithm: Algorithm, count: usize) -> Executi
             ..Params::default()
         };
         use algorithms::Fabric;
-        collective::run(
-            &fabric,
-            Collective::Allreduce,
-            algorithm,
-            &mut buf,
-            ReduceOp::Sum,
-            &params,
-        )
-        .await
-        .unwrap();
+        algorithm
+            .run(&fabric, &mut buf, ReduceOp::Sum, &params)
+            .await
+            .unwrap();
         fabric.now()
     })
 }
@@ -74,7 +70,7 @@ fn allreduce(config: WorldConfig, algorithm: Algorithm, count: usize) -> Executi
 fn full_and_folded(
     network: NetworkConfig,
     ranks: usize,
-    algorithm: Algorithm,
+    algorithm: &Algorithm,
     count: usize,
 ) -> (Execution<Time>, Execution<Time>) {
     let full = allreduce(config(network.clone(), ranks), algorithm, count);
@@ -128,7 +124,8 @@ fn assert_same_links(full: &Execution<Time>, folded: &Execution<Time>) {
 /// ranks of `network`, folded by one node, give the full run's times and
 /// link counters.
 fn folds_exactly(network: &NetworkConfig, count: usize) {
-    for algorithm in [Algorithm::Ring, Algorithm::Hierarchical] {
+    for name in ["ring", "hierarchical"] {
+        let algorithm = &catalogue_algorithm(Collective::Allreduce, name);
         let (full, folded) = full_and_folded(network.clone(), 32, algorithm, count);
         assert_same_times(&full, &folded, 32);
         assert_same_links(&full, &folded);
@@ -137,7 +134,8 @@ fn folds_exactly(network: &NetworkConfig, count: usize) {
 
 #[test]
 fn ideal_links_fold_exactly() {
-    for algorithm in [Algorithm::Ring, Algorithm::Hierarchical] {
+    for name in ["ring", "hierarchical"] {
+        let algorithm = &catalogue_algorithm(Collective::Allreduce, name);
         let (full, folded) = full_and_folded(ideal(), 64, algorithm, 64 << 10);
         assert_same_times(&full, &folded, 64);
     }
@@ -189,16 +187,10 @@ fn an_uneven_split_is_caught_as_asymmetry() {
     fold(&mut folded, NODE).unwrap();
     let exec = sim::run(folded, |fabric| async move {
         let mut buf = Payload::phantom(DType::F32, 64 * 1000 + 13);
-        collective::run(
-            &fabric,
-            Collective::Allreduce,
-            Algorithm::Ring,
-            &mut buf,
-            ReduceOp::Sum,
-            &Params::default(),
-        )
-        .await
-        .map_err(|e| e.to_string())
+        catalogue_algorithm(Collective::Allreduce, "ring")
+            .run(&fabric, &mut buf, ReduceOp::Sum, &Params::default())
+            .await
+            .map_err(|e| e.to_string())
     });
     let errors: Vec<String> = exec
         .outputs
@@ -257,7 +249,8 @@ fn scenario_text(nodes: usize, symmetry: &str, collective: &str, extra: &str) ->
 }
 
 fn parse(text: &str) -> Result<sim::scenario::Scenario, String> {
-    sim::scenario::Scenario::parse(std::path::Path::new("f.toml"), text).map_err(|e| e.to_string())
+    sim::scenario::Scenario::parse(std::path::Path::new("f.toml"), text, &Registry::builtin())
+        .map_err(|e| e.to_string())
 }
 
 /// `(size, time)` of every row of a scenario run.
@@ -308,12 +301,9 @@ fn a_folded_scenario_times_what_its_full_run_times() {
     .unwrap_or_else(|e| panic!("{:?}", e.1));
     assert_eq!(rows.len(), 3);
     for row in rows {
-        let algorithm: algorithms::Algorithm = row.algorithm.parse().unwrap();
+        let algorithm = catalogue_algorithm(Collective::Allgather, &row.algorithm);
         assert!(
-            algorithms::collective::rotation_symmetric(
-                algorithms::Collective::Allgather,
-                algorithm
-            ),
+            algorithm.facts().rotation_symmetry() != algorithms::RotationSymmetry::None,
             "{}",
             row.algorithm
         );
@@ -402,11 +392,7 @@ fn scenario_folds_that_cannot_hold_are_located_errors() {
 
 /// What one catalogue entry's run on 32 ranks of ideal links gives: each
 /// rank's finish time, or a description of how it failed.
-fn catalogue_run(
-    kind: Collective,
-    algorithm: Algorithm,
-    folded: bool,
-) -> Result<Vec<Time>, String> {
+fn catalogue_run(algorithm: &Algorithm, folded: bool) -> Result<Vec<Time>, String> {
     let mut c = config(ideal(), 32);
     if folded {
         fold(&mut c, NODE).unwrap();
@@ -418,7 +404,8 @@ fn catalogue_run(
             ranks_per_node: NODE,
             ..Params::default()
         };
-        collective::run(&fabric, kind, algorithm, &mut buf, ReduceOp::Sum, &params)
+        algorithm
+            .run(&fabric, &mut buf, ReduceOp::Sum, &params)
             .await
             .map_err(|e| e.to_string())?;
         Ok::<Time, String>(fabric.now())
@@ -435,19 +422,23 @@ fn catalogue_run(
 #[test]
 fn exactly_the_rotation_symmetric_algorithms_fold() {
     let mut checked = 0;
-    for entry in collective::CATALOGUE {
-        let (kind, algorithm) = (entry.collective, entry.algorithm);
+    let params = Params {
+        ranks_per_node: NODE,
+        ..Params::default()
+    };
+    for algorithm in Registry::builtin().iter() {
+        let kind = algorithm.collective();
         if kind.has_root() {
             continue;
         }
-        let full = catalogue_run(kind, algorithm, false).unwrap();
-        let folded = catalogue_run(kind, algorithm, true);
+        let full = catalogue_run(algorithm, false).unwrap();
+        let folded = catalogue_run(algorithm, true);
         let same = folded
             .as_ref()
             .is_ok_and(|f| (0..32).all(|r| f[r % NODE] == full[r]));
         assert_eq!(
             same,
-            collective::rotation_symmetric(kind, algorithm),
+            algorithm.folds_by(NODE, &params),
             "{} {}: {folded:?}",
             kind.name(),
             algorithm.name()
@@ -460,7 +451,8 @@ fn exactly_the_rotation_symmetric_algorithms_fold() {
 #[test]
 fn the_bundled_16k_scenario_folds_by_one_node() {
     let path = crate::support::repo_root().join("scenarios/allreduce_16k_folded.toml");
-    let s = sim::scenario::Scenario::load(&path).unwrap_or_else(|e| panic!("{e}"));
+    let s = sim::scenario::Scenario::load(&path, &algorithms::Registry::builtin())
+        .unwrap_or_else(|e| panic!("{e}"));
     assert_eq!((s.world_size, s.fold), (16384, Some(8)));
     assert!(s.network_description.contains("folded by 8 ranks"));
     assert!(s.has_sweep);
@@ -476,7 +468,8 @@ fn symmetric_routes_of_a_collective_on_fewer_ranks_wrap_around_all_of_them() {
         unreachable!()
     };
     let topology = Arc::clone(&t.topology);
-    let exec = allreduce(config(network, 16), Algorithm::Ring, 64 << 10);
+    let ring = catalogue_algorithm(Collective::Allreduce, "ring");
+    let exec = allreduce(config(network, 16), &ring, 64 << 10);
     assert!(exec.deadlock.is_none());
     let usage = exec.link_usage.unwrap();
     let mut used = 0;
@@ -538,20 +531,14 @@ fn alltoall_times(
     if let Some(shift) = shift {
         fold(&mut c, shift).unwrap();
     }
+    let algorithm = &catalogue_algorithm(Collective::Alltoall, "pairwise");
     let exec = sim::run(c, |fabric| async move {
         use algorithms::Fabric;
         let mut buf = Payload::phantom(DType::F32, count);
-        let (kind, algorithm) = (Collective::Alltoall, Algorithm::Pairwise);
-        collective::run(
-            &fabric,
-            kind,
-            algorithm,
-            &mut buf,
-            ReduceOp::Sum,
-            &Params::default(),
-        )
-        .await
-        .unwrap();
+        algorithm
+            .run(&fabric, &mut buf, ReduceOp::Sum, &Params::default())
+            .await
+            .unwrap();
         fabric.now().as_ps()
     });
     exec.outputs.into_iter().map(Option::unwrap).collect()

@@ -41,7 +41,8 @@ phantom = true
 }
 
 fn time_ps(text: &str) -> u64 {
-    let s = Scenario::parse(Path::new("lf.toml"), text).unwrap_or_else(|e| panic!("{e}"));
+    let s = Scenario::parse(Path::new("lf.toml"), text, &algorithms::Registry::builtin())
+        .unwrap_or_else(|e| panic!("{e}"));
     let rows: Vec<Row> = run_scenario(&s, &AlgoFilter::default(), Options::default(), |_| {
         ControlFlow::Continue(())
     })
@@ -151,7 +152,11 @@ fn link_fault_mistakes_are_located() {
     ];
     for (extra, line, column, needle) in cases {
         let text = scenario("packet", extra);
-        match Scenario::parse(Path::new("lf.toml"), &text) {
+        match Scenario::parse(
+            Path::new("lf.toml"),
+            &text,
+            &algorithms::Registry::builtin(),
+        ) {
             Err(ScenarioError::Invalid {
                 line: l,
                 column: c,
@@ -168,7 +173,7 @@ fn link_fault_mistakes_are_located() {
     let ideal = "world_size = 2\n[links]\nlatency_us = 1\nbandwidth_gb_per_s = 1\n\
                  [[link_fault]]\nkind = \"down\"\nfrom = \"a\"\nto = \"b\"\nat_us = 1\n\
                  [[collective]]\nkind = \"barrier\"\nmin_bytes = 0\nmax_bytes = 0\n";
-    match Scenario::parse(Path::new("i.toml"), ideal) {
+    match Scenario::parse(Path::new("i.toml"), ideal, &algorithms::Registry::builtin()) {
         Err(ScenarioError::Invalid { line, message, .. }) => {
             assert_eq!(line, 5);
             assert!(
@@ -185,7 +190,8 @@ fn a_fault_after_the_run_neither_changes_nor_stretches_it() {
     // The run ends with its last rank: a link change scheduled long after
     // must not move its end (which the links CSV's utilisation divides by).
     let end = |text: &str| {
-        let s = Scenario::parse(Path::new("lf.toml"), text).unwrap();
+        let s =
+            Scenario::parse(Path::new("lf.toml"), text, &algorithms::Registry::builtin()).unwrap();
         let mut end = None;
         run_scenario(&s, &AlgoFilter::default(), Options::default(), |p| {
             if let sim::study::Progress::Row(_, row, detail) = p {
@@ -214,7 +220,11 @@ fn overlapping_faults_on_one_link_are_rejected_and_meeting_ones_hand_over() {
         )
     };
     let text = scenario("flow", &format!("{}{}", down(100, 500), down(200, 300)));
-    match Scenario::parse(Path::new("lf.toml"), &text) {
+    match Scenario::parse(
+        Path::new("lf.toml"),
+        &text,
+        &algorithms::Registry::builtin(),
+    ) {
         Err(ScenarioError::Invalid { line, message, .. }) => {
             assert_eq!(line, 25, "{message}");
             assert!(

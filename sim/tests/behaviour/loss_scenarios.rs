@@ -57,7 +57,12 @@ fn fault(kind: &str, body: &str) -> String {
 }
 
 fn parse(text: &str) -> Scenario {
-    Scenario::parse(Path::new("loss.toml"), text).unwrap_or_else(|e| panic!("{e}\n{text}"))
+    Scenario::parse(
+        Path::new("loss.toml"),
+        text,
+        &algorithms::Registry::builtin(),
+    )
+    .unwrap_or_else(|e| panic!("{e}\n{text}"))
 }
 
 fn topology(s: &Scenario) -> &TopologyConfig {
@@ -82,7 +87,11 @@ fn place(text: &str, needle: &str, skip: usize) -> (usize, usize) {
 
 /// Asserts `text` is rejected at `at` with a message containing `needle`.
 fn rejected(text: &str, at: (usize, usize), needle: &str) {
-    match Scenario::parse(Path::new("loss.toml"), text) {
+    match Scenario::parse(
+        Path::new("loss.toml"),
+        text,
+        &algorithms::Registry::builtin(),
+    ) {
         Err(ScenarioError::Invalid {
             path,
             line,

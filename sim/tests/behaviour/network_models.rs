@@ -134,8 +134,12 @@ fn two_flows_through_one_bottleneck_each_get_half_of_it() {
 /// Runs a scenario; returns each row's time and the largest number of
 /// flows or bytes any link held at once over the run (`max_queue`).
 fn times_and_peak_queue(text: &str) -> (Vec<u64>, Vec<u64>, u64) {
-    let s = sim::scenario::Scenario::parse(std::path::Path::new("agree.toml"), text)
-        .unwrap_or_else(|e| panic!("{e}"));
+    let s = sim::scenario::Scenario::parse(
+        std::path::Path::new("agree.toml"),
+        text,
+        &algorithms::Registry::builtin(),
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
     let mut peak = 0;
     let mut events = Vec::new();
     let rows = sim::study::run_scenario(

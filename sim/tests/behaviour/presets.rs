@@ -39,7 +39,12 @@ fn scenario(topology: &str, model: &str, algorithm: &str) -> Scenario {
          min_bytes = 4\nmax_bytes = \"1M\"\nstep_factor = 32\niters = 1\nwarmup = 0\n\
          chunk_bytes = \"16K\"\ndtype = \"int32\"\n"
     );
-    Scenario::parse(Path::new("preset.toml"), &text).unwrap_or_else(|e| panic!("{e}\n{text}"))
+    Scenario::parse(
+        Path::new("preset.toml"),
+        &text,
+        &algorithms::Registry::builtin(),
+    )
+    .unwrap_or_else(|e| panic!("{e}\n{text}"))
 }
 
 #[test]

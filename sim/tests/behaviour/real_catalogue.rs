@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use algorithms::collective::CATALOGUE;
+use algorithms::Registry;
 
 use super::real_support::{spawn, text, wait_within};
 
@@ -15,14 +15,14 @@ fn catalogue_scenario(n: usize) -> String {
     let mut s = format!(
         "name = \"catalogue_{n}\"\nworld_size = {n}\nseed = 1\n\n[links]\nlatency_us = 1.0\nbandwidth_gb_per_s = 10.0\n"
     );
-    for e in CATALOGUE {
+    for e in Registry::builtin().iter() {
         // Alltoall needs a multiple of the world size: 8 B x n x 4 elements.
         let (min, max) = (4 * 4 * n, 4 * 4 * n * 64);
         s.push_str(&format!(
             "\n[[collective]]\nkind = \"{}\"\nalgorithm = \"{}\"\nmin_bytes = {min}\nmax_bytes = {max}\nstep_factor = 64\n\
              dtype = \"int32\"\nop = \"sum\"\nroot = {}\nranks_per_node = 2\nchunk_bytes = 256\niters = 1\nwarmup = 0\ncheck = true\n",
-            e.collective,
-            e.algorithm,
+            e.collective(),
+            e.name(),
             n - 1
         ));
     }
@@ -76,7 +76,7 @@ fn run_catalogue(fabric: &str, n: usize) {
         .collect();
     assert_eq!(
         rows.len(),
-        2 * CATALOGUE.len() - 1,
+        2 * Registry::builtin().len() - 1,
         "{fabric}, {n} ranks:\n{stdout}"
     );
     for row in &rows {
@@ -87,16 +87,14 @@ fn run_catalogue(fabric: &str, n: usize) {
             "{fabric}, {n} ranks, a row with wrong elements: {row}"
         );
     }
-    for e in CATALOGUE {
-        let section = format!("# {} on {n} ranks", e.collective);
-        let algorithm = format!("algorithm {},", e.algorithm);
+    for e in Registry::builtin().iter() {
+        let section = format!("# {} on {n} ranks", e.collective());
+        let algorithm = format!("algorithm {},", e.name());
         assert!(
             stdout
                 .lines()
                 .any(|l| l.starts_with(&section) && l.contains(&algorithm)),
-            "{fabric}, {n} ranks: no section of {} {}:\n{stdout}",
-            e.collective,
-            e.algorithm
+            "{fabric}, {n} ranks: no section of {e:?}:\n{stdout}"
         );
     }
     let _ = std::fs::remove_dir_all(&dir);

@@ -44,7 +44,12 @@ fn lossy(rate: f64) -> String {
 
 /// The rows and every point's link counters.
 fn study(text: &str) -> (Vec<Row>, Vec<Vec<LinkUsage>>) {
-    let s = Scenario::parse(Path::new("loss.toml"), text).unwrap_or_else(|e| panic!("{e}"));
+    let s = Scenario::parse(
+        Path::new("loss.toml"),
+        text,
+        &algorithms::Registry::builtin(),
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
     let mut usage = Vec::new();
     let rows = run_scenario(&s, &AlgoFilter::default(), Options::default(), |p| {
         if let Progress::Row(_, _, d) = p {
@@ -301,7 +306,12 @@ warmup = 0
 fn random_lossy_studies_complete_correctly_or_report_a_transport_timeout() {
     for seed in 0..16 {
         let text = random_lossy_study(seed);
-        let s = Scenario::parse(Path::new("random.toml"), &text).unwrap_or_else(|e| panic!("{e}"));
+        let s = Scenario::parse(
+            Path::new("random.toml"),
+            &text,
+            &algorithms::Registry::builtin(),
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
         let run = |s: &Scenario| {
             run_scenario(s, &AlgoFilter::default(), Options::default(), |_| {
                 ControlFlow::Continue(())

@@ -4,9 +4,7 @@
 
 use algorithms::payload::IntoBuffer;
 use algorithms::reference::ring_allreduce_reference;
-use algorithms::{
-    Algorithm, Collective, DType, Fabric, Params, Payload, ReduceOp, Tag, collective,
-};
+use algorithms::{Collective, DType, Fabric, Params, Payload, ReduceOp, Tag, catalogue_algorithm};
 use proptest::prelude::*;
 use rand::{Rng, RngCore, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -72,6 +70,7 @@ fn check(
         fold: None,
         reduce_bytes_per_s: Some(50e9),
     };
+    let ring = &catalogue_algorithm(Collective::Allreduce, "ring");
     let exec = run(config, |fabric| {
         let mut buf = inputs[fabric.rank()].clone();
         async move {
@@ -81,16 +80,7 @@ fn check(
                 tag: Tag(3),
                 ..Params::default()
             };
-            collective::run(
-                &fabric,
-                Collective::Allreduce,
-                Algorithm::Ring,
-                &mut buf,
-                op,
-                &params,
-            )
-            .await
-            .map(|()| buf)
+            ring.run(&fabric, &mut buf, op, &params).await.map(|()| buf)
         }
     });
     assert!(
@@ -163,10 +153,11 @@ fn an_unsupported_op_is_an_error_not_a_wrong_result() {
         fold: None,
         reduce_bytes_per_s: None,
     };
+    let ring = &catalogue_algorithm(Collective::Allreduce, "ring");
     let exec = run(config, |fabric| async move {
         let mut buf = Payload::from_vec(vec![1i32, 2, 3]);
-        let (c, a) = (Collective::Allreduce, Algorithm::Ring);
-        collective::run(&fabric, c, a, &mut buf, ReduceOp::Avg, &Params::default()).await
+        ring.run(&fabric, &mut buf, ReduceOp::Avg, &Params::default())
+            .await
     });
     for out in exec.outputs {
         let err = out.expect("finished").expect_err("avg on int32 fails");

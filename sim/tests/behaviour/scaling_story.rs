@@ -104,8 +104,12 @@ fn nodes_per_leaf_sets_the_leaves_and_excludes_leaves() {
         )
     };
     let leaves = |extra: &str| {
-        let s = Scenario::parse(std::path::Path::new("t.toml"), &text(extra))
-            .unwrap_or_else(|e| panic!("{e}"));
+        let s = Scenario::parse(
+            std::path::Path::new("t.toml"),
+            &text(extra),
+            &algorithms::Registry::builtin(),
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
         let NetworkConfig::Topology(t) = &s.network else {
             panic!("a topology")
         };
@@ -121,6 +125,7 @@ fn nodes_per_leaf_sets_the_leaves_and_excludes_leaves() {
     let err = Scenario::parse(
         std::path::Path::new("t.toml"),
         &text("leaves = 16\nnodes_per_leaf = 8"),
+        &algorithms::Registry::builtin(),
     )
     .unwrap_err()
     .to_string();

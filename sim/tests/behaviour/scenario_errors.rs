@@ -19,7 +19,11 @@ max_bytes = \"1M\"\n";
 
 /// Parses `text` and returns `(line, column, message)` of its error.
 fn error_of(text: &str) -> (usize, usize, String) {
-    match Scenario::parse(Path::new("bad.toml"), text) {
+    match Scenario::parse(
+        Path::new("bad.toml"),
+        text,
+        &algorithms::Registry::builtin(),
+    ) {
         Err(ScenarioError::Invalid {
             path,
             line,
@@ -35,7 +39,12 @@ fn error_of(text: &str) -> (usize, usize, String) {
 
 #[test]
 fn the_valid_base_parses() {
-    let s = Scenario::parse(Path::new("ok.toml"), VALID).unwrap();
+    let s = Scenario::parse(
+        Path::new("ok.toml"),
+        VALID,
+        &algorithms::Registry::builtin(),
+    )
+    .unwrap();
     assert_eq!(s.world_size, 4);
     assert_eq!(s.collectives[0].sizes().len(), 18);
 }
@@ -199,6 +208,6 @@ proptest! {
         let mut text = VALID.to_string();
         let at = (0..=cut).rev().find(|&i| text.is_char_boundary(i)).unwrap_or(0);
         text.insert_str(at, &insert);
-        let _ = Scenario::parse(Path::new("fuzz.toml"), &text);
+        let _ = Scenario::parse(Path::new("fuzz.toml"), &text, &algorithms::Registry::builtin());
     }
 }

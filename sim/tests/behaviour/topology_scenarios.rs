@@ -86,7 +86,7 @@ fn with_collective(topology: &str) -> String {
 
 /// Validates `text` as if read from `path`; returns its error.
 fn error_at(path: &Path, text: &str) -> (String, usize, usize, String) {
-    match Scenario::parse(path, text) {
+    match Scenario::parse(path, text, &algorithms::Registry::builtin()) {
         Err(ScenarioError::Invalid {
             path,
             line,
@@ -351,12 +351,22 @@ fn more_ranks_than_a_topology_supports_is_an_input_error() {
     let text = with_collective(
         "world_size = 16\n[topology]\npreset = \"fat_tree\"\nnodes = 2049\nmodel = \"flow\"\n",
     );
-    let s = Scenario::parse(Path::new("ok.toml"), &text).unwrap();
+    let s = Scenario::parse(
+        Path::new("ok.toml"),
+        &text,
+        &algorithms::Registry::builtin(),
+    )
+    .unwrap();
     assert_eq!(s.world_size, 16);
     // The limit itself: 2048 nodes, every endpoint a rank.
     let text =
         with_collective("[topology]\npreset = \"fat_tree\"\nnodes = 2048\nmodel = \"flow\"\n");
-    let s = Scenario::parse(Path::new("ok.toml"), &text).unwrap();
+    let s = Scenario::parse(
+        Path::new("ok.toml"),
+        &text,
+        &algorithms::Registry::builtin(),
+    )
+    .unwrap();
     assert_eq!(s.world_size, 16384);
 }
 
@@ -420,7 +430,12 @@ fn ranks_that_cannot_reach_each_other_are_named_with_their_vertices() {
         "preset = \"explicit\"",
         "preset = \"explicit\"\nplacement = [0, 1]",
     );
-    let s = Scenario::parse(Path::new("ok.toml"), &with_collective(&two)).unwrap();
+    let s = Scenario::parse(
+        Path::new("ok.toml"),
+        &with_collective(&two),
+        &algorithms::Registry::builtin(),
+    )
+    .unwrap();
     assert_eq!(s.world_size, 2);
 }
 
@@ -490,7 +505,12 @@ fn nvidia_smi_file_mistakes_point_into_that_file() {
     // The fixed matrix imports.
     let good = dir.join("good.txt");
     fs::write(&good, BAD_CELL.replace("NVX", "NV1")).unwrap();
-    let s = Scenario::parse(&scenario, &text("good.txt")).unwrap();
+    let s = Scenario::parse(
+        &scenario,
+        &text("good.txt"),
+        &algorithms::Registry::builtin(),
+    )
+    .unwrap();
     assert_eq!(s.world_size, 2);
 }
 
@@ -971,7 +991,12 @@ fn an_unwritable_links_csv_or_trace_exits_1_before_running() {
 #[test]
 fn explicit_switches_forward_with_their_kinds_latency_unless_told() {
     let latency_of = |text: &str| {
-        let s = Scenario::parse(Path::new("lat.toml"), &with_collective(text)).unwrap();
+        let s = Scenario::parse(
+            Path::new("lat.toml"),
+            &with_collective(text),
+            &algorithms::Registry::builtin(),
+        )
+        .unwrap();
         let sim::network::NetworkConfig::Topology(t) = &s.network else {
             panic!("a topology scenario")
         };

@@ -3,7 +3,7 @@
 
 use std::process::Command;
 
-use algorithms::collective::CATALOGUE;
+use algorithms::Registry;
 
 use crate::support::{repo_root, sim, temp_dir};
 
@@ -50,16 +50,19 @@ fn sim_algorithms_lists_the_whole_catalogue() {
     let out = sim(&["algorithms"]);
     assert_eq!(out.status.code(), Some(0));
     let text = String::from_utf8(out.stdout).unwrap();
-    for e in CATALOGUE {
+    for e in Registry::builtin().iter() {
         let line = text
             .lines()
             .find(|l| {
                 l.split_whitespace()
                     .take(2)
-                    .eq([e.collective.name(), e.algorithm.name()])
+                    .eq([e.collective().name(), e.name()])
             })
-            .unwrap_or_else(|| panic!("{} {} missing from:\n{text}", e.collective, e.algorithm));
-        assert!(line.contains(e.formula), "{line}");
+            .unwrap_or_else(|| panic!("{e:?} missing from:\n{text}"));
+        assert!(
+            line.contains(e.facts().formula().expect("a formula")),
+            "{line}"
+        );
     }
 }
 

@@ -37,7 +37,12 @@ fn switch_ring(routing: &str) -> String {
 
 /// The topology scenario parsed from `text`.
 fn parse(text: &str) -> Scenario {
-    Scenario::parse(Path::new("ring.toml"), text).unwrap_or_else(|e| panic!("{e}\n{text}"))
+    Scenario::parse(
+        Path::new("ring.toml"),
+        text,
+        &algorithms::Registry::builtin(),
+    )
+    .unwrap_or_else(|e| panic!("{e}\n{text}"))
 }
 
 /// The router of a topology scenario, applied to `f`.
@@ -159,7 +164,11 @@ fn routing_mistakes_are_located() {
     ];
     for (routing, at, needle) in cases {
         let text = switch_ring(routing);
-        match Scenario::parse(Path::new("bad.toml"), &text) {
+        match Scenario::parse(
+            Path::new("bad.toml"),
+            &text,
+            &algorithms::Registry::builtin(),
+        ) {
             Err(ScenarioError::Invalid {
                 line,
                 column,

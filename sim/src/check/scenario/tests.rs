@@ -7,11 +7,12 @@ use super::*;
 use crate::check::spec::{Assertion, Axes, Bounds, Buffering, Faults, Point, Search};
 
 fn parse_ok(text: &str) -> CheckScenario {
-    parse(Path::new("checks/t.toml"), text).unwrap_or_else(|e| panic!("{e}\n{text}"))
+    parse(Path::new("checks/t.toml"), text, &Registry::builtin())
+        .unwrap_or_else(|e| panic!("{e}\n{text}"))
 }
 
 fn error(text: &str) -> (usize, usize, String) {
-    match parse(Path::new("t.toml"), text) {
+    match parse(Path::new("t.toml"), text, &Registry::builtin()) {
         Err(ScenarioError::Invalid {
             line,
             column,
@@ -97,21 +98,24 @@ steps = 30
             CallSpec {
                 id: "sum".to_string(),
                 collective: Collective::Allreduce,
-                algorithm: CheckAlgorithm::Catalogue(Algorithm::Rabenseifner),
+                algorithm: algorithms::catalogue_algorithm(Collective::Allreduce, "rabenseifner"),
                 op: ReduceOp::Max,
                 tag: 7,
             },
             CallSpec {
                 id: "bcast".to_string(),
                 collective: Collective::Broadcast,
-                algorithm: CheckAlgorithm::Catalogue(Algorithm::Chain),
+                algorithm: algorithms::catalogue_algorithm(Collective::Broadcast, "chain"),
                 op: ReduceOp::Sum,
                 tag: 1,
             },
             CallSpec {
                 id: "call2".to_string(),
                 collective: Collective::ReduceScatter,
-                algorithm: CheckAlgorithm::Catalogue(Algorithm::RecursiveHalving),
+                algorithm: algorithms::catalogue_algorithm(
+                    Collective::ReduceScatter,
+                    "recursive_halving",
+                ),
                 op: ReduceOp::Sum,
                 tag: 2,
             },
@@ -161,6 +165,7 @@ steps = 30
             },
             Assertion::MaxSteps { steps: 30 },
         ],
+        notes: vec![],
     };
     let got = parse_ok(text);
     assert_eq!(got, expected);
@@ -181,14 +186,14 @@ fn a_minimal_file_takes_every_default() {
             CallSpec {
                 id: "call0".to_string(),
                 collective: Collective::Allgather,
-                algorithm: CheckAlgorithm::Demo(DemoAlgorithm::SendAllFirst),
+                algorithm: Algorithm::new(crate::check::demo::SendAllFirst),
                 op: ReduceOp::Sum,
                 tag: 0,
             },
             CallSpec {
                 id: "call1".to_string(),
                 collective: Collective::Allreduce,
-                algorithm: CheckAlgorithm::Demo(DemoAlgorithm::BuggyRing),
+                algorithm: Algorithm::new(crate::check::demo::BuggyRing),
                 op: ReduceOp::Sum,
                 tag: 1,
             },
@@ -216,6 +221,7 @@ fn a_minimal_file_takes_every_default() {
         check_cost: false,
         expect: None,
         asserts: vec![],
+        notes: vec![],
     };
     assert_eq!(got, expected);
 }
@@ -355,7 +361,6 @@ fn mistakes_are_located() {
         ("[[call]]\ncollective = \"alltoall\"\nalgorithm = \"pairwise\"\n[params]\nworld_size = [2, 3]\ncount = [6, 8]\n".into(), 6, 13, "count 8 is not divisible by world size 3: alltoall call `call0`"),
         ("[[call]]\ncollective = \"alltoall\"\nalgorithm = \"bruck\"\n".into(), 2, 14, "count 4 (the default; set count in [params]) is not divisible by world size 3"),
         // Cost, search and bounds.
-        ("cost = true\n[[call]]\ncollective = \"allreduce\"\nalgorithm = \"buggy_ring\"\n".into(), 4, 13, "cost = true checks the catalogue's cost formulas"),
         (format!("{call}[search]\nkind = \"random\"\nschedules = 0\n"), 6, 13, "schedules must be between 1 and 1000000000, got 0"),
         (format!("{call}[search]\nmax_depth = 0\n"), 5, 13, "max_depth must be between 1 and 1000000, got 0"),
         (format!("{call}[search]\nmax_schedules = 0\n"), 5, 17, "max_schedules must be between 1"),
@@ -391,17 +396,33 @@ fn load_reads_the_file_and_names_it_in_errors() {
     std::fs::create_dir_all(&dir).unwrap();
     let good = dir.join("ring_ok.toml");
     std::fs::write(&good, CALL).unwrap();
-    let got = load(&good).unwrap();
+    let got = load(&good, &Registry::builtin()).unwrap();
     assert_eq!(got.name, "ring_ok");
     assert_eq!(got.path, good);
     let bad = dir.join("bad.toml");
     std::fs::write(&bad, format!("{CALL}[params]\nchunks = 0\n")).unwrap();
-    let e = load(&bad).unwrap_err().to_string();
+    let e = load(&bad, &Registry::builtin()).unwrap_err().to_string();
     assert!(
         e.starts_with(&format!("{}:5:10: chunks values are", bad.display())),
         "{e}"
     );
     let missing = dir.join("missing.toml");
-    assert!(matches!(load(&missing), Err(ScenarioError::Read { .. })));
+    assert!(matches!(
+        load(&missing, &Registry::builtin()),
+        Err(ScenarioError::Read { .. })
+    ));
     std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn the_cost_property_of_an_algorithm_without_a_formula_is_skipped_with_a_note() {
+    let got = parse_ok(
+        "cost = true\n[[call]]\ncollective = \"allreduce\"\nalgorithm = \"buggy_ring\"\n\
+         [[call]]\ncollective = \"allreduce\"\nalgorithm = \"ring\"\n",
+    );
+    assert!(got.check_cost);
+    assert_eq!(
+        got.notes,
+        vec!["call `call0`: allreduce buggy_ring has no cost formula; its cost property is skipped"]
+    );
 }

@@ -1,0 +1,131 @@
+//! [`AnyFabric`]: one fabric type that stands for every back-end.
+//!
+//! An algorithm reached through the [`Registry`](crate::Registry) is a
+//! trait object ([`CollectiveAlgorithm`](crate::CollectiveAlgorithm)), and a
+//! trait object cannot have a method generic over the fabric. So the
+//! registry hands every algorithm an `AnyFabric`: a borrowed fabric of any
+//! type behind a vtable. Algorithms stay generic (`async fn run<F:
+//! Fabric>`); they are simply instantiated once more, for `AnyFabric`.
+//!
+//! # Cost
+//! Each operation is one indirect call, and its future is stored in a
+//! [`SmallBox`] with [`INLINE_FUTURE_BYTES`] of inline space: the futures
+//! of this project's fabrics fit, so an operation allocates nothing (the
+//! simulator's allocation test holds this). A larger future is boxed on
+//! the heap, which is correct, only slower.
+
+use std::future::Future;
+
+use smallbox::SmallBox;
+use smallbox::space::S32;
+
+use crate::fabric::{Fabric, FabricError, Rank, Tag, Time, Work};
+use crate::payload::{Payload, Shape};
+
+/// Bytes of inline space for one operation's future (beyond it, the heap).
+pub const INLINE_FUTURE_BYTES: usize = std::mem::size_of::<S32>();
+
+/// The future of one operation on an [`AnyFabric`].
+pub type FabricFuture<'a, T> = SmallBox<dyn Future<Output = Result<T, FabricError>> + 'a, S32>;
+
+/// The object-safe face of a [`Fabric`], implemented for every fabric.
+/// Private: callers see it only through [`AnyFabric`].
+trait ErasedFabric {
+    fn erased_rank(&self) -> Rank;
+    fn erased_world_size(&self) -> usize;
+    fn erased_now(&self) -> Time;
+    fn erased_send(&self, to: Rank, tag: Tag, payload: Payload) -> FabricFuture<'_, ()>;
+    fn erased_recv(&self, from: Rank, tag: Tag, expect: Shape) -> FabricFuture<'_, Payload>;
+    fn erased_compute(&self, work: Work) -> FabricFuture<'_, ()>;
+}
+
+impl<F: Fabric> ErasedFabric for F {
+    fn erased_rank(&self) -> Rank {
+        self.rank()
+    }
+
+    fn erased_world_size(&self) -> usize {
+        self.world_size()
+    }
+
+    fn erased_now(&self) -> Time {
+        self.now()
+    }
+
+    fn erased_send(&self, to: Rank, tag: Tag, payload: Payload) -> FabricFuture<'_, ()> {
+        smallbox::smallbox!(self.send(to, tag, payload))
+    }
+
+    fn erased_recv(&self, from: Rank, tag: Tag, expect: Shape) -> FabricFuture<'_, Payload> {
+        smallbox::smallbox!(self.recv(from, tag, expect))
+    }
+
+    fn erased_compute(&self, work: Work) -> FabricFuture<'_, ()> {
+        smallbox::smallbox!(self.compute(work))
+    }
+}
+
+/// A borrowed fabric of any back-end (simulator, model checker, shared
+/// memory, TCP, verbs): what [`CollectiveAlgorithm::run`] receives.
+/// It is itself a [`Fabric`], so an algorithm written as `async fn run<F:
+/// Fabric>(fabric: &F, ..)` takes `&any_fabric` unchanged.
+///
+/// [`CollectiveAlgorithm::run`]: crate::CollectiveAlgorithm::run
+#[derive(Clone, Copy)]
+pub struct AnyFabric<'a> {
+    inner: &'a dyn ErasedFabric,
+}
+
+impl<'a> AnyFabric<'a> {
+    /// `fabric`, seen through the vtable.
+    pub fn new<F: Fabric>(fabric: &'a F) -> AnyFabric<'a> {
+        AnyFabric { inner: fabric }
+    }
+}
+
+impl std::fmt::Debug for AnyFabric<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "AnyFabric(rank {} of {})",
+            self.inner.erased_rank(),
+            self.inner.erased_world_size()
+        )
+    }
+}
+
+impl Fabric for AnyFabric<'_> {
+    fn rank(&self) -> Rank {
+        self.inner.erased_rank()
+    }
+
+    fn world_size(&self) -> usize {
+        self.inner.erased_world_size()
+    }
+
+    fn now(&self) -> Time {
+        self.inner.erased_now()
+    }
+
+    fn send(
+        &self,
+        to: Rank,
+        tag: Tag,
+        payload: Payload,
+    ) -> impl Future<Output = Result<(), FabricError>> {
+        self.inner.erased_send(to, tag, payload)
+    }
+
+    fn recv(
+        &self,
+        from: Rank,
+        tag: Tag,
+        expect: Shape,
+    ) -> impl Future<Output = Result<Payload, FabricError>> {
+        self.inner.erased_recv(from, tag, expect)
+    }
+
+    fn compute(&self, work: Work) -> impl Future<Output = Result<(), FabricError>> {
+        self.inner.erased_compute(work)
+    }
+}
