@@ -19,7 +19,13 @@
 //! - [`selftest`]: the whole catalogue run and checked on one endpoint.
 //! - [`launch`]: [`RankEnv`](launch::RankEnv), rank and world size from Slurm, Open MPI, PMI or torchrun variables.
 //! - [`rendezvous`]: [`TcpRendezvous`](rendezvous::TcpRendezvous), the [`Bootstrap`] of processes, through rank 0.
-//! - [`bench`](mod@bench): [`run_bench`](bench::run_bench), nccl-tests style timing and checking on any endpoint.
+//! - [`bench`](mod@bench): [`run_bench`](bench::run_bench), nccl-tests style timing and checking on any endpoint;
+//!   [`memory`]: refuses sizes whose buffers a process cannot hold.
+//! - [`connect`]: [`FabricKind`](connect::FabricKind) and [`with_fabric`](connect::with_fabric),
+//!   the one place a fabric's name becomes a connected endpoint running a job
+//!   (after the ranks agree on the command and the algorithm registry).
+//! - [`launcher`]: [`LocalJob`](launcher::LocalJob), N local processes of a
+//!   program as one job's ranks, supervised (what `sim launch` runs).
 //!
 //! Transports:
 //! - [`local`]: [`LocalFabric`], ranks that are threads of one process.
@@ -30,13 +36,16 @@
 pub mod bench;
 pub mod bootstrap;
 pub mod call;
+pub mod connect;
 pub mod endpoint;
 pub mod executor;
 pub mod frame;
 pub mod job;
 pub mod launch;
+pub mod launcher;
 pub mod local;
 pub mod mailbox;
+pub mod memory;
 pub mod rendezvous;
 pub mod selftest;
 pub mod shm;

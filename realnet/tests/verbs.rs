@@ -138,7 +138,7 @@ fn a_big_message_streams_through_the_slots() {
     let results = with_group(2, &opts, |f| {
         f.begin_call(CallId::new(
             1,
-            &algorithms::catalogue_algorithm(Collective::Broadcast, "chain"),
+            &algorithms::catalogue_algorithm(algorithms::Collective::Broadcast, "chain"),
         ))
         .unwrap();
         let got = if f.rank() == 0 {
@@ -169,7 +169,7 @@ fn a_rank_that_disappears_is_reported_by_name() {
         }
         f.begin_call(CallId::new(
             1,
-            &algorithms::catalogue_algorithm(Collective::Allreduce, "ring"),
+            &algorithms::catalogue_algorithm(algorithms::Collective::Allreduce, "ring"),
         ))
         .unwrap();
         let shape = algorithms::Shape::new(algorithms::DType::I32, 1);

@@ -1,56 +1,55 @@
-//! A deterministic discrete-event simulator for collective communication,
-//! and the library behind the `sim` command.
+//! The `sim` command line, as a library.
 //!
-//! The collectives of the `algorithms` crate run here unchanged: each rank's
-//! program is an async task whose [`SimFabric`] turns sends, receives and
-//! local work into events in integer virtual time (picoseconds). The same
-//! scenario and seed always give byte-identical output.
+//! The `sim` binary is `sim::main(Registry::builtin())`. A program with
+//! algorithms of its own registers them and hands its registry to the same
+//! entry point, and every subcommand (`run`, `sweep`, `check`, `replay`,
+//! `bench`, `launch`, `algorithms`) then accepts their names in scenario
+//! files and flags, with every output the built-in algorithms get:
+//!
+//! ```no_run
+//! use algorithms::Registry;
+//!
+//! fn main() -> std::process::ExitCode {
+//!     let registry = Registry::builtin();
+//!     // registry.register(MyAlgorithm).expect("a new name");
+//!     sim::main(registry)
+//! }
+//! ```
 //!
 //! # Map of the crate
-//! Engine:
-//! - [`event`]: [`Event`](event::Event)s and the [`EventQueue`](event::EventQueue), ordered by `(time, seq)`.
-//! - [`slab`]: id-addressed tables that reuse slots (no allocation per event).
-//! - [`links`]: the ideal link model (one full-duplex link per rank pair).
-//! - [`world`]: the state of one run (clock, queue, links, mailboxes, waits).
-//! - [`fabric`]: [`SimFabric`], the `Fabric` a simulated rank uses.
-//! - [`executor`]: [`run`] drives every rank's task; quiescence with
-//!   unfinished ranks becomes a [`DeadlockReport`].
-//! - [`deadlock`]: the deadlock report and its cycle search.
+//! - [`cli`]: the clap definitions and [`run`], the dispatch to the
+//!   subcommands below.
+//! - [`exit`]: [`ExitStatus`], the one place exit statuses are defined.
+//! - [`run_cmd`]: `sim run` on the simulator (table, CSV, links CSV,
+//!   timeline, trace, failure reports).
+//! - [`sweep_cmd`]: `sim sweep` and `sim merge`.
+//! - [`check_cmd`]: `sim check` and `sim replay`.
+//! - [`bench_engine_cmd`]: `sim bench-engine`.
+//! - [`real`]: `sim bench`, `sim launch` and `sim run --fabric` on the real
+//!   fabrics of the `realnet` crate.
 //!
-//! The `sim` command:
-//! - [`scenario`]: TOML scenarios, parsed and validated with file:line:col errors.
-//! - [`study`]: runs a scenario's collectives over their size ranges and
-//!   checks results against references.
-//! - [`sweep`]: `[sweep]` axes, `sim sweep` (parallel, sharded) and `sim merge`.
-//! - [`tuning`]: `NCCL_ALGO`, restricting the tuner's choice.
-//! - [`report`]: the nccl-tests table and the CSV.
-//! - [`bench`](mod@bench): the engine benchmark (`sim bench-engine`).
-//! - [`check`]: the model checker (`sim check`, `sim replay`).
-//! - [`real`]: `sim bench`, `sim launch` and `sim run --fabric` on the
-//!   real fabrics of the `realnet` crate.
+//! Below it: `engine` (the simulator), `checker` (the model checker),
+//! `realnet` (the real fabrics), `algorithms` (the `Fabric` trait, the
+//! algorithms and their registry); none of them knows about this crate.
 
-pub mod bench;
-pub mod check;
-mod cycle;
-pub mod deadlock;
-pub mod event;
-pub mod executor;
-pub mod fabric;
-pub mod fold;
-pub mod link_report;
-pub mod links;
-pub mod network;
+pub mod bench_engine_cmd;
+pub mod check_cmd;
+pub mod cli;
+pub mod exit;
 pub mod real;
-pub mod report;
-pub mod scenario;
-pub mod slab;
-pub mod study;
-pub mod sweep;
-pub mod trace;
-pub mod tuning;
-pub mod world;
+pub mod run_cmd;
+pub mod sweep_cmd;
 
-pub use deadlock::DeadlockReport;
-pub use executor::{Execution, run};
-pub use fabric::SimFabric;
-pub use world::{EngineStats, WorldConfig};
+use std::process::ExitCode;
+
+use algorithms::Registry;
+
+pub use cli::run;
+pub use exit::ExitStatus;
+
+/// Runs the `sim` command line on this process's arguments with the
+/// algorithms of `registry`: the whole `main` of a program that adds its
+/// own algorithms to `sim`.
+pub fn main(registry: Registry) -> ExitCode {
+    cli::run(std::env::args_os(), &registry)
+}

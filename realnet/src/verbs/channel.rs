@@ -281,7 +281,7 @@ impl Channel {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use algorithms::{Algorithm, Collective, DType};
+    use algorithms::{Collective, DType};
     use proptest::prelude::*;
 
     /// One direction of a simulated queue pair: frames in flight and the

@@ -166,7 +166,7 @@ mod tests {
     use crate::job::JobOptions;
     use crate::verbs::fabric::Core;
     use crate::verbs::options::VerbsOptions;
-    use algorithms::{Algorithm, Collective, DType, Fabric, Params, Payload, Shape, Tag};
+    use algorithms::{Collective, DType, Fabric, Params, Payload, Shape, Tag};
     use std::time::Duration;
 
     fn options(slot_bytes: usize, slots: u32, timeout: Duration) -> VerbsOptions {

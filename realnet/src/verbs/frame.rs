@@ -230,7 +230,7 @@ fn dtype_from_code(code: u8) -> Option<DType> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use algorithms::{Algorithm, Collective};
+    use algorithms::Collective;
     use proptest::prelude::*;
 
     fn frame(kind: FrameKind, credits: u32, head: Option<&MessageHead>, body: &[u8]) -> Vec<u8> {

@@ -8,22 +8,21 @@
 use std::fs::File;
 use std::io::{self, BufWriter, Write};
 use std::path::PathBuf;
-use std::process::ExitCode;
 use std::time::Duration;
 
-use algorithms::{Collective, CollectiveError, DType, FabricError, Params, ReduceOp, Registry};
+use algorithms::{Collective, CollectiveError, DType, Params, ReduceOp, Registry};
+use engine::report::{table_header, table_row, write_csv};
+use engine::scenario::ByteSize;
+use engine::study::Row;
+use engine::tuning::AlgoFilter;
 use realnet::Endpoint;
 use realnet::bench::{AlgorithmChoice, BenchOptions, run_bench};
+use realnet::connect::{FabricKind, RankJob, with_fabric};
 use realnet::launch::{EnvOverrides, RankEnv};
+use realnet::memory::check_memory;
 
-use super::fabric::{FabricKind, RankJob, with_fabric};
-use super::memory::check_memory;
 use super::table::{footer, to_row};
-use super::{EXIT_INPUT, EXIT_IO, EXIT_RANK_ERROR, EXIT_TIMEOUT, EXIT_WRONG};
-use crate::report::{table_header, table_row, write_csv};
-use crate::scenario::ByteSize;
-use crate::study::Row;
-use crate::tuning::AlgoFilter;
+use crate::exit::ExitStatus;
 
 /// How a rank finds its job: the fabric and the rendezvous.
 #[derive(Clone, Debug, clap::Args)]
@@ -31,7 +30,7 @@ pub struct JobArgs {
     /// The fabric: threads (every rank a thread of this process), shm or
     /// tcp (one rank per process, started by a launcher). Default: the
     /// launcher's REALNET_FABRIC, else threads.
-    #[arg(long, value_enum)]
+    #[arg(long, value_parser = super::fabric_parser())]
     pub fabric: Option<FabricKind>,
     /// Where rank 0 runs the rendezvous, instead of MASTER_ADDR:MASTER_PORT.
     #[arg(long, value_name = "HOST:PORT")]
@@ -164,14 +163,6 @@ fn parse_dtype(text: &str) -> Result<DType, String> {
     text.parse()
 }
 
-/// The ranks' common failure report and exit status for a failed rank.
-pub fn failure_code(e: &CollectiveError) -> u8 {
-    match e {
-        CollectiveError::Fabric(FabricError::Timeout { .. }) => EXIT_TIMEOUT,
-        _ => EXIT_RANK_ERROR,
-    }
-}
-
 /// The NCCL_ALGO restriction, or the error to print.
 pub fn algo_filter(registry: &Registry) -> Result<AlgoFilter, String> {
     match std::env::var("NCCL_ALGO") {
@@ -181,11 +172,11 @@ pub fn algo_filter(registry: &Registry) -> Result<AlgoFilter, String> {
 }
 
 /// Runs `sim bench` with the algorithms of `registry`.
-pub fn bench(args: &BenchArgs, command: &str, registry: &Registry) -> io::Result<ExitCode> {
-    super::watch_launcher();
+pub fn bench(args: &BenchArgs, command: &str, registry: &Registry) -> io::Result<ExitStatus> {
+    realnet::launcher::watch_launcher();
     let input_error = |message: String| {
         eprintln!("error: {message}");
-        Ok(ExitCode::from(EXIT_INPUT))
+        Ok(ExitStatus::InvalidInput)
     };
     let env = match args.job.rank_env() {
         Ok(env) => env,
@@ -251,7 +242,7 @@ pub fn bench(args: &BenchArgs, command: &str, registry: &Registry) -> io::Result
             Ok(f) => Some((path.clone(), BufWriter::new(f))),
             Err(e) => {
                 eprintln!("error: {}: cannot write CSV: {e}", path.display());
-                return Ok(ExitCode::from(EXIT_IO));
+                return Ok(ExitStatus::ToolFailed);
             }
         },
         _ => None,
@@ -305,7 +296,7 @@ pub fn bench(args: &BenchArgs, command: &str, registry: &Registry) -> io::Result
         &job,
         csv,
     );
-    Ok(ExitCode::from(outcome))
+    Ok(outcome)
 }
 
 /// One table of a job: its comment lines and what to run.
@@ -325,9 +316,9 @@ pub struct SectionsJob {
 
 impl RankJob for SectionsJob {
     /// The rank's exit status so far and the rows it completed.
-    type Output = (u8, Vec<Row>);
+    type Output = (ExitStatus, Vec<Row>);
 
-    fn run<E: Endpoint>(&self, endpoint: &E) -> (u8, Vec<Row>) {
+    fn run<E: Endpoint>(&self, endpoint: &E) -> (ExitStatus, Vec<Row>) {
         let rank = endpoint.rank();
         let say = |text: &str| {
             if rank == 0 {
@@ -351,15 +342,18 @@ impl RankJob for SectionsJob {
                         e.during, e.size_bytes
                     ));
                     eprintln!("error: rank {rank}: {e}");
-                    return (failure_code(&e.error), rows);
+                    return (ExitStatus::of_collective_error(&e.error), rows);
                 }
             }
         }
         if let Err(e) = endpoint.finish() {
             eprintln!("error: rank {rank}: finishing: {e}");
-            return (failure_code(&CollectiveError::Fabric(e)), rows);
+            return (
+                ExitStatus::of_collective_error(&CollectiveError::Fabric(e)),
+                rows,
+            );
         }
-        (0, rows)
+        (ExitStatus::Success, rows)
     }
 }
 
@@ -371,7 +365,8 @@ fn print(text: &str) {
 
 /// Connects and runs `job`; this process's rank 0 (if it has it) prints
 /// the footer and writes `csv`. Returns the exit status: the first failed
-/// rank's (in rank order), else 4 if any element was wrong.
+/// rank's (in rank order), else [`ExitStatus::WrongResult`] if any
+/// element was wrong.
 pub fn run_job(
     kind: FabricKind,
     env: &RankEnv,
@@ -380,35 +375,38 @@ pub fn run_job(
     (command, registry): (&str, &Registry),
     job: &SectionsJob,
     csv: Option<(PathBuf, BufWriter<File>)>,
-) -> u8 {
+) -> ExitStatus {
     let outputs = match with_fabric(kind, env, world_size, interface, (command, registry), job) {
         Ok(outputs) => outputs,
         Err(e) => {
             eprintln!("error: rank {}: {}", env.rank, e.message);
-            return e.code;
+            return ExitStatus::of_setup(e.failure);
         }
     };
-    let failed = outputs.iter().map(|(code, _)| *code).find(|&c| c != 0);
+    let failed = outputs
+        .iter()
+        .map(|(status, _)| *status)
+        .find(|&s| s != ExitStatus::Success);
     let Some((_, rows)) = outputs.into_iter().next() else {
-        return 0;
+        return ExitStatus::Success;
     };
     if env.rank != 0 {
-        return failed.unwrap_or(0);
+        return failed.unwrap_or(ExitStatus::Success);
     }
-    if let Some(code) = failed {
-        return code;
+    if let Some(status) = failed {
+        return status;
     }
     print(&footer(&rows));
     if let Some((path, file)) = csv
         && let Err(e) = write_csv(file, &rows)
     {
         eprintln!("error: {}: cannot write CSV: {e}", path.display());
-        return EXIT_IO;
+        return ExitStatus::ToolFailed;
     }
     let wrong: u64 = rows.iter().filter_map(|r| r.wrong).sum();
     if wrong > 0 {
         eprintln!("error: {wrong} wrong element(s) over all ranks");
-        return EXIT_WRONG;
+        return ExitStatus::WrongResult;
     }
-    0
+    ExitStatus::Success
 }

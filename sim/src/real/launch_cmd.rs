@@ -1,46 +1,15 @@
 //! `sim launch -n N --fabric KIND -- SUBCOMMAND ARGS...`: starts `N` local
-//! processes of this executable as the ranks of one job.
-//!
-//! Each rank gets torchrun's variables (`RANK`, `WORLD_SIZE`, `LOCAL_RANK`,
-//! `LOCAL_WORLD_SIZE`, `MASTER_ADDR=127.0.0.1`, `MASTER_PORT` a free port)
-//! plus `REALNET_JOB_ID` and `REALNET_TOKEN` (random per launch) and
-//! `REALNET_FABRIC`; other launchers' rank variables are removed, so a
-//! launch inside an `sbatch` step is not mistaken for that step's ranks.
-//! `run` must say `--fabric` (without it every rank would simulate).
-//!
-//! Rank 0's stdout is this command's stdout (the other ranks' is
-//! discarded: they print no tables); every rank's stderr is forwarded line
-//! by line, prefixed with `[rank R]`. When a rank fails (a non-zero exit or
-//! a signal), the launcher says which and how, gives the others
-//! `--grace-s` seconds to notice and exit on their own (they report the
-//! failed peer), then kills those still running, and exits with the first
-//! failed rank's status (128 + the signal number for a signal). Each
-//! rank's stdin is a pipe from the launcher: if the launcher itself dies,
-//! the ranks see the pipe close and stop, so no rank is left behind.
+//! processes of this executable as the ranks of one job
+//! ([`realnet::launcher::LocalJob`]); `run` must say `--fabric` (without
+//! it every rank would simulate).
 
-use std::io::{self, BufRead, BufReader, Read, Write};
-use std::net::TcpListener;
-use std::os::unix::process::ExitStatusExt;
-use std::process::{Child, ChildStdin, Command, ExitCode, ExitStatus, Stdio};
-use std::thread::JoinHandle;
-use std::time::{Duration, Instant};
+use std::io;
+use std::time::Duration;
 
-use super::fabric::FabricKind;
-use super::{EXIT_INPUT, EXIT_IO, LAUNCH_WATCH_VAR};
+use realnet::connect::FabricKind;
+use realnet::launcher::{LOCAL_RANKS_MAX, LaunchError, LocalJob};
 
-/// The most ranks `sim launch` starts on one host.
-pub const LOCAL_RANKS_MAX: u16 = 256;
-
-/// Variables of other launchers, removed from the ranks' environment.
-const FOREIGN_VARS: [&str; 7] = [
-    "SLURM_PROCID",
-    "SLURM_NTASKS",
-    "OMPI_COMM_WORLD_RANK",
-    "OMPI_COMM_WORLD_SIZE",
-    "PMI_RANK",
-    "PMI_SIZE",
-    "REALNET_LAUNCHER",
-];
+use crate::exit::ExitStatus;
 
 /// `sim launch`'s flags.
 #[derive(Clone, Debug, clap::Args)]
@@ -50,7 +19,7 @@ pub struct LaunchArgs {
     pub nprocs: u16,
     /// The fabric the ranks use (passed as REALNET_FABRIC); threads only
     /// with -n 1.
-    #[arg(long, value_enum)]
+    #[arg(long, value_parser = super::fabric_parser())]
     pub fabric: Option<FabricKind>,
     /// Seconds the other ranks get to exit on their own after one fails,
     /// before they are killed.
@@ -61,6 +30,7 @@ pub struct LaunchArgs {
     pub command: Vec<String>,
 }
 
+/// A grace period in seconds: 0 to an hour.
 fn parse_grace(text: &str) -> Result<f64, String> {
     let s: f64 = text
         .parse()
@@ -71,108 +41,32 @@ fn parse_grace(text: &str) -> Result<f64, String> {
     Ok(s)
 }
 
-/// One started rank.
-struct Proc {
-    child: Child,
-    /// Held open until the rank exits; closing it tells the rank that the
-    /// launcher is gone.
-    stdin: Option<ChildStdin>,
-    stderr_forward: Option<JoinHandle<()>>,
-    status: Option<ExitStatus>,
-    /// Whether the launcher killed it after another rank failed.
-    killed_by_us: bool,
-}
-
-/// The allocator setting the ranks start with unless the caller set it:
-/// keep freed memory instead of returning it to the system after a second
-/// (mimalloc's default), so that a rank receiving large messages reuses
-/// its pages instead of faulting in and zeroing fresh ones on every
-/// benchmark iteration (measured on a 2-rank 64 MiB shared-memory
-/// allreduce: page faults over 25 iterations fell from 4380 to 849, about
-/// as many as for 5). Like nccl-tests and MPI, which allocate or cache
-/// their buffers once. On a cluster, set `MIMALLOC_PURGE_DELAY=-1` the
-/// same way.
-const KEEP_FREED_MEMORY: (&str, &str) = ("MIMALLOC_PURGE_DELAY", "-1");
-
-/// Runs `sim launch`.
-pub fn launch(args: &LaunchArgs) -> io::Result<ExitCode> {
-    let n = usize::from(args.nprocs);
-    if args.fabric == Some(FabricKind::Threads) && n > 1 {
-        eprintln!(
-            "error: --fabric threads runs every rank in one process; use `sim bench --fabric threads --ranks {n}` without launch, or --fabric shm or tcp"
-        );
-        return Ok(ExitCode::from(EXIT_INPUT));
-    }
+/// Runs `sim launch`; returns the first failed rank's exit status (0 when
+/// every rank succeeded).
+pub fn launch(args: &LaunchArgs) -> io::Result<u8> {
     if let Err(e) = check_run_has_fabric(&args.command, args.fabric) {
         eprintln!("error: sim launch: {e}");
-        return Ok(ExitCode::from(EXIT_INPUT));
+        return Ok(ExitStatus::InvalidInput.code());
     }
-    let exe = match std::env::current_exe() {
-        Ok(p) => p,
-        Err(e) => {
-            eprintln!("error: sim launch cannot find its own executable: {e}");
-            return Ok(ExitCode::from(EXIT_IO));
-        }
+    let job = LocalJob {
+        ranks: usize::from(args.nprocs),
+        fabric: args.fabric,
+        grace: Duration::from_secs_f64(args.grace_s),
+        program: None,
+        args: args.command.clone(),
+        name: "sim launch".to_string(),
     };
-    let (port, job_id, token) = match job_identity() {
-        Ok(t) => t,
+    match job.run() {
+        Ok(status) => Ok(status),
         Err(e) => {
             eprintln!("error: sim launch: {e}");
-            return Ok(ExitCode::from(EXIT_IO));
-        }
-    };
-    let mut ranks: Vec<Proc> = Vec::with_capacity(n);
-    for r in 0..n {
-        let mut cmd = Command::new(&exe);
-        cmd.args(&args.command)
-            .env("RANK", r.to_string())
-            .env("WORLD_SIZE", n.to_string())
-            .env("LOCAL_RANK", r.to_string())
-            .env("LOCAL_WORLD_SIZE", n.to_string())
-            .env("MASTER_ADDR", "127.0.0.1")
-            .env("MASTER_PORT", port.to_string())
-            .env("REALNET_JOB_ID", job_id.to_string())
-            .env("REALNET_TOKEN", &token)
-            .env(LAUNCH_WATCH_VAR, "1")
-            .stdin(Stdio::piped())
-            .stdout(if r == 0 {
-                Stdio::inherit()
-            } else {
-                Stdio::null()
-            })
-            .stderr(Stdio::piped());
-        for v in FOREIGN_VARS {
-            cmd.env_remove(v);
-        }
-        if std::env::var_os(KEEP_FREED_MEMORY.0).is_none() {
-            cmd.env(KEEP_FREED_MEMORY.0, KEEP_FREED_MEMORY.1);
-        }
-        match args.fabric {
-            Some(k) => cmd.env("REALNET_FABRIC", k.name()),
-            None => cmd.env_remove("REALNET_FABRIC"),
-        };
-        match cmd.spawn() {
-            Ok(mut child) => {
-                let stdin = child.stdin.take();
-                let stderr_forward = child.stderr.take().map(|e| forward(r, e));
-                ranks.push(Proc {
-                    child,
-                    stdin,
-                    stderr_forward,
-                    status: None,
-                    killed_by_us: false,
-                });
+            Ok(match e {
+                LaunchError::Invalid(_) => ExitStatus::InvalidInput,
+                LaunchError::Setup { .. } | LaunchError::Start { .. } => ExitStatus::ToolFailed,
             }
-            Err(e) => {
-                eprintln!("error: sim launch cannot start rank {r}: {e}");
-                stop_all(&mut ranks);
-                return Ok(ExitCode::from(EXIT_IO));
-            }
+            .code())
         }
     }
-    let grace = Duration::from_secs_f64(args.grace_s);
-    let code = supervise(&mut ranks, grace);
-    Ok(ExitCode::from(code))
 }
 
 /// Refuses `run` without `--fabric`: it would run the simulator in every
@@ -190,182 +84,4 @@ fn check_run_has_fabric(command: &[String], fabric: Option<FabricKind>) -> Resul
         ));
     }
     Ok(())
-}
-
-/// A free port for the rendezvous, a job id and a token, all fresh.
-fn job_identity() -> io::Result<(u16, u64, String)> {
-    let port = TcpListener::bind("127.0.0.1:0")?.local_addr()?.port();
-    let mut random = [0u8; 24];
-    std::fs::File::open("/dev/urandom")?.read_exact(&mut random)?;
-    let job_id = u64::from_le_bytes(random[..8].try_into().expect("8 bytes")) >> 1;
-    let token: String = random[8..].iter().map(|b| format!("{b:02x}")).collect();
-    Ok((port, job_id, token))
-}
-
-/// Forwards a rank's stderr line by line, prefixed with its rank.
-fn forward(rank: usize, stderr: impl Read + Send + 'static) -> JoinHandle<()> {
-    std::thread::spawn(move || {
-        let mut reader = BufReader::new(stderr);
-        let mut line = Vec::new();
-        loop {
-            line.clear();
-            match reader.read_until(b'\n', &mut line) {
-                Ok(0) | Err(_) => break,
-                Ok(_) => {
-                    let text = String::from_utf8_lossy(&line);
-                    let mut err = io::stderr().lock();
-                    let _ = writeln!(err, "[rank {rank}] {}", text.trim_end_matches(['\n', '\r']));
-                }
-            }
-        }
-    })
-}
-
-/// Waits for every rank; after the first failure, gives the others
-/// `grace` to exit, then kills them. Returns the launcher's exit status.
-fn supervise(ranks: &mut [Proc], grace: Duration) -> u8 {
-    // How long after a rank exits with an error the launcher waits for a
-    // rank killed by a signal to show up as the cause.
-    const SETTLE: Duration = Duration::from_millis(300);
-    let mut first_failure: Option<(usize, Instant)> = None;
-    let mut tentative: Option<(usize, Instant)> = None;
-    loop {
-        let mut running = 0;
-        let mut failed_now = Vec::new();
-        for (r, rank) in ranks.iter_mut().enumerate() {
-            if rank.status.is_some() {
-                continue;
-            }
-            match rank.child.try_wait() {
-                Ok(Some(status)) => {
-                    rank.status = Some(status);
-                    rank.stdin = None;
-                    if !status.success() {
-                        failed_now.push(r);
-                    }
-                }
-                Ok(None) => running += 1,
-                Err(e) => {
-                    eprintln!("sim launch: cannot wait for rank {r}: {e}");
-                    let _ = rank.child.kill();
-                }
-            }
-        }
-        // Ranks that noticed a dead peer may be seen exiting before the
-        // peer itself (a killed process with much memory takes a while to
-        // become reapable): the one killed by a signal is the cause, if it
-        // shows up within SETTLE of the first failure.
-        let killed = |r: &usize| ranks[*r].status.and_then(|s| s.signal()).is_some();
-        #[allow(clippy::disallowed_methods)] // wall-clock grace period
-        let now = Instant::now();
-        if first_failure.is_none() {
-            if let Some(&r) = failed_now.iter().find(|r| killed(r)) {
-                first_failure = Some((r, tentative.map_or(now, |(_, at)| at)));
-            } else if let Some((r, at)) = tentative
-                && at.elapsed() >= SETTLE
-            {
-                first_failure = Some((r, at));
-            } else if tentative.is_none() {
-                tentative = failed_now.first().map(|&r| (r, now));
-            }
-            if let Some((r, _)) = first_failure {
-                let status = ranks[r].status.expect("recorded when it exited");
-                eprintln!(
-                    "sim launch: rank {r} {}; the other ranks get {:.1} s to exit",
-                    describe(status),
-                    grace.as_secs_f64()
-                );
-            }
-        }
-        if running == 0 {
-            if first_failure.is_none() {
-                first_failure = tentative;
-            }
-            break;
-        }
-        if let Some((_, at)) = first_failure
-            && at.elapsed() >= grace
-        {
-            for (r, rank) in ranks.iter_mut().enumerate() {
-                if rank.status.is_none() && !rank.killed_by_us {
-                    eprintln!(
-                        "sim launch: rank {r} still running after the grace period; killing it"
-                    );
-                    rank.killed_by_us = true;
-                    let _ = rank.child.kill();
-                }
-            }
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    }
-    for rank in ranks.iter_mut() {
-        if let Some(h) = rank.stderr_forward.take() {
-            let _ = h.join();
-        }
-    }
-    summarise(ranks, first_failure.map(|(r, _)| r))
-}
-
-/// Prints how every failed rank ended and picks the exit status: the
-/// first failed rank's.
-fn summarise(ranks: &[Proc], first: Option<usize>) -> u8 {
-    let Some(first) = first else {
-        return 0;
-    };
-    for (r, rank) in ranks.iter().enumerate() {
-        let status = rank.status.expect("every rank was waited for");
-        if status.success() {
-            continue;
-        }
-        let how = if rank.killed_by_us {
-            "was killed by sim launch after the grace period".to_string()
-        } else {
-            describe(status)
-        };
-        eprintln!("sim launch: rank {r} {how}");
-    }
-    let status = ranks[first].status.expect("waited for");
-    match (status.code(), status.signal()) {
-        (Some(code), _) => u8::try_from(code).unwrap_or(1).max(1),
-        (None, Some(sig)) => u8::try_from(128 + sig).unwrap_or(255),
-        (None, None) => 1,
-    }
-}
-
-/// How a process ended, as a phrase.
-fn describe(status: ExitStatus) -> String {
-    match (status.code(), status.signal()) {
-        (Some(code), _) => format!("exited with status {code}"),
-        (None, Some(sig)) => format!("was killed by signal {sig} ({})", signal_name(sig)),
-        (None, None) => "ended abnormally".to_string(),
-    }
-}
-
-/// The usual names of the signals a rank dies of.
-fn signal_name(sig: i32) -> &'static str {
-    match sig {
-        1 => "SIGHUP",
-        2 => "SIGINT",
-        3 => "SIGQUIT",
-        4 => "SIGILL",
-        6 => "SIGABRT",
-        7 => "SIGBUS",
-        8 => "SIGFPE",
-        9 => "SIGKILL",
-        11 => "SIGSEGV",
-        13 => "SIGPIPE",
-        15 => "SIGTERM",
-        _ => "signal",
-    }
-}
-
-/// Kills and reaps every started rank (a start failed part-way).
-fn stop_all(ranks: &mut [Proc]) {
-    for rank in ranks.iter_mut() {
-        let _ = rank.child.kill();
-        let _ = rank.child.wait();
-        if let Some(h) = rank.stderr_forward.take() {
-            let _ = h.join();
-        }
-    }
 }

@@ -23,19 +23,18 @@
 use std::fs::File;
 use std::io::{self, BufWriter};
 use std::path::Path;
-use std::process::ExitCode;
 
 use algorithms::{Params, Registry};
+use engine::scenario::{CollectiveSpec, Scenario};
+use engine::study::cost_model;
+use engine::tuning::AlgoFilter;
 use realnet::bench::{AlgorithmChoice, BenchOptions};
+use realnet::connect::FabricKind;
 use realnet::launch::RankEnv;
+use realnet::memory::check_memory;
 
-use super::EXIT_INPUT;
 use super::bench_cmd::{JobArgs, Section, SectionsJob, algo_filter, run_job};
-use super::fabric::FabricKind;
-use super::memory::check_memory;
-use crate::scenario::{CollectiveSpec, Scenario};
-use crate::study::cost_model;
-use crate::tuning::AlgoFilter;
+use crate::exit::ExitStatus;
 
 /// Runs `path` on `kind` (the flags of `sim run` that apply: `--csv`).
 pub fn run_real(
@@ -44,11 +43,11 @@ pub fn run_real(
     job_args: &JobArgs,
     csv: Option<&Path>,
     (command, registry): (&str, &Registry),
-) -> io::Result<ExitCode> {
-    super::watch_launcher();
+) -> io::Result<ExitStatus> {
+    realnet::launcher::watch_launcher();
     let input_error = |message: String| {
         eprintln!("error: {message}");
-        Ok(ExitCode::from(EXIT_INPUT))
+        Ok(ExitStatus::InvalidInput)
     };
     let scenario = match Scenario::load(path, registry) {
         Ok(s) => s,
@@ -105,7 +104,7 @@ pub fn run_real(
             Ok(f) => Some((p.to_path_buf(), BufWriter::new(f))),
             Err(e) => {
                 eprintln!("error: {}: cannot write CSV: {e}", p.display());
-                return Ok(ExitCode::from(super::EXIT_IO));
+                return Ok(ExitStatus::ToolFailed);
             }
         },
         _ => None,
@@ -133,7 +132,7 @@ pub fn run_real(
             options: options(&scenario, spec, &filter),
         })
         .collect();
-    let code = if kind.in_process() {
+    let status = if kind.in_process() {
         // Thread ranks, as many as each entry's world size.
         run_threads_by_entry(&scenario, sections, &env, command, csv)
     } else {
@@ -147,7 +146,7 @@ pub fn run_real(
             csv,
         )
     };
-    Ok(ExitCode::from(code))
+    Ok(status)
 }
 
 /// Thread ranks: one group for all entries when they share a world size,
@@ -158,7 +157,7 @@ fn run_threads_by_entry(
     env: &RankEnv,
     command: &str,
     csv: Option<(std::path::PathBuf, BufWriter<File>)>,
-) -> u8 {
+) -> ExitStatus {
     let sizes: Vec<usize> = scenario.collectives.iter().map(|s| s.world_size).collect();
     if sizes.windows(2).all(|w| w[0] == w[1]) {
         let n = sizes.first().copied().unwrap_or(1);
@@ -178,14 +177,14 @@ fn run_threads_by_entry(
         eprintln!(
             "error: --csv with --fabric threads needs every [[collective]] on the same world size"
         );
-        return EXIT_INPUT;
+        return ExitStatus::InvalidInput;
     }
-    let mut first_failure = 0;
+    let mut first_failure = ExitStatus::Success;
     for (section, n) in sections.into_iter().zip(sizes) {
         let job = SectionsJob {
             sections: vec![section],
         };
-        let code = run_job(
+        let status = run_job(
             FabricKind::Threads,
             env,
             n,
@@ -194,8 +193,8 @@ fn run_threads_by_entry(
             &job,
             None,
         );
-        if first_failure == 0 {
-            first_failure = code;
+        if first_failure == ExitStatus::Success {
+            first_failure = status;
         }
     }
     first_failure

@@ -1,10 +1,10 @@
-//! Real rows in the simulator's formats: [`crate::report`]'s table and CSV,
+//! Real rows in the simulator's formats: [`engine::report`]'s table and CSV,
 //! so that `sim bench` and `sim run --fabric` print exactly the columns of
 //! `sim run`.
 
 use realnet::bench::BenchRow;
 
-use crate::study::Row;
+use engine::study::Row;
 
 /// The simulator's row for a real measurement (no closed-form time: the
 /// CSV's `model_time_us` is empty).
@@ -67,7 +67,7 @@ mod tests {
         };
         let row = to_row(&real);
         assert_eq!(
-            crate::report::table_row(&row),
+            engine::report::table_row(&row),
             "        1024           256     float    sum    -1      12.35      0.08      0.08       0  ring\n"
         );
         assert_eq!(

@@ -15,10 +15,10 @@ use algorithms::{
     Algorithm, Collective, CostModel, DType, Fabric, Params, Payload, ReduceOp, Registry, Tag,
     Time, catalogue_algorithm,
 };
+use engine::{WorldConfig, run};
 use proptest::prelude::*;
 use rand::{Rng, RngCore, SeedableRng};
 use rand_chacha::ChaCha8Rng;
-use sim::{WorldConfig, run};
 
 use crate::support::link;
 
@@ -101,10 +101,10 @@ pub fn check_reference(algorithm: &Algorithm, case: &Case) {
         .expect("in the catalogue");
     let config = WorldConfig {
         world_size: n,
-        network: sim::network::NetworkConfig::Ideal(link(1_000_000, 10_000_000_000)),
+        network: engine::network::NetworkConfig::Ideal(link(1_000_000, 10_000_000_000)),
         trace: false,
         call_timeout_ps: None,
-        faults: sim::world::RankFaults::default(),
+        faults: engine::world::RankFaults::default(),
         fold: None,
         reduce_bytes_per_s: Some(50e9),
     };
@@ -179,12 +179,12 @@ pub fn simulate_time(
     let collective = algorithm.collective();
     let config = WorldConfig {
         world_size: n,
-        network: sim::network::NetworkConfig::Ideal(
+        network: engine::network::NetworkConfig::Ideal(
             topologies::LinkSpec::new(model.latency_ps, model.bandwidth_bytes_per_s).unwrap(),
         ),
         trace: false,
         call_timeout_ps: None,
-        faults: sim::world::RankFaults::default(),
+        faults: engine::world::RankFaults::default(),
         fold: None,
         reduce_bytes_per_s: model.reduce_bytes_per_s,
     };
@@ -368,10 +368,10 @@ fn alltoall_rejects_a_count_that_does_not_split_evenly() {
     for algorithm in Registry::builtin().of(Collective::Alltoall) {
         let config = WorldConfig {
             world_size: 3,
-            network: sim::network::NetworkConfig::Ideal(link(1_000, 1_000_000_000)),
+            network: engine::network::NetworkConfig::Ideal(link(1_000, 1_000_000_000)),
             trace: false,
             call_timeout_ps: None,
-            faults: sim::world::RankFaults::default(),
+            faults: engine::world::RankFaults::default(),
             fold: None,
             reduce_bytes_per_s: None,
         };
@@ -403,10 +403,10 @@ fn no_rank_leaves_a_barrier_before_the_last_one_enters() {
         for late in [0, n / 2, n - 1] {
             let config = WorldConfig {
                 world_size: n,
-                network: sim::network::NetworkConfig::Ideal(link(1_000, 1_000_000_000)),
+                network: engine::network::NetworkConfig::Ideal(link(1_000, 1_000_000_000)),
                 trace: false,
                 call_timeout_ps: None,
-                faults: sim::world::RankFaults::default(),
+                faults: engine::world::RankFaults::default(),
                 fold: None,
                 reduce_bytes_per_s: Some(1e9),
             };

@@ -12,9 +12,9 @@ use std::rc::Rc;
 use std::time::Instant;
 
 use algorithms::{Algorithm, Collective, ReduceOp, Registry, catalogue_algorithm};
-use sim::check::command::print_counterexample;
-use sim::check::run::{Options, check};
-use sim::check::spec::{Axes, Bounds, Buffering, CallSpec, CheckScenario, Faults, Search, Verdict};
+use checker::report::print_counterexample;
+use checker::run::{Options, check};
+use checker::spec::{Axes, Bounds, Buffering, CallSpec, CheckScenario, Faults, Search, Verdict};
 
 /// One and two chunks for the algorithms that cut their buffer into
 /// pipeline chunks, one for the others.

@@ -5,7 +5,7 @@
 use std::path::Path;
 use std::process::Output;
 
-use sim::check::cex::CexFile;
+use checker::cex::CexFile;
 
 use crate::support::{sim, temp_dir};
 

@@ -8,15 +8,15 @@ use std::rc::Rc;
 use std::time::Instant;
 
 use algorithms::symbolic::{self, Sym};
-use sim::check::cex::CexFile;
-use sim::check::exec::Execution;
-use sim::check::explore::{self, Control, Reduction, Target, replay};
-use sim::check::program::{Program, leaf_id};
-use sim::check::properties::{Baseline, Violation, evaluate};
-use sim::check::run::{CheckReport, Options, check, min_buffering};
-use sim::check::scenario;
-use sim::check::spec::{Buffering, Verdict};
-use sim::check::world::RankStatus;
+use checker::cex::CexFile;
+use checker::exec::Execution;
+use checker::explore::{self, Control, Reduction, Target, replay};
+use checker::program::{Program, leaf_id};
+use checker::properties::{Baseline, Violation, evaluate};
+use checker::run::{CheckReport, Options, check, min_buffering};
+use checker::scenario;
+use checker::spec::{Buffering, Verdict};
+use checker::world::RankStatus;
 
 use crate::support::{repo_root, temp_dir};
 
@@ -40,7 +40,7 @@ fn run(program: Program) -> (Rc<Program>, CheckReport) {
     (program, report)
 }
 
-fn target(program: &Rc<Program>, point: sim::check::spec::Point) -> Target<'_> {
+fn target(program: &Rc<Program>, point: checker::spec::Point) -> Target<'_> {
     Target {
         program,
         point,
@@ -244,7 +244,7 @@ fn tag_reuse_passes_on_the_default_schedule_but_not_on_every_schedule() {
     assert!(
         cex.choices
             .iter()
-            .any(|c| matches!(c, sim::check::world::Choice::Start { .. })),
+            .any(|c| matches!(c, checker::world::Choice::Start { .. })),
         "the schedule orders the concurrent calls"
     );
     let dir = temp_dir("check-tag-reuse");
@@ -386,7 +386,7 @@ fn a_lost_message_breaks_the_fault_contract_unless_it_is_retransmitted() {
     assert!(
         cex.choices
             .iter()
-            .any(|c| matches!(c, sim::check::world::Choice::Drop(_))),
+            .any(|c| matches!(c, checker::world::Choice::Drop(_))),
         "the schedule loses a message: {:?}",
         cex.choices
     );

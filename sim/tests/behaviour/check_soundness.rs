@@ -10,10 +10,10 @@ use std::path::PathBuf;
 use std::rc::Rc;
 
 use algorithms::{Algorithm, Collective, CollectiveAlgorithm, ReduceOp, catalogue_algorithm};
-use sim::check::exec::Execution;
-use sim::check::explore::{self, Control, Reduction, SearchStats, Target};
-use sim::check::spec::{Axes, Bounds, Buffering, CallSpec, CheckScenario, Faults, Point, Search};
-use sim::check::world::RankStatus;
+use checker::exec::Execution;
+use checker::explore::{self, Control, Reduction, SearchStats, Target};
+use checker::spec::{Axes, Bounds, Buffering, CallSpec, CheckScenario, Faults, Point, Search};
+use checker::world::RankStatus;
 
 /// The most schedules either search may run on one case: a naive search
 /// that reaches it means the case is too big to compare (shrink it).
@@ -176,7 +176,7 @@ fn arrival_order_sum() {
     for buffering in [EAGER1, RENDEZVOUS] {
         assert_sound(
             &format!("arrival_order_sum N=3 {buffering}"),
-            program(vec![demo(sim::check::demo::ArrivalOrderSum)]),
+            program(vec![demo(checker::demo::ArrivalOrderSum)]),
             point(3, 2, 1, buffering),
         );
     }
@@ -187,7 +187,7 @@ fn send_all_first() {
     for buffering in [EAGER1, RENDEZVOUS] {
         assert_sound(
             &format!("send_all_first N=3 {buffering}"),
-            program(vec![demo(sim::check::demo::SendAllFirst)]),
+            program(vec![demo(checker::demo::SendAllFirst)]),
             point(3, 3, 1, buffering),
         );
     }
@@ -365,7 +365,7 @@ fn faults_sharing_a_budget() {
     assert_sound(
         "send_all_first N=3 timeouts=2",
         {
-            let mut p = program(vec![demo(sim::check::demo::SendAllFirst)]);
+            let mut p = program(vec![demo(checker::demo::SendAllFirst)]);
             p.faults = faults;
             p
         },
@@ -494,12 +494,9 @@ fn sweep() {
         ("tree", single(catalogue(0, Collective::Allreduce, "tree"))),
         (
             "arrival_order_sum",
-            single(demo(sim::check::demo::ArrivalOrderSum)),
+            single(demo(checker::demo::ArrivalOrderSum)),
         ),
-        (
-            "send_all_first",
-            single(demo(sim::check::demo::SendAllFirst)),
-        ),
+        ("send_all_first", single(demo(checker::demo::SendAllFirst))),
         ("broadcast", single(bcast.clone())),
     ] {
         for (f, faults) in fault_sets_a {
@@ -511,7 +508,7 @@ fn sweep() {
         ("tag_reuse", reuse),
         ("concurrent", concurrent),
         ("broadcast+reduce", two),
-        ("buggy_ring", single(demo(sim::check::demo::BuggyRing))),
+        ("buggy_ring", single(demo(checker::demo::BuggyRing))),
         (
             "rabenseifner",
             single(catalogue(0, Collective::Allreduce, "rabenseifner")),

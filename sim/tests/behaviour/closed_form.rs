@@ -8,7 +8,7 @@
 //! one chunk, and `2(N-1)/N · n/B + α` once the pipeline hides the latency.
 
 use algorithms::{Collective, DType, Params, Payload, ReduceOp, Tag, Time, catalogue_algorithm};
-use sim::{WorldConfig, run};
+use engine::{WorldConfig, run};
 
 use crate::support::link;
 
@@ -29,10 +29,10 @@ struct Case {
 fn simulate(c: Case) -> Time {
     let config = WorldConfig {
         world_size: c.n,
-        network: sim::network::NetworkConfig::Ideal(link(c.latency_ps, c.bw)),
+        network: engine::network::NetworkConfig::Ideal(link(c.latency_ps, c.bw)),
         trace: false,
         call_timeout_ps: None,
-        faults: sim::world::RankFaults::default(),
+        faults: engine::world::RankFaults::default(),
         fold: None,
         reduce_bytes_per_s: c.reduce_bw,
     };

@@ -2,17 +2,17 @@
 //! report: what every blocked rank waits for, and the cycle if there is one.
 
 use algorithms::{DType, Fabric, Payload, Shape, Tag};
-use sim::{WorldConfig, run};
+use engine::{WorldConfig, run};
 
 use crate::support::{link, sim};
 
 fn config(n: usize) -> WorldConfig {
     WorldConfig {
         world_size: n,
-        network: sim::network::NetworkConfig::Ideal(link(1_000, 1_000_000_000)),
+        network: engine::network::NetworkConfig::Ideal(link(1_000, 1_000_000_000)),
         trace: false,
         call_timeout_ps: None,
-        faults: sim::world::RankFaults::default(),
+        faults: engine::world::RankFaults::default(),
         fold: None,
         reduce_bytes_per_s: None,
     }

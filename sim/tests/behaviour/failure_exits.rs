@@ -5,9 +5,9 @@ use std::fs;
 use std::path::Path;
 use std::process::{Command, Stdio};
 
+use engine::scenario::Scenario;
+use engine::study::run_scenario;
 use proptest::prelude::*;
-use sim::scenario::Scenario;
-use sim::study::run_scenario;
 
 use crate::support::{repo_root, sim, temp_dir};
 
@@ -166,8 +166,8 @@ proptest! {
             min_bytes * spread
         );
         let scenario = Scenario::parse(Path::new("random.toml"), &text, &algorithms::Registry::builtin()).unwrap();
-        let filter = sim::tuning::AlgoFilter::default();
-        let rows = run_scenario(&scenario, &filter, sim::study::Options::default(), |_| std::ops::ControlFlow::Continue(())).unwrap();
+        let filter = engine::tuning::AlgoFilter::default();
+        let rows = run_scenario(&scenario, &filter, engine::study::Options::default(), |_| std::ops::ControlFlow::Continue(())).unwrap();
         prop_assert!(!rows.is_empty());
         for row in rows {
             prop_assert_eq!(row.wrong, Some(0), "{:?}", row);

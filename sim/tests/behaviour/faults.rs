@@ -4,9 +4,9 @@
 use std::ops::ControlFlow;
 use std::path::Path;
 
-use sim::scenario::{Scenario, ScenarioError};
-use sim::study::{Options, Row, run_scenario};
-use sim::tuning::AlgoFilter;
+use engine::scenario::{Scenario, ScenarioError};
+use engine::study::{Options, Row, run_scenario};
+use engine::tuning::AlgoFilter;
 
 use crate::support::{sim, temp_dir};
 

@@ -1,4 +1,4 @@
-//! Folded runs (`sim::fold`): simulating one node's ranks of a symmetric
+//! Folded runs (`engine::fold`): simulating one node's ranks of a symmetric
 //! run gives the full run's times, message for message, and its link
 //! counters, link for link; what cannot fold is refused with a reason.
 
@@ -7,10 +7,10 @@ use std::sync::Arc;
 use algorithms::{
     Algorithm, Collective, DType, Params, Payload, ReduceOp, Registry, Time, catalogue_algorithm,
 };
-use sim::fold::fold;
-use sim::network::{LinkUsage, ModelLevel, NetworkConfig, TopologyConfig};
-use sim::world::RankFaults;
-use sim::{Execution, WorldConfig};
+use engine::fold::fold;
+use engine::network::{LinkUsage, ModelLevel, NetworkConfig, TopologyConfig};
+use engine::world::RankFaults;
+use engine::{Execution, WorldConfig};
 use topologies::{LinkSpec, presets};
 
 /// Ranks per node of the fat-trees here (and the fold's shift).
@@ -50,7 +50,7 @@ fn config(network: NetworkConfig, ranks: usize) -> WorldConfig {
 /// A phantom float-sum allreduce of `count` elements; each rank returns
 /// when it finished.
 fn allreduce(config: WorldConfig, algorithm: &Algorithm, count: usize) -> Execution<Time> {
-    sim::run(config, |fabric| async move {
+    engine::run(config, |fabric| async move {
         let mut buf = Payload::phantom(DType::F32, count);
         let params = Params {
             chunk_bytes: 64 << 10,
@@ -185,7 +185,7 @@ fn an_uneven_split_is_caught_as_asymmetry() {
     // run.
     let mut folded = config(ideal(), 64);
     fold(&mut folded, NODE).unwrap();
-    let exec = sim::run(folded, |fabric| async move {
+    let exec = engine::run(folded, |fabric| async move {
         let mut buf = Payload::phantom(DType::F32, 64 * 1000 + 13);
         catalogue_algorithm(Collective::Allreduce, "ring")
             .run(&fabric, &mut buf, ReduceOp::Sum, &Params::default())
@@ -248,18 +248,18 @@ fn scenario_text(nodes: usize, symmetry: &str, collective: &str, extra: &str) ->
     )
 }
 
-fn parse(text: &str) -> Result<sim::scenario::Scenario, String> {
-    sim::scenario::Scenario::parse(std::path::Path::new("f.toml"), text, &Registry::builtin())
+fn parse(text: &str) -> Result<engine::scenario::Scenario, String> {
+    engine::scenario::Scenario::parse(std::path::Path::new("f.toml"), text, &Registry::builtin())
         .map_err(|e| e.to_string())
 }
 
 /// `(size, time)` of every row of a scenario run.
 fn times(text: &str) -> Vec<(u64, u64)> {
     let scenario = parse(text).unwrap();
-    let rows = sim::study::run_scenario(
+    let rows = engine::study::run_scenario(
         &scenario,
-        &sim::tuning::AlgoFilter::default(),
-        sim::study::Options::default(),
+        &engine::tuning::AlgoFilter::default(),
+        engine::study::Options::default(),
         |_| std::ops::ControlFlow::Continue(()),
     )
     .unwrap_or_else(|e| panic!("{:?}", e.1));
@@ -292,10 +292,10 @@ fn a_folded_scenario_times_what_its_full_run_times() {
     // Tuned, a folded run picks among the algorithms that fold (the full
     // run of this allgather picks a faster one that does not).
     let tuned = parse(&scenario_text(4, "fold", "kind = \"allgather\"\n", "")).unwrap();
-    let rows = sim::study::run_scenario(
+    let rows = engine::study::run_scenario(
         &tuned,
-        &sim::tuning::AlgoFilter::default(),
-        sim::study::Options::default(),
+        &engine::tuning::AlgoFilter::default(),
+        engine::study::Options::default(),
         |_| std::ops::ControlFlow::Continue(()),
     )
     .unwrap_or_else(|e| panic!("{:?}", e.1));
@@ -397,7 +397,7 @@ fn catalogue_run(algorithm: &Algorithm, folded: bool) -> Result<Vec<Time>, Strin
     if folded {
         fold(&mut c, NODE).unwrap();
     }
-    let exec = sim::run(c, |fabric| async move {
+    let exec = engine::run(c, |fabric| async move {
         use algorithms::Fabric;
         let mut buf = Payload::phantom(DType::F32, 32 * 512);
         let params = Params {
@@ -451,7 +451,7 @@ fn exactly_the_rotation_symmetric_algorithms_fold() {
 #[test]
 fn the_bundled_16k_scenario_folds_by_one_node() {
     let path = crate::support::repo_root().join("scenarios/allreduce_16k_folded.toml");
-    let s = sim::scenario::Scenario::load(&path, &algorithms::Registry::builtin())
+    let s = engine::scenario::Scenario::load(&path, &algorithms::Registry::builtin())
         .unwrap_or_else(|e| panic!("{e}"));
     assert_eq!((s.world_size, s.fold), (16384, Some(8)));
     assert!(s.network_description.contains("folded by 8 ranks"));
@@ -488,12 +488,12 @@ fn symmetric_routes_of_a_collective_on_fewer_ranks_wrap_around_all_of_them() {
 
 /// The deadlock report of a run in which every rank first waits for its
 /// left neighbour (a cycle through all ranks), folded or not.
-fn ring_wait_deadlock(folded: bool) -> sim::DeadlockReport {
+fn ring_wait_deadlock(folded: bool) -> engine::DeadlockReport {
     let mut c = config(ideal(), 32);
     if folded {
         fold(&mut c, NODE).unwrap();
     }
-    let exec = sim::run(c, |fabric| async move {
+    let exec = engine::run(c, |fabric| async move {
         use algorithms::{Fabric, Shape, Tag};
         let (n, r) = (fabric.world_size(), fabric.rank());
         let left = (r + n - 1) % n;
@@ -532,7 +532,7 @@ fn alltoall_times(
         fold(&mut c, shift).unwrap();
     }
     let algorithm = &catalogue_algorithm(Collective::Alltoall, "pairwise");
-    let exec = sim::run(c, |fabric| async move {
+    let exec = engine::run(c, |fabric| async move {
         use algorithms::Fabric;
         let mut buf = Payload::phantom(DType::F32, count);
         algorithm

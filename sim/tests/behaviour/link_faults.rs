@@ -4,9 +4,9 @@
 use std::ops::ControlFlow;
 use std::path::Path;
 
-use sim::scenario::{Scenario, ScenarioError};
-use sim::study::{Options, Row, run_scenario};
-use sim::tuning::AlgoFilter;
+use engine::scenario::{Scenario, ScenarioError};
+use engine::study::{Options, Row, run_scenario};
+use engine::tuning::AlgoFilter;
 
 /// Two GPUs joined by one IB NDR link, one 64 MiB message each way (a
 /// two-rank ring allreduce in one chunk), plus `extra`.
@@ -194,7 +194,7 @@ fn a_fault_after_the_run_neither_changes_nor_stretches_it() {
             Scenario::parse(Path::new("lf.toml"), text, &algorithms::Registry::builtin()).unwrap();
         let mut end = None;
         run_scenario(&s, &AlgoFilter::default(), Options::default(), |p| {
-            if let sim::study::Progress::Row(_, row, detail) = p {
+            if let engine::study::Progress::Row(_, row, detail) = p {
                 end = Some((row.time_ps, detail.end_time));
             }
             ControlFlow::Continue(())

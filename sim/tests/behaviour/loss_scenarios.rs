@@ -4,8 +4,8 @@
 
 use std::path::Path;
 
-use sim::network::{LinkChange, NetworkConfig, PfcConfig, TopologyConfig, TransportConfig};
-use sim::scenario::{Scenario, ScenarioError};
+use engine::network::{LinkChange, NetworkConfig, PfcConfig, TopologyConfig, TransportConfig};
+use engine::scenario::{Scenario, ScenarioError};
 
 /// Two GPUs joined by one RoCE link, plus an NVSwitch on gpu0 (an
 /// on-board link where loss makes no sense), in the `model` level, plus

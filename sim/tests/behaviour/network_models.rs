@@ -5,8 +5,8 @@
 use std::sync::Arc;
 
 use algorithms::{DType, Fabric, Payload, Shape, Tag, Time};
-use sim::WorldConfig;
-use sim::network::{ModelLevel, NetworkConfig, TopologyConfig};
+use engine::WorldConfig;
+use engine::network::{ModelLevel, NetworkConfig, TopologyConfig};
 use topologies::{Link, LinkKind, Topology, Vertex, VertexId, VertexKind};
 
 pub const LEVELS: [ModelLevel; 2] = [ModelLevel::Packet, ModelLevel::Flow];
@@ -24,7 +24,7 @@ pub fn world(topology: Topology, placement: Vec<VertexId>, level: ModelLevel) ->
         reduce_bytes_per_s: None,
         trace: false,
         call_timeout_ps: None,
-        faults: sim::world::RankFaults::default(),
+        faults: engine::world::RankFaults::default(),
         fold: None,
     }
 }
@@ -33,7 +33,7 @@ pub fn world(topology: Topology, placement: Vec<VertexId>, level: ModelLevel) ->
 /// arrived (in the order given) and the run's event count.
 pub fn arrivals(config: WorldConfig, messages: &[(usize, usize, u64)]) -> (Vec<Time>, u64) {
     let messages: Arc<[(usize, usize, u64)]> = messages.into();
-    let exec = sim::run(config, |fabric| {
+    let exec = engine::run(config, |fabric| {
         let messages = Arc::clone(&messages);
         async move {
             let me = fabric.rank();
@@ -134,7 +134,7 @@ fn two_flows_through_one_bottleneck_each_get_half_of_it() {
 /// Runs a scenario; returns each row's time and the largest number of
 /// flows or bytes any link held at once over the run (`max_queue`).
 fn times_and_peak_queue(text: &str) -> (Vec<u64>, Vec<u64>, u64) {
-    let s = sim::scenario::Scenario::parse(
+    let s = engine::scenario::Scenario::parse(
         std::path::Path::new("agree.toml"),
         text,
         &algorithms::Registry::builtin(),
@@ -142,12 +142,12 @@ fn times_and_peak_queue(text: &str) -> (Vec<u64>, Vec<u64>, u64) {
     .unwrap_or_else(|e| panic!("{e}"));
     let mut peak = 0;
     let mut events = Vec::new();
-    let rows = sim::study::run_scenario(
+    let rows = engine::study::run_scenario(
         &s,
-        &sim::tuning::AlgoFilter::default(),
-        sim::study::Options::default(),
+        &engine::tuning::AlgoFilter::default(),
+        engine::study::Options::default(),
         |p| {
-            if let sim::study::Progress::Row(_, _, detail) = p {
+            if let engine::study::Progress::Row(_, _, detail) = p {
                 let usage = detail.link_usage.as_ref().expect("a topology model");
                 peak = usage
                     .iter()
@@ -226,7 +226,11 @@ fn an_oversubscribed_leaf_spine_slows_cross_leaf_traffic_by_its_flow_count() {
         let mut flows_on = vec![0u64; topology.link_direction_count()];
         for &(s, d, _) in &messages {
             let route = router
-                .route(placement[s], placement[d], sim::network::flow_id(s, d, 16))
+                .route(
+                    placement[s],
+                    placement[d],
+                    engine::network::flow_id(s, d, 16),
+                )
                 .unwrap();
             for l in route.iter() {
                 flows_on[l.index()] += 1;
@@ -251,7 +255,7 @@ fn an_oversubscribed_leaf_spine_slows_cross_leaf_traffic_by_its_flow_count() {
                 reduce_bytes_per_s: None,
                 trace: false,
                 call_timeout_ps: None,
-                faults: sim::world::RankFaults::default(),
+                faults: engine::world::RankFaults::default(),
                 fold: None,
             };
             let (times, _) = arrivals(config, &messages);

@@ -4,9 +4,9 @@
 use std::ops::ControlFlow;
 use std::path::Path;
 
-use sim::scenario::Scenario;
-use sim::study::{Options, run_scenario};
-use sim::tuning::AlgoFilter;
+use engine::scenario::Scenario;
+use engine::study::{Options, run_scenario};
+use engine::tuning::AlgoFilter;
 
 /// Every preset, small enough to run quickly, as `[topology]` lines.
 const PRESETS: &[(&str, &str)] = &[

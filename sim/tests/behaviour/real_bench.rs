@@ -40,7 +40,7 @@ fn bench_prints_sim_runs_columns_and_the_csv() {
         stdout.starts_with("# sim bench on threads: 3 thread ranks\n"),
         "{stdout}"
     );
-    assert!(stdout.contains(&sim::report::table_header()), "{stdout}");
+    assert!(stdout.contains(&engine::report::table_header()), "{stdout}");
     let rows: Vec<&str> = stdout.lines().filter(|l| !l.starts_with('#')).collect();
     assert_eq!(rows.len(), 3, "{stdout}");
     for (row, size) in rows.iter().zip(["64", "256", "1024"]) {
@@ -53,7 +53,7 @@ fn bench_prints_sim_runs_columns_and_the_csv() {
     assert!(stdout.contains("# Out of bounds values : 0 OK"), "{stdout}");
     let csv = std::fs::read_to_string(&csv).unwrap();
     let mut lines = csv.lines();
-    assert_eq!(lines.next().unwrap(), sim::report::CSV_HEADER.join(","));
+    assert_eq!(lines.next().unwrap(), engine::report::CSV_HEADER.join(","));
     let records: Vec<Vec<&str>> = lines.map(|l| l.split(',').collect()).collect();
     assert_eq!(records.len(), 3);
     for r in &records {

@@ -5,10 +5,10 @@
 use std::ops::ControlFlow;
 use std::path::Path;
 
-use sim::network::LinkUsage;
-use sim::scenario::Scenario;
-use sim::study::{Options, Progress, Row, run_scenario};
-use sim::tuning::AlgoFilter;
+use engine::network::LinkUsage;
+use engine::scenario::Scenario;
+use engine::study::{Options, Progress, Row, run_scenario};
+use engine::tuning::AlgoFilter;
 
 use crate::support::{repo_root, sim, temp_dir};
 
@@ -321,13 +321,8 @@ fn random_lossy_studies_complete_correctly_or_report_a_transport_timeout() {
         match &result {
             Ok(rows) => assert!(rows.iter().all(|r| r.wrong == Some(0)), "{text}"),
             Err(failed) => match &failed.1 {
-                sim::study::Failure::RankError { error, .. } => assert!(
-                    matches!(
-                        error,
-                        algorithms::CollectiveError::Fabric(
-                            algorithms::FabricError::Timeout { .. }
-                        )
-                    ),
+                engine::study::Failure::TransportTimeout { error, .. } => assert!(
+                    matches!(error, algorithms::FabricError::Timeout { .. }),
                     "{text}\n{error:?}"
                 ),
                 other => panic!("{text}\n{other:?}"),

@@ -5,10 +5,10 @@
 use algorithms::payload::IntoBuffer;
 use algorithms::reference::ring_allreduce_reference;
 use algorithms::{Collective, DType, Fabric, Params, Payload, ReduceOp, Tag, catalogue_algorithm};
+use engine::{WorldConfig, run};
 use proptest::prelude::*;
 use rand::{Rng, RngCore, SeedableRng};
 use rand_chacha::ChaCha8Rng;
-use sim::{WorldConfig, run};
 
 use crate::support::link;
 
@@ -63,10 +63,10 @@ fn check(
     let expected = ring_allreduce_reference(&inputs, op);
     let config = WorldConfig {
         world_size: n,
-        network: sim::network::NetworkConfig::Ideal(link(1_000_000, 10_000_000_000)),
+        network: engine::network::NetworkConfig::Ideal(link(1_000_000, 10_000_000_000)),
         trace: false,
         call_timeout_ps: None,
-        faults: sim::world::RankFaults::default(),
+        faults: engine::world::RankFaults::default(),
         fold: None,
         reduce_bytes_per_s: Some(50e9),
     };
@@ -146,10 +146,10 @@ fn every_dtype_and_op_on_awkward_shapes() {
 fn an_unsupported_op_is_an_error_not_a_wrong_result() {
     let config = WorldConfig {
         world_size: 2,
-        network: sim::network::NetworkConfig::Ideal(link(0, 1_000_000_000)),
+        network: engine::network::NetworkConfig::Ideal(link(0, 1_000_000_000)),
         trace: false,
         call_timeout_ps: None,
-        faults: sim::world::RankFaults::default(),
+        faults: engine::world::RankFaults::default(),
         fold: None,
         reduce_bytes_per_s: None,
     };

@@ -95,8 +95,8 @@ fn the_links_csv_of_the_16_node_point_shows_the_spine_uplinks_saturated() {
 
 #[test]
 fn nodes_per_leaf_sets_the_leaves_and_excludes_leaves() {
-    use sim::network::NetworkConfig;
-    use sim::scenario::Scenario;
+    use engine::network::NetworkConfig;
+    use engine::scenario::Scenario;
     let text = |extra: &str| {
         format!(
             "[topology]\npreset = \"fat_tree\"\nnodes = 16\n{extra}\nmodel = \"flow\"\n\

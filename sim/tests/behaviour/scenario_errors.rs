@@ -3,8 +3,8 @@
 
 use std::path::Path;
 
+use engine::scenario::{Scenario, ScenarioError};
 use proptest::prelude::*;
-use sim::scenario::{Scenario, ScenarioError};
 
 use crate::support::{sim, temp_dir};
 

@@ -7,9 +7,9 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
 use std::path::{Path, PathBuf};
 
+use engine::link_report::LINKS_CSV_HEADER;
+use engine::scenario::{Scenario, ScenarioError};
 use serde_json::Value;
-use sim::link_report::LINKS_CSV_HEADER;
-use sim::scenario::{Scenario, ScenarioError};
 
 use crate::support::{repo_root, sim, temp_dir};
 
@@ -997,7 +997,7 @@ fn explicit_switches_forward_with_their_kinds_latency_unless_told() {
             &algorithms::Registry::builtin(),
         )
         .unwrap();
-        let sim::network::NetworkConfig::Topology(t) = &s.network else {
+        let engine::network::NetworkConfig::Topology(t) = &s.network else {
             panic!("a topology scenario")
         };
         let sw = t.topology.find("sw").unwrap();

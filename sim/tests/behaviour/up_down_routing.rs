@@ -6,8 +6,8 @@
 use std::fs;
 use std::path::Path;
 
-use sim::network::NetworkConfig;
-use sim::scenario::{Scenario, ScenarioError};
+use engine::network::NetworkConfig;
+use engine::scenario::{Scenario, ScenarioError};
 use topologies::{Router, Routing};
 
 use crate::support::{sim, temp_dir};

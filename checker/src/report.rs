@@ -1,0 +1,142 @@
+//! The check as people read it: the report of a search
+//! ([`print_report`]), a counterexample's numbered choices and final state
+//! ([`print_counterexample`]), a choice named by its call and phase
+//! ([`describe_choice`]).
+
+use std::io::{self, Write};
+
+use crate::program::Program;
+use crate::properties::describe_tag;
+use crate::run::{CheckReport, Counterexample};
+use crate::spec::Verdict;
+use crate::world::Choice;
+
+/// Prints the report: the points, the verdict, the counterexample, the
+/// counts.
+pub fn print_report(
+    program: &Program,
+    report: &CheckReport,
+    out: &mut impl Write,
+) -> io::Result<()> {
+    writeln!(
+        out,
+        "check {} ({} point(s) searched)",
+        program.name,
+        report.points.len()
+    )?;
+    for note in &program.notes {
+        writeln!(out, "note: {note}")?;
+    }
+    for p in &report.points {
+        let what = match p.violation {
+            Some(v) => format!("{v}"),
+            None if p.stats.complete() => "ok".into(),
+            None => "ok within bounds".into(),
+        };
+        let secs = p.wall.as_secs_f64();
+        let mut line = format!(
+            "  {}: {what}, {} schedule(s), {} sleep-blocked, {secs:.3} s ({:.0} schedules/s)",
+            p.point,
+            p.stats.schedules,
+            p.stats.sleep_blocked,
+            p.stats.schedules as f64 / secs.max(1e-9)
+        );
+        if let Some(naive) = &p.naive {
+            let at_least = if naive.schedule_cap_hit { ">= " } else { "" };
+            let factor = naive.schedules as f64 / (p.stats.schedules.max(1)) as f64;
+            line += &format!(
+                "; naive {at_least}{} ({at_least}{factor:.1}x fewer with DPOR)",
+                naive.schedules
+            );
+        }
+        writeln!(out, "{line}")?;
+    }
+    let expected = match program.expect {
+        Some(e) if e == report.verdict => format!(" (expected {e})"),
+        Some(e) => format!(" (NOT the expected {e})"),
+        None => String::new(),
+    };
+    let scope = if report.verdict == Verdict::Verified && !report.complete {
+        " within the bounds (the search was not exhaustive)"
+    } else {
+        ""
+    };
+    writeln!(out, "verdict: {}{scope}{expected}", report.verdict)?;
+    if let Some(cex) = &report.counterexample {
+        print_counterexample(program, cex, out)?;
+    }
+    writeln!(
+        out,
+        "explored {} schedule(s) in all (shrinking included) in {:.3} s",
+        report.schedules,
+        report.wall.as_secs_f64()
+    )
+}
+
+/// A choice as the report prints it: with the call (and phase) its tag
+/// belongs to.
+pub fn describe_choice(program: &Program, choice: Choice) -> String {
+    let tag = match choice {
+        Choice::Deliver(k) | Choice::Drop(k) | Choice::Timeout(k) => Some(k.tag),
+        _ => None,
+    };
+    match (tag, choice) {
+        (Some(t), _) => match describe_tag(program, t).split_once(" (") {
+            Some((_, rest)) => format!("{choice} ({rest}"),
+            None => choice.to_string(),
+        },
+        (None, Choice::Start { call, .. }) => match program.calls.get(call) {
+            Some(c) => format!("{choice} (`{}`)", c.id),
+            None => choice.to_string(),
+        },
+        _ => choice.to_string(),
+    }
+}
+
+/// Prints a counterexample: the violation, the numbered choices, each
+/// rank's state at the end.
+pub fn print_counterexample(
+    program: &Program,
+    cex: &Counterexample,
+    out: &mut impl Write,
+) -> io::Result<()> {
+    writeln!(out, "{}: {}", cex.violation.verdict, cex.violation.summary)?;
+    writeln!(
+        out,
+        "counterexample at {}, {} step(s):",
+        cex.point,
+        cex.choices.len()
+    )?;
+    for (i, choice) in cex.choices.iter().enumerate() {
+        let mark = if cex.branching.get(i).copied().unwrap_or(false) {
+            ""
+        } else {
+            "   (only choice)"
+        };
+        writeln!(
+            out,
+            "  {:>3}. {}{mark}",
+            i + 1,
+            describe_choice(program, *choice)
+        )?;
+        if cex.unavoidable_after == Some(i + 1) && i + 1 < cex.choices.len() {
+            writeln!(out, "       -- from here on, every schedule fails --")?;
+        }
+    }
+    match cex.unavoidable_after {
+        Some(0) => writeln!(
+            out,
+            "failure is unavoidable from the start: every schedule fails"
+        )?,
+        Some(k) => writeln!(out, "failure became unavoidable after step {k}")?,
+        None => {}
+    }
+    writeln!(out, "at the end:")?;
+    for line in &cex.final_state {
+        writeln!(out, "  {line}")?;
+    }
+    for line in &cex.violation.details {
+        writeln!(out, "  {line}")?;
+    }
+    Ok(())
+}

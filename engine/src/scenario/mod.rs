@@ -1,0 +1,375 @@
+//! Scenarios: TOML files that say what to simulate.
+//!
+//! ```toml
+//! name = "ring_8"
+//! world_size = 8                # ranks
+//! seed = 42                     # one seed for the whole run
+//! timeout_ms = 600000           # optional collective watchdog, virtual ms
+//!
+//! [links]                       # ideal model: one full-duplex link per rank pair
+//! latency_us = 1.5              # alpha
+//! bandwidth_gb_per_s = 25.0     # per direction, 1 GB = 1e9 bytes
+//!
+//! [compute]                     # optional; without it reductions are free
+//! reduce_gb_per_s = 200.0
+//!
+//! [[collective]]                # one or more
+//! kind = "allreduce"
+//! algorithm = "ring"            # default "ring"
+//! min_bytes = 8                 # nccl-tests -b
+//! max_bytes = "128M"            # nccl-tests -e
+//! step_factor = 2               # nccl-tests -f, default 2
+//! dtype = "float"               # float double int32 int64 uint8 (default float)
+//! op = "sum"                    # sum prod min max avg (default sum)
+//! iters = 20                    # timed iterations (default 20)
+//! warmup = 5                    # untimed iterations first (default 5)
+//! chunk_bytes = "512K"          # pipeline chunk (default 512K)
+//! slots = 8                     # chunks in flight per connection (default 8, NCCL_STEPS)
+//! phantom = false               # size-only payloads: nothing allocated, no check
+//! check = true                  # count wrong elements against a reference
+//!
+//! [[fault]]                     # optional scheduled faults of ranks
+//! kind = "straggler"            # reaches every call late and/or reduces slowly
+//! rank = 3
+//! delay_us = 50                 # straggler: how late it starts each call
+//! compute_slowdown = 4.0        # straggler: its reductions take 4x longer
+//! # kind = "crash"; rank = 5; at_us = 20   (its program stops at 20 us)
+//!
+//! [[link_fault]]                # optional, topology scenarios: faults of the links
+//! kind = "down"                 # between two vertices: "down", "degraded"
+//! from = "leaf0"                # (bandwidth_factor = 0.25), "flapping"
+//! to = "spine1"                 # (period_us, down_us, until_us required) or "lossy"
+//! at_us = 100                   # (loss_rate and/or corruption_rate in [0, 1];
+//!                               # network links, packet model only)
+//! until_us = 300                # optional for down/degraded/lossy: back to normal then
+//! both_directions = true        # default true
+//!
+//! [rdma]                        # optional, topology scenarios: the RDMA transport
+//! ib_timeout = 18               # NCCL_IB_TIMEOUT, 1..=31: timeout 4.096 us x 2^18
+//! ib_retry_cnt = 7              # NCCL_IB_RETRY_CNT, 0..=7
+//!
+//! [pfc]                         # optional, topology scenarios: RoCE pause thresholds
+//! xoff_bytes = "64K"            # per ingress port; each defaults per link
+//! xon_bytes = "32K"             # below xoff_bytes
+//! headroom_bytes = "16K"        # above xoff_bytes, for what is in flight
+//!
+//! [[inject]]                    # optional programming mistakes, for deadlock studies
+//! kind = "extra_recv"           # rank posts a receive from `from` that nobody sends;
+//!                               # or "skip" (never calls the collectives), "count_mismatch"
+//!                               # (one element more than the others), "corrupt_result"
+//!                               # (first element of its result off by one)
+//! rank = 3
+//! from = 5
+//!
+//! [sweep]                       # optional: axes for `sim sweep` (see crate::sweep);
+//! world_size = [8, 16, 32]      # `sim run` runs the file as written without them
+//! ```
+//!
+//! Every problem is reported as a [`ScenarioError`] naming the file, line
+//! and column; nothing in a scenario can make the program panic.
+
+mod link_faults;
+mod raw;
+pub mod size;
+mod topology;
+mod transport;
+mod validate;
+
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+use algorithms::{Algorithm, Collective, DType, Rank, ReduceOp, Registry, Time};
+use topologies::LinkSpec;
+
+use crate::network::NetworkConfig;
+
+pub use size::ByteSize;
+pub use validate::Source;
+
+/// The largest world a scenario may ask for (keeps a typo from exhausting
+/// memory).
+pub const WORLD_SIZE_MAX: usize = 1 << 20;
+
+/// The most memory real-data payloads may need (inputs and working buffers
+/// of every rank plus the reference, at the largest size); beyond it a
+/// scenario must use phantom payloads. Leaves headroom on a 24 GiB machine.
+pub const REAL_DATA_BYTES_MAX: u64 = 8 << 30;
+
+/// The most messages one size of one collective may send, over all ranks
+/// and all warm-up and timed calls: several minutes of simulation at a few
+/// million events per second. Beyond it the world size, chunk size or
+/// iteration count is almost certainly a mistake.
+pub const MESSAGES_PER_POINT_MAX: u64 = 1 << 30;
+
+/// The most chunks `chunk_bytes` may cut the largest buffer into: pipelined
+/// algorithms hold per-chunk state (the tree's schedule), so a one-byte
+/// chunk on a large buffer would exhaust memory.
+pub const CHUNKS_PER_BUFFER_MAX: u64 = 1 << 20;
+
+/// A validated scenario.
+#[derive(Clone, Debug)]
+pub struct Scenario {
+    /// Where it was read from.
+    pub path: PathBuf,
+    /// A name for reports (the file stem unless given).
+    pub name: String,
+    /// The seed of the run's random number generator.
+    pub seed: u64,
+    /// Number of ranks.
+    pub world_size: usize,
+    /// The network: ideal links or a topology model.
+    pub network: NetworkConfig,
+    /// One line describing the network, for the report header.
+    pub network_description: String,
+    /// One line per `[[link_fault]]`, for the report header.
+    pub link_fault_notes: Vec<String>,
+    /// One line for `[rdma]` and one for `[pfc]`, each if given, for the
+    /// report header (the transport and PFC settings a run uses).
+    pub network_notes: Vec<String>,
+    /// The alpha-beta link the tuner assumes: the ideal link, or on a
+    /// topology the slowest route between ring neighbours.
+    pub tuner_link: LinkSpec,
+    /// The collective watchdog: a call not finished on every rank this
+    /// long (virtual ps) after it started fails with a timeout report.
+    pub call_timeout_ps: Option<u64>,
+    /// Reduction throughput per rank in bytes per second (`None`: free).
+    pub reduce_bytes_per_s: Option<f64>,
+    /// The collectives to run, in order.
+    pub collectives: Vec<CollectiveSpec>,
+    /// Programming mistakes injected into the rank programs.
+    pub injects: Vec<Inject>,
+    /// Scheduled faults of ranks.
+    pub faults: Vec<Fault>,
+    /// Whether `sim run` also runs every point without the link faults
+    /// and shows how much they cost.
+    pub compare_without_link_faults: bool,
+    /// Whether the file has a `[sweep]` table, which `sim run` ignores
+    /// (`sim sweep` runs it).
+    pub has_sweep: bool,
+    /// `[topology] symmetry = "fold"`: runs simulate only ranks
+    /// `0..shift`, one per orbit of the preset's rotation (see
+    /// [`crate::fold`]).
+    pub fold: Option<usize>,
+    /// The algorithms its names were resolved in, and the tuner chooses
+    /// among.
+    pub registry: Registry,
+}
+
+impl Scenario {
+    /// The same scenario without its link faults (the healthy network).
+    pub fn without_link_faults(&self) -> Scenario {
+        let mut s = self.clone();
+        if let NetworkConfig::Topology(t) = &mut s.network {
+            t.changes = std::sync::Arc::new([]);
+        }
+        s.link_fault_notes.clear();
+        s.compare_without_link_faults = false;
+        s
+    }
+}
+
+/// A scheduled fault of one rank (`[[fault]]`).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Fault {
+    /// A slow rank: it reaches every call `delay_ps` after the others, and
+    /// its reductions take `compute_slowdown` times longer.
+    Straggler {
+        /// The rank.
+        rank: Rank,
+        /// How late it starts each call, in ps.
+        delay_ps: u64,
+        /// How many times slower it reduces (1 = normal).
+        compute_slowdown: f64,
+    },
+    /// The rank's program stops at virtual time `at` (its process died):
+    /// it sends nothing more; what it sent still arrives.
+    Crash {
+        /// The rank.
+        rank: Rank,
+        /// When, from the start of each point's run.
+        at: Time,
+    },
+}
+
+/// One `[[collective]]` entry: a collective run over a range of sizes.
+#[derive(Clone, Debug, PartialEq)]
+pub struct CollectiveSpec {
+    /// Which collective.
+    pub kind: Collective,
+    /// Which algorithm implements it; `None` lets the tuner choose per size.
+    pub algorithm: Option<Algorithm>,
+    /// Number of ranks (the scenario's `world_size` unless overridden).
+    pub world_size: usize,
+    /// Root of rooted collectives.
+    pub root: Rank,
+    /// Ranks per node, for hierarchical algorithms.
+    pub ranks_per_node: usize,
+    /// Smallest message size in bytes.
+    pub min_bytes: u64,
+    /// Largest message size in bytes.
+    pub max_bytes: u64,
+    /// Each size is the previous one times this.
+    pub step_factor: u64,
+    /// Element type.
+    pub dtype: DType,
+    /// Reduction operator.
+    pub op: ReduceOp,
+    /// Timed iterations per size.
+    pub iters: u32,
+    /// Untimed iterations before them.
+    pub warmup: u32,
+    /// Pipeline chunk size in bytes.
+    pub chunk_bytes: u64,
+    /// Pipeline depth in chunks (NCCL's `NCCL_STEPS`).
+    pub slots: usize,
+    /// Size-only payloads.
+    pub phantom: bool,
+    /// Whether to check results against a reference.
+    pub check: bool,
+}
+
+impl CollectiveSpec {
+    /// One line describing the entry, as `sim run` prints it above its rows
+    /// (without the payload kind, which only the simulator varies).
+    pub fn describe(&self) -> String {
+        let c = self;
+        let algorithm = c.algorithm.as_ref().map_or("auto (tuner)", |a| a.name());
+        let root = if c.kind.has_root() {
+            format!(", root {}", c.root)
+        } else {
+            String::new()
+        };
+        let data = if c.kind.reduces() {
+            format!("{} {}", c.dtype, c.op)
+        } else {
+            c.dtype.to_string()
+        };
+        format!(
+            "{} on {} ranks, {data}{root}, {}..{} bytes x{}, algorithm {algorithm}, chunk {} bytes, {} slots, {} warm-up + {} timed iterations",
+            c.kind,
+            c.world_size,
+            c.min_bytes,
+            c.max_bytes,
+            c.step_factor,
+            c.chunk_bytes,
+            c.slots,
+            c.warmup,
+            c.iters,
+        )
+    }
+
+    /// The sizes in bytes to run, nccl-tests style: `min, min*f, ...` up to
+    /// `max`, each rounded down to whole elements (for alltoall, to whole
+    /// elements per rank). A zero minimum yields one empty run, then
+    /// continues from one element. A barrier moves no data: one size, 0.
+    pub fn sizes(&self) -> Vec<u64> {
+        algorithms::collective::sweep_sizes(
+            self.kind,
+            self.dtype,
+            self.world_size,
+            self.min_bytes,
+            self.max_bytes,
+            self.step_factor,
+        )
+    }
+}
+
+impl fmt::Display for Fault {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match *self {
+            Fault::Straggler {
+                rank,
+                delay_ps,
+                compute_slowdown,
+            } => write!(
+                f,
+                "rank {rank} is a straggler: {} late to every call, reductions {compute_slowdown}x slower",
+                Time(delay_ps)
+            ),
+            Fault::Crash { rank, at } => write!(f, "rank {rank} crashes at {at}"),
+        }
+    }
+}
+
+/// A programming mistake injected into one rank's program.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Inject {
+    /// At the start of its first call, `rank` posts a receive from `from`
+    /// that no rank ever sends.
+    ExtraRecv {
+        /// The rank that makes the mistake.
+        rank: Rank,
+        /// The rank it waits for.
+        from: Rank,
+    },
+    /// `rank` never calls the collectives.
+    Skip {
+        /// The rank that skips.
+        rank: Rank,
+    },
+    /// `rank` calls the collectives with one element more than the other
+    /// ranks (ranks that disagree on the size).
+    CountMismatch {
+        /// The rank that disagrees.
+        rank: Rank,
+    },
+    /// After its last call, `rank` adds 1 to the first element of its
+    /// result (silent data corruption); the check must catch it.
+    CorruptResult {
+        /// The rank whose result is corrupted.
+        rank: Rank,
+    },
+}
+
+/// A scenario that cannot be read or is not valid.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum ScenarioError {
+    /// The file could not be read.
+    #[error("{path}: cannot read scenario: {reason}")]
+    Read {
+        /// The file.
+        path: String,
+        /// Why.
+        reason: String,
+    },
+    /// The file is not valid at a place in it.
+    #[error("{path}:{line}:{column}: {message}")]
+    Invalid {
+        /// The file.
+        path: String,
+        /// 1-based line.
+        line: usize,
+        /// 1-based column.
+        column: usize,
+        /// What is wrong and what was expected.
+        message: String,
+    },
+}
+
+impl Scenario {
+    /// Reads and validates the scenario at `path`, its algorithm names
+    /// resolved in `registry`.
+    pub fn load(path: &Path, registry: &Registry) -> Result<Scenario, ScenarioError> {
+        let text = std::fs::read_to_string(path).map_err(|e| ScenarioError::Read {
+            path: path.display().to_string(),
+            reason: e.to_string(),
+        })?;
+        Scenario::parse(path, &text, registry)
+    }
+
+    /// Parses and validates scenario `text`, reporting errors against
+    /// `path`; algorithm names are resolved in `registry`.
+    pub fn parse(path: &Path, text: &str, registry: &Registry) -> Result<Scenario, ScenarioError> {
+        validate::parse(path, text, registry)
+    }
+}
+
+impl fmt::Display for Scenario {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{}: {} ranks, seed {}, {}",
+            self.name, self.world_size, self.seed, self.network_description
+        )
+    }
+}

@@ -1,0 +1,627 @@
+//! Turns a [`RawScenario`] into a [`Scenario`], rejecting every value that
+//! does not make sense with an error that points at it.
+
+use std::ops::Range;
+use std::path::Path;
+
+use algorithms::algorithm::messages_bound;
+use algorithms::{Collective, DType, ReduceOp, Registry, RotationSymmetry, Time};
+use toml::Spanned;
+
+use topologies::LinkSpec;
+
+use crate::network::NetworkConfig;
+
+use super::raw::{RawCollective, RawFault, RawInject, RawLinks, RawScenario};
+use super::{
+    CHUNKS_PER_BUFFER_MAX, CollectiveSpec, Fault, Inject, MESSAGES_PER_POINT_MAX,
+    REAL_DATA_BYTES_MAX, Scenario, ScenarioError, WORLD_SIZE_MAX,
+};
+
+/// The file being validated, for turning byte spans into line:column
+/// (scenario, sweep and check files share it).
+pub struct Source<'a> {
+    /// The file's path, as errors name it.
+    pub path: &'a Path,
+    /// Its text.
+    pub text: &'a str,
+}
+
+impl Source<'_> {
+    /// An error at the start of `span` (the file's start without one).
+    pub fn error(&self, span: Option<Range<usize>>, message: impl Into<String>) -> ScenarioError {
+        let offset = span.map_or(0, |s| s.start).min(self.text.len());
+        let before = &self.text[..offset];
+        let line = before.matches('\n').count() + 1;
+        let column = before.rsplit('\n').next().map_or(0, |l| l.chars().count()) + 1;
+        ScenarioError::Invalid {
+            path: self.path.display().to_string(),
+            line,
+            column,
+            message: message.into(),
+        }
+    }
+
+    /// The 1-based line a value starts on.
+    pub fn line_of<T>(&self, value: &Spanned<T>) -> usize {
+        let offset = value.span().start.min(self.text.len());
+        self.text[..offset].matches('\n').count() + 1
+    }
+
+    /// An error at `value`.
+    pub fn at<T>(&self, value: &Spanned<T>, message: impl Into<String>) -> ScenarioError {
+        self.error(Some(value.span()), message)
+    }
+
+    /// A count that must lie in `min..=max`.
+    pub fn count(
+        &self,
+        v: &Spanned<i64>,
+        what: &str,
+        min: i64,
+        max: i64,
+    ) -> Result<i64, ScenarioError> {
+        let x = *v.get_ref();
+        if x < min || x > max {
+            return Err(self.at(
+                v,
+                format!("{what} must be between {min} and {max}, got {x}"),
+            ));
+        }
+        Ok(x)
+    }
+
+    /// A rate or duration that must be finite, and positive or non-negative.
+    pub fn number(
+        &self,
+        v: &Spanned<f64>,
+        what: &str,
+        zero_ok: bool,
+    ) -> Result<f64, ScenarioError> {
+        let x = *v.get_ref();
+        let ok = x.is_finite() && (x > 0.0 || (zero_ok && x == 0.0));
+        if !ok {
+            let wanted = if zero_ok {
+                "a non-negative"
+            } else {
+                "a positive"
+            };
+            return Err(self.at(v, format!("{what} must be {wanted} number, got {x}")));
+        }
+        Ok(x)
+    }
+
+    fn parsed<T: std::str::FromStr<Err = String>>(
+        &self,
+        v: &Spanned<String>,
+    ) -> Result<T, ScenarioError> {
+        v.get_ref().parse().map_err(|e| self.at(v, e))
+    }
+}
+
+/// Parses and validates scenario `text` read from `path`.
+pub fn parse(path: &Path, text: &str, registry: &Registry) -> Result<Scenario, ScenarioError> {
+    let src = Source { path, text };
+    let raw: RawScenario = toml::from_str(text)
+        .map_err(|e| src.error(e.span(), e.message().trim_end().to_string()))?;
+    let network = match (&raw.links, &raw.topology) {
+        (Some(links), None) => ideal(&src, &raw, links)?,
+        (None, Some(t)) => super::topology::network(&src, t, raw.world_size.as_ref(), raw.seed)?,
+        (Some(_), Some(t)) => {
+            return Err(src.at(
+                t,
+                "give either [links] (ideal links) or [topology] (a hardware model), not both",
+            ));
+        }
+        (None, None) => {
+            return Err(src.error(
+                None,
+                "the scenario needs [links] (ideal links) or [topology] (a hardware model)",
+            ));
+        }
+    };
+    let world_size = network.world_size;
+    let mut network_config = network.config;
+    let topology = match &network_config {
+        NetworkConfig::Topology(t) => Some(t),
+        NetworkConfig::Ideal(_) => None,
+    };
+    let (changes, link_fault_notes) =
+        super::link_faults::link_faults(&src, &raw.link_fault, topology)?;
+    let (transport, rdma_note) = super::transport::rdma(&src, raw.rdma.as_ref(), topology)?;
+    let (pfc, pfc_note) = super::transport::pfc(&src, raw.pfc.as_ref(), topology)?;
+    let network_notes = rdma_note.into_iter().chain(pfc_note).collect();
+    if let NetworkConfig::Topology(t) = &mut network_config {
+        t.changes = changes.into();
+        t.transport = transport;
+        t.pfc = pfc;
+        t.loss_seed = raw.seed;
+    }
+
+    let call_timeout_ps = match &raw.timeout_ms {
+        None => None,
+        Some(t) => {
+            let ms = src.number(t, "timeout_ms", false)?;
+            let ps = (ms * 1e9).round();
+            if !(1.0..=1e18).contains(&ps) {
+                return Err(src.at(t, "timeout_ms must be between 1e-9 and 1e9 (about 11 days)"));
+            }
+            Some(ps as u64)
+        }
+    };
+    let reduce_bytes_per_s = match &raw.compute {
+        Some(c) => Some(src.number(&c.reduce_gb_per_s, "reduce_gb_per_s", false)? * 1e9),
+        None => None,
+    };
+
+    if raw.collective.is_empty() {
+        return Err(src.error(
+            None,
+            "the scenario has no [[collective]] to run; add at least one",
+        ));
+    }
+    let collectives = raw
+        .collective
+        .iter()
+        .map(|c| {
+            collective(
+                &src,
+                c,
+                registry,
+                world_size,
+                network.max_collective_ranks,
+                network.fold,
+            )
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    let injects = raw
+        .inject
+        .iter()
+        .map(|i| inject(&src, i, world_size))
+        .collect::<Result<Vec<_>, _>>()?;
+
+    let faults = raw
+        .fault
+        .iter()
+        .map(|f| fault(&src, f, world_size))
+        .collect::<Result<Vec<_>, _>>()?;
+
+    if let Some(shift) = network.fold {
+        check_foldable(&src, &raw, &collectives, world_size, shift)?;
+    }
+
+    let compare_without_link_faults = match &raw.compare_without_link_faults {
+        Some(c) if *c.get_ref() && raw.link_fault.is_empty() => {
+            return Err(src.at(
+                c,
+                "compare_without_link_faults needs a [[link_fault]]: without one there is nothing to compare",
+            ));
+        }
+        Some(c) => *c.get_ref(),
+        None => false,
+    };
+
+    let name = raw.name.clone().unwrap_or_else(|| {
+        path.file_stem().map_or_else(
+            || "scenario".to_string(),
+            |s| s.to_string_lossy().into_owned(),
+        )
+    });
+    Ok(Scenario {
+        path: path.to_path_buf(),
+        name,
+        seed: raw.seed,
+        call_timeout_ps,
+        world_size,
+        network: network_config,
+        link_fault_notes,
+        network_notes,
+        network_description: network.description,
+        tuner_link: network.tuner_link,
+        reduce_bytes_per_s,
+        collectives,
+        injects,
+        faults,
+        compare_without_link_faults,
+        has_sweep: raw.sweep.is_some(),
+        fold: network.fold,
+        registry: registry.clone(),
+    })
+}
+
+/// A folded run (`symmetry = "fold"`, see [`crate::fold`]) simulates one
+/// orbit's representatives: every rank must do the same thing shifted.
+/// Rank faults, injected mistakes and link faults break that; real data
+/// would need every rank; a collective on fewer ranks or with a root is
+/// not symmetric. Each refusal points at what breaks it.
+fn check_foldable(
+    src: &Source,
+    raw: &RawScenario,
+    collectives: &[CollectiveSpec],
+    world_size: usize,
+    shift: usize,
+) -> Result<(), ScenarioError> {
+    let why = "a folded run (symmetry = \"fold\") simulates one node's ranks for all";
+    if let Some(f) = raw.fault.first() {
+        return Err(src.at(f, format!("{why}: rank faults break its symmetry")));
+    }
+    if let Some(i) = raw.inject.first() {
+        return Err(src.at(i, format!("{why}: injected mistakes break its symmetry")));
+    }
+    if let Some(l) = raw.link_fault.first() {
+        return Err(src.at(l, format!("{why}: link faults break its symmetry")));
+    }
+    for (raw_c, c) in raw.collective.iter().zip(collectives) {
+        let problem = if !c.phantom {
+            Some("it needs phantom = true (the folded ranks carry no real data)".to_string())
+        } else if c.world_size != world_size {
+            Some(format!(
+                "it needs every collective on all {world_size} ranks, not {}",
+                c.world_size
+            ))
+        } else if c.kind.has_root() {
+            Some(format!(
+                "{} has a root, which no rotation keeps",
+                c.kind.name()
+            ))
+        } else {
+            None
+        };
+        if let Some(problem) = problem {
+            return Err(src.at(raw_c, format!("{why}: {problem}")));
+        }
+        let at_algorithm = |problem: String| {
+            let r = raw_c.get_ref();
+            let span = r.algorithm.as_ref().map_or(raw_c.span(), |a| a.span());
+            Err(src.error(Some(span), format!("{why}: {problem}")))
+        };
+        if let Some(a) = &c.algorithm {
+            match a.facts().rotation_symmetry() {
+                RotationSymmetry::None => {
+                    return at_algorithm(format!(
+                        "{} {} does not do the same on every rank shifted (its partners are not a rotation); \
+                         ring-like algorithms fold",
+                        c.kind.name(),
+                        a.name()
+                    ));
+                }
+                RotationSymmetry::WholeNodes if !shift.is_multiple_of(c.ranks_per_node) => {
+                    return at_algorithm(format!(
+                        "the rotation moves {shift} ranks, not whole nodes of ranks_per_node = {}",
+                        c.ranks_per_node
+                    ));
+                }
+                RotationSymmetry::WholeNodes | RotationSymmetry::Any => {}
+            }
+        }
+        let elem = c.dtype.size_bytes() as u64;
+        if let Some(&size) = c
+            .sizes()
+            .iter()
+            .find(|&&b| !(b / elem).is_multiple_of(world_size as u64))
+        {
+            let r = raw_c.get_ref();
+            let span = if size == c.min_bytes {
+                r.min_bytes.span()
+            } else {
+                r.max_bytes.span()
+            };
+            return Err(src.error(
+                Some(span),
+                format!(
+                    "{why}: every size must split into equal blocks, but {size} B is {} elements, \
+                     not a multiple of {world_size} ranks",
+                    size / elem
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Validates `[links]`: ideal links, with a world size of its own.
+fn ideal(
+    src: &Source,
+    raw: &RawScenario,
+    spanned: &Spanned<RawLinks>,
+) -> Result<super::topology::Network, ScenarioError> {
+    let Some(world_size) = &raw.world_size else {
+        return Err(src.at(
+            spanned,
+            "ideal links need a world_size (the number of ranks)",
+        ));
+    };
+    let world_size = src.count(world_size, "world_size", 1, WORLD_SIZE_MAX as i64)? as usize;
+    let links = spanned.get_ref();
+    if let Some(model) = &links.model
+        && model.get_ref() != "ideal"
+    {
+        return Err(src.at(
+            model,
+            format!(
+                "unknown link model `{}`; expected \"ideal\" (packet and flow models need a [topology])",
+                model.get_ref()
+            ),
+        ));
+    }
+    let latency_us = src.number(&links.latency_us, "latency_us", true)?;
+    let bandwidth = src.number(&links.bandwidth_gb_per_s, "bandwidth_gb_per_s", false)?;
+    let latency_ps = (latency_us * 1e6).round();
+    if latency_ps > 1e18 {
+        return Err(src.at(&links.latency_us, "latency_us is unreasonably large"));
+    }
+    let link = LinkSpec::new(latency_ps as u64, bandwidth * 1e9)
+        .map_err(|e| src.at(&links.bandwidth_gb_per_s, e.to_string()))?;
+    Ok(super::topology::Network {
+        config: NetworkConfig::Ideal(link),
+        world_size,
+        description: format!(
+            "ideal links (latency {:.3} us, {:.2} GB/s per direction)",
+            link.latency_ps as f64 / 1e6,
+            link.bandwidth_bytes_per_s / 1e9
+        ),
+        tuner_link: link,
+        max_collective_ranks: WORLD_SIZE_MAX,
+        fold: None,
+    })
+}
+
+fn collective(
+    src: &Source,
+    spanned: &Spanned<RawCollective>,
+    registry: &Registry,
+    world_size: usize,
+    max_ranks: usize,
+    fold: Option<usize>,
+) -> Result<CollectiveSpec, ScenarioError> {
+    let c = spanned.get_ref();
+    let kind: Collective = src.parsed(&c.kind)?;
+    let algorithm = match &c.algorithm {
+        None => None,
+        Some(a) if a.get_ref() == "auto" => None,
+        Some(a) => Some(
+            registry
+                .find(kind, a.get_ref())
+                .map_err(|e| src.at(a, format!("{e} (or \"auto\" to let the tuner choose)")))?,
+        ),
+    };
+    let world_size = match &c.world_size {
+        Some(w) => src.count(w, "world_size", 1, max_ranks as i64)? as usize,
+        None => world_size,
+    };
+    let root = match &c.root {
+        Some(r) => src.count(r, "root", 0, world_size as i64 - 1)? as usize,
+        None => 0,
+    };
+    let ranks_per_node = match &c.ranks_per_node {
+        Some(r) => src.count(r, "ranks_per_node", 1, WORLD_SIZE_MAX as i64)? as usize,
+        None => 8,
+    };
+    let dtype: DType = match &c.dtype {
+        Some(d) => src.parsed(d)?,
+        None => DType::F32,
+    };
+    let op: ReduceOp = match &c.op {
+        Some(o) => src.parsed(o)?,
+        None => ReduceOp::Sum,
+    };
+    if !op.supports(dtype) {
+        let at =
+            c.op.as_ref()
+                .expect("only an explicit op can be unsupported");
+        return Err(src.at(
+            at,
+            format!("op `{op}` is only defined for float and double, not `{dtype}`"),
+        ));
+    }
+    let (min_bytes, max_bytes) = (c.min_bytes.get_ref().0, c.max_bytes.get_ref().0);
+    if min_bytes > max_bytes {
+        return Err(src.at(
+            &c.max_bytes,
+            format!("max_bytes ({max_bytes}) is smaller than min_bytes ({min_bytes})"),
+        ));
+    }
+    let step_factor = match &c.step_factor {
+        Some(f) => src.count(f, "step_factor", 2, 1 << 20)? as u64,
+        None => 2,
+    };
+    let iters = match &c.iters {
+        Some(v) => src.count(v, "iters", 1, 1_000_000)? as u32,
+        None => 20,
+    };
+    let warmup = match &c.warmup {
+        Some(v) => src.count(v, "warmup", 0, 1_000_000)? as u32,
+        None => 5,
+    };
+    let chunk_bytes = match &c.chunk_bytes {
+        Some(b) if b.get_ref().0 == 0 => return Err(src.at(b, "chunk_bytes must be at least 1")),
+        Some(b) => b.get_ref().0,
+        None => 512 * 1024,
+    };
+    if max_bytes / chunk_bytes > CHUNKS_PER_BUFFER_MAX {
+        let at = c
+            .chunk_bytes
+            .as_ref()
+            .map_or(c.max_bytes.span(), |b| b.span());
+        return Err(src.error(
+            Some(at),
+            format!(
+                "chunk_bytes = {chunk_bytes} cuts max_bytes = {max_bytes} into more than {CHUNKS_PER_BUFFER_MAX} chunks; use a larger chunk_bytes"
+            ),
+        ));
+    }
+    let slots = match &c.slots {
+        Some(v) => src.count(v, "slots", 1, 1 << 16)? as usize,
+        None => algorithms::allreduce::ring::NCCL_STEPS,
+    };
+    if c.phantom && c.check == Some(true) {
+        return Err(src.error(
+            Some(spanned.span()),
+            "check = true needs real data, but phantom = true carries none",
+        ));
+    }
+    let phantom = c.phantom;
+    // Inputs and working buffers of every rank, plus the reference.
+    let real_bytes = (2 * world_size as u64 + 1).saturating_mul(max_bytes);
+    if !phantom && real_bytes > REAL_DATA_BYTES_MAX {
+        return Err(src.at(
+            &c.max_bytes,
+            format!(
+                "real data for {world_size} ranks at max_bytes = {max_bytes} needs about {} MiB, more than the {} MiB limit; \
+                 set phantom = true for size-only payloads, or lower max_bytes",
+                real_bytes >> 20,
+                REAL_DATA_BYTES_MAX >> 20
+            ),
+        ));
+    }
+    let max_count = usize::try_from(max_bytes / dtype.size_bytes() as u64).unwrap_or(usize::MAX);
+    let calls = u64::from(warmup + iters);
+    // With the tuner choosing, the pipelined ring's bound (the largest of
+    // the rings and exchanges it usually picks).
+    let per_call = match &algorithm {
+        Some(a) => a.messages_bound(world_size, max_count, dtype.size_bytes(), chunk_bytes),
+        None => messages_bound::ring(world_size, max_count, dtype.size_bytes(), chunk_bytes),
+    };
+    // A folded run sends one orbit's share (validation refuses a
+    // collective on fewer ranks than the rotation's later).
+    let share = fold.map_or(1, |shift| (world_size / shift.max(1)).max(1)) as u64;
+    let messages = per_call.saturating_mul(calls) / share;
+    if messages > MESSAGES_PER_POINT_MAX {
+        let at = c
+            .chunk_bytes
+            .as_ref()
+            .map_or(c.max_bytes.span(), |b| b.span());
+        return Err(src.error(
+            Some(at),
+            format!(
+                "{calls} calls at max_bytes = {max_bytes} with chunk_bytes = {chunk_bytes} on {world_size} ranks send {messages} messages, \
+                 more than the {MESSAGES_PER_POINT_MAX} limit; use a larger chunk_bytes, fewer iterations or fewer ranks"
+            ),
+        ));
+    }
+    Ok(CollectiveSpec {
+        kind,
+        algorithm,
+        world_size,
+        root,
+        ranks_per_node,
+        min_bytes,
+        max_bytes,
+        step_factor,
+        dtype,
+        op,
+        iters,
+        warmup,
+        chunk_bytes,
+        slots,
+        phantom,
+        check: c.check.unwrap_or(!phantom),
+    })
+}
+
+fn inject(
+    src: &Source,
+    spanned: &Spanned<RawInject>,
+    world_size: usize,
+) -> Result<Inject, ScenarioError> {
+    let i = spanned.get_ref();
+    let max_rank = world_size as i64 - 1;
+    let rank = src.count(&i.rank, "rank", 0, max_rank)? as usize;
+    match i.kind.get_ref().as_str() {
+        "extra_recv" => {
+            let Some(from) = &i.from else {
+                return Err(src.error(
+                    Some(spanned.span()),
+                    "an extra_recv inject needs `from`, the rank it waits for",
+                ));
+            };
+            let from = src.count(from, "from", 0, max_rank)? as usize;
+            Ok(Inject::ExtraRecv { rank, from })
+        }
+        "skip" => Ok(Inject::Skip { rank }),
+        "count_mismatch" => Ok(Inject::CountMismatch { rank }),
+        "corrupt_result" => Ok(Inject::CorruptResult { rank }),
+        other => Err(src.at(
+            &i.kind,
+            format!(
+                "unknown inject kind `{other}`; expected one of extra_recv, skip, count_mismatch, corrupt_result"
+            ),
+        )),
+    }
+}
+
+/// A duration in microseconds as picoseconds (at most about 11 days).
+pub(super) fn micros(src: &Source, v: &Spanned<f64>, what: &str) -> Result<u64, ScenarioError> {
+    let us = src.number(v, what, true)?;
+    let ps = (us * 1e6).round();
+    if ps > 1e18 {
+        return Err(src.at(v, format!("{what} is unreasonably large")));
+    }
+    Ok(ps as u64)
+}
+
+fn fault(
+    src: &Source,
+    spanned: &Spanned<RawFault>,
+    world_size: usize,
+) -> Result<Fault, ScenarioError> {
+    let f = spanned.get_ref();
+    let rank = src.count(&f.rank, "rank", 0, world_size as i64 - 1)? as usize;
+    let misplaced = |name: &str, given: bool| -> Result<(), ScenarioError> {
+        if given {
+            return Err(src.at(
+                &f.kind,
+                format!("`{name}` does not apply to a {} fault", f.kind.get_ref()),
+            ));
+        }
+        Ok(())
+    };
+    match f.kind.get_ref().as_str() {
+        "straggler" => {
+            misplaced("at_us", f.at_us.is_some())?;
+            if f.delay_us.is_none() && f.compute_slowdown.is_none() {
+                return Err(src.at(
+                    spanned,
+                    "a straggler needs delay_us (how late it starts each call), compute_slowdown, or both",
+                ));
+            }
+            let delay_ps = match &f.delay_us {
+                Some(d) => micros(src, d, "delay_us")?,
+                None => 0,
+            };
+            let compute_slowdown = match &f.compute_slowdown {
+                Some(s) => {
+                    let x = src.number(s, "compute_slowdown", false)?;
+                    if !(1.0..=1e6).contains(&x) {
+                        return Err(src.at(
+                            s,
+                            format!("compute_slowdown must be between 1 and 1e6, got {x}"),
+                        ));
+                    }
+                    x
+                }
+                None => 1.0,
+            };
+            Ok(Fault::Straggler {
+                rank,
+                delay_ps,
+                compute_slowdown,
+            })
+        }
+        "crash" => {
+            misplaced("delay_us", f.delay_us.is_some())?;
+            misplaced("compute_slowdown", f.compute_slowdown.is_some())?;
+            let Some(at) = &f.at_us else {
+                return Err(src.at(spanned, "a crash needs at_us, the virtual time it happens"));
+            };
+            Ok(Fault::Crash {
+                rank,
+                at: Time(micros(src, at, "at_us")?),
+            })
+        }
+        other => Err(src.at(
+            &f.kind,
+            format!("unknown fault kind `{other}`; expected straggler or crash"),
+        )),
+    }
+}
