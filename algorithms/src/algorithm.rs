@@ -267,6 +267,36 @@ impl Algorithm {
         algorithm
     }
 
+    /// A closure as an algorithm of `collective` named `name` (for tests,
+    /// notebooks and one-off experiments; a type implementing
+    /// [`CollectiveAlgorithm`] can also give a cost formula and facts):
+    ///
+    /// ```
+    /// use algorithms::{Algorithm, Collective, Fabric};
+    ///
+    /// // Every rank keeps its own buffer: a correct allreduce on one rank.
+    /// let alone = Algorithm::from_fn("alone", Collective::Allreduce, |fabric, _buf, _op, _params| {
+    ///     Box::pin(async move {
+    ///         assert_eq!(fabric.world_size(), 1);
+    ///         Ok(())
+    ///     })
+    /// });
+    /// assert_eq!(alone.name(), "alone");
+    /// ```
+    pub fn from_fn<F>(name: &str, collective: Collective, run: F) -> Algorithm
+    where
+        F: for<'a> Fn(AnyFabric<'a>, &'a mut Payload, ReduceOp, &'a Params) -> Running<'a>
+            + Send
+            + Sync
+            + 'static,
+    {
+        Algorithm::new(FnAlgorithm {
+            name: name.to_string(),
+            collective,
+            run,
+        })
+    }
+
     /// A handle to one of the catalogue's algorithms.
     pub(crate) fn builtin(algorithm: impl CollectiveAlgorithm) -> Algorithm {
         Algorithm {
@@ -283,6 +313,13 @@ impl Algorithm {
     /// The collective it implements.
     pub fn collective(&self) -> Collective {
         self.inner.collective()
+    }
+
+    /// Whether `other` runs the same code: a handle to the very same
+    /// registered value, or the catalogue's same algorithm (two handles of
+    /// equal name and collective may otherwise hold different code).
+    pub fn is(&self, other: &Algorithm) -> bool {
+        Arc::ptr_eq(&self.inner, &other.inner) || (self.builtin && other.builtin && self == other)
     }
 
     /// Whether it is one of the catalogue's (not a user's).
@@ -421,6 +458,39 @@ impl Algorithm {
     /// The sort key: collective, then name.
     fn key(&self) -> (Collective, &str) {
         (self.collective(), self.name())
+    }
+}
+
+/// A closure with a name and a collective (see [`Algorithm::from_fn`]).
+struct FnAlgorithm<F> {
+    name: String,
+    collective: Collective,
+    run: F,
+}
+
+impl<F> CollectiveAlgorithm for FnAlgorithm<F>
+where
+    F: for<'a> Fn(AnyFabric<'a>, &'a mut Payload, ReduceOp, &'a Params) -> Running<'a>
+        + Send
+        + Sync
+        + 'static,
+{
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn collective(&self) -> Collective {
+        self.collective
+    }
+
+    fn run<'a>(
+        &'a self,
+        fabric: AnyFabric<'a>,
+        buf: &'a mut Payload,
+        op: ReduceOp,
+        params: &'a Params,
+    ) -> Running<'a> {
+        (self.run)(fabric, buf, op, params)
     }
 }
 

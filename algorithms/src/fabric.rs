@@ -35,11 +35,32 @@ impl Tag {
         let low = self.0 & ((1 << Self::PHASE_SHIFT) - 1);
         Tag(low | ((u64::from(phase) + 1) << Self::PHASE_SHIFT))
     }
+
+    /// The caller's tag this one was derived from (without its phase).
+    pub fn base(self) -> u64 {
+        if self.phase_number().is_some() {
+            self.0 & ((1 << Self::PHASE_SHIFT) - 1)
+        } else {
+            self.0
+        }
+    }
+
+    /// The phase of a tag made by [`Tag::phase`], if it is one (a caller's
+    /// tag of 2^56 or more reads as phased too: callers keep theirs below).
+    pub fn phase_number(self) -> Option<u8> {
+        let top = (self.0 >> Self::PHASE_SHIFT) as u8;
+        (top != 0).then(|| top - 1)
+    }
 }
 
 impl fmt::Display for Tag {
+    /// The tag as reports show it: `7`, or `7 phase 2` for
+    /// `Tag(7).phase(2)`.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}", self.0)
+        match self.phase_number() {
+            Some(p) => write!(f, "{} phase {p}", self.base()),
+            None => write!(f, "{}", self.0),
+        }
     }
 }
 
@@ -204,4 +225,19 @@ pub trait Fabric {
 
     /// Charges the cost of local work (completes when it is done).
     fn compute(&self, work: Work) -> impl Future<Output = Result<(), FabricError>>;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn phased_tags_show_their_base_and_phase() {
+        let t = Tag(7).phase(2);
+        assert_eq!((t.base(), t.phase_number()), (7, Some(2)));
+        assert_eq!(t.to_string(), "7 phase 2");
+        assert_eq!(Tag(7).to_string(), "7");
+        assert_eq!((Tag(7).base(), Tag(7).phase_number()), (7, None));
+        assert_eq!(Tag(1).phase(254).phase_number(), Some(254));
+    }
 }

@@ -25,7 +25,12 @@
 //!        report: the printed report, NAME.cex.toml (cex), replay, trace
 //! ```
 //!
+//! [`Check`] is the checker for code: a check of any algorithm built with
+//! the axes, buffering, faults and search of a check file, run, replayed
+//! and saved for `sim replay`.
+//!
 //! Modules:
+//! - [`check`](mod@check): [`Check`], the builder above.
 //! - [`spec`]: what a check explores (calls, axes, buffering, faults,
 //!   search, bounds, verdicts); [`scenario`] reads it from TOML.
 //! - [`world`]: the state of an execution and its transitions; [`fabric`]:
@@ -41,6 +46,7 @@
 //!   counterexample as people read them.
 
 pub mod cex;
+pub mod check;
 pub mod cost;
 pub mod demo;
 pub mod exec;
@@ -55,3 +61,5 @@ pub mod scenario;
 pub mod spec;
 pub mod trace;
 pub mod world;
+
+pub use check::{Check, CheckError};

@@ -102,6 +102,20 @@ pub fn replay_file(path: &Path, registry: &Registry) -> Result<Replayed, ReplayE
             file: named.clone(),
             message: e.to_string(),
         })?;
+    replay_choices(program, &scenario, point, choices, saved, &named)
+}
+
+/// Replays `choices` at `point` of `program` (read from `scenario`),
+/// which a counterexample (named `named` in errors) says shows `saved`.
+pub fn replay_choices(
+    program: Rc<Program>,
+    scenario: &Path,
+    point: Point,
+    choices: Vec<Choice>,
+    saved: Verdict,
+    named: &str,
+) -> Result<Replayed, ReplayError> {
+    let named = named.to_string();
     if point.world_size > REPLAY_WORLD_SIZE_MAX {
         return Err(ReplayError::TooLarge {
             file: named,
@@ -134,7 +148,7 @@ pub fn replay_file(path: &Path, registry: &Registry) -> Result<Replayed, ReplayE
     let state = final_state(&program, &exec);
     Ok(Replayed {
         program,
-        scenario,
+        scenario: scenario.to_path_buf(),
         point,
         choices,
         saved,

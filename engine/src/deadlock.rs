@@ -21,6 +21,9 @@ pub struct PendingRecv {
     pub from_finished: bool,
     /// Whether `from` crashed (a scheduled fault).
     pub from_crashed: bool,
+    /// What the tag means to the program that waits, for people ("timed
+    /// call 3 of 20, phase 1"); `None`: the report shows the tag.
+    pub label: Option<String>,
 }
 
 /// A rank that cannot make progress.
@@ -143,6 +146,16 @@ impl DeadlockReport {
     }
 }
 
+impl DeadlockReport {
+    /// Names every pending receive's tag with `name` (what the tag means
+    /// to the program: which call, which phase), for the printed report.
+    pub fn label_tags(&mut self, name: impl Fn(Tag) -> String) {
+        for wait in self.blocked.iter_mut().flat_map(|b| &mut b.waiting_for) {
+            wait.label = Some(name(wait.tag));
+        }
+    }
+}
+
 impl fmt::Display for DeadlockReport {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self.timeout {
@@ -229,10 +242,14 @@ impl fmt::Display for DeadlockReport {
                 } else {
                     ""
                 };
+                let what = match &w.label {
+                    Some(label) => label.clone(),
+                    None => format!("tag {}", w.tag),
+                };
                 writeln!(
                     f,
-                    "  rank {} waits for rank {}, tag {}, {} bytes{}",
-                    b.rank, w.from, w.tag, w.bytes, note
+                    "  rank {} waits for rank {}, {what}, {} bytes{}",
+                    b.rank, w.from, w.bytes, note
                 )?;
             }
         }
@@ -287,6 +304,7 @@ mod tests {
                     bytes: 8,
                     from_finished: false,
                     from_crashed: false,
+                    label: None,
                 })
                 .collect(),
             at_sync: false,

@@ -256,6 +256,7 @@ where
                         bytes: wait.expect.bytes(),
                         from_finished: tasks[wait.from % n].is_none(),
                         from_crashed: crashed.iter().any(|(r, _)| *r == wait.from),
+                        label: None,
                     })
                     .collect(),
                 at_sync: w.sync.waiting.iter().any(|(r, _)| *r == rank),

@@ -31,6 +31,9 @@
 //! - [`tuning`]: `NCCL_ALGO`, restricting the tuner's choice.
 //! - [`report`]: the nccl-tests table and the CSV.
 //! - [`bench`](mod@bench): the engine benchmark (`sim bench-engine`).
+//! - [`simulation`]: [`Simulation`], the same from code: build a world
+//!   (preset or `[topology]` table, model, seed, placement) and measure
+//!   any algorithm over sizes, getting `sim run`'s rows.
 
 pub mod bench;
 pub mod cycle;
@@ -44,6 +47,7 @@ pub mod links;
 pub mod network;
 pub mod report;
 pub mod scenario;
+pub mod simulation;
 pub mod slab;
 pub mod study;
 pub mod sweep;
@@ -54,4 +58,5 @@ pub mod world;
 pub use deadlock::DeadlockReport;
 pub use executor::{Execution, run};
 pub use fabric::SimFabric;
+pub use simulation::{Measure, Simulation};
 pub use world::{EngineStats, WorldConfig};

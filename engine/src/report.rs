@@ -58,6 +58,14 @@ pub fn table_row(row: &Row) -> String {
     )
 }
 
+/// The header and one line per row: the table `sim run` prints for one
+/// collective.
+pub fn table(rows: &[Row]) -> String {
+    rows.iter()
+        .map(table_row)
+        .fold(table_header(), |t, r| t + &r)
+}
+
 fn wrong_text(row: &Row) -> String {
     row.wrong
         .map_or_else(|| "N/A".to_string(), |w| w.to_string())

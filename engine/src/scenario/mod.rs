@@ -3,7 +3,8 @@
 //! ```toml
 //! name = "ring_8"
 //! world_size = 8                # ranks
-//! seed = 42                     # one seed for the whole run
+//! seed = 42                     # one seed for the whole run (inputs, losses,
+//!                               # ECMP routes); default 0, said in the header
 //! timeout_ms = 600000           # optional collective watchdog, virtual ms
 //!
 //! [links]                       # ideal model: one full-duplex link per rank pair
@@ -84,7 +85,7 @@ use topologies::LinkSpec;
 use crate::network::NetworkConfig;
 
 pub use size::ByteSize;
-pub use validate::Source;
+pub use validate::{DEFAULT_SEED, Expect, Source};
 
 /// The largest world a scenario may ask for (keeps a typo from exhausting
 /// memory).
@@ -115,6 +116,9 @@ pub struct Scenario {
     pub name: String,
     /// The seed of the run's random number generator.
     pub seed: u64,
+    /// Whether the file gave the seed ([`DEFAULT_SEED`] otherwise; the
+    /// report header says so, since the seed also picks ECMP routes).
+    pub seed_given: bool,
     /// Number of ranks.
     pub world_size: usize,
     /// The network: ideal links or a topology model.
@@ -360,15 +364,31 @@ impl Scenario {
     /// Parses and validates scenario `text`, reporting errors against
     /// `path`; algorithm names are resolved in `registry`.
     pub fn parse(path: &Path, text: &str, registry: &Registry) -> Result<Scenario, ScenarioError> {
-        validate::parse(path, text, registry)
+        validate::parse(path, text, registry, Expect::Study)
+    }
+
+    /// Parses and validates scenario `text` as [`Scenario::parse`] does,
+    /// but `[[collective]]` entries are optional: a world (links or a
+    /// topology, seed, faults) for the library's [`Simulation`](crate::Simulation).
+    pub fn parse_world(
+        path: &Path,
+        text: &str,
+        registry: &Registry,
+    ) -> Result<Scenario, ScenarioError> {
+        validate::parse(path, text, registry, Expect::World)
     }
 }
 
 impl fmt::Display for Scenario {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let default = if self.seed_given {
+            ""
+        } else {
+            " (the default: the file gives no seed)"
+        };
         write!(
             f,
-            "{}: {} ranks, seed {}, {}",
+            "{}: {} ranks, seed {}{default}, {}",
             self.name, self.world_size, self.seed, self.network_description
         )
     }

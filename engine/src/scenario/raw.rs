@@ -14,7 +14,7 @@ pub struct RawScenario {
     #[serde(default)]
     pub world_size: Option<Spanned<i64>>,
     #[serde(default)]
-    pub seed: u64,
+    pub seed: Option<u64>,
     #[serde(default)]
     pub timeout_ms: Option<Spanned<f64>>,
     #[serde(default)]

@@ -99,14 +99,33 @@ impl Source<'_> {
     }
 }
 
+/// What a parse expects of the file.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Expect {
+    /// A study: at least one `[[collective]]` (what `sim run` runs).
+    Study,
+    /// A world (links or topology, seed, faults); `[[collective]]`
+    /// entries are optional (the library's simulations bring their own).
+    World,
+}
+
+/// The seed of a scenario that does not give one.
+pub const DEFAULT_SEED: u64 = 0;
+
 /// Parses and validates scenario `text` read from `path`.
-pub fn parse(path: &Path, text: &str, registry: &Registry) -> Result<Scenario, ScenarioError> {
+pub fn parse(
+    path: &Path,
+    text: &str,
+    registry: &Registry,
+    expect: Expect,
+) -> Result<Scenario, ScenarioError> {
     let src = Source { path, text };
     let raw: RawScenario = toml::from_str(text)
         .map_err(|e| src.error(e.span(), e.message().trim_end().to_string()))?;
+    let seed = raw.seed.unwrap_or(DEFAULT_SEED);
     let network = match (&raw.links, &raw.topology) {
         (Some(links), None) => ideal(&src, &raw, links)?,
-        (None, Some(t)) => super::topology::network(&src, t, raw.world_size.as_ref(), raw.seed)?,
+        (None, Some(t)) => super::topology::network(&src, t, raw.world_size.as_ref(), seed)?,
         (Some(_), Some(t)) => {
             return Err(src.at(
                 t,
@@ -135,7 +154,7 @@ pub fn parse(path: &Path, text: &str, registry: &Registry) -> Result<Scenario, S
         t.changes = changes.into();
         t.transport = transport;
         t.pfc = pfc;
-        t.loss_seed = raw.seed;
+        t.loss_seed = seed;
     }
 
     let call_timeout_ps = match &raw.timeout_ms {
@@ -154,7 +173,7 @@ pub fn parse(path: &Path, text: &str, registry: &Registry) -> Result<Scenario, S
         None => None,
     };
 
-    if raw.collective.is_empty() {
+    if raw.collective.is_empty() && expect == Expect::Study {
         return Err(src.error(
             None,
             "the scenario has no [[collective]] to run; add at least one",
@@ -210,7 +229,8 @@ pub fn parse(path: &Path, text: &str, registry: &Registry) -> Result<Scenario, S
     Ok(Scenario {
         path: path.to_path_buf(),
         name,
-        seed: raw.seed,
+        seed,
+        seed_given: raw.seed.is_some(),
         call_timeout_ps,
         world_size,
         network: network_config,

@@ -342,9 +342,12 @@ pub fn run_point(
         algorithm: &algorithm,
         params,
     };
-    let exec = run(config, |fabric| {
+    let mut exec = run(config, |fabric| {
         program::rank_program(fabric, call, injects, &scenario.faults, Rc::clone(&inputs))
     });
+    if let Some(report) = &mut exec.deadlock {
+        report.label_tags(|tag| program::describe_tag(tag, spec, algorithm.name()));
+    }
     let detail = Detail {
         algorithm: algorithm.name().to_string(),
         ranks: n,

@@ -115,6 +115,29 @@ async fn extra_receives(
     Ok(())
 }
 
+/// What `tag` means in a study's program, for reports: which of the
+/// `warmup + iters` calls of `spec` (each call's tag is its index) and,
+/// for a tag the algorithm derived with [`Tag::phase`], which phase; or the
+/// receive an `extra_recv` mistake posted.
+pub fn describe_tag(tag: Tag, spec: &CollectiveSpec, algorithm: &str) -> String {
+    if tag == INJECTED_TAG {
+        return "the injected receive (extra_recv), which no rank sends".to_string();
+    }
+    let index = tag.base();
+    let call = if index < u64::from(spec.warmup) {
+        format!("warm-up call {} of {}", index + 1, spec.warmup)
+    } else if index < u64::from(spec.warmup + spec.iters) {
+        let timed = index - u64::from(spec.warmup);
+        format!("timed call {} of {}", timed + 1, spec.iters)
+    } else {
+        return format!("tag {tag}");
+    };
+    match tag.phase_number() {
+        Some(p) => format!("{call} ({} {algorithm}, phase {p})", spec.kind),
+        None => format!("{call} ({} {algorithm})", spec.kind),
+    }
+}
+
 /// A one-element payload holding 1.
 fn one(dtype: DType) -> Payload {
     match dtype {

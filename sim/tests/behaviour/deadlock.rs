@@ -79,7 +79,7 @@ fn the_bundled_mismatched_scenario_reports_its_deadlock() {
     assert!(stdout.contains("deadlock at"), "{stdout}");
     assert!(stdout.contains("rank 2 waits for rank 5"), "{stdout}");
     assert!(
-        stdout.contains("rank 3 waits for rank 2, tag 0, 128 bytes"),
+        stdout.contains("rank 3 waits for rank 2, timed call 1 of 1 (allreduce ring), 128 bytes"),
         "{stdout}"
     );
     assert!(stdout.contains("cycle: 2 -> 5 -> 4 -> 3 -> 2"), "{stdout}");
@@ -104,7 +104,9 @@ fn a_rank_that_skips_the_collective_leaves_a_chain_of_waits() {
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert_eq!(out.status.code(), Some(3), "{stdout}");
     assert!(
-        stdout.contains("rank 2 waits for rank 1, tag 0, 16 bytes (rank already returned)"),
+        stdout.contains(
+            "rank 2 waits for rank 1, warm-up call 1 of 5 (allreduce ring), 16 bytes (rank already returned)"
+        ),
         "{stdout}"
     );
     assert!(stdout.contains("no cycle"), "{stdout}");
