@@ -143,7 +143,10 @@ impl Simulation {
         )
         .map_err(|failed| {
             let (point, failure) = *failed;
-            MeasureError::Failed { point, failure }
+            MeasureError::Failed {
+                point,
+                failure: Box::new(failure),
+            }
         })
     }
 }
@@ -165,7 +168,7 @@ pub enum MeasureError {
         /// Which size.
         point: Point,
         /// What happened instead.
-        failure: Failure,
+        failure: Box<Failure>,
     },
 }
 
