@@ -436,16 +436,10 @@ mod tests {
         let e = sim
             .measure(&hangs, &Measure::sizes(8, 8).iters(1).warmup(0))
             .unwrap_err();
-        assert!(
-            matches!(
-                &e,
-                MeasureError::Failed {
-                    failure: Failure::Deadlock(_),
-                    ..
-                }
-            ),
-            "{e}"
-        );
+        let MeasureError::Failed { failure, .. } = &e else {
+            panic!("{e}");
+        };
+        assert!(matches!(**failure, Failure::Deadlock(_)), "{e}");
         assert!(e.to_string().contains("deadlocked"), "{e}");
     }
 }
