@@ -18,6 +18,49 @@
 //! status (128 + the signal number for a signal). Each rank's stdin is a
 //! pipe from the launcher: a rank that calls [`watch_launcher`] stops when
 //! the pipe closes, so no rank outlives a launcher that died.
+//!
+//! [`LocalJob::run_or_join`] is the whole job from one program: the same
+//! call launches the ranks (in the process started by hand) or runs one
+//! rank (in the processes it starts). Two processes benchmark and check a
+//! ring allreduce over shared memory:
+//!
+//! ```standalone_crate
+//! use algorithms::Registry;
+//! use realnet::Endpoint;
+//! use realnet::bench::{BenchOptions, run_bench};
+//! use realnet::connect::{FabricKind, RankJob};
+//! use realnet::launcher::{LocalJob, Role};
+//!
+//! /// What every rank runs: the benchmark, then a goodbye to its peers.
+//! struct Bench(BenchOptions);
+//!
+//! impl RankJob for Bench {
+//!     /// Wrong elements over all ranks.
+//!     type Output = u64;
+//!     fn run<E: Endpoint>(&self, endpoint: &E) -> u64 {
+//!         let (rows, _) = run_bench(endpoint, &self.0, 1, |_| {}).expect("the benchmark runs");
+//!         endpoint.finish().expect("the peers finish too");
+//!         rows.iter().filter_map(|r| r.wrong).sum()
+//!     }
+//! }
+//!
+//! fn main() {
+//!     let options = BenchOptions {
+//!         min_bytes: 1 << 10,
+//!         max_bytes: 1 << 16,
+//!         step_factor: 8,
+//!         iters: 2,
+//!         warmup: 1,
+//!         ..BenchOptions::default()
+//!     };
+//!     let mut job = LocalJob::new(2, Vec::new());
+//!     job.fabric = Some(FabricKind::Shm);
+//!     match job.run_or_join(&Registry::builtin(), &Bench(options)).expect("the job runs") {
+//!         Role::Launcher(status) => assert_eq!(status, 0, "every rank succeeded"),
+//!         Role::Rank(wrong) => assert_eq!(wrong, 0, "every element right"),
+//!     }
+//! }
+//! ```
 
 use std::io::{self, BufRead, BufReader, Read, Write};
 use std::net::TcpListener;
@@ -27,7 +70,10 @@ use std::process::{Child, ChildStdin, Command, ExitStatus, Stdio};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use crate::connect::FabricKind;
+use algorithms::Registry;
+
+use crate::connect::{FabricKind, RankJob, SetupError, with_fabric};
+use crate::launch::{EnvError, EnvOverrides, RankEnv};
 
 /// The most ranks a launcher starts on one host.
 pub const LOCAL_RANKS_MAX: u16 = 256;
@@ -238,6 +284,62 @@ impl LocalJob {
             }
         }
         Ok(supervise(&mut ranks, self.grace, &self.name))
+    }
+}
+
+/// What this process is in a local job (see [`LocalJob::run_or_join`]).
+#[derive(Debug, PartialEq)]
+pub enum Role<T> {
+    /// The launcher: the job ended with this exit status (0: every rank
+    /// succeeded; else the first failed rank's).
+    Launcher(u8),
+    /// One of the ranks: what the job returned on it.
+    Rank(T),
+}
+
+/// Why a local job could not run.
+#[derive(Debug, thiserror::Error)]
+pub enum JobError {
+    /// The launcher could not start the ranks.
+    #[error(transparent)]
+    Launch(#[from] LaunchError),
+    /// A rank could not read its place in the job.
+    #[error(transparent)]
+    Env(#[from] EnvError),
+    /// A rank could not connect its fabric (or the ranks disagree).
+    #[error(transparent)]
+    Setup(#[from] SetupError),
+}
+
+impl LocalJob {
+    /// The whole of a local job in one call, made at the same point of the
+    /// program's `main` in the launcher and in the ranks it starts: in the
+    /// launcher it starts [`ranks`](Self::ranks) processes of this program
+    /// and returns [`Role::Launcher`] with the job's exit status; in a rank
+    /// (which the launcher's environment marks) it connects the fabric
+    /// (the job's [`fabric`](Self::fabric), threads meaning one process),
+    /// agrees with its peers on the arguments and on `registry`, runs `job`
+    /// and returns [`Role::Rank`] with its output.
+    pub fn run_or_join<J: RankJob>(
+        &self,
+        registry: &Registry,
+        job: &J,
+    ) -> Result<Role<J::Output>, JobError> {
+        if std::env::var_os(LAUNCH_WATCH_VAR).is_none() {
+            return Ok(Role::Launcher(self.run()?));
+        }
+        watch_launcher();
+        let env = RankEnv::from_env(&EnvOverrides::default())?;
+        let kind = match (self.fabric, &env.fabric) {
+            (Some(k), _) => k,
+            (None, Some(name)) => FabricKind::parse(name).map_err(|e| {
+                JobError::Launch(LaunchError::Invalid(format!("REALNET_FABRIC: {e}")))
+            })?,
+            (None, None) => FabricKind::Tcp,
+        };
+        let command = self.args.join(" ");
+        let mut outputs = with_fabric(kind, &env, 1, None, (&command, registry), job)?;
+        Ok(Role::Rank(outputs.remove(0)))
     }
 }
 
