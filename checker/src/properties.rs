@@ -38,13 +38,10 @@ pub struct Baseline {
 
 /// What a call's tag belongs to, for messages in reports.
 pub fn describe_tag(program: &Program, tag: u64) -> String {
-    let low = tag & ((1 << 56) - 1);
-    let phase = tag >> 56;
-    let call = program.calls.iter().find(|c| c.tag == low);
-    match (call, phase) {
-        (Some(c), 0) => format!("tag {tag} (call `{}`)", c.id),
-        (Some(c), p) => format!("tag {tag} (call `{}`, phase {})", c.id, p - 1),
-        (None, _) => format!("tag {tag}"),
+    let tag = algorithms::Tag(tag);
+    match program.calls.iter().find(|c| c.tag == tag.base()) {
+        Some(c) => format!("tag {tag} (call `{}`)", c.id),
+        None => format!("tag {tag}"),
     }
 }
 

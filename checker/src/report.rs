@@ -76,15 +76,15 @@ pub fn print_report(
 /// A choice as the report prints it: with the call (and phase) its tag
 /// belongs to.
 pub fn describe_choice(program: &Program, choice: Choice) -> String {
-    let tag = match choice {
-        Choice::Deliver(k) | Choice::Drop(k) | Choice::Timeout(k) => Some(k.tag),
+    let key = match choice {
+        Choice::Deliver(k) | Choice::Drop(k) | Choice::Timeout(k) => Some(k),
         _ => None,
     };
-    match (tag, choice) {
-        (Some(t), _) => match describe_tag(program, t).split_once(" (") {
-            Some((_, rest)) => format!("{choice} ({rest}"),
-            None => choice.to_string(),
-        },
+    match (key, choice) {
+        // The file spells the raw tag; people read the call and phase.
+        (Some(k), _) => choice
+            .to_string()
+            .replace(&format!("tag {}", k.tag), &describe_tag(program, k.tag)),
         (None, Choice::Start { call, .. }) => match program.calls.get(call) {
             Some(c) => format!("{choice} (`{}`)", c.id),
             None => choice.to_string(),

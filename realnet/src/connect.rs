@@ -366,4 +366,69 @@ mod tests {
                 .contains("threads, shm, tcp or verbs")
         );
     }
+
+    /// A user algorithm only one rank registered.
+    struct OnlyHere;
+
+    impl algorithms::CollectiveAlgorithm for OnlyHere {
+        fn name(&self) -> &str {
+            "only_here"
+        }
+        fn collective(&self) -> algorithms::Collective {
+            algorithms::Collective::Allreduce
+        }
+        fn run<'a>(
+            &'a self,
+            _fabric: algorithms::AnyFabric<'a>,
+            _buf: &'a mut algorithms::Payload,
+            _op: algorithms::ReduceOp,
+            _params: &'a algorithms::Params,
+        ) -> algorithms::Running<'a> {
+            Box::pin(async { Ok(()) })
+        }
+    }
+
+    #[test]
+    fn ranks_that_disagree_on_the_registry_are_refused_at_the_rendezvous() {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .unwrap()
+            .port();
+        let env = |rank| RankEnv {
+            rank,
+            world_size: 2,
+            launcher: None,
+            rendezvous: Some(format!("127.0.0.1:{port}")),
+            job: JobOptions {
+                job_id: 7,
+                token: "t".into(),
+                timeout: std::time::Duration::from_secs(10),
+            },
+            fabric: None,
+        };
+        let errors: Vec<SetupError> = std::thread::scope(|s| {
+            let handles: Vec<_> = (0..2)
+                .map(|rank| {
+                    let env = env(rank);
+                    s.spawn(move || {
+                        let mut registry = Registry::builtin();
+                        if rank == 1 {
+                            registry.register(OnlyHere).unwrap();
+                        }
+                        with_fabric(FabricKind::Tcp, &env, 1, None, ("bench", &registry), &Ranks)
+                            .unwrap_err()
+                    })
+                })
+                .collect();
+            handles.into_iter().map(|h| h.join().unwrap()).collect()
+        });
+        for e in &errors {
+            assert_eq!(e.failure, SetupFailure::Input, "{e}");
+            assert!(
+                e.message
+                    .contains("rank 1 has allreduce only_here, rank 0 does not"),
+                "{e}"
+            );
+        }
+    }
 }

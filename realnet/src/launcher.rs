@@ -7,7 +7,7 @@
 //! `REALNET_FABRIC`; other launchers' rank variables are removed, so a
 //! launch inside an `sbatch` step is not mistaken for that step's ranks.
 //! A rank finds all of it with [`RankEnv::from_env`](crate::launch::RankEnv::from_env)
-//! and connects with [`with_fabric`](crate::connect::with_fabric).
+//! and connects with [`with_fabric`].
 //!
 //! Rank 0's stdout is the launcher's stdout (the other ranks' is
 //! discarded: they print no tables); every rank's stderr is forwarded line
