@@ -24,6 +24,7 @@ mod real_launch;
 mod real_processes;
 mod real_run;
 mod real_support;
+mod registry_interface;
 mod reliability;
 mod ring_allreduce_reference;
 mod scaling_story;
