@@ -10,12 +10,14 @@
 //!                              # leftover, cost, assertion or fault_contract
 //! concurrent = false           # optional: each rank runs its calls joined, not in sequence
 //! cost = true                  # optional (default false): check the bytes and steps
-//!                              # against the cost formulas (catalogue algorithms only)
+//!                              # against the cost formulas (skipped, with a note, for
+//!                              # an algorithm without one)
 //!
 //! [[call]]                     # at least one
 //! id = "sum"                   # optional, default "call0", "call1", ... (unique)
 //! collective = "allreduce"
-//! algorithm = "ring"           # a catalogue algorithm of that collective, or a demo:
+//! algorithm = "ring"           # an algorithm of that collective in the registry (the
+//!                              # catalogue's and a user program's), or a demo:
 //!                              # buggy_ring, arrival_order_sum (allreduce),
 //!                              # send_all_first (allgather)
 //! op = "sum"                   # reducing collectives only; default sum
@@ -72,7 +74,7 @@
 //! rank that no world size has; an empty list; a backwards range or a zero
 //! step; a root missing at the smallest world size of a rooted call; an
 //! alltoall count that some world size does not divide; more than
-//! [`POINTS_MAX`] parameter points; `cost = true` with a demo algorithm;
+//! [`POINTS_MAX`] parameter points;
 //! zero schedules or depth) is a [`ScenarioError`] at the offending value's
 //! line and column, saying what was expected.
 
