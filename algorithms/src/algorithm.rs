@@ -207,6 +207,50 @@ pub trait CollectiveAlgorithm: Send + Sync + 'static {
     }
 }
 
+/// The four methods of a catalogue algorithm that its module's items
+/// give (`run`, `FORMULA`, `cost_ps` and `reference`, side by side in
+/// every algorithm's file), written once for the catalogue's
+/// `impl CollectiveAlgorithm` blocks: `run` boxes the module's `async fn
+/// run` on the `AnyFabric`, the others wrap the module's values in `Some`.
+macro_rules! module_items {
+    () => {
+        fn run<'a>(
+            &'a self,
+            fabric: $crate::AnyFabric<'a>,
+            buf: &'a mut $crate::Payload,
+            op: $crate::ReduceOp,
+            params: &'a $crate::Params,
+        ) -> $crate::Running<'a> {
+            Box::pin(async move { run(&fabric, buf, op, params).await })
+        }
+
+        fn formula(&self) -> Option<&str> {
+            Some(FORMULA)
+        }
+
+        fn cost_ps(
+            &self,
+            model: &$crate::CostModel,
+            n: usize,
+            count: usize,
+            dtype: $crate::DType,
+            params: &$crate::Params,
+        ) -> Option<u64> {
+            Some(cost_ps(model, n, count, dtype, params))
+        }
+
+        fn reference(
+            &self,
+            inputs: &[$crate::Payload],
+            op: $crate::ReduceOp,
+            params: &$crate::Params,
+        ) -> Option<Vec<$crate::Payload>> {
+            Some(reference(inputs, op, params))
+        }
+    };
+}
+pub(crate) use module_items;
+
 /// The message bounds the catalogue's algorithms share (see
 /// [`CollectiveAlgorithm::messages_bound`]).
 pub mod messages_bound {

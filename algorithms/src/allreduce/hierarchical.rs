@@ -57,10 +57,9 @@
 //! with `AR_ring` the ring allreduce's closed form. The fallback costs
 //! `AR_ring(N, n)`.
 
-use crate::algorithm::{Chunking, CollectiveAlgorithm, RotationSymmetry, Running};
+use crate::algorithm::{Chunking, CollectiveAlgorithm, RotationSymmetry, module_items};
 use crate::allgather::ring as allgather_ring;
 use crate::allreduce::ring as allreduce_ring;
-use crate::any_fabric::AnyFabric;
 use crate::collective::Collective;
 use crate::collective::Params;
 use crate::cost::CostModel;
@@ -217,34 +216,7 @@ impl CollectiveAlgorithm for Hierarchical {
         Collective::Allreduce
     }
 
-    fn run<'a>(
-        &'a self,
-        fabric: AnyFabric<'a>,
-        buf: &'a mut Payload,
-        op: ReduceOp,
-        params: &'a Params,
-    ) -> Running<'a> {
-        Box::pin(async move { run(&fabric, buf, op, params).await })
-    }
-
-    fn formula(&self) -> Option<&str> {
-        Some(FORMULA)
-    }
-
-    fn cost_ps(
-        &self,
-        model: &CostModel,
-        n: usize,
-        count: usize,
-        dtype: DType,
-        params: &Params,
-    ) -> Option<u64> {
-        Some(cost_ps(model, n, count, dtype, params))
-    }
-
-    fn reference(&self, inputs: &[Payload], op: ReduceOp, params: &Params) -> Option<Vec<Payload>> {
-        Some(reference(inputs, op, params))
-    }
+    module_items!();
 
     fn chunking(&self) -> Chunking {
         Chunking::Block

@@ -56,8 +56,7 @@
 
 use std::ops::Range;
 
-use crate::algorithm::{Chunking, CollectiveAlgorithm, RotationSymmetry, Running};
-use crate::any_fabric::AnyFabric;
+use crate::algorithm::{Chunking, CollectiveAlgorithm, RotationSymmetry, module_items};
 use crate::collective::Collective;
 use crate::collective::{Params, reduction_is_trivial};
 use crate::cost::CostModel;
@@ -241,34 +240,7 @@ impl CollectiveAlgorithm for Ring {
         Collective::Allreduce
     }
 
-    fn run<'a>(
-        &'a self,
-        fabric: AnyFabric<'a>,
-        buf: &'a mut Payload,
-        op: ReduceOp,
-        params: &'a Params,
-    ) -> Running<'a> {
-        Box::pin(async move { run(&fabric, buf, op, params).await })
-    }
-
-    fn formula(&self) -> Option<&str> {
-        Some(FORMULA)
-    }
-
-    fn cost_ps(
-        &self,
-        model: &CostModel,
-        n: usize,
-        count: usize,
-        dtype: DType,
-        params: &Params,
-    ) -> Option<u64> {
-        Some(cost_ps(model, n, count, dtype, params))
-    }
-
-    fn reference(&self, inputs: &[Payload], op: ReduceOp, params: &Params) -> Option<Vec<Payload>> {
-        Some(reference(inputs, op, params))
-    }
+    module_items!();
 
     fn chunking(&self) -> Chunking {
         Chunking::Block

@@ -97,8 +97,7 @@
 use std::collections::{HashMap, VecDeque};
 use std::ops::Range;
 
-use crate::algorithm::{Chunking, CollectiveAlgorithm, Running, messages_bound};
-use crate::any_fabric::AnyFabric;
+use crate::algorithm::{Chunking, CollectiveAlgorithm, messages_bound, module_items};
 use crate::collective::Collective;
 use crate::collective::{Params, reduction_is_trivial};
 use crate::cost::CostModel;
@@ -695,34 +694,7 @@ impl CollectiveAlgorithm for Tree {
         Collective::Allreduce
     }
 
-    fn run<'a>(
-        &'a self,
-        fabric: AnyFabric<'a>,
-        buf: &'a mut Payload,
-        op: ReduceOp,
-        params: &'a Params,
-    ) -> Running<'a> {
-        Box::pin(async move { run(&fabric, buf, op, params).await })
-    }
-
-    fn formula(&self) -> Option<&str> {
-        Some(FORMULA)
-    }
-
-    fn cost_ps(
-        &self,
-        model: &CostModel,
-        n: usize,
-        count: usize,
-        dtype: DType,
-        params: &Params,
-    ) -> Option<u64> {
-        Some(cost_ps(model, n, count, dtype, params))
-    }
-
-    fn reference(&self, inputs: &[Payload], op: ReduceOp, params: &Params) -> Option<Vec<Payload>> {
-        Some(reference(inputs, op, params))
-    }
+    module_items!();
 
     fn chunking(&self) -> Chunking {
         Chunking::Buffer

@@ -22,8 +22,7 @@
 //! T = ⌈log2 N⌉ · α
 //! ```
 
-use crate::algorithm::{CollectiveAlgorithm, RotationSymmetry, Running, messages_bound};
-use crate::any_fabric::AnyFabric;
+use crate::algorithm::{CollectiveAlgorithm, RotationSymmetry, messages_bound, module_items};
 use crate::collective::{Collective, Params, movement_reference};
 use crate::cost::CostModel;
 use crate::dtype::{DType, ReduceOp};
@@ -105,34 +104,7 @@ impl CollectiveAlgorithm for Dissemination {
         Collective::Barrier
     }
 
-    fn run<'a>(
-        &'a self,
-        fabric: AnyFabric<'a>,
-        buf: &'a mut Payload,
-        op: ReduceOp,
-        params: &'a Params,
-    ) -> Running<'a> {
-        Box::pin(async move { run(&fabric, buf, op, params).await })
-    }
-
-    fn formula(&self) -> Option<&str> {
-        Some(FORMULA)
-    }
-
-    fn cost_ps(
-        &self,
-        model: &CostModel,
-        n: usize,
-        count: usize,
-        dtype: DType,
-        params: &Params,
-    ) -> Option<u64> {
-        Some(cost_ps(model, n, count, dtype, params))
-    }
-
-    fn reference(&self, inputs: &[Payload], op: ReduceOp, params: &Params) -> Option<Vec<Payload>> {
-        Some(reference(inputs, op, params))
-    }
+    module_items!();
 
     fn rotation_symmetry(&self) -> RotationSymmetry {
         RotationSymmetry::Any

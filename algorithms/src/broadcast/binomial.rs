@@ -28,8 +28,7 @@
 //!
 //! exactly (there is no reduction and no link carries two messages).
 
-use crate::algorithm::{CollectiveAlgorithm, Running, messages_bound};
-use crate::any_fabric::AnyFabric;
+use crate::algorithm::{CollectiveAlgorithm, messages_bound, module_items};
 use crate::binomial::{absolute, children, lowest_bit, relative};
 use crate::collective::{Collective, Params, movement_reference};
 use crate::cost::CostModel;
@@ -99,34 +98,7 @@ impl CollectiveAlgorithm for Binomial {
         Collective::Broadcast
     }
 
-    fn run<'a>(
-        &'a self,
-        fabric: AnyFabric<'a>,
-        buf: &'a mut Payload,
-        op: ReduceOp,
-        params: &'a Params,
-    ) -> Running<'a> {
-        Box::pin(async move { run(&fabric, buf, op, params).await })
-    }
-
-    fn formula(&self) -> Option<&str> {
-        Some(FORMULA)
-    }
-
-    fn cost_ps(
-        &self,
-        model: &CostModel,
-        n: usize,
-        count: usize,
-        dtype: DType,
-        params: &Params,
-    ) -> Option<u64> {
-        Some(cost_ps(model, n, count, dtype, params))
-    }
-
-    fn reference(&self, inputs: &[Payload], op: ReduceOp, params: &Params) -> Option<Vec<Payload>> {
-        Some(reference(inputs, op, params))
-    }
+    module_items!();
 
     fn messages_bound(&self, n: usize, _count: usize, _elem: usize, _chunk: u64) -> u64 {
         messages_bound::two_per_rank(n)

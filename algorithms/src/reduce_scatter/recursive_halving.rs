@@ -46,8 +46,7 @@
 //! `⌈b·γ⌉` on the receiver), which is the closed form above in the
 //! power-of-two case. Chunking (`chunk_bytes`) is not used.
 
-use crate::algorithm::{CollectiveAlgorithm, Running, messages_bound};
-use crate::any_fabric::AnyFabric;
+use crate::algorithm::{CollectiveAlgorithm, messages_bound, module_items};
 use crate::collective::Collective;
 use crate::collective::Params;
 use crate::cost::CostModel;
@@ -196,34 +195,7 @@ impl CollectiveAlgorithm for RecursiveHalving {
         Collective::ReduceScatter
     }
 
-    fn run<'a>(
-        &'a self,
-        fabric: AnyFabric<'a>,
-        buf: &'a mut Payload,
-        op: ReduceOp,
-        params: &'a Params,
-    ) -> Running<'a> {
-        Box::pin(async move { run(&fabric, buf, op, params).await })
-    }
-
-    fn formula(&self) -> Option<&str> {
-        Some(FORMULA)
-    }
-
-    fn cost_ps(
-        &self,
-        model: &CostModel,
-        n: usize,
-        count: usize,
-        dtype: DType,
-        params: &Params,
-    ) -> Option<u64> {
-        Some(cost_ps(model, n, count, dtype, params))
-    }
-
-    fn reference(&self, inputs: &[Payload], op: ReduceOp, params: &Params) -> Option<Vec<Payload>> {
-        Some(reference(inputs, op, params))
-    }
+    module_items!();
 
     fn messages_bound(&self, n: usize, _count: usize, _elem: usize, _chunk: u64) -> u64 {
         messages_bound::log_steps(n)

@@ -28,8 +28,7 @@
 //! exactly (per-step terms rounded up to a picosecond) when `N` divides
 //! the count; with uneven blocks [`cost_ps`] uses the largest block.
 
-use crate::algorithm::{CollectiveAlgorithm, RotationSymmetry, Running};
-use crate::any_fabric::AnyFabric;
+use crate::algorithm::{CollectiveAlgorithm, RotationSymmetry, module_items};
 use crate::collective::Collective;
 use crate::collective::Params;
 use crate::cost::CostModel;
@@ -121,34 +120,7 @@ impl CollectiveAlgorithm for Ring {
         Collective::ReduceScatter
     }
 
-    fn run<'a>(
-        &'a self,
-        fabric: AnyFabric<'a>,
-        buf: &'a mut Payload,
-        op: ReduceOp,
-        params: &'a Params,
-    ) -> Running<'a> {
-        Box::pin(async move { run(&fabric, buf, op, params).await })
-    }
-
-    fn formula(&self) -> Option<&str> {
-        Some(FORMULA)
-    }
-
-    fn cost_ps(
-        &self,
-        model: &CostModel,
-        n: usize,
-        count: usize,
-        dtype: DType,
-        params: &Params,
-    ) -> Option<u64> {
-        Some(cost_ps(model, n, count, dtype, params))
-    }
-
-    fn reference(&self, inputs: &[Payload], op: ReduceOp, params: &Params) -> Option<Vec<Payload>> {
-        Some(reference(inputs, op, params))
-    }
+    module_items!();
 
     fn rotation_symmetry(&self) -> RotationSymmetry {
         RotationSymmetry::Any

@@ -19,8 +19,7 @@
 //! where `b_j` is the size of block `j` in bytes. `N = 1` and an empty buffer
 //! move nothing and cost zero.
 
-use crate::algorithm::{CollectiveAlgorithm, Running, messages_bound};
-use crate::any_fabric::AnyFabric;
+use crate::algorithm::{CollectiveAlgorithm, messages_bound, module_items};
 use crate::collective::{Collective, Params, movement_reference};
 use crate::cost::CostModel;
 use crate::dtype::{DType, ReduceOp};
@@ -131,34 +130,7 @@ impl CollectiveAlgorithm for Linear {
         Collective::Scatter
     }
 
-    fn run<'a>(
-        &'a self,
-        fabric: AnyFabric<'a>,
-        buf: &'a mut Payload,
-        op: ReduceOp,
-        params: &'a Params,
-    ) -> Running<'a> {
-        Box::pin(async move { run(&fabric, buf, op, params).await })
-    }
-
-    fn formula(&self) -> Option<&str> {
-        Some(FORMULA)
-    }
-
-    fn cost_ps(
-        &self,
-        model: &CostModel,
-        n: usize,
-        count: usize,
-        dtype: DType,
-        params: &Params,
-    ) -> Option<u64> {
-        Some(cost_ps(model, n, count, dtype, params))
-    }
-
-    fn reference(&self, inputs: &[Payload], op: ReduceOp, params: &Params) -> Option<Vec<Payload>> {
-        Some(reference(inputs, op, params))
-    }
+    module_items!();
 
     fn messages_bound(&self, n: usize, _count: usize, _elem: usize, _chunk: u64) -> u64 {
         messages_bound::two_per_rank(n)
