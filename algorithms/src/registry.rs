@@ -263,27 +263,10 @@ fn name_problem(name: &str) -> Option<&'static str> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{AnyFabric, Params, Payload, ReduceOp, Running};
 
-    /// An algorithm with a given name that does nothing.
-    struct Named(&'static str, Collective);
-
-    impl CollectiveAlgorithm for Named {
-        fn name(&self) -> &str {
-            self.0
-        }
-        fn collective(&self) -> Collective {
-            self.1
-        }
-        fn run<'a>(
-            &'a self,
-            _fabric: AnyFabric<'a>,
-            _buf: &'a mut Payload,
-            _op: ReduceOp,
-            _params: &'a Params,
-        ) -> Running<'a> {
-            Box::pin(async { Ok(()) })
-        }
+    /// An algorithm of `collective` named `name` that does nothing.
+    fn named(name: &str, collective: Collective) -> Algorithm {
+        Algorithm::from_fn(name, collective, |_, _, _, _| Box::pin(async { Ok(()) }))
     }
 
     #[test]
@@ -307,7 +290,7 @@ mod tests {
     fn a_name_taken_by_a_builtin_or_registered_twice_is_refused() {
         let mut registry = Registry::builtin();
         let e = registry
-            .register(Named("ring", Collective::Allreduce))
+            .insert(named("ring", Collective::Allreduce))
             .unwrap_err();
         assert_eq!(
             e.to_string(),
@@ -315,10 +298,10 @@ mod tests {
         );
         // The same name for another collective is another algorithm.
         registry
-            .register(Named("pairwise", Collective::Allreduce))
+            .insert(named("pairwise", Collective::Allreduce))
             .expect("allreduce has no pairwise");
         let e = registry
-            .register(Named("pairwise", Collective::Allreduce))
+            .insert(named("pairwise", Collective::Allreduce))
             .unwrap_err();
         assert!(e.to_string().contains("(registered before)"), "{e}");
     }
@@ -333,7 +316,7 @@ mod tests {
             ("auto", "tuner"),
         ] {
             let e = registry
-                .register(Named(name, Collective::Allreduce))
+                .insert(named(name, Collective::Allreduce))
                 .unwrap_err();
             assert!(e.to_string().contains(why), "{name}: {e}");
         }

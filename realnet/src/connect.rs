@@ -367,27 +367,6 @@ mod tests {
         );
     }
 
-    /// A user algorithm only one rank registered.
-    struct OnlyHere;
-
-    impl algorithms::CollectiveAlgorithm for OnlyHere {
-        fn name(&self) -> &str {
-            "only_here"
-        }
-        fn collective(&self) -> algorithms::Collective {
-            algorithms::Collective::Allreduce
-        }
-        fn run<'a>(
-            &'a self,
-            _fabric: algorithms::AnyFabric<'a>,
-            _buf: &'a mut algorithms::Payload,
-            _op: algorithms::ReduceOp,
-            _params: &'a algorithms::Params,
-        ) -> algorithms::Running<'a> {
-            Box::pin(async { Ok(()) })
-        }
-    }
-
     #[test]
     fn ranks_that_disagree_on_the_registry_are_refused_at_the_rendezvous() {
         let port = std::net::TcpListener::bind("127.0.0.1:0")
@@ -413,7 +392,12 @@ mod tests {
                     s.spawn(move || {
                         let mut registry = Registry::builtin();
                         if rank == 1 {
-                            registry.register(OnlyHere).unwrap();
+                            let only_here = algorithms::Algorithm::from_fn(
+                                "only_here",
+                                algorithms::Collective::Allreduce,
+                                |_, _, _, _| Box::pin(async { Ok(()) }),
+                            );
+                            registry.insert(only_here).unwrap();
                         }
                         with_fabric(FabricKind::Tcp, &env, 1, None, ("bench", &registry), &Ranks)
                             .unwrap_err()

@@ -136,30 +136,7 @@ pub fn agree_on_registry(
 mod tests {
     use super::*;
     use crate::LocalBootstrap;
-    use algorithms::{
-        AnyFabric, Collective, CollectiveAlgorithm, Params, Payload, ReduceOp, Running,
-    };
-
-    /// A user algorithm only some ranks register.
-    struct Extra;
-
-    impl CollectiveAlgorithm for Extra {
-        fn name(&self) -> &str {
-            "extra_ring"
-        }
-        fn collective(&self) -> Collective {
-            Collective::Allreduce
-        }
-        fn run<'a>(
-            &'a self,
-            _fabric: AnyFabric<'a>,
-            _buf: &'a mut Payload,
-            _op: ReduceOp,
-            _params: &'a Params,
-        ) -> Running<'a> {
-            Box::pin(async { Ok(()) })
-        }
-    }
+    use algorithms::{Algorithm, Collective};
 
     /// Runs `check` on every rank of a 3-thread job; each rank's result.
     fn on_three_ranks<T: Send>(check: impl Fn(&LocalBootstrap) -> T + Sync) -> Vec<T> {
@@ -191,7 +168,11 @@ mod tests {
         let results = on_three_ranks(|b| {
             let mut registry = Registry::builtin();
             if b.rank() != 1 {
-                registry.register(Extra).expect("a new name");
+                let extra =
+                    Algorithm::from_fn("extra_ring", Collective::Allreduce, |_, _, _, _| {
+                        Box::pin(async { Ok(()) })
+                    });
+                registry.insert(extra).expect("a new name");
             }
             agree_on_registry(b, &registry)
         });
