@@ -305,7 +305,7 @@ mod tests {
     use topologies::LinkSpec;
 
     use engine::network::NetworkConfig;
-    use engine::world::{RankFaults, WorldConfig};
+    use engine::world::WorldConfig;
 
     /// Rank `r`'s input: distinct powers of two over all ranks, so that two
     /// sums of different sets of input elements never coincide.
@@ -331,15 +331,11 @@ mod tests {
         op: ReduceOp,
         head_start: &[u64],
     ) -> Vec<Option<Result<Payload, CollectiveError>>> {
-        let config = WorldConfig {
-            world_size: inputs.len(),
-            network: NetworkConfig::Ideal(LinkSpec::new(1_000_000, 1e10).expect("valid link")),
-            reduce_bytes_per_s: Some(1e9),
-            trace: false,
-            call_timeout_ps: None,
-            faults: RankFaults::default(),
-            fold: None,
-        };
+        let config = WorldConfig::new(
+            inputs.len(),
+            NetworkConfig::Ideal(LinkSpec::new(1_000_000, 1e10).expect("valid link")),
+        )
+        .reduce_bytes_per_s(Some(1e9));
         let exec = engine::run(config, |fabric| {
             let mut buf = inputs[fabric.rank()].clone();
             let delay = head_start.get(fabric.rank()).copied().unwrap_or(0);

@@ -153,15 +153,7 @@ pub fn allreduce_phantom(
     chunk_bytes: u64,
     fold: bool,
 ) -> Result<BenchResult, String> {
-    let mut config = WorldConfig {
-        world_size: ranks,
-        network,
-        trace: false,
-        call_timeout_ps: None,
-        faults: crate::world::RankFaults::default(),
-        fold: None,
-        reduce_bytes_per_s: None,
-    };
+    let mut config = WorldConfig::new(ranks, network);
     if fold {
         crate::fold::fold(&mut config, BENCH_RANKS_PER_NODE.min(ranks))
             .map_err(|e| e.to_string())?;

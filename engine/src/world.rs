@@ -29,27 +29,80 @@ use crate::trace::{Span, SpanKind, TraceLog};
 #[derive(Clone, Debug)]
 pub struct WorldConfig {
     /// Number of ranks.
-    pub world_size: usize,
+    pub(crate) world_size: usize,
     /// The network: ideal links or a topology model.
-    pub network: NetworkConfig,
+    pub(crate) network: NetworkConfig,
     /// Reduction throughput of one rank in bytes per second; `None` makes
     /// reductions free.
-    pub reduce_bytes_per_s: Option<f64>,
+    pub(crate) reduce_bytes_per_s: Option<f64>,
     /// Whether to record a trace (rank spans, link backlogs).
-    pub trace: bool,
+    pub(crate) trace: bool,
     /// The collective watchdog: a call (from the synchronisation that
     /// starts it) not finished on every rank within this many picoseconds
     /// stops the run with a timeout report; `None` waits forever.
-    pub call_timeout_ps: Option<u64>,
+    pub(crate) call_timeout_ps: Option<u64>,
     /// Ranks that crash or compute slowly.
-    pub faults: RankFaults,
+    pub(crate) faults: RankFaults,
     /// A folded run (see [`crate::fold`]): only ranks `0..shift` run, each
     /// standing for its orbit under the rotation by `shift` ranks; set by
     /// [`crate::fold::fold`], which checks that the run can be folded.
-    pub fold: Option<usize>,
+    pub(crate) fold: Option<usize>,
 }
 
 impl WorldConfig {
+    /// A world of `world_size` ranks on `network`: free reductions, no
+    /// trace, no watchdog, no faults, not folded (each settable below).
+    pub fn new(world_size: usize, network: NetworkConfig) -> WorldConfig {
+        WorldConfig {
+            world_size,
+            network,
+            reduce_bytes_per_s: None,
+            trace: false,
+            call_timeout_ps: None,
+            faults: RankFaults::default(),
+            fold: None,
+        }
+    }
+
+    /// Reductions at `bytes_per_s` per rank (`None`: free).
+    pub fn reduce_bytes_per_s(mut self, bytes_per_s: Option<f64>) -> WorldConfig {
+        self.reduce_bytes_per_s = bytes_per_s;
+        self
+    }
+
+    /// Records a trace of the run.
+    pub fn traced(mut self, trace: bool) -> WorldConfig {
+        self.trace = trace;
+        self
+    }
+
+    /// The collective watchdog, in ps (`None`: wait forever).
+    pub fn call_timeout_ps(mut self, timeout_ps: Option<u64>) -> WorldConfig {
+        self.call_timeout_ps = timeout_ps;
+        self
+    }
+
+    /// The ranks that crash or compute slowly.
+    pub fn faults(mut self, faults: RankFaults) -> WorldConfig {
+        self.faults = faults;
+        self
+    }
+
+    /// Number of ranks.
+    pub fn world_size(&self) -> usize {
+        self.world_size
+    }
+
+    /// The network.
+    pub fn network(&self) -> &NetworkConfig {
+        &self.network
+    }
+
+    /// The shift of a folded run (see [`crate::fold`]), if folded.
+    pub fn folded_by(&self) -> Option<usize> {
+        self.fold
+    }
+
     /// The ranks the engine runs: all of them, or `0..shift` when folded.
     pub fn simulated_ranks(&self) -> usize {
         self.fold.unwrap_or(self.world_size)

@@ -322,15 +322,11 @@ pub fn run_point(
     if let NetworkConfig::Topology(t) = &mut network {
         t.timeline_bin_ps = options.timeline_bin_ps;
     }
-    let mut config = WorldConfig {
-        world_size: n,
-        network,
-        reduce_bytes_per_s: scenario.reduce_bytes_per_s,
-        trace: options.trace,
-        call_timeout_ps: scenario.call_timeout_ps,
-        faults: rank_faults(&scenario.faults, n),
-        fold: None,
-    };
+    let mut config = WorldConfig::new(n, network)
+        .reduce_bytes_per_s(scenario.reduce_bytes_per_s)
+        .traced(options.trace)
+        .call_timeout_ps(scenario.call_timeout_ps)
+        .faults(rank_faults(&scenario.faults, n));
     if let Some(shift) = scenario.fold {
         // Validation made sure the run can fold: all ranks, no faults.
         if let Err(e) = crate::fold::fold(&mut config, shift) {

@@ -99,15 +99,11 @@ pub fn check_reference(algorithm: &Algorithm, case: &Case) {
     let expected = algorithm
         .reference(&inputs, op, &params)
         .expect("in the catalogue");
-    let config = WorldConfig {
-        world_size: n,
-        network: engine::network::NetworkConfig::Ideal(link(1_000_000, 10_000_000_000)),
-        trace: false,
-        call_timeout_ps: None,
-        faults: engine::world::RankFaults::default(),
-        fold: None,
-        reduce_bytes_per_s: Some(50e9),
-    };
+    let config = WorldConfig::new(
+        n,
+        engine::network::NetworkConfig::Ideal(link(1_000_000, 10_000_000_000)),
+    )
+    .reduce_bytes_per_s(Some(50e9));
     let exec = run(config, |fabric| {
         let input = inputs[fabric.rank()].clone();
         async move {
@@ -177,17 +173,13 @@ pub fn simulate_time(
     params: &Params,
 ) -> Time {
     let collective = algorithm.collective();
-    let config = WorldConfig {
-        world_size: n,
-        network: engine::network::NetworkConfig::Ideal(
+    let config = WorldConfig::new(
+        n,
+        engine::network::NetworkConfig::Ideal(
             topologies::LinkSpec::new(model.latency_ps, model.bandwidth_bytes_per_s).unwrap(),
         ),
-        trace: false,
-        call_timeout_ps: None,
-        faults: engine::world::RankFaults::default(),
-        fold: None,
-        reduce_bytes_per_s: model.reduce_bytes_per_s,
-    };
+    )
+    .reduce_bytes_per_s(model.reduce_bytes_per_s);
     let exec = run(config, |fabric| async move {
         let mut buf = Payload::phantom(DType::F32, count);
         algorithm
@@ -366,15 +358,10 @@ catalogue_tests! {
 #[test]
 fn alltoall_rejects_a_count_that_does_not_split_evenly() {
     for algorithm in Registry::builtin().of(Collective::Alltoall) {
-        let config = WorldConfig {
-            world_size: 3,
-            network: engine::network::NetworkConfig::Ideal(link(1_000, 1_000_000_000)),
-            trace: false,
-            call_timeout_ps: None,
-            faults: engine::world::RankFaults::default(),
-            fold: None,
-            reduce_bytes_per_s: None,
-        };
+        let config = WorldConfig::new(
+            3,
+            engine::network::NetworkConfig::Ideal(link(1_000, 1_000_000_000)),
+        );
         let exec = run(config, |fabric| async move {
             let mut buf = Payload::from_vec(vec![0i32; 7]);
             algorithm
@@ -401,15 +388,11 @@ fn no_rank_leaves_a_barrier_before_the_last_one_enters() {
     let late_ps = 1_000_000_000u64;
     for n in [2usize, 3, 5, 8, 13] {
         for late in [0, n / 2, n - 1] {
-            let config = WorldConfig {
-                world_size: n,
-                network: engine::network::NetworkConfig::Ideal(link(1_000, 1_000_000_000)),
-                trace: false,
-                call_timeout_ps: None,
-                faults: engine::world::RankFaults::default(),
-                fold: None,
-                reduce_bytes_per_s: Some(1e9),
-            };
+            let config = WorldConfig::new(
+                n,
+                engine::network::NetworkConfig::Ideal(link(1_000, 1_000_000_000)),
+            )
+            .reduce_bytes_per_s(Some(1e9));
             let exec = run(config, |fabric| async move {
                 if fabric.rank() == late {
                     // 1e6 bytes at 1 GB/s: 1 ms of local work.

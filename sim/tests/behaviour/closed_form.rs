@@ -27,15 +27,11 @@ struct Case {
 /// Simulates a phantom f32 ring allreduce and returns when the last rank
 /// finished.
 fn simulate(c: Case) -> Time {
-    let config = WorldConfig {
-        world_size: c.n,
-        network: engine::network::NetworkConfig::Ideal(link(c.latency_ps, c.bw)),
-        trace: false,
-        call_timeout_ps: None,
-        faults: engine::world::RankFaults::default(),
-        fold: None,
-        reduce_bytes_per_s: c.reduce_bw,
-    };
+    let config = WorldConfig::new(
+        c.n,
+        engine::network::NetworkConfig::Ideal(link(c.latency_ps, c.bw)),
+    )
+    .reduce_bytes_per_s(c.reduce_bw);
     let ring = &catalogue_algorithm(Collective::Allreduce, "ring");
     let exec = run(config, |fabric| async move {
         let mut buf = Payload::phantom(DType::F32, c.count);

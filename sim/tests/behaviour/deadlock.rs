@@ -7,15 +7,10 @@ use engine::{WorldConfig, run};
 use crate::support::{link, sim};
 
 fn config(n: usize) -> WorldConfig {
-    WorldConfig {
-        world_size: n,
-        network: engine::network::NetworkConfig::Ideal(link(1_000, 1_000_000_000)),
-        trace: false,
-        call_timeout_ps: None,
-        faults: engine::world::RankFaults::default(),
-        fold: None,
-        reduce_bytes_per_s: None,
-    }
+    WorldConfig::new(
+        n,
+        engine::network::NetworkConfig::Ideal(link(1_000, 1_000_000_000)),
+    )
 }
 
 #[test]

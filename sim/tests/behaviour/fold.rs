@@ -9,7 +9,7 @@ use algorithms::{
 };
 use engine::fold::fold;
 use engine::network::{LinkUsage, ModelLevel, NetworkConfig, TopologyConfig};
-use engine::world::RankFaults;
+
 use engine::{Execution, WorldConfig};
 use topologies::{LinkSpec, presets};
 
@@ -36,15 +36,7 @@ fn ideal() -> NetworkConfig {
 }
 
 fn config(network: NetworkConfig, ranks: usize) -> WorldConfig {
-    WorldConfig {
-        world_size: ranks,
-        network,
-        reduce_bytes_per_s: Some(200e9),
-        trace: false,
-        call_timeout_ps: None,
-        faults: RankFaults::default(),
-        fold: None,
-    }
+    WorldConfig::new(ranks, network).reduce_bytes_per_s(Some(200e9))
 }
 
 /// A phantom float-sum allreduce of `count` elements; each rank returns
@@ -209,8 +201,9 @@ fn what_cannot_fold_is_refused_with_a_reason() {
     let refused = |mut c: WorldConfig, shift: usize| fold(&mut c, shift).unwrap_err().to_string();
     assert!(refused(config(ideal(), 60), 8).contains("divide the world size (60)"));
     assert!(refused(config(ideal(), 64), 0).contains("must be positive"));
-    let mut crashing = config(ideal(), 64);
-    crashing.faults.crashes.push((3, Time::ZERO.plus_ps(10)));
+    let mut faults = engine::world::RankFaults::default();
+    faults.crashes.push((3, Time::ZERO.plus_ps(10)));
+    let crashing = config(ideal(), 64).faults(faults);
     assert!(refused(crashing, 8).contains("rank faults"));
     // A topology without a rotation.
     let NetworkConfig::Topology(mut t) = fat_tree(2, ModelLevel::Flow) else {

@@ -13,20 +13,15 @@ pub const LEVELS: [ModelLevel; 2] = [ModelLevel::Packet, ModelLevel::Flow];
 
 /// A world of ranks placed on `placement` in `topology`.
 pub fn world(topology: Topology, placement: Vec<VertexId>, level: ModelLevel) -> WorldConfig {
-    WorldConfig {
-        world_size: placement.len(),
-        network: NetworkConfig::Topology(TopologyConfig::new(
+    WorldConfig::new(
+        placement.len(),
+        NetworkConfig::Topology(TopologyConfig::new(
             Arc::new(topology),
             placement.into(),
             level,
             1,
         )),
-        reduce_bytes_per_s: None,
-        trace: false,
-        call_timeout_ps: None,
-        faults: engine::world::RankFaults::default(),
-        fold: None,
-    }
+    )
 }
 
 /// Every `(src, dst, bytes)` message sent at time zero; returns when each
@@ -244,20 +239,15 @@ fn an_oversubscribed_leaf_spine_slows_cross_leaf_traffic_by_its_flow_count() {
         let nic = Link::bundle(LinkKind::Roce { gbps: 200 }, 1);
         let expected = most * nic.serialization_ps(bytes);
         for level in LEVELS {
-            let config = WorldConfig {
-                world_size: 16,
-                network: NetworkConfig::Topology(TopologyConfig::new(
+            let config = WorldConfig::new(
+                16,
+                NetworkConfig::Topology(TopologyConfig::new(
                     Arc::clone(&topology),
                     placement.clone().into(),
                     level,
                     1,
                 )),
-                reduce_bytes_per_s: None,
-                trace: false,
-                call_timeout_ps: None,
-                faults: engine::world::RankFaults::default(),
-                fold: None,
-            };
+            );
             let (times, _) = arrivals(config, &messages);
             let makespan = times.iter().max().unwrap().as_ps();
             let ratio = makespan as f64 / expected as f64;

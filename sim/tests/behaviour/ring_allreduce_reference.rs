@@ -61,15 +61,11 @@ fn check(
     let mut rng = ChaCha8Rng::seed_from_u64(seed);
     let inputs: Vec<Payload> = (0..n).map(|_| draw(&mut rng, dtype, count)).collect();
     let expected = ring_allreduce_reference(&inputs, op);
-    let config = WorldConfig {
-        world_size: n,
-        network: engine::network::NetworkConfig::Ideal(link(1_000_000, 10_000_000_000)),
-        trace: false,
-        call_timeout_ps: None,
-        faults: engine::world::RankFaults::default(),
-        fold: None,
-        reduce_bytes_per_s: Some(50e9),
-    };
+    let config = WorldConfig::new(
+        n,
+        engine::network::NetworkConfig::Ideal(link(1_000_000, 10_000_000_000)),
+    )
+    .reduce_bytes_per_s(Some(50e9));
     let ring = &catalogue_algorithm(Collective::Allreduce, "ring");
     let exec = run(config, |fabric| {
         let mut buf = inputs[fabric.rank()].clone();
@@ -144,15 +140,10 @@ fn every_dtype_and_op_on_awkward_shapes() {
 
 #[test]
 fn an_unsupported_op_is_an_error_not_a_wrong_result() {
-    let config = WorldConfig {
-        world_size: 2,
-        network: engine::network::NetworkConfig::Ideal(link(0, 1_000_000_000)),
-        trace: false,
-        call_timeout_ps: None,
-        faults: engine::world::RankFaults::default(),
-        fold: None,
-        reduce_bytes_per_s: None,
-    };
+    let config = WorldConfig::new(
+        2,
+        engine::network::NetworkConfig::Ideal(link(0, 1_000_000_000)),
+    );
     let ring = &catalogue_algorithm(Collective::Allreduce, "ring");
     let exec = run(config, |fabric| async move {
         let mut buf = Payload::from_vec(vec![1i32, 2, 3]);
