@@ -227,6 +227,15 @@ impl Check {
             .set("search", "seed", Value::Integer(seed as i64))
     }
 
+    /// `schedules` PCT schedules per point from `seed` (random priorities
+    /// with `depth - 1` change points), instead of every schedule.
+    pub fn pct(self, schedules: u64, seed: u64, depth: usize) -> Check {
+        self.set("search", "kind", "pct".into())
+            .set("search", "schedules", Value::Integer(schedules as i64))
+            .set("search", "seed", Value::Integer(seed as i64))
+            .set("search", "depth", Value::Integer(depth as i64))
+    }
+
     /// Most schedules per point before the search stops.
     pub fn max_schedules(self, schedules: u64) -> Check {
         self.set("search", "max_schedules", Value::Integer(schedules as i64))
@@ -353,6 +362,17 @@ mod tests {
     fn settings_are_validated_like_a_file() {
         let e = Check::of(&buggy()).world_sizes(&[17]).run().unwrap_err();
         assert!(e.to_string().contains("world_size"), "{e}");
+        let e = Check::of(&buggy()).pct(10, 1, 0).run().unwrap_err();
+        assert!(
+            e.to_string().contains("depth must be between 1 and 64"),
+            "{e}"
+        );
+        let found = Check::of(&buggy())
+            .world_sizes(&[3])
+            .counts(&[3])
+            .pct(200, 1, 3)
+            .run();
+        assert_eq!(found.unwrap().verdict, Verdict::WrongResult);
         let impostor = Algorithm::from_fn("ring", Collective::Allreduce, |_, _, _, _| {
             Box::pin(async { Ok(()) })
         });
