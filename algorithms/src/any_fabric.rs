@@ -17,16 +17,16 @@
 use std::future::Future;
 
 use smallbox::SmallBox;
-use smallbox::space::S32;
+use smallbox::space::S16;
 
 use crate::fabric::{Fabric, FabricError, Rank, Tag, Time, Work};
 use crate::payload::{Payload, Shape};
 
 /// Bytes of inline space for one operation's future (beyond it, the heap).
-pub const INLINE_FUTURE_BYTES: usize = std::mem::size_of::<S32>();
+pub const INLINE_FUTURE_BYTES: usize = std::mem::size_of::<S16>();
 
 /// The future of one operation on an [`AnyFabric`].
-pub type FabricFuture<'a, T> = SmallBox<dyn Future<Output = Result<T, FabricError>> + 'a, S32>;
+pub type FabricFuture<'a, T> = SmallBox<dyn Future<Output = Result<T, FabricError>> + 'a, S16>;
 
 /// The object-safe face of a [`Fabric`], implemented for every fabric.
 /// Private: callers see it only through [`AnyFabric`].

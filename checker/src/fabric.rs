@@ -120,3 +120,32 @@ impl Fabric for CheckFabric {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::spec::{Buffering, Faults};
+    use algorithms::DType;
+    use algorithms::any_fabric::INLINE_FUTURE_BYTES;
+
+    /// Every operation's future fits the inline space of an `AnyFabric`:
+    /// the checker's millions of schedules allocate nothing per message.
+    #[test]
+    fn operation_futures_fit_inline() {
+        let world = Rc::new(RefCell::new(World::new(
+            2,
+            Buffering::Unbounded,
+            Faults::default(),
+        )));
+        let f = CheckFabric::new(0, world);
+        let sizes = [
+            std::mem::size_of_val(&f.send(1, Tag(0), Payload::phantom(DType::F32, 1))),
+            std::mem::size_of_val(&f.recv(1, Tag(0), Shape::new(DType::F32, 1))),
+            std::mem::size_of_val(&f.compute(Work::Reduce { bytes: 1 })),
+        ];
+        assert!(
+            sizes.iter().all(|&s| s <= INLINE_FUTURE_BYTES),
+            "{sizes:?} > {INLINE_FUTURE_BYTES}"
+        );
+    }
+}

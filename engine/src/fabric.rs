@@ -114,29 +114,23 @@ impl Fabric for SimFabric {
         Ok(())
     }
 
-    async fn recv(&self, from: Rank, tag: Tag, expect: Shape) -> Result<Payload, FabricError> {
-        self.check_peer(from)?;
-        let posted = self.now();
-        let payload = Recv {
+    /// A plain future rather than an `async fn`, so that it holds each
+    /// argument once: it stays small enough for an algorithm reached
+    /// through a trait object to store it inline (`algorithms::AnyFabric`).
+    fn recv(
+        &self,
+        from: Rank,
+        tag: Tag,
+        expect: Shape,
+    ) -> impl Future<Output = Result<Payload, FabricError>> {
+        Recv {
             fabric: self,
             from,
             tag,
             expect,
+            posted: None,
             wait: None,
         }
-        .await?;
-        self.record(SpanKind::Recv, Some(from), payload.shape().bytes(), posted);
-        let got = payload.shape();
-        if got != expect {
-            return Err(FabricError::ShapeMismatch {
-                rank: self.rank,
-                from,
-                tag,
-                expected: expect,
-                got,
-            });
-        }
-        Ok(payload)
     }
 
     async fn compute(&self, work: Work) -> Result<(), FabricError> {
@@ -166,26 +160,56 @@ impl Fabric for SimFabric {
     }
 }
 
-/// Waits for the next message from `from` with `tag`.
+/// Receives the next message from `from` with `tag`: checks the peer on
+/// the first poll, waits, then records the receive's span and checks the
+/// message's shape.
 struct Recv<'a> {
     fabric: &'a SimFabric,
     from: Rank,
     tag: Tag,
     expect: Shape,
+    /// When the receive was first polled (posted).
+    posted: Option<Time>,
     wait: Option<u64>,
+}
+
+impl Recv<'_> {
+    /// The received `payload`, its span recorded, if it has the expected
+    /// shape.
+    fn arrived(&self, payload: Payload) -> Result<Payload, FabricError> {
+        let posted = self.posted.expect("set on the first poll");
+        let got = payload.shape();
+        self.fabric
+            .record(SpanKind::Recv, Some(self.from), got.bytes(), posted);
+        if got != self.expect {
+            return Err(FabricError::ShapeMismatch {
+                rank: self.fabric.rank,
+                from: self.from,
+                tag: self.tag,
+                expected: self.expect,
+                got,
+            });
+        }
+        Ok(payload)
+    }
 }
 
 impl Future for Recv<'_> {
     type Output = Result<Payload, FabricError>;
 
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        if self.posted.is_none() {
+            self.fabric.check_peer(self.from)?;
+            self.posted = Some(self.fabric.now());
+        }
         let rank = self.fabric.rank;
         let mut world = self.fabric.world.borrow_mut();
         if let Some(payload) = world.take_message(rank, self.from, self.tag) {
             if let Some(id) = self.wait.take() {
                 world.remove_wait(rank, id);
             }
-            return Poll::Ready(Ok(payload));
+            drop(world);
+            return Poll::Ready(self.arrived(payload));
         }
         if let Some(failure) = world.broken(rank, self.from) {
             let error = FabricError::Timeout {
@@ -287,5 +311,36 @@ impl Future for Sleep<'_> {
             self.armed = true;
         }
         Poll::Pending
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use algorithms::any_fabric::INLINE_FUTURE_BYTES;
+    use algorithms::{DType, Fabric, Payload, Shape, Tag, Work};
+    use topologies::LinkSpec;
+
+    use crate::network::NetworkConfig;
+    use crate::world::WorldConfig;
+
+    /// Every operation's future fits the inline space of an `AnyFabric`,
+    /// so algorithms reached through the registry allocate nothing per
+    /// message.
+    #[test]
+    fn operation_futures_fit_inline() {
+        let network = NetworkConfig::Ideal(LinkSpec::new(1, 1e9).expect("a valid link"));
+        let exec = crate::run(WorldConfig::new(1, network), |f| async move {
+            let sizes = [
+                std::mem::size_of_val(&f.send(0, Tag(0), Payload::phantom(DType::F32, 1))),
+                std::mem::size_of_val(&f.recv(0, Tag(0), Shape::new(DType::F32, 1))),
+                std::mem::size_of_val(&f.compute(Work::Reduce { bytes: 1 })),
+            ];
+            sizes
+        });
+        let sizes = exec.outputs[0].expect("the rank finished");
+        assert!(
+            sizes.iter().all(|&s| s <= INLINE_FUTURE_BYTES),
+            "{sizes:?} > {INLINE_FUTURE_BYTES}"
+        );
     }
 }
