@@ -330,12 +330,11 @@ mod tests {
     fn operation_futures_fit_inline() {
         let network = NetworkConfig::Ideal(LinkSpec::new(1, 1e9).expect("a valid link"));
         let exec = crate::run(WorldConfig::new(1, network), |f| async move {
-            let sizes = [
+            [
                 std::mem::size_of_val(&f.send(0, Tag(0), Payload::phantom(DType::F32, 1))),
                 std::mem::size_of_val(&f.recv(0, Tag(0), Shape::new(DType::F32, 1))),
                 std::mem::size_of_val(&f.compute(Work::Reduce { bytes: 1 })),
-            ];
-            sizes
+            ]
         });
         let sizes = exec.outputs[0].expect("the rank finished");
         assert!(
