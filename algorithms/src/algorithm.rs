@@ -205,6 +205,15 @@ pub trait CollectiveAlgorithm: Send + Sync + 'static {
     fn nccl_algorithm(&self) -> Option<&str> {
         None
     }
+
+    /// Whether it runs on NCCL's channels with NCCL's protocols: it reads
+    /// `Params::protocol` and `Params::channels` and the fabric's
+    /// [`ChannelPlan`](crate::nccl::ChannelPlan), so the engine's NCCL
+    /// model picks it (by [`nccl_algorithm`](Self::nccl_algorithm)) and
+    /// chooses its protocol and channels per size, as NCCL would.
+    fn runs_nccl_channels(&self) -> bool {
+        false
+    }
 }
 
 /// The four methods of a catalogue algorithm that its module's items

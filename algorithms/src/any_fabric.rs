@@ -15,11 +15,13 @@
 //! the heap, which is correct, only slower.
 
 use std::future::Future;
+use std::sync::Arc;
 
 use smallbox::SmallBox;
 use smallbox::space::S16;
 
 use crate::fabric::{Fabric, FabricError, Rank, Tag, Time, Work};
+use crate::nccl::{ChannelPlan, Framing};
 use crate::payload::{Payload, Shape};
 
 /// Bytes of inline space for one operation's future (beyond it, the heap).
@@ -37,6 +39,14 @@ trait ErasedFabric {
     fn erased_send(&self, to: Rank, tag: Tag, payload: Payload) -> FabricFuture<'_, ()>;
     fn erased_recv(&self, from: Rank, tag: Tag, expect: Shape) -> FabricFuture<'_, Payload>;
     fn erased_compute(&self, work: Work) -> FabricFuture<'_, ()>;
+    fn erased_send_framed(
+        &self,
+        to: Rank,
+        tag: Tag,
+        payload: Payload,
+        framing: Framing,
+    ) -> FabricFuture<'_, ()>;
+    fn erased_channel_plan(&self) -> Option<Arc<ChannelPlan>>;
 }
 
 impl<F: Fabric> ErasedFabric for F {
@@ -62,6 +72,20 @@ impl<F: Fabric> ErasedFabric for F {
 
     fn erased_compute(&self, work: Work) -> FabricFuture<'_, ()> {
         smallbox::smallbox!(self.compute(work))
+    }
+
+    fn erased_send_framed(
+        &self,
+        to: Rank,
+        tag: Tag,
+        payload: Payload,
+        framing: Framing,
+    ) -> FabricFuture<'_, ()> {
+        smallbox::smallbox!(self.send_framed(to, tag, payload, framing))
+    }
+
+    fn erased_channel_plan(&self) -> Option<Arc<ChannelPlan>> {
+        self.channel_plan()
     }
 }
 
@@ -127,5 +151,19 @@ impl Fabric for AnyFabric<'_> {
 
     fn compute(&self, work: Work) -> impl Future<Output = Result<(), FabricError>> {
         self.inner.erased_compute(work)
+    }
+
+    fn send_framed(
+        &self,
+        to: Rank,
+        tag: Tag,
+        payload: Payload,
+        framing: Framing,
+    ) -> impl Future<Output = Result<(), FabricError>> {
+        self.inner.erased_send_framed(to, tag, payload, framing)
+    }
+
+    fn channel_plan(&self) -> Option<Arc<ChannelPlan>> {
+        self.inner.erased_channel_plan()
     }
 }

@@ -148,11 +148,17 @@ pub struct Params {
     /// a node; when it does not divide the world size, the hierarchical
     /// allreduce falls back to the flat ring).
     pub ranks_per_node: usize,
+    /// The NCCL protocol of the [`crate::nccl`] algorithms.
+    pub protocol: crate::nccl::Protocol,
+    /// Channels the [`crate::nccl`] algorithms split the buffer over; 0:
+    /// every channel of the fabric's plan.
+    pub channels: usize,
 }
 
 impl Default for Params {
     /// 512 KiB chunks (NCCL's default 4 MiB `NCCL_BUFFSIZE` over its 8
-    /// `NCCL_STEPS`), 8 slots, tag 0, root 0, 8 ranks per node.
+    /// `NCCL_STEPS`), 8 slots, tag 0, root 0, 8 ranks per node; NCCL's
+    /// Simple protocol on every channel of the plan.
     fn default() -> Self {
         Params {
             chunk_bytes: 512 * 1024,
@@ -160,6 +166,8 @@ impl Default for Params {
             tag: Tag(0),
             root: 0,
             ranks_per_node: 8,
+            protocol: crate::nccl::Protocol::Simple,
+            channels: 0,
         }
     }
 }

@@ -8,7 +8,9 @@
 
 use std::fmt;
 use std::future::Future;
+use std::sync::Arc;
 
+use crate::nccl::{ChannelPlan, Framing};
 use crate::payload::{Payload, Shape};
 
 /// The index of a process in the job, `0..world_size`.
@@ -113,6 +115,14 @@ pub enum Work {
     Reduce {
         /// Bytes of one operand that were reduced.
         bytes: u64,
+    },
+    /// A fixed software delay of `ps` picoseconds on this rank: a
+    /// collective's launch and setup cost as a performance model states it
+    /// (NCCL's base latency). The simulator advances virtual time; a real
+    /// transport does nothing, its software really ran.
+    Latency {
+        /// The delay in picoseconds.
+        ps: u64,
     },
 }
 
@@ -225,6 +235,29 @@ pub trait Fabric {
 
     /// Charges the cost of local work (completes when it is done).
     fn compute(&self, work: Work) -> impl Future<Output = Result<(), FabricError>>;
+
+    /// Sends `payload` like [`Fabric::send`], saying how it travels: which
+    /// NCCL protocol frames it, for which algorithm, on which channel. A
+    /// back-end that models GPU protocols (the simulator) charges the
+    /// framing's wire bytes and per-hop latency and routes the channel
+    /// through its own NIC; the default ignores the framing.
+    fn send_framed(
+        &self,
+        to: Rank,
+        tag: Tag,
+        payload: Payload,
+        framing: Framing,
+    ) -> impl Future<Output = Result<(), FabricError>> {
+        let _ = framing;
+        self.send(to, tag, payload)
+    }
+
+    /// The channels NCCL would build on this fabric (each channel's ring
+    /// and tree), if the back-end knows its hardware; `None` (the default)
+    /// lets algorithms fall back to [`ChannelPlan::rank_order`].
+    fn channel_plan(&self) -> Option<Arc<ChannelPlan>> {
+        None
+    }
 }
 
 #[cfg(test)]

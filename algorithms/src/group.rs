@@ -3,6 +3,7 @@
 //! rank per node) with ranks renumbered `0..members`.
 
 use crate::fabric::{Fabric, FabricError, Rank, Tag, Time, Work};
+use crate::nccl::Framing;
 use crate::payload::{Payload, Shape};
 
 /// The ranks `members` of an underlying fabric, seen as a world of their
@@ -65,5 +66,16 @@ impl<F: Fabric> Fabric for Group<'_, F> {
 
     async fn compute(&self, work: Work) -> Result<(), FabricError> {
         self.fabric.compute(work).await
+    }
+
+    async fn send_framed(
+        &self,
+        to: Rank,
+        tag: Tag,
+        payload: Payload,
+        framing: Framing,
+    ) -> Result<(), FabricError> {
+        let to = self.global(to)?;
+        self.fabric.send_framed(to, tag, payload, framing).await
     }
 }

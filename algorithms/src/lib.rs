@@ -39,6 +39,8 @@
 //!   implementing [`CollectiveAlgorithm`] with them:
 //!   [`allreduce`], [`reduce_scatter`], [`allgather`], [`broadcast`],
 //!   [`reduce`], [`alltoall`], [`barrier`], [`gather`], [`scatter`].
+//! - [`nccl`]: NCCL's protocols and channels, and the `nccl_ring` and
+//!   `nccl_tree` algorithms that run a collective the way NCCL does.
 //! - [`tuner`]: picks an algorithm and chunk size from the cost model.
 //! - Private helpers shared by several algorithms: `binomial` (binomial
 //!   tree arithmetic), `fold` (the non-power-of-two fold), `schedule`
@@ -71,6 +73,7 @@ mod fold;
 pub mod gather;
 pub mod group;
 pub mod layout;
+pub mod nccl;
 pub mod payload;
 pub mod reduce;
 pub mod reduce_scatter;

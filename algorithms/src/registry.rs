@@ -94,8 +94,8 @@ impl Registry {
     /// algorithms` lists them.
     pub fn builtin() -> Registry {
         use crate::{
-            allgather, allreduce, alltoall, barrier, broadcast, gather, reduce, reduce_scatter,
-            scatter,
+            allgather, allreduce, alltoall, barrier, broadcast, gather, nccl, reduce,
+            reduce_scatter, scatter,
         };
         let mut registry = Registry::new();
         let catalogue = [
@@ -120,6 +120,12 @@ impl Registry {
             Algorithm::builtin(gather::linear::Linear),
             Algorithm::builtin(scatter::binomial::Binomial),
             Algorithm::builtin(scatter::linear::Linear),
+            Algorithm::builtin(nccl::ring::Allreduce),
+            Algorithm::builtin(nccl::tree::Allreduce),
+            Algorithm::builtin(nccl::ring::Allgather),
+            Algorithm::builtin(nccl::ring::ReduceScatter),
+            Algorithm::builtin(nccl::ring::Broadcast),
+            Algorithm::builtin(nccl::ring::Reduce),
         ];
         for algorithm in catalogue {
             registry
@@ -270,13 +276,15 @@ mod tests {
     }
 
     #[test]
-    fn the_catalogue_has_its_21_algorithms_with_distinct_wire_ids() {
+    fn the_catalogue_has_its_27_algorithms_with_distinct_wire_ids() {
         let registry = Registry::builtin();
-        assert_eq!(registry.len(), 21);
+        // 21 of the research catalogue, 6 of NCCL's (nccl_ring for five
+        // collectives, nccl_tree for allreduce).
+        assert_eq!(registry.len(), 27);
         let mut ids: Vec<u16> = registry.iter().map(Algorithm::wire_id).collect();
         ids.sort_unstable();
         ids.dedup();
-        assert_eq!(ids.len(), 21);
+        assert_eq!(ids.len(), 27);
         assert!(registry.iter().all(Algorithm::is_builtin));
         let ring = registry.get(Collective::Allreduce, "Ring").expect("ring");
         assert_eq!(ring.name(), "ring");
@@ -329,7 +337,7 @@ mod tests {
             .unwrap_err();
         assert_eq!(
             e.to_string(),
-            "unknown algorithm `ring` for broadcast; valid: binomial, chain"
+            "unknown algorithm `ring` for broadcast; valid: binomial, chain, nccl_ring"
         );
     }
 }

@@ -190,27 +190,32 @@ fn every_reducing_algorithm_builds_its_documented_trees() {
                         };
                         let inputs = symbolic_inputs(n, count);
                         let got = run_world(a, &inputs, op, &params);
-                        let want = a
-                            .reference(&inputs, op, &params)
-                            .expect("a catalogue pair has a reference");
+                        // The NCCL algorithms' order depends on the
+                        // fabric's plan: no reference, the leaves and the
+                        // operators are still checked.
+                        let want = a.reference(&inputs, op, &params);
                         for r in 0..n {
                             let range = defined_output(c, r, n, count, root);
                             let out = got[r].as_slice::<Sym>().expect("symbols stay symbols");
-                            let reference = want[r].as_slice::<Sym>().expect("symbols");
+                            let reference = want
+                                .as_ref()
+                                .map(|w| w[r].as_slice::<Sym>().expect("symbols"));
                             for i in range {
                                 let at = || {
                                     format!(
                                         "{c} {a} N={n} count={count} {op} chunk={chunk_bytes} root={root} rank {r} element {i}"
                                     )
                                 };
-                                assert_eq!(
-                                    out[i],
-                                    reference[i],
-                                    "{}: got {}, reference {}",
-                                    at(),
-                                    symbolic::describe(out[i], &name),
-                                    symbolic::describe(reference[i], &name),
-                                );
+                                if let Some(reference) = reference {
+                                    assert_eq!(
+                                        out[i],
+                                        reference[i],
+                                        "{}: got {}, reference {}",
+                                        at(),
+                                        symbolic::describe(out[i], &name),
+                                        symbolic::describe(reference[i], &name),
+                                    );
+                                }
                                 let every_rank: Vec<u64> = (0..n).map(|s| leaf_id(s, i)).collect();
                                 assert_eq!(symbolic::leaves(out[i]), every_rank, "{}", at());
                                 let combined = if op == ReduceOp::Avg {

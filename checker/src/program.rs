@@ -87,6 +87,7 @@ pub fn params(call: &CallSpec, point: Point) -> Params {
         // Two ranks per node where that splits the world into several
         // nodes, so that the hierarchical algorithm runs its own code.
         ranks_per_node: if n >= 4 && n.is_multiple_of(2) { 2 } else { n },
+        ..Params::default()
     }
 }
 

@@ -67,7 +67,8 @@ pub struct DeadlockReport {
     /// network is stuck: for credit (a credit deadlock) or because PFC
     /// paused them (a PFC deadlock).
     pub buffer_cycle: Vec<(String, Stall)>,
-    /// Rank pairs whose RDMA transport gave up during the run, in words.
+    /// Rank pairs whose transport (RDMA or TCP) gave up during the run,
+    /// in words.
     pub transport_failures: Vec<String>,
 }
 

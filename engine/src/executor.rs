@@ -276,7 +276,8 @@ where
                     .iter()
                     .map(|f| {
                         format!(
-                            "the RDMA transport from rank {} to rank {} gave up at {} after {} retries: {}",
+                            "the {} transport from rank {} to rank {} gave up at {} after {} retries: {}",
+                            f.transport.name(),
                             f.src,
                             f.dst,
                             f.at,

@@ -11,6 +11,9 @@ use std::pin::Pin;
 use std::rc::Rc;
 use std::task::{Context, Poll};
 
+use std::sync::Arc;
+
+use algorithms::nccl::{ChannelPlan, Framing};
 use algorithms::{Fabric, FabricError, Payload, Rank, Shape, Tag, Time, Work};
 
 use crate::trace::{Span, SpanKind};
@@ -133,8 +136,33 @@ impl Fabric for SimFabric {
         }
     }
 
+    async fn send_framed(
+        &self,
+        to: Rank,
+        tag: Tag,
+        payload: Payload,
+        framing: Framing,
+    ) -> Result<(), FabricError> {
+        self.check_peer(to)?;
+        self.world
+            .borrow_mut()
+            .send_framed(self.rank, to, tag, payload, framing);
+        Ok(())
+    }
+
+    fn channel_plan(&self) -> Option<Arc<ChannelPlan>> {
+        let world = self.world.borrow();
+        world.config.nccl.as_ref().map(|n| Arc::clone(&n.plan))
+    }
+
     async fn compute(&self, work: Work) -> Result<(), FabricError> {
-        let Work::Reduce { bytes } = work;
+        let bytes = match work {
+            Work::Reduce { bytes } => bytes,
+            Work::Latency { ps } => {
+                self.sleep_ps(ps).await;
+                return Ok(());
+            }
+        };
         let Some(throughput) = self.world.borrow().config.reduce_bytes_per_s else {
             return Ok(());
         };
@@ -215,15 +243,7 @@ impl Future for Recv<'_> {
             let error = FabricError::Timeout {
                 rank,
                 peer: self.from,
-                reason: format!(
-                    "RDMA transport from rank {} to rank {} gave up at {} after {} retries \
-                     without progress (NCCL_IB_RETRY_CNT); {}",
-                    failure.src,
-                    failure.dst,
-                    failure.at,
-                    failure.retries,
-                    failure.cause()
-                ),
+                reason: format!("{}; {}", failure.summary(), failure.cause()),
             };
             if let Some(id) = self.wait.take() {
                 world.remove_wait(rank, id);

@@ -28,8 +28,13 @@
 //!   checks results against references.
 //! - [`sweep`]: `[sweep]` axes, run in parallel and sharded, and the
 //!   merge of shard files.
+//! - [`nccl`]: the NCCL model: NCCL's channel search, tuning model and
+//!   choice on a simulated machine, and the per-call and per-hop costs the
+//!   simulator charges `nccl_ring` and `nccl_tree`.
 //! - [`tuning`]: `NCCL_ALGO`, restricting the tuner's choice.
 //! - [`report`]: the nccl-tests table and the CSV.
+//! - [`nccl_tests`]: real nccl-tests output parsed, predicted on a
+//!   scenario and compared row by row (`sim compare`).
 //! - [`bench`](mod@bench): the engine benchmark (`sim bench-engine`).
 //! - [`simulation`]: [`Simulation`], the same from code: build a world
 //!   (preset or `[topology]` table, model, seed, placement) and measure
@@ -44,6 +49,8 @@ pub mod fabric;
 pub mod fold;
 pub mod link_report;
 pub mod links;
+pub mod nccl;
+pub mod nccl_tests;
 pub mod network;
 pub mod report;
 pub mod scenario;

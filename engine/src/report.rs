@@ -3,7 +3,9 @@
 //!
 //! Columns follow nccl-tests: size (bytes), count (elements), type, redop,
 //! root, time (us), algbw and busbw (GB/s, 1 GB = 1e9 bytes) and #wrong,
-//! then the algorithm used (marked `*` when the tuner chose it). algbw is
+//! then the algorithm used (marked `*` when the tuner chose it; an NCCL
+//! algorithm also shows its protocol and channels, `nccl_ring* LL128 24ch`).
+//! algbw is
 //! `size / time`; busbw is algbw times the collective's bus factor
 //! ([`algorithms::Collective::busbw_factor`]). Every number is formatted
 //! with a fixed number of decimals, so the output is byte-identical for the
@@ -43,7 +45,7 @@ pub fn table_header() -> String {
 /// One table line.
 pub fn table_row(row: &Row) -> String {
     format!(
-        "{:>12} {:>13} {:>9} {:>6} {:>5} {:>10.2} {:>9.2} {:>9.2} {:>7}  {}{}\n",
+        "{:>12} {:>13} {:>9} {:>6} {:>5} {:>10.2} {:>9.2} {:>9.2} {:>7}  {}{}{}\n",
         row.size_bytes,
         row.count,
         row.dtype,
@@ -54,7 +56,9 @@ pub fn table_row(row: &Row) -> String {
         row.busbw_gb_per_s,
         wrong_text(row),
         row.algorithm,
-        if row.tuned { "*" } else { "" }
+        if row.tuned { "*" } else { "" },
+        row.nccl
+            .map_or_else(String::new, |n| format!(" {} {}ch", n.protocol, n.channels))
     )
 }
 
@@ -76,7 +80,7 @@ fn root_text(row: &Row) -> String {
 }
 
 /// The CSV column names, in order.
-pub const CSV_HEADER: [&str; 16] = [
+pub const CSV_HEADER: [&str; 18] = [
     "collective",
     "algorithm",
     "tuned",
@@ -93,12 +97,16 @@ pub const CSV_HEADER: [&str; 16] = [
     "wrong",
     "time_ps",
     "model_time_us",
+    "protocol",
+    "channels",
 ];
 
 /// Writes `rows` as CSV with a header line. Times keep picosecond
 /// precision (six decimals of a microsecond, and `time_ps` exactly);
 /// `model_time_us` is the algorithm's closed-form time on the tuner's
-/// link (empty where its formula does not apply).
+/// link (empty where its formula does not apply), or for an NCCL
+/// algorithm NCCL's own predicted time; `protocol` and `channels` are an
+/// NCCL algorithm's (empty otherwise).
 pub fn write_csv(out: impl Write, rows: &[Row]) -> io::Result<()> {
     let mut w = csv::Writer::from_writer(out);
     w.write_record(CSV_HEADER)?;
@@ -129,6 +137,8 @@ pub fn csv_record(r: &Row) -> [String; CSV_HEADER.len()] {
         r.time_ps.to_string(),
         r.model_ps
             .map_or_else(String::new, |ps| format!("{:.6}", ps as f64 / 1e6)),
+        r.nccl.map_or_else(String::new, |n| n.protocol.to_string()),
+        r.nccl.map_or_else(String::new, |n| n.channels.to_string()),
     ]
 }
 
@@ -164,6 +174,7 @@ mod tests {
             busbw_gb_per_s: 0.146,
             wrong: Some(0),
             model_ps: Some(11_000_000),
+            nccl: None,
         }
     }
 
@@ -178,8 +189,8 @@ mod tests {
         let text = String::from_utf8(out).unwrap();
         assert_eq!(
             text,
-            "collective,algorithm,tuned,chunk_bytes,ranks,size_bytes,count,type,redop,root,time_us,algbw_gb_per_s,busbw_gb_per_s,wrong,time_ps,model_time_us\n\
-             allreduce,ring,true,524288,8,1024,256,float,sum,-1,12.345678,0.082900,0.146000,0,12345678,11.000000\n"
+            "collective,algorithm,tuned,chunk_bytes,ranks,size_bytes,count,type,redop,root,time_us,algbw_gb_per_s,busbw_gb_per_s,wrong,time_ps,model_time_us,protocol,channels\n\
+             allreduce,ring,true,524288,8,1024,256,float,sum,-1,12.345678,0.082900,0.146000,0,12345678,11.000000,,\n"
         );
         assert_eq!(table_header().lines().count(), 2);
     }

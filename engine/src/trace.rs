@@ -35,8 +35,8 @@ pub enum SpanKind {
     Delay,
     /// The rank crashed here (a scheduled fault; zero length).
     Crash,
-    /// The RDMA transport from the span's peer to this rank gave up here
-    /// (zero length).
+    /// The transport (RDMA or TCP) from the span's peer to this rank gave
+    /// up here (zero length).
     TransportTimeout,
 }
 

@@ -110,15 +110,21 @@ mod tests {
     fn nccl_names_map_to_families() {
         let registry = Registry::builtin();
         let ring = AlgoFilter::parse("Ring", &registry).unwrap();
-        assert_eq!(names(&ring, Collective::Allreduce), vec!["ring"]);
-        assert_eq!(names(&ring, Collective::Broadcast), vec!["chain"]);
+        assert_eq!(
+            names(&ring, Collective::Allreduce),
+            vec!["ring", "nccl_ring"]
+        );
+        assert_eq!(
+            names(&ring, Collective::Broadcast),
+            vec!["chain", "nccl_ring"]
+        );
         let not_tree = AlgoFilter::parse("^tree", &registry).unwrap();
         assert!(!names(&not_tree, Collective::Allreduce).contains(&"tree".to_string()));
         assert!(names(&not_tree, Collective::Allreduce).contains(&"ring".to_string()));
         let mixed = AlgoFilter::parse("tree, rabenseifner", &registry).unwrap();
         assert_eq!(
             names(&mixed, Collective::Allreduce),
-            vec!["rabenseifner", "tree"]
+            vec!["rabenseifner", "tree", "nccl_tree"]
         );
         assert!(
             AlgoFilter::parse("collnet", &registry)
@@ -129,7 +135,7 @@ mod tests {
         // No restriction, or one that leaves none: every algorithm.
         assert_eq!(
             names(&AlgoFilter::default(), Collective::Allreduce).len(),
-            5
+            7
         );
         assert_eq!(names(&mixed, Collective::Barrier), vec!["dissemination"]);
     }

@@ -12,11 +12,13 @@ use std::sync::Arc;
 use rustc_hash::FxHashMap as HashMap;
 use std::task::Waker;
 
+use algorithms::nccl::Framing;
 use algorithms::{Payload, Rank, Shape, Tag, Time};
 
 use crate::deadlock::StuckMessage;
 use crate::event::{EventKind, EventQueue, MessageId};
 use crate::links::LinkStats;
+use crate::nccl::NcclSystem;
 use crate::network::flow::FlowEvent;
 use crate::network::packet::PacketEvent;
 use crate::network::packet::Stall;
@@ -47,6 +49,9 @@ pub struct WorldConfig {
     /// standing for its orbit under the rotation by `shift` ranks; set by
     /// [`crate::fold::fold`], which checks that the run can be folded.
     pub(crate) fold: Option<usize>,
+    /// The NCCL model: the channel plan ranks see, per-hop latencies and
+    /// NIC-pinned channels of framed messages.
+    pub(crate) nccl: Option<Arc<NcclSystem>>,
 }
 
 impl WorldConfig {
@@ -61,7 +66,19 @@ impl WorldConfig {
             call_timeout_ps: None,
             faults: RankFaults::default(),
             fold: None,
+            nccl: None,
         }
+    }
+
+    /// Runs NCCL's channels and costs on `nccl` (see [`crate::nccl`]).
+    pub fn nccl(mut self, nccl: Option<Arc<NcclSystem>>) -> WorldConfig {
+        self.nccl = nccl;
+        self
+    }
+
+    /// The NCCL model, if the run has one.
+    pub fn nccl_system(&self) -> Option<&Arc<NcclSystem>> {
+        self.nccl.as_ref()
     }
 
     /// Reductions at `bytes_per_s` per rank (`None`: free).
@@ -138,6 +155,9 @@ struct Message {
     tag: Tag,
     payload: Payload,
     sent_at: Time,
+    /// Latency still to add once the network has delivered it (NCCL's
+    /// per-hop latency beyond the links'), ps.
+    extra_ps: u64,
 }
 
 /// A receive that is waiting for a message.
@@ -219,7 +239,12 @@ impl World {
     pub fn new(config: WorldConfig) -> World {
         let n = config.simulated_ranks();
         let mut world = World {
-            network: Network::new(&config.network, config.world_size, config.trace),
+            network: Network::new(
+                &config.network,
+                config.world_size,
+                config.trace,
+                config.nccl.clone(),
+            ),
             traffic: LinkStats::default(),
             delivered: Vec::new(),
             trace: config.trace.then(TraceLog::default),
@@ -268,13 +293,33 @@ impl World {
     /// past the end of virtual time is not scheduled; the run is marked as
     /// having run out of time instead.
     pub fn send(&mut self, src: Rank, dst: Rank, tag: Tag, payload: Payload) {
-        let bytes = payload.shape().bytes();
+        self.send_with(src, dst, tag, payload, None);
+    }
+
+    /// [`World::send`] of a message framed by an NCCL protocol: the
+    /// network carries its wire bytes on its channel's route, and its
+    /// delivery waits NCCL's per-hop latency beyond the links' own.
+    pub fn send_framed(&mut self, src: Rank, dst: Rank, tag: Tag, payload: Payload, f: Framing) {
+        self.send_with(src, dst, tag, payload, Some(f));
+    }
+
+    fn send_with(
+        &mut self,
+        src: Rank,
+        dst: Rank,
+        tag: Tag,
+        payload: Payload,
+        framing: Option<Framing>,
+    ) {
+        let payload_bytes = payload.shape().bytes();
+        let bytes = framing.map_or(payload_bytes, |f| f.protocol.wire_bytes(payload_bytes));
         let message = self.in_flight.insert(Message {
             src,
             dst,
             tag,
             payload,
             sent_at: self.now,
+            extra_ps: 0,
         });
         if src != dst {
             self.traffic.messages += 1;
@@ -286,12 +331,19 @@ impl World {
             self.in_flight.remove(message);
             return;
         }
+        let channel = framing.map(|f| f.channel);
         let sent = self
             .network
-            .send(self.now, message, src, dst, bytes, &mut self.queue);
+            .send(self.now, message, src, dst, bytes, channel, &mut self.queue);
+        if let (Ok((_, Some(hop))), Some(f), Some(nccl)) = (&sent, framing, &self.config.nccl) {
+            let extra = nccl.hop_extra_ps(f, hop.class, hop.idle_ps);
+            if let Some(m) = self.in_flight.get_mut(message) {
+                m.extra_ps = extra;
+            }
+        }
         match sent {
-            Ok(Sent::ArrivesAt(at)) => self.queue.schedule(at, EventKind::Deliver { message }),
-            Ok(Sent::InFlight) => {}
+            Ok((Sent::ArrivesAt(at), _)) => self.queue.schedule(at, EventKind::Deliver { message }),
+            Ok((Sent::InFlight, _)) => {}
             Err(_) => self.out_of_time = true,
         }
     }
@@ -417,6 +469,17 @@ impl World {
     /// A message has fully arrived: it joins its receiver's mailbox and
     /// wakes the receives that may match it.
     fn deliver(&mut self, message: MessageId) {
+        if let Some(m) = self.in_flight.get_mut(message)
+            && m.extra_ps > 0
+        {
+            // NCCL's per-hop latency: the receiver sees it this much later.
+            let extra = std::mem::take(&mut m.extra_ps);
+            match self.now.checked_plus_ps(extra) {
+                Some(at) => self.queue.schedule(at, EventKind::Deliver { message }),
+                None => self.out_of_time = true,
+            }
+            return;
+        }
         let m = self
             .in_flight
             .remove(message)

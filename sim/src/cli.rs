@@ -108,6 +108,11 @@ pub enum Command {
         #[arg(long, value_name = "POINT", conflicts_with_all = ["csv", "shard"])]
         print_point: Option<usize>,
     },
+    /// Compare nccl-tests output measured on a cluster with the
+    /// simulator's prediction on a scenario of it: error per row, median
+    /// |error| per collective (see the README's "Compare with your
+    /// measurements").
+    Compare(crate::compare_cmd::CompareArgs),
     /// Join the shard CSVs of `sim sweep --shard` into the CSV one run writes.
     Merge {
         /// The merged CSV to write.
@@ -247,6 +252,7 @@ fn dispatch(command: Command, registry: &Registry) -> io::Result<u8> {
             }
         },
         Command::Merge { out, shards } => sweep_cmd::merge(&out, &shards),
+        Command::Compare(args) => crate::compare_cmd::compare(&args, registry),
         Command::Algorithms => list_algorithms(registry),
         Command::BenchEngine {
             ranks,
@@ -316,10 +322,13 @@ fn list_algorithms(registry: &Registry) -> io::Result<ExitStatus> {
         "# collective       algorithm            cost (alpha-beta-gamma; n bytes, N ranks)"
     )?;
     for a in registry.iter() {
-        let formula = a
-            .facts()
-            .formula()
-            .unwrap_or("(no cost formula: the tuner never picks it)");
+        let formula = match a.facts().formula() {
+            Some(f) => f,
+            None if a.facts().runs_nccl_channels() => {
+                "(NCCL's tuning model picks it on a topology, with its protocol and channels)"
+            }
+            None => "(no cost formula: the tuner never picks it)",
+        };
         let mark = if a.is_builtin() { "" } else { "  [user]" };
         writeln!(
             out,

@@ -23,6 +23,8 @@
 //! - [`run_cmd`]: `sim run` on the simulator (table, CSV, links CSV,
 //!   timeline, trace, failure reports).
 //! - [`sweep_cmd`]: `sim sweep` and `sim merge`.
+//! - [`compare_cmd`]: `sim compare`, nccl-tests measurements beside the
+//!   simulator's predictions.
 //! - [`check_cmd`]: `sim check` and `sim replay`.
 //! - [`bench_engine_cmd`]: `sim bench-engine`.
 //! - [`real`]: `sim bench`, `sim launch` and `sim run --fabric` on the real
@@ -35,6 +37,7 @@
 pub mod bench_engine_cmd;
 pub mod check_cmd;
 pub mod cli;
+pub mod compare_cmd;
 pub mod exit;
 pub mod real;
 pub mod run_cmd;

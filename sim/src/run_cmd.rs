@@ -102,6 +102,17 @@ pub fn run(path: &Path, registry: &Registry, outputs: &Outputs) -> io::Result<Ex
             return Ok(ExitStatus::InvalidInput);
         }
     };
+    let mut nccl_env = Vec::new();
+    let scenario = match scenario.with_nccl(|c| {
+        nccl_env = c.apply_env(|v| std::env::var(v).ok())?;
+        Ok(())
+    }) {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return Ok(ExitStatus::InvalidInput);
+        }
+    };
     let filter = match std::env::var("NCCL_ALGO") {
         Ok(value) => match AlgoFilter::parse(&value, registry) {
             Ok(f) => f,
@@ -161,8 +172,12 @@ pub fn run(path: &Path, registry: &Registry, outputs: &Outputs) -> io::Result<Ex
     if let Some(ps) = scenario.call_timeout_ps {
         writeln!(out, "# collective watchdog: {}", algorithms::Time(ps))?;
     }
+    writeln!(out, "# {}", scenario.tuner_note())?;
     if let Some(value) = &filter.source {
         writeln!(out, "# NCCL_ALGO={value} restricts the tuner")?;
+    }
+    for setting in &nccl_env {
+        writeln!(out, "# {setting} (from the environment)")?;
     }
     out.flush()?;
     let baseline = if scenario.compare_without_link_faults {

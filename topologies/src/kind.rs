@@ -8,13 +8,13 @@
 //!
 //! | kind | bandwidth per direction (one link) | latency | MTU | buffer | lossless | source |
 //! |---|---|---|---|---|---|---|
-//! | `nvlink2` | 25 GB/s | 25 ns (est.) | 4 KiB (coalesced) | 64 KiB (est.) | yes | NVIDIA V100 datasheet: 6 NVLink 2 links, 300 GB/s total (bidirectional) |
-//! | `nvlink3` | 25 GB/s | 25 ns (est.) | 4 KiB (coalesced) | 64 KiB (est.) | yes | NVIDIA A100 datasheet: 12 NVLink 3 links, 600 GB/s total |
-//! | `nvlink4` | 25 GB/s | 25 ns (est.) | 4 KiB (coalesced) | 64 KiB (est.) | yes | NVIDIA H100 Tensor Core GPU datasheet: 18 NVLink 4 links, 900 GB/s total |
-//! | `nvlink5` | 50 GB/s | 25 ns (est.) | 4 KiB (coalesced) | 64 KiB (est.) | yes | NVIDIA B200 / HGX B200 datasheet: 18 NVLink 5 links, 1.8 TB/s total |
-//! | `pcie3x<w>` | w x 0.985 GB/s (15.75 GB/s for x16) | 25 ns (est.) | 4 KiB (coalesced) | 64 KiB (est.) | yes | PCI Express Base Spec 3.0: 8 GT/s per lane, 128b/130b encoding |
-//! | `pcie4x<w>` | w x 1.969 GB/s (31.5 GB/s for x16) | 25 ns (est.) | 4 KiB (coalesced) | 64 KiB (est.) | yes | PCI Express Base Spec 4.0: 16 GT/s per lane, 128b/130b |
-//! | `pcie5x<w>` | w x 3.938 GB/s (63.0 GB/s for x16) | 25 ns (est.) | 4 KiB (coalesced) | 64 KiB (est.) | yes | PCI Express Base Spec 5.0: 32 GT/s per lane, 128b/130b |
+//! | `nvlink2` | 20 GB/s (signalling 25) | 25 ns (est.) | 4 KiB (coalesced) | 64 KiB (est.) | yes | NCCL `SM70_NVLINK_BW`; V100 datasheet: 6 NVLink 2 links, 300 GB/s total (bidirectional) |
+//! | `nvlink3` | 20 GB/s (signalling 25) | 25 ns (est.) | 4 KiB (coalesced) | 64 KiB (est.) | yes | NCCL `SM80_NVLINK_BW`; A100 datasheet: 12 NVLink 3 links, 600 GB/s total |
+//! | `nvlink4` | 20.6 GB/s (signalling 25) | 25 ns (est.) | 4 KiB (coalesced) | 64 KiB (est.) | yes | NCCL `SM90_NVLINK_BW`; H100 datasheet: 18 NVLink 4 links, 900 GB/s total |
+//! | `nvlink5` | 40.1 GB/s (signalling 50) | 25 ns (est.) | 4 KiB (coalesced) | 64 KiB (est.) | yes | NCCL `SM100_NVLINK_BW` (2.29); B200 / HGX B200 datasheet: 18 NVLink 5 links, 1.8 TB/s total |
+//! | `pcie3x<w>` | w x 0.75 GB/s (12 GB/s for x16; signalling 15.75) | 25 ns (est.) | 4 KiB (coalesced) | 64 KiB (est.) | yes | NCCL's PCI width x speed / 80; PCI Express Base Spec 3.0: 8 GT/s per lane, 128b/130b encoding |
+//! | `pcie4x<w>` | w x 1.5 GB/s (24 GB/s for x16; signalling 31.5) | 25 ns (est.) | 4 KiB (coalesced) | 64 KiB (est.) | yes | as above; PCI Express Base Spec 4.0: 16 GT/s per lane, 128b/130b |
+//! | `pcie5x<w>` | w x 3 GB/s (48 GB/s for x16; signalling 63.0) | 25 ns (est.) | 4 KiB (coalesced) | 64 KiB (est.) | yes | as above; PCI Express Base Spec 5.0: 32 GT/s per lane, 128b/130b |
 //! | `ib_hdr` | 25 GB/s | 150 ns | 4096 B | 64 KiB (derived) | yes | InfiniBand HDR 4x = 200 Gb/s (IBTA roadmap; NVIDIA ConnectX-6 and QM87xx manuals) |
 //! | `ib_ndr` | 50 GB/s | 150 ns | 4096 B | 128 KiB (derived) | yes | InfiniBand NDR 4x = 400 Gb/s (ConnectX-7 and QM97xx manuals) |
 //! | `ib_xdr` | 100 GB/s | 150 ns | 4096 B | 256 KiB (derived) | yes | InfiniBand XDR 4x = 800 Gb/s (NVIDIA Q3200/Q3400 XDR switch manual) |
@@ -24,11 +24,20 @@
 //!
 //! # How each column was chosen
 //!
-//! **Bandwidth** is one physical link, one direction, after line encoding
-//! and before packet headers. NVLink figures are each datasheet's total
-//! (bidirectional) NVLink bandwidth divided by the number of links and by
-//! two. PCIe is `GT/s x 128/130 / 8` bytes per lane; TLP headers and DLLPs
-//! cost a further 5-20 % in real systems and are not modelled here. The
+//! **Bandwidth** is what one physical link, one direction, achieves for
+//! NCCL's traffic: the per-link figures NCCL's own topology code uses
+//! (NVIDIA/nccl `src/graph/topo.h` at v2.21.5-1, commit `ab2b89c4`, lines
+//! 13-31: `SM70_NVLINK_BW` 20, `SM80_NVLINK_BW` 20, `SM90_NVLINK_BW` 20.6
+//! GB/s; `SM100_NVLINK_BW` 40.1 GB/s at v2.29.7-1, commit `b91894bd`;
+//! PCIe as `width x speed / 80` GB/s with speed 60, 120, 240 per lane for
+//! Gen3, 4, 5, `src/graph/topo.cc:393-396,451-460`), matched to a
+//! generation by the datasheet pairing (V100 NVLink 2, A100 NVLink 3,
+//! H100 NVLink 4, B200 NVLink 5). The raw signalling rate is kept as a
+//! separate fact, [`LinkKind::signalling_bytes_per_s`]: each datasheet's
+//! total (bidirectional) NVLink bandwidth divided by the number of links
+//! and by two, and PCIe's `GT/s x 128/130 / 8` per lane; the difference is
+//! protocol overhead (packet headers, flow control, TLP and DLLP framing)
+//! that NCCL's figures account for. The
 //! network kinds use the 4x-port data rate (InfiniBand) or line rate
 //! (Ethernet). `smp` is one Intel UPI 2.0 link: Intel quotes first-
 //! generation UPI at 10.4 GT/s as 20.8 GB/s per direction (2 bytes per
@@ -74,9 +83,14 @@
 //! here in proportion to port bandwidth (1.31 MB for a 200 GbE port).
 //!
 //! **Lossless**: NVLink, PCIe, InfiniBand and UPI use credit-based flow
-//! control and never drop for lack of buffer. RoCE is assumed to run on
-//! lossless Ethernet with priority flow control (PFC); the drop and PFC
-//! model comes later. Plain Ethernet drops.
+//! control and never drop for lack of buffer. RoCE runs on lossless
+//! Ethernet with priority flow control (PFC), as clusters that run NCCL
+//! over RDMA configure it: `roce<g>` links are lossless, and NCCL's
+//! traffic over them (and over InfiniBand) uses its RDMA transport.
+//! Plain Ethernet (`ethernet<g>`) has no PFC and drops when a buffer is
+//! full: it is a network NCCL reaches through its socket transport, over
+//! TCP, and the simulator's packet model gives the flows that cross it
+//! TCP's loss recovery instead of RDMA's.
 
 use std::fmt;
 
@@ -189,10 +203,10 @@ impl LinkKind {
     pub fn defaults(self) -> Link {
         let (bandwidth_bytes_per_s, latency_ps, mtu_bytes, buffer_bytes, lossless) = match self {
             LinkKind::NvLink { generation } => {
-                let bandwidth = if generation >= 5 {
-                    NVLINK5_BYTES_PER_S
-                } else {
-                    NVLINK2_TO_4_BYTES_PER_S
+                let bandwidth = match generation {
+                    2 | 3 => NCCL_SM70_SM80_NVLINK_BYTES_PER_S,
+                    4 => NCCL_SM90_NVLINK_BYTES_PER_S,
+                    _ => NCCL_SM100_NVLINK_BYTES_PER_S,
                 };
                 (
                     bandwidth,
@@ -203,7 +217,7 @@ impl LinkKind {
                 )
             }
             LinkKind::Pcie { generation, width } => (
-                pcie_lane_bytes_per_s(generation) * f64::from(width),
+                nccl_pcie_lane_bytes_per_s(generation) * f64::from(width),
                 ON_BOARD_LATENCY_PS,
                 COALESCED_MTU_BYTES,
                 ON_BOARD_BUFFER_BYTES,
@@ -252,6 +266,21 @@ impl LinkKind {
         }
     }
 
+    /// The raw signalling rate of one link, one direction, in bytes per
+    /// second: the datasheet figure, above what NCCL's traffic achieves
+    /// ([`LinkKind::defaults`] uses the achievable rate; see the module
+    /// docs).
+    pub fn signalling_bytes_per_s(self) -> f64 {
+        match self {
+            LinkKind::NvLink { generation } if generation >= 5 => NVLINK5_BYTES_PER_S,
+            LinkKind::NvLink { .. } => NVLINK2_TO_4_BYTES_PER_S,
+            LinkKind::Pcie { generation, width } => {
+                pcie_lane_bytes_per_s(generation) * f64::from(width)
+            }
+            other => other.defaults().bandwidth_bytes_per_s,
+        }
+    }
+
     /// Whether this kind connects hosts to a network switch (InfiniBand,
     /// RoCE, Ethernet) rather than devices inside a host.
     pub fn is_network(self) -> bool {
@@ -273,12 +302,22 @@ impl IbRate {
     }
 }
 
-/// One NVLink 2, 3 or 4 link, one direction: 25 GB/s (V100: 300 GB/s over
-/// 6 links; A100: 600 GB/s over 12; H100: 900 GB/s over 18; totals count
-/// both directions).
+/// One NVLink 2, 3 or 4 link, one direction, signalling: 25 GB/s (V100:
+/// 300 GB/s over 6 links; A100: 600 GB/s over 12; H100: 900 GB/s over 18;
+/// totals count both directions).
 const NVLINK2_TO_4_BYTES_PER_S: f64 = 25e9;
-/// One NVLink 5 link, one direction: 50 GB/s (B200: 1.8 TB/s over 18).
+/// One NVLink 5 link, one direction, signalling: 50 GB/s (B200: 1.8 TB/s
+/// over 18).
 const NVLINK5_BYTES_PER_S: f64 = 50e9;
+/// NCCL's per-link NVLink bandwidth on V100 and A100 (`SM70_NVLINK_BW`,
+/// `SM80_NVLINK_BW` = 20.0 GB/s, `src/graph/topo.h:17,18` @ ab2b89c4).
+const NCCL_SM70_SM80_NVLINK_BYTES_PER_S: f64 = 20.0e9;
+/// NCCL's per-link NVLink bandwidth on H100 (`SM90_NVLINK_BW` = 20.6 GB/s,
+/// `src/graph/topo.h:20` @ ab2b89c4).
+const NCCL_SM90_NVLINK_BYTES_PER_S: f64 = 20.6e9;
+/// NCCL's per-link NVLink bandwidth on B200 (`SM100_NVLINK_BW` = 40.1 GB/s,
+/// `src/graph/topo.h` @ b91894bd, NCCL 2.29.7; 2.21 predates Blackwell).
+const NCCL_SM100_NVLINK_BYTES_PER_S: f64 = 40.1e9;
 /// One Intel UPI 2.0 link, one direction: 16 GT/s x 2 bytes.
 const UPI2_BYTES_PER_S: f64 = 32e9;
 /// On-board links (NVLink, PCIe, UPI): 0.5 m at 5 ns/m plus an estimated
@@ -302,7 +341,20 @@ const SPECTRUM2_BUFFER_BYTES: u64 = 42_000_000;
 /// ...for 6.4 Tb/s of ports (32 x 200 GbE).
 const SPECTRUM2_CAPACITY_GBPS: u64 = 6400;
 
-/// One PCIe lane, one direction: `GT/s x 128/130 / 8` bytes per second.
+/// One PCIe lane, one direction, as NCCL rates it: `speed / 80` GB/s with
+/// `speed` 60, 120, 240 (units of 100 Mb/s) for Gen3, 4, 5
+/// (`src/graph/topo.cc:393-396,451-460` @ ab2b89c4): 0.75, 1.5, 3 GB/s.
+fn nccl_pcie_lane_bytes_per_s(generation: u8) -> f64 {
+    let speed = match generation {
+        3 => 60.0,
+        4 => 120.0,
+        _ => 240.0,
+    };
+    speed / 80.0 * 1e9
+}
+
+/// One PCIe lane, one direction, signalling: `GT/s x 128/130 / 8` bytes
+/// per second.
 fn pcie_lane_bytes_per_s(generation: u8) -> f64 {
     let gigatransfers = match generation {
         3 => 8.0,
@@ -396,16 +448,27 @@ mod tests {
         }
     }
 
-    /// Each datasheet's total NVLink bandwidth counts both directions.
+    /// Each datasheet's total NVLink bandwidth counts both directions: the
+    /// signalling rates; the defaults are NCCL's per-link figures.
     #[test]
-    fn nvlink_bundles_match_the_datasheet_totals() {
-        let per_direction = |name: &str, links: u32| {
-            Link::bundle(LinkKind::parse(name).unwrap(), links).bandwidth_bytes_per_s
+    fn nvlink_signalling_matches_the_datasheets_and_defaults_nccls_figures() {
+        let signalling = |name: &str, links: u32| {
+            f64::from(links) * LinkKind::parse(name).unwrap().signalling_bytes_per_s()
         };
-        assert_eq!(per_direction("nvlink2", 6), 300e9 / 2.0); // V100
-        assert_eq!(per_direction("nvlink3", 12), 600e9 / 2.0); // A100
-        assert_eq!(per_direction("nvlink4", 18), 900e9 / 2.0); // H100
-        assert_eq!(per_direction("nvlink5", 18), 1800e9 / 2.0); // B200
+        assert_eq!(signalling("nvlink2", 6), 300e9 / 2.0); // V100
+        assert_eq!(signalling("nvlink3", 12), 600e9 / 2.0); // A100
+        assert_eq!(signalling("nvlink4", 18), 900e9 / 2.0); // H100
+        assert_eq!(signalling("nvlink5", 18), 1800e9 / 2.0); // B200
+        let achievable = |name: &str| {
+            LinkKind::parse(name)
+                .unwrap()
+                .defaults()
+                .bandwidth_bytes_per_s
+        };
+        assert_eq!(achievable("nvlink2"), 20e9);
+        assert_eq!(achievable("nvlink3"), 20e9);
+        assert_eq!(achievable("nvlink4"), 20.6e9);
+        assert_eq!(achievable("nvlink5"), 40.1e9);
     }
 
     #[test]
@@ -416,12 +479,18 @@ mod tests {
                 .defaults()
                 .bandwidth_bytes_per_s
         };
-        // x16: 16 lanes x GT/s x 128/130 bits per transfer / 8 bits per byte.
+        // Signalling, x16: 16 lanes x GT/s x 128/130 bits per transfer / 8
+        // bits per byte; achievable: NCCL's 12, 24 and 48 GB/s.
         let close = |a: f64, b: f64| (a - b).abs() < 1e-6 * b;
-        assert!(close(bw("pcie3x16"), 15.753_846e9));
-        assert!(close(bw("pcie4x16"), 31.507_692e9));
-        assert!(close(bw("pcie5x16"), 63.015_384e9));
+        let raw = |name: &str| LinkKind::parse(name).unwrap().signalling_bytes_per_s();
+        assert!(close(raw("pcie3x16"), 15.753_846e9));
+        assert!(close(raw("pcie4x16"), 31.507_692e9));
+        assert!(close(raw("pcie5x16"), 63.015_384e9));
+        assert!(close(bw("pcie3x16"), 12e9));
+        assert!(close(bw("pcie4x16"), 24e9));
+        assert!(close(bw("pcie5x16"), 48e9));
         assert!(close(bw("pcie4x1") * 16.0, bw("pcie4x16")));
+        assert_eq!(raw("ib_ndr"), bw("ib_ndr"));
         assert_eq!(bw("ib_hdr"), 25e9);
         assert_eq!(bw("ib_ndr"), 50e9);
         assert_eq!(bw("ib_xdr"), 100e9);
@@ -471,7 +540,8 @@ mod tests {
         assert_eq!(b.bandwidth_bytes_per_s, 18.0 * one.bandwidth_bytes_per_s);
         assert_eq!(b.buffer_bytes, 18 * one.buffer_bytes);
         assert_eq!((b.latency_ps, b.mtu_bytes), (one.latency_ps, one.mtu_bytes));
-        // 4 KiB at 450 GB/s: 4096 / 450e9 s = 9.102 ns, rounded up.
-        assert_eq!(b.serialization_ps(4096), 9103);
+        // 4 KiB at 18 x 20.6 = 370.8 GB/s: 4096 / 370.8e9 s = 11.046 ns,
+        // rounded up.
+        assert_eq!(b.serialization_ps(4096), 11047);
     }
 }

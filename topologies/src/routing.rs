@@ -18,7 +18,7 @@
 //! uses a GPU's nearest NIC and treats PHB/SYS paths as a last resort. On a
 //! fat-tree, a GPU therefore reaches another rail through its own NIC and
 //! the spine, never through the other socket's NIC; in a PCIe box, GPUs
-//! under different sockets still talk across the SMP link. Bandwidth counts: a two-hop path over a 300 GB/s NVLink
+//! under different sockets still talk across the SMP link. Bandwidth counts: a two-hop path over a 240 GB/s NVLink
 //! bundle beats a two-hop PCIe path, because one packet serialises faster.
 //!
 //! # Routes

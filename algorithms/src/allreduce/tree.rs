@@ -208,15 +208,15 @@ fn subtree_order(n: usize, tree: u8, v: Rank) -> Order {
 
 /// One rank's place in one tree.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-struct Node {
-    parent: Option<Rank>,
-    left: Option<Rank>,
-    right: Option<Rank>,
+pub(crate) struct Node {
+    pub(crate) parent: Option<Rank>,
+    pub(crate) left: Option<Rank>,
+    pub(crate) right: Option<Rank>,
 }
 
 impl Node {
     /// The children, left first.
-    fn children(self) -> impl Iterator<Item = Rank> {
+    pub(crate) fn children(self) -> impl Iterator<Item = Rank> {
         self.left.into_iter().chain(self.right)
     }
 
@@ -257,7 +257,7 @@ fn btree(m: usize, i: usize) -> Node {
 }
 
 /// Rank `rank`'s node in tree `tree` of a world of `n >= 2` ranks.
-fn node(n: usize, tree: u8, rank: Rank) -> Node {
+pub(crate) fn node(n: usize, tree: u8, rank: Rank) -> Node {
     match (tree, n % 2) {
         (0, _) => btree(n, rank),
         (_, 0) => btree(n, n - 1 - rank).map(|i| n - 1 - i),

@@ -26,6 +26,7 @@ use topologies::{LinkId, LinkSpec, Rotation, Route, Router, Topology, VertexId};
 
 use crate::event::{EventQueue, MessageId};
 use crate::links::IdealLinks;
+use crate::nccl::{HopClass, NcclSystem, machine};
 
 /// A message handed to a network model.
 #[derive(Clone, Debug)]
@@ -86,7 +87,11 @@ impl LinkChange {
     }
 }
 
-/// The RDMA reliable transport's parameters, as NCCL users set them.
+pub use packet::{TcpConfig, TransportKind};
+
+/// The RDMA reliable transport's parameters, as NCCL users set them
+/// (flows over InfiniBand and RoCE; plain Ethernet's flows use
+/// [`TcpConfig`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct TransportConfig {
     /// `NCCL_IB_TIMEOUT`: the retransmission timeout is
@@ -128,20 +133,23 @@ pub struct PfcConfig {
     pub headroom_bytes: Option<u64>,
 }
 
-/// The RDMA transport between two ranks gave up: its retry budget ran
-/// out without progress. Its messages are never delivered.
+/// The transport (RDMA or TCP) between two ranks gave up: its retry
+/// budget ran out without progress. Its messages are never delivered.
 #[derive(Clone, Debug, PartialEq)]
 pub struct TransportTimeout {
     /// The sending rank.
     pub src: Rank,
     /// The receiving rank.
     pub dst: Rank,
+    /// Which transport gave up.
+    pub transport: TransportKind,
     /// The world's ids of the messages it gave up on.
     pub messages: Vec<MessageId>,
     /// When.
     pub at: Time,
-    /// Retries made without progress (`NCCL_IB_RETRY_CNT`).
-    pub retries: u8,
+    /// Retries made without progress (`NCCL_IB_RETRY_CNT` for RDMA,
+    /// `tcp_retries2` retransmission timeouts for TCP).
+    pub retries: u16,
     /// The last packet of the pair lost: on which link, how, when.
     pub last_loss: Option<(String, packet::Loss, Time)>,
     /// The link where a packet of the pair still waits, if one does.
@@ -149,6 +157,21 @@ pub struct TransportTimeout {
 }
 
 impl TransportTimeout {
+    /// What gave up, in words: "RDMA transport from rank 1 to rank 2 gave
+    /// up at 4.2 ms after 7 retries without progress (NCCL_IB_RETRY_CNT)".
+    pub fn summary(&self) -> String {
+        format!(
+            "{} transport from rank {} to rank {} gave up at {} after {} retries without \
+             progress ({})",
+            self.transport.name(),
+            self.src,
+            self.dst,
+            self.at,
+            self.retries,
+            self.transport.retry_limit()
+        )
+    }
+
     /// Where the blame lies, in words: the last loss, or where packets
     /// wait.
     pub fn cause(&self) -> String {
@@ -257,8 +280,12 @@ pub struct TopologyConfig {
     pub router: Arc<Mutex<Router>>,
     /// Scheduled link faults, in time order (applied in every run).
     pub changes: Arc<[LinkChange]>,
-    /// The RDMA transport of messages that cross network links.
+    /// The RDMA transport of messages that cross InfiniBand or RoCE
+    /// links.
     pub transport: TransportConfig,
+    /// The TCP-like transport of messages that cross plain Ethernet
+    /// links.
+    pub tcp: TcpConfig,
     /// PFC thresholds of the RoCE links.
     pub pfc: PfcConfig,
     /// Seeds the per-link random streams of packet loss and corruption.
@@ -309,6 +336,7 @@ impl TopologyConfig {
             router: Arc::new(Mutex::new(router)),
             changes: Arc::new([]),
             transport: TransportConfig::default(),
+            tcp: TcpConfig::default(),
             pfc: PfcConfig::default(),
             loss_seed: 0,
             timeline_bin_ps: None,
@@ -376,12 +404,33 @@ pub(crate) struct Routed<M> {
     /// weights repeat links), so each is built once; only looked up,
     /// never iterated.
     moved_routes: HashMap<u64, (Route, Option<Route>)>,
+    /// The NCCL model, whose channels pin inter-node traffic to NICs.
+    nccl: Option<Arc<NcclSystem>>,
+    /// Each framed flow's route, hop class and idle latency (by flow id,
+    /// channel included), built once; only looked up.
+    framed_routes: HashMap<u64, (Route, Hop)>,
+}
+
+/// What NCCL's per-hop latency needs to know of a message's route.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Hop {
+    /// NVLink, PCI or network.
+    pub class: HopClass,
+    /// The route's latency when idle, without serialisation, ps.
+    pub idle_ps: u64,
 }
 
 impl Network {
     /// The network `config` describes for `world_size` ranks; with
-    /// `sample_links` a topology model records link backlogs for traces.
-    pub fn new(config: &NetworkConfig, world_size: usize, sample_links: bool) -> Network {
+    /// `sample_links` a topology model records link backlogs for traces;
+    /// with `nccl`, framed messages of a channel cross nodes through the
+    /// channel's NICs.
+    pub fn new(
+        config: &NetworkConfig,
+        world_size: usize,
+        sample_links: bool,
+        nccl: Option<Arc<NcclSystem>>,
+    ) -> Network {
         match config {
             NetworkConfig::Ideal(spec) => Network::Ideal(IdealLinks::new(*spec)),
             NetworkConfig::Topology(t) => {
@@ -392,6 +441,7 @@ impl Network {
                     ModelLevel::Packet => Network::Packet(Box::new(Routed {
                         model: packet::PacketNetwork::new(topology, sample_links)
                             .with_transport(t.transport)
+                            .with_tcp(t.tcp)
                             .with_pfc(t.pfc)
                             .with_loss_seed(t.loss_seed)
                             .with_timeline(t.timeline_bin_ps),
@@ -402,6 +452,8 @@ impl Network {
                         folded_links: t.folded_links.clone(),
                         folded_weights: t.folded_weights.clone(),
                         moved_routes: HashMap::default(),
+                        nccl: nccl.clone(),
+                        framed_routes: HashMap::default(),
                     })),
                     ModelLevel::Flow => Network::Flow(Box::new(Routed {
                         model: flow::FlowNetwork::new(topology, sample_links)
@@ -413,13 +465,19 @@ impl Network {
                         folded_links: t.folded_links.clone(),
                         folded_weights: t.folded_weights.clone(),
                         moved_routes: HashMap::default(),
+                        nccl: nccl.clone(),
+                        framed_routes: HashMap::default(),
                     })),
                 }
             }
         }
     }
 
-    /// Sends message `message` of `bytes` from `src` to `dst` at `now`.
+    /// Sends message `message` of `bytes` from `src` to `dst` at `now`;
+    /// a framed message names its NCCL channel, and gets its hop's facts
+    /// back (for NCCL's per-hop latency; `None` on the ideal links or to
+    /// oneself).
+    #[allow(clippy::too_many_arguments)]
     pub fn send(
         &mut self,
         now: Time,
@@ -427,24 +485,25 @@ impl Network {
         src: Rank,
         dst: Rank,
         bytes: u64,
+        channel: Option<u16>,
         queue: &mut EventQueue,
-    ) -> Result<Sent, OutOfTime> {
+    ) -> Result<(Sent, Option<Hop>), OutOfTime> {
         match self {
             Network::Ideal(links) => links
                 .transmit(now, src, dst, bytes)
-                .map(Sent::ArrivesAt)
+                .map(|at| (Sent::ArrivesAt(at), None))
                 .ok_or(OutOfTime),
             Network::Packet(r) => {
-                let Some(t) = r.transfer(message, src, dst, bytes) else {
-                    return Ok(Sent::ArrivesAt(now));
+                let Some((t, hop)) = r.transfer(message, src, dst, bytes, channel) else {
+                    return Ok((Sent::ArrivesAt(now), None));
                 };
-                r.model.start(now, t, queue).map(|()| Sent::InFlight)
+                r.model.start(now, t, queue).map(|()| (Sent::InFlight, hop))
             }
             Network::Flow(r) => {
-                let Some(t) = r.transfer(message, src, dst, bytes) else {
-                    return Ok(Sent::ArrivesAt(now));
+                let Some((t, hop)) = r.transfer(message, src, dst, bytes, channel) else {
+                    return Ok((Sent::ArrivesAt(now), None));
                 };
-                r.model.start(now, t, queue).map(|()| Sent::InFlight)
+                r.model.start(now, t, queue).map(|()| (Sent::InFlight, hop))
             }
         }
     }
@@ -522,9 +581,12 @@ impl Network {
             .into_iter()
             .map(|f| {
                 let name = |l: LinkId| topology.link_name(l);
+                // A framed flow's id carries its channel above n^2.
+                let pair = f.flow % (n * n);
                 TransportTimeout {
-                    src: (f.flow / n) as Rank,
-                    dst: (f.flow % n) as Rank,
+                    src: (pair / n) as Rank,
+                    dst: (pair % n) as Rank,
+                    transport: f.transport,
                     messages: f.messages,
                     at: f.at,
                     retries: f.retries,
@@ -626,20 +688,42 @@ impl<M> Routed<M> {
         }
     }
 
-    /// The transfer for a message between two ranks, or `None` for a
-    /// message to oneself (it crosses no link).
+    /// The transfer for a message between two ranks, with a framed
+    /// message's hop facts, or `None` for a message to oneself (it
+    /// crosses no link).
     fn transfer(
         &mut self,
         message: MessageId,
         src: Rank,
         dst: Rank,
         bytes: u64,
-    ) -> Option<Transfer> {
+        channel: Option<u16>,
+    ) -> Option<(Transfer, Option<Hop>)> {
         let (a, b) = (self.placement[src], self.placement[dst]);
         if a == b {
             return None;
         }
         let flow = flow_id(src, dst, self.world_size);
+        if let Some(channel) = channel {
+            let n = self.world_size as u64;
+            let framed = flow + (u64::from(channel) + 1) * n * n;
+            let (route, hop) = match self.framed_routes.get(&framed) {
+                Some(known) => known.clone(),
+                None => {
+                    let built = self.framed_route(src, dst, channel, flow);
+                    self.framed_routes.insert(framed, built.clone());
+                    built
+                }
+            };
+            let transfer = Transfer {
+                path: None,
+                message,
+                bytes,
+                route,
+                flow: framed,
+            };
+            return Some((transfer, Some(hop)));
+        }
         let (route, path) = match &self.rotation {
             None => (self.route(a, b, flow), None),
             Some(rotation) => match self.moved_routes.get(&flow) {
@@ -652,12 +736,91 @@ impl<M> Routed<M> {
                 }
             },
         };
-        Some(Transfer {
-            path,
-            message,
-            bytes,
-            route,
-            flow,
-        })
+        Some((
+            Transfer {
+                path,
+                message,
+                bytes,
+                route,
+                flow,
+            },
+            None,
+        ))
+    }
+
+    /// The route of channel `channel` from `src` to `dst` and its hop
+    /// facts: across nodes through the channel's NIC on each side (a GPU
+    /// that does not reach its NIC through PCIe alone goes through the
+    /// NIC's own GPU over NVLink first: NCCL's PXN); otherwise the
+    /// router's route.
+    fn framed_route(&self, src: Rank, dst: Rank, channel: u16, flow: u64) -> (Route, Hop) {
+        let (a, b) = (self.placement[src], self.placement[dst]);
+        let pinned = self.nccl.as_ref().and_then(|nccl| {
+            let (nic_a, nic_b) = nccl.nics(src, dst, channel)?;
+            let mut router = self
+                .router
+                .lock()
+                .expect("a run never panics while routing");
+            let topology = Arc::clone(router.topology());
+            let mut out = machine::route(&mut router, a, nic_a)?;
+            let far = |r: &[LinkId]| {
+                machine::path_type(&topology, r) > machine::PathType::Pxb
+                    || r.iter().any(|&l| topology.link(l).kind.is_network())
+            };
+            if far(&out)
+                && let Some(proxy) = nccl.proxy(nic_a).filter(|&p| p != a)
+            {
+                let hop = machine::route(&mut router, a, proxy)?;
+                let rest = machine::route(&mut router, proxy, nic_a)?;
+                out = hop.iter().chain(rest.iter()).copied().collect();
+            }
+            let across = machine::route(&mut router, nic_a, nic_b)?;
+            let mut into = machine::route(&mut router, nic_b, b)?;
+            // A NIC never reaches a far GPU of its node back through the
+            // network: through the PCIe switches, else over the NVLink of
+            // the GPU next to it.
+            let local = |r: &[LinkId]| {
+                machine::path_type(&topology, r) <= machine::PathType::Pxb
+                    && !r.iter().any(|&l| topology.link(l).kind.is_network())
+            };
+            if !local(&into)
+                && let Some(proxy) = nccl.proxy(nic_b).filter(|&p| p != b)
+            {
+                let first = machine::route(&mut router, nic_b, proxy)?;
+                let hop = machine::route(&mut router, proxy, b)?;
+                into = first.iter().chain(hop.iter()).copied().collect();
+            }
+            let whole: Route = out
+                .iter()
+                .chain(across.iter())
+                .chain(into.iter())
+                .copied()
+                .collect();
+            Some(whole)
+        });
+        let route = pinned.unwrap_or_else(|| self.route(a, b, flow));
+        let hop = self.hop_of(&route);
+        (route, hop)
+    }
+
+    /// The hop facts of `route`.
+    fn hop_of(&self, route: &[LinkId]) -> Hop {
+        let router = self
+            .router
+            .lock()
+            .expect("a run never panics while routing");
+        let topology = router.topology();
+        let kinds = || route.iter().map(|&l| topology.link(l).kind);
+        let class = if kinds().any(|k| k.is_network()) {
+            HopClass::Net
+        } else if kinds().all(|k| matches!(k, topologies::LinkKind::NvLink { .. })) {
+            HopClass::NvLink
+        } else {
+            HopClass::Pci
+        };
+        Hop {
+            class,
+            idle_ps: path::idle_latency_ps(topology, route, 0),
+        }
     }
 }

@@ -1,8 +1,9 @@
 //! The packet-level network model: messages cut into packets that cross
 //! egress ports store-and-forward, with finite buffers; credit-based flow
 //! control (InfiniBand, NVLink, PCIe), priority flow control (RoCE) or
-//! none (Ethernet); random loss and corruption; and go-back-N RDMA
-//! retransmission for the flows that cross network links.
+//! none (Ethernet); random loss and corruption; and go-back-N reliable
+//! transports for the flows that cross network links: RDMA over
+//! InfiniBand and RoCE, TCP-like over plain Ethernet.
 //!
 //! ```text
 //!   source GPU u                 switch v                         GPU w
@@ -55,6 +56,8 @@
 //! - **None** (plain Ethernet, or any link with `lossless = false`): `u`
 //!   sends; a packet that arrives to find the next port's buffer full is
 //!   dropped there (tail drop), counted as an overflow drop of that port.
+//!   On plain Ethernet the TCP-like transport's congestion windows, not
+//!   the links, bound what the senders put into the network.
 //!
 //! # Credit
 //! A packet may start on a credit link `l = u -> v` only if `v` is its
@@ -121,27 +124,42 @@
 //! # Reliable transport
 //! A flow whose route crosses a network link (InfiniBand, RoCE,
 //! Ethernet), or a link of any kind declared lossy (`lossless = false`,
-//! which may tail-drop), is a reliable-connected queue pair: go-back-N,
-//! as RDMA NICs do. Its packets carry consecutive sequence numbers (PSNs) across its
-//! messages. The receiver accepts only the PSN it expects; a later one
-//! is discarded and, on the first such gap, the receiver sends a NAK
-//! (sequence error); a duplicate is discarded. ACKs and NAKs are small
+//! which may tail-drop), has a reliable transport, chosen by the kinds of
+//! the links it crosses ([`TransportKind::of_link`]), as NCCL chooses its
+//! network plugin by the NIC:
+//!
+//! | route crosses | transport | NCCL's | NAK (loss signal) | timeout | gives up after |
+//! |---|---|---|---|---|---|
+//! | InfiniBand or RoCE (or a lossy on-board link) | RDMA | IB verbs, a reliable-connected queue pair | at the first packet past a gap | 4.096 us x 2^`NCCL_IB_TIMEOUT` (1.07 s) | `NCCL_IB_RETRY_CNT` (7) NAKs or timeouts without progress |
+//! | plain Ethernet (`ethernet<g>`; wins over RDMA on a mixed route) | TCP-like ([`TcpConfig`], `packet/tcp.rs`) | sockets, a kernel TCP connection | at the third packet past a gap (three duplicate ACKs), again if packets sent after the go-back arrive past it | `max(200 ms, 3 x idle round trip)`, doubled per expiry up to 120 s | `tcp_retries2` (15) timeouts without progress: 924.6 s |
+//!
+//! Both go back N, as RDMA NICs do. A flow's packets carry consecutive
+//! sequence numbers (PSNs) across its messages. The receiver accepts
+//! only the PSN it expects; a later one is discarded and counted past
+//! the gap, and at the transport's threshold the receiver sends a NAK,
+//! once per gap; a duplicate is discarded. ACKs and NAKs are small
 //! control packets: they take the route's idle latency back and are not
-//! queued or lost (so ACKs are not modelled as events: the sender's
-//! timer reads the receiver's progress when it expires). The sender's
-//! retransmission timer runs while packets are unacknowledged, with the
-//! timeout NCCL users set, 4.096 us x 2^`NCCL_IB_TIMEOUT`
-//! ([`TransportConfig`]), restarting at each acknowledgement and at each
-//! NAK (which acknowledges what came before its gap). A NAK or an
-//! expiry without progress is a retry: the sender goes back to the first
+//! queued or lost. An RDMA sender's ACKs are not modelled as events (its
+//! timer reads the receiver's progress when it expires); a TCP sender's
+//! are, one per packet accepted, because they clock its congestion
+//! window (RFC 5681 slow start and congestion avoidance, halved at a
+//! NAK, one packet after a timeout): a TCP flow whose window is full
+//! waits out of its injection round until an ACK opens it
+//! (`packet/window.rs`).
+//! The sender's retransmission timer runs while packets are
+//! unacknowledged, restarting at each acknowledgement and at each NAK
+//! (which acknowledges what came before its gap). A NAK or an expiry
+//! without progress is a retry: the sender goes back to the first
 //! packet the receiver expects and sends everything from there again
-//! (packets still in the network are discarded as they arrive). After
-//! `NCCL_IB_RETRY_CNT` retries without progress the transport gives up:
+//! (packets still in the network are discarded as they arrive). RDMA
+//! counts every retry against `NCCL_IB_RETRY_CNT`; TCP counts only its
+//! timeouts against `tcp_retries2` and doubles the timeout at each,
+//! back to the base at progress. Past its budget the transport gives up:
 //! the flow's messages are dropped and reported as a
-//! [`TransportFailure`] naming the flow, the last link that lost one of
-//! its packets and where its packets wait. A flow that crosses only
-//! lossless on-board links (NVLink, PCIe) never loses a packet and has
-//! no transport.
+//! [`TransportFailure`] naming the flow, its transport, the last link
+//! that lost one of its packets and where its packets wait. A flow that
+//! crosses only lossless on-board links (NVLink, PCIe) never loses a
+//! packet and has no transport.
 //!
 //! # Deadlock
 //! When nothing in the network can move, the links may wait on each other
@@ -209,9 +227,13 @@ mod port;
 #[cfg(test)]
 mod stress_tests;
 mod table;
+mod tcp;
+#[cfg(test)]
+mod tcp_tests;
 #[cfg(test)]
 mod tests;
 mod transport;
+mod window;
 mod wire;
 
 use rustc_hash::FxHashMap as HashMap;
@@ -223,7 +245,7 @@ use topologies::{LinkId, Route, Topology};
 use self::port::{Control, Port, Source};
 use self::table::Table;
 use self::transport::Transport;
-use super::path::{idle_latency_ps, path_mtu};
+use super::path::{idle_delivery_ps, idle_latency_ps, path_mtu};
 use super::timeline::LinkTimeline;
 use super::{
     LinkChange, LinkSample, LinkUsage, NetEvent, OutOfTime, PfcConfig, Transfer, TransportConfig,
@@ -232,7 +254,10 @@ use crate::event::{EventKind, EventQueue, MessageId};
 
 pub use self::cycle::{BufferCycle, Stall};
 pub use self::port::Loss;
-pub use self::transport::TransportFailure;
+pub use self::tcp::{
+    TCP_FASTRETRANS_THRESH, TCP_RETRIES2, TCP_RTO_MAX_PS, TCP_RTO_MIN_PS, TcpConfig,
+};
+pub use self::transport::{TransportFailure, TransportKind};
 
 /// "None": the end of a list, no flow, no link.
 const NONE: u32 = u32::MAX;
@@ -271,6 +296,13 @@ pub enum PacketEvent {
         /// The flow.
         flow: u32,
         /// The flow's serial, so a NAK for a flow since ended is ignored.
+        serial: u32,
+    },
+    /// A TCP ACK of one packet reaches a flow's sender.
+    Ack {
+        /// The flow.
+        flow: u32,
+        /// The flow's serial.
         serial: u32,
     },
     /// A flow's retransmission timer expires.
@@ -351,8 +383,16 @@ struct Flow {
     /// One past the highest sequence number ever cut (a packet below it
     /// is a retransmission).
     psn_sent: u64,
-    /// The reliable transport, for a flow that crosses network links.
+    /// The reliable transport (RDMA or TCP), for a flow that crosses
+    /// network links or a lossy link.
     transport: Option<Box<Transport>>,
+    /// Whether it has packets to cut but waits out of its injection round
+    /// for ACKs to open its TCP window (see `window.rs`).
+    parked: bool,
+    /// How many times the sender went back N, modulo 2^16: its packets
+    /// carry it, so that a TCP receiver knows a packet was sent after the
+    /// go-back that answered its NAK.
+    epoch: u16,
 }
 
 /// A packet in flight.
@@ -375,6 +415,8 @@ struct Packet {
     psn: u64,
     /// Whether it is a retransmitted copy.
     retransmit: bool,
+    /// Its flow's [`Flow::epoch`] when it was cut.
+    epoch: u16,
 }
 
 /// The facts about a link direction that every hop reads, copied out of
@@ -410,6 +452,7 @@ pub struct PacketNetwork {
     /// Every link change scheduled, addressed by [`PacketEvent::Change`].
     changes: Vec<LinkChange>,
     transport: TransportConfig,
+    tcp: TcpConfig,
     loss_seed: u64,
     /// Events scheduled and not yet handled, timers excepted: zero means
     /// nothing in the network can move until a sender retransmits.
@@ -450,6 +493,7 @@ impl PacketNetwork {
             samples: Vec::new(),
             changes: Vec::new(),
             transport: TransportConfig::default(),
+            tcp: TcpConfig::default(),
             loss_seed: 0,
             pending_activity: 0,
             failures: Vec::new(),
@@ -469,9 +513,17 @@ impl PacketNetwork {
         self.timeline.take()
     }
 
-    /// The same with the RDMA transport's parameters.
+    /// The same with the RDMA transport's parameters (flows over
+    /// InfiniBand and RoCE).
     pub fn with_transport(mut self, transport: TransportConfig) -> PacketNetwork {
         self.transport = transport;
+        self
+    }
+
+    /// The same with the TCP-like transport's parameters (flows over
+    /// plain Ethernet).
+    pub fn with_tcp(mut self, tcp: TcpConfig) -> PacketNetwork {
+        self.tcp = tcp;
         self
     }
 
@@ -538,6 +590,7 @@ impl PacketNetwork {
                 last: true,
                 psn: 0,
                 retransmit: false,
+                epoch: 0,
             });
             return self.schedule(now, PacketEvent::Arrive { packet }, queue);
         };
@@ -545,14 +598,7 @@ impl PacketNetwork {
         let flow = match self.flow_ids.get(&key) {
             Some(&flow) => flow,
             None => {
-                // Network links may lose packets, and so may a link of any
-                // kind declared lossy: a flow over either needs the
-                // transport (decided once per flow: its route is fixed).
-                let reliable = route.iter().any(|l| {
-                    let port = &self.ports[l.index()];
-                    port.network || port.control == Control::Lossy
-                });
-                let ack_ps = idle_latency_ps(&self.topology, &route, 0);
+                let transport = self.transport_for(&route, mtu_bytes);
                 let serial = self.next_serial;
                 self.next_serial = self.next_serial.wrapping_add(1);
                 let flow = self.flows.insert(Flow {
@@ -564,7 +610,9 @@ impl PacketNetwork {
                     tail: NONE,
                     psn_end: 0,
                     psn_sent: 0,
-                    transport: reliable.then(|| Box::new(Transport::new(ack_ps))),
+                    transport,
+                    parked: false,
+                    epoch: 0,
                 });
                 self.flow_ids.insert(key, flow);
                 flow
@@ -603,8 +651,28 @@ impl PacketNetwork {
             return Ok(());
         }
         f.head = message;
-        self.ports[first.index()].flows.push_back(flow);
-        self.try_start(first.index(), now, queue)
+        self.enter_round(flow, now, queue)
+    }
+
+    /// The transport of a new flow along `route` (decided once per flow:
+    /// its route is fixed). Network links may lose packets, and so may a
+    /// link of any kind declared lossy: a flow over either needs one, TCP
+    /// if it crosses plain Ethernet, else RDMA ([`TransportKind::of_link`]).
+    fn transport_for(&self, route: &Route, mtu_bytes: u64) -> Option<Box<Transport>> {
+        let kind = route
+            .iter()
+            .filter_map(|l| self.ports[l.index()].transport)
+            .max()?;
+        let ack_ps = idle_latency_ps(&self.topology, route, 0);
+        Some(Box::new(match kind {
+            TransportKind::Rdma => Transport::rdma(ack_ps, self.transport),
+            TransportKind::Tcp => {
+                // An MTU packet there on the idle route, its ACK back.
+                let rtt_ps =
+                    idle_delivery_ps(&self.topology, route, mtu_bytes).saturating_add(ack_ps);
+                Transport::tcp(ack_ps, rtt_ps, self.tcp)
+            }
+        }))
     }
 
     /// Applies one of this model's events at `now`, pushing the messages
@@ -629,6 +697,7 @@ impl PacketNetwork {
             }
             PacketEvent::Resume { link } => self.resume_arrives(link as usize, now, queue),
             PacketEvent::Nak { flow, serial } => self.nak_arrives(flow, serial, now, queue),
+            PacketEvent::Ack { flow, serial } => self.ack_arrives(flow, serial, now, queue),
             PacketEvent::Timer { flow, serial } => self.timer_expires(flow, serial, now, queue),
         }
     }
@@ -821,7 +890,7 @@ impl PacketNetwork {
         let (done, flow) = (m.done, m.flow);
         let mut accept = !done;
         if !done && flow != NONE {
-            accept = self.transport_accepts(flow, p.psn, now, queue)?;
+            accept = self.transport_accepts(flow, p.psn, p.epoch, now, queue)?;
         }
         if accept && p.last {
             self.messages[message].done = true;
@@ -880,6 +949,10 @@ impl PacketNetwork {
         now: Time,
         queue: &mut EventQueue,
     ) -> Result<(), OutOfTime> {
+        if std::mem::take(&mut self.flows[flow].parked) {
+            // Waiting for its window, it was not in the round.
+            return Ok(());
+        }
         let first = self.flows[flow].first_link as usize;
         let port = &self.ports[first];
         if port.blocked == Some(Source::Local) && port.flows.front() == Some(&flow) {
@@ -1065,6 +1138,7 @@ impl PacketNetwork {
         let f = &mut self.flows[flow];
         let retransmit = psn < f.psn_sent;
         f.psn_sent = f.psn_sent.max(psn + 1);
+        let epoch = f.epoch;
         let packet = self.packets.insert(Packet {
             message,
             hop: 0,
@@ -1075,10 +1149,11 @@ impl PacketNetwork {
             last,
             psn,
             retransmit,
+            epoch,
         });
         self.arm_timer(flow, now, queue)?;
         if !last {
-            self.ports[link].flows.push_back(flow);
+            self.rejoin(flow, link, psn + 1);
             return Ok((packet, None));
         }
         self.flows[flow].head = next;
@@ -1086,8 +1161,8 @@ impl PacketNetwork {
             return Ok((packet, None));
         }
         let first = self.messages[next].route[0].index();
-        self.ports[first].flows.push_back(flow);
-        Ok((packet, (first != link).then_some(first)))
+        let joined = self.rejoin(flow, first, psn + 1);
+        Ok((packet, (joined && first != link).then_some(first)))
     }
 
     /// Adds `bytes` to what port `link`'s buffer holds.

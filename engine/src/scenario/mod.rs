@@ -46,8 +46,14 @@
 //! both_directions = true        # default true
 //!
 //! [rdma]                        # optional, topology scenarios: the RDMA transport
-//! ib_timeout = 18               # NCCL_IB_TIMEOUT, 1..=31: timeout 4.096 us x 2^18
+//! ib_timeout = 18               # (InfiniBand, RoCE) NCCL_IB_TIMEOUT, 1..=31:
+//!                               # timeout 4.096 us x 2^18
 //! ib_retry_cnt = 7              # NCCL_IB_RETRY_CNT, 0..=7
+//!
+//! [tcp]                         # optional, topology scenarios: the TCP-like transport
+//! rto_min_ms = 200              # (plain Ethernet) tcp_rto_min_us in ms, >= 0.001
+//! rto_max_ms = 120000           # tcp_rto_max_ms, 1000..=120000
+//! retries2 = 15                 # tcp_retries2, 0..=255: timeouts before giving up
 //!
 //! [pfc]                         # optional, topology scenarios: RoCE pause thresholds
 //! xoff_bytes = "64K"            # per ingress port; each defaults per link
@@ -70,6 +76,7 @@
 //! and column; nothing in a scenario can make the program panic.
 
 mod link_faults;
+mod nccl;
 mod raw;
 pub mod size;
 mod topology;
@@ -82,8 +89,10 @@ use std::path::{Path, PathBuf};
 use algorithms::{Algorithm, Collective, DType, Rank, ReduceOp, Registry, Time};
 use topologies::LinkSpec;
 
+use crate::nccl::{NcclConfig, NcclSystem};
 use crate::network::NetworkConfig;
 
+pub use nccl::TunerModel;
 pub use size::ByteSize;
 pub use validate::{DEFAULT_SEED, Expect, Source};
 
@@ -127,7 +136,7 @@ pub struct Scenario {
     pub network_description: String,
     /// One line per `[[link_fault]]`, for the report header.
     pub link_fault_notes: Vec<String>,
-    /// One line for `[rdma]` and one for `[pfc]`, each if given, for the
+    /// One line for each of `[rdma]`, `[pfc]` and `[tcp]` given, for the
     /// report header (the transport and PFC settings a run uses).
     pub network_notes: Vec<String>,
     /// The alpha-beta link the tuner assumes: the ideal link, or on a
@@ -157,9 +166,50 @@ pub struct Scenario {
     /// The algorithms its names were resolved in, and the tuner chooses
     /// among.
     pub registry: Registry,
+    /// What picks the algorithm of a collective that names none.
+    pub tuner: TunerModel,
+    /// The NCCL model's settings (on a topology).
+    pub nccl: Option<NcclConfig>,
+    /// NCCL on the machine, per collective rank count (on a topology, not
+    /// folded).
+    pub nccl_systems: std::collections::BTreeMap<usize, std::sync::Arc<NcclSystem>>,
 }
 
 impl Scenario {
+    /// NCCL on the machine for a collective on `ranks` ranks, if the
+    /// scenario has the NCCL model.
+    pub fn nccl_system(&self, ranks: usize) -> Option<&std::sync::Arc<NcclSystem>> {
+        self.nccl_systems.get(&ranks)
+    }
+
+    /// What picks the algorithms of collectives that name none, for the
+    /// report header: NCCL's model on this machine, or the alpha-beta
+    /// tuner.
+    pub fn tuner_note(&self) -> String {
+        match (self.tuner, self.nccl_system(self.world_size)) {
+            (TunerModel::Nccl, Some(system)) => {
+                format!("tuner (algorithm = auto): {}", system.describe())
+            }
+            _ => "tuner (algorithm = auto): alpha-beta, each algorithm's closed-form cost on the tuner link"
+                .to_string(),
+        }
+    }
+
+    /// The same scenario with NCCL's settings changed by `change` (for
+    /// NCCL's environment variables), its NCCL systems rebuilt.
+    pub fn with_nccl(
+        mut self,
+        change: impl FnOnce(&mut NcclConfig) -> Result<(), String>,
+    ) -> Result<Scenario, String> {
+        let Some(config) = &mut self.nccl else {
+            return Ok(self);
+        };
+        change(config)?;
+        let sizes: Vec<usize> = self.nccl_systems.keys().copied().collect();
+        self.nccl_systems = nccl::systems(&self.network, config, sizes);
+        Ok(self)
+    }
+
     /// The same scenario without its link faults (the healthy network).
     pub fn without_link_faults(&self) -> Scenario {
         let mut s = self.clone();

@@ -35,6 +35,8 @@ pub struct RawScenario {
     pub rdma: Option<Spanned<RawRdma>>,
     #[serde(default)]
     pub pfc: Option<Spanned<RawPfc>>,
+    #[serde(default)]
+    pub tcp: Option<Spanned<RawTcp>>,
     /// Also run every point without the link faults, for comparison.
     #[serde(default)]
     pub compare_without_link_faults: Option<Spanned<bool>>,
@@ -42,6 +44,38 @@ pub struct RawScenario {
     /// ([`crate::sweep`]); `sim run` runs the file as written without it.
     #[serde(default)]
     pub sweep: Option<toml::Value>,
+    /// `"nccl"` or `"alpha_beta"`: what picks the algorithm of a
+    /// collective that names none.
+    #[serde(default)]
+    pub tuner: Option<Spanned<String>>,
+    /// `[nccl]`: the NCCL model's settings.
+    #[serde(default)]
+    pub nccl: Option<Spanned<RawNccl>>,
+}
+
+/// `[nccl]`: the pinned NCCL version, the machine facts NCCL's model
+/// needs that a topology does not hold, and NCCL's environment variables.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawNccl {
+    #[serde(default)]
+    pub version: Option<Spanned<String>>,
+    #[serde(default)]
+    pub gpu: Option<Spanned<String>>,
+    #[serde(default)]
+    pub cpu: Option<Spanned<String>>,
+    #[serde(default)]
+    pub algo: Option<Spanned<String>>,
+    #[serde(default)]
+    pub proto: Option<Spanned<String>>,
+    #[serde(default)]
+    pub min_nchannels: Option<Spanned<i64>>,
+    #[serde(default)]
+    pub max_nchannels: Option<Spanned<i64>>,
+    #[serde(default)]
+    pub gpus_per_process: Option<Spanned<i64>>,
+    #[serde(default)]
+    pub launch_us: Option<Spanned<f64>>,
 }
 
 /// `[rdma]`: the RDMA reliable transport's parameters, named as NCCL's
@@ -65,6 +99,20 @@ pub struct RawPfc {
     pub xon_bytes: Option<Spanned<ByteSize>>,
     #[serde(default)]
     pub headroom_bytes: Option<Spanned<ByteSize>>,
+}
+
+/// `[tcp]`: the TCP-like transport of flows over plain Ethernet, named
+/// as Linux's sysctls (`tcp_rto_min_us` in ms, `tcp_rto_max_ms`,
+/// `tcp_retries2`).
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawTcp {
+    #[serde(default)]
+    pub rto_min_ms: Option<Spanned<f64>>,
+    #[serde(default)]
+    pub rto_max_ms: Option<Spanned<i64>>,
+    #[serde(default)]
+    pub retries2: Option<Spanned<i64>>,
 }
 
 /// One `[[link_fault]]`: a scheduled fault of the links between two

@@ -1,16 +1,21 @@
 //! Validation of `[rdma]` (the RDMA reliable transport's timeout and
-//! retry count, as NCCL's `NCCL_IB_TIMEOUT` and `NCCL_IB_RETRY_CNT`) and
-//! `[pfc]` (the pause thresholds of the RoCE links). Both need a
-//! `[topology]`: ideal links have neither a transport nor switches.
+//! retry count, as NCCL's `NCCL_IB_TIMEOUT` and `NCCL_IB_RETRY_CNT`; for
+//! flows over InfiniBand and RoCE), `[tcp]` (the TCP-like transport of
+//! flows over plain Ethernet: Linux's `tcp_rto_min_us`, `tcp_rto_max_ms`
+//! and `tcp_retries2`) and `[pfc]` (the pause thresholds of the RoCE
+//! links). All need a `[topology]`: ideal links have neither a transport
+//! nor switches.
 
 use toml::Spanned;
 use topologies::{LinkKind, Topology};
 
 use super::ScenarioError;
-use super::raw::{RawPfc, RawRdma};
+use super::raw::{RawPfc, RawRdma, RawTcp};
 use super::size::ByteSize;
 use super::validate::Source;
-use crate::network::{ModelLevel, PfcConfig, TopologyConfig, TransportConfig};
+use crate::network::{
+    ModelLevel, PfcConfig, TcpConfig, TopologyConfig, TransportConfig, TransportKind,
+};
 
 /// The largest `ib_timeout`: ibverbs' local ACK timeout is a 5-bit field.
 pub const IB_TIMEOUT_MAX: i64 = 31;
@@ -68,10 +73,93 @@ pub(super) fn rdma(
         duration(transport.rto_ps()),
         transport.ib_retry_cnt
     );
-    if network.is_some_and(|n| n.level == ModelLevel::Flow) {
-        note.push_str("; no effect in the flow model, which loses nothing");
-    }
+    note.push_str(&no_effect(network, TransportKind::Rdma));
     Ok((transport, Some(note)))
+}
+
+/// The smallest `rto_min_ms`: Linux's `tcp_rto_min_us` takes 1 us.
+pub const RTO_MIN_MS_MIN: f64 = 0.001;
+
+/// The range of `rto_max_ms`, Linux's `tcp_rto_max_ms`: 1000..=120000.
+pub const RTO_MAX_MS_RANGE: (i64, i64) = (1000, 120_000);
+
+/// The largest `retries2`: Linux's `tcp_retries2` is a `u8`.
+pub const RETRIES2_MAX: i64 = 255;
+
+/// Validates `[tcp]`; returns the TCP-like transport (Linux's defaults
+/// for what is not given) and, if the table was given, a note for the
+/// report header.
+pub(super) fn tcp(
+    src: &Source,
+    raw: Option<&Spanned<RawTcp>>,
+    network: Option<&TopologyConfig>,
+) -> Result<(TcpConfig, Option<String>), ScenarioError> {
+    let mut tcp = TcpConfig::default();
+    let Some(spanned) = raw else {
+        return Ok((tcp, None));
+    };
+    if network.is_none() {
+        return Err(src.at(
+            spanned,
+            "[tcp] needs a [topology]: ideal links have no transport",
+        ));
+    }
+    let r = spanned.get_ref();
+    if let Some(v) = &r.rto_max_ms {
+        let (min, max) = RTO_MAX_MS_RANGE;
+        let ms = src.count(v, "rto_max_ms", min, max)?;
+        tcp.rto_max_ps = ms as u64 * 1_000_000_000;
+    }
+    if let Some(v) = &r.rto_min_ms {
+        let ms = src.number(v, "rto_min_ms", false)?;
+        let ps = (ms * 1e9).round();
+        if ms < RTO_MIN_MS_MIN || ps > tcp.rto_max_ps as f64 {
+            return Err(src.at(
+                v,
+                format!(
+                    "rto_min_ms must be between {RTO_MIN_MS_MIN} (Linux's tcp_rto_min_us takes 1 us) \
+                     and rto_max_ms ({}), got {ms}",
+                    tcp.rto_max_ps / 1_000_000_000
+                ),
+            ));
+        }
+        tcp.rto_min_ps = ps as u64;
+    }
+    if let Some(v) = &r.retries2 {
+        tcp.retries2 = src.count(v, "retries2", 0, RETRIES2_MAX)? as u8;
+    }
+    let mut note = format!(
+        "TCP transport (plain Ethernet): timeout at least {}, backed off up to {}, gives up after {} \
+         timeouts without progress ({} of timeouts at the minimum)",
+        duration(tcp.rto_min_ps),
+        duration(tcp.rto_max_ps),
+        tcp.retries2,
+        duration(tcp.give_up_after_ps(tcp.rto_min_ps))
+    );
+    note.push_str(&no_effect(network, TransportKind::Tcp));
+    Ok((tcp, Some(note)))
+}
+
+/// Why a transport table cannot act, for its note: the flow model loses
+/// nothing, or no link of the topology carries that transport.
+fn no_effect(network: Option<&TopologyConfig>, kind: TransportKind) -> String {
+    let Some(network) = network else {
+        return String::new();
+    };
+    if network.level == ModelLevel::Flow {
+        return "; no effect in the flow model, which loses nothing".to_string();
+    }
+    let t = &network.topology;
+    if t.link_ids()
+        .any(|l| TransportKind::of_link(t.link(l)) == Some(kind))
+    {
+        return String::new();
+    }
+    match kind {
+        TransportKind::Rdma => "; no effect: the topology has no InfiniBand or RoCE link",
+        TransportKind::Tcp => "; no effect: the topology has no plain Ethernet link",
+    }
+    .to_string()
 }
 
 /// Validates `[pfc]`; returns the thresholds (`None` where not given, for
@@ -179,6 +267,9 @@ mod tests {
         assert_eq!(duration(4_096_000 << 1), "8.19 us");
         assert_eq!(duration(4_096_000 << 16), "268 ms");
         assert_eq!(duration(4_096_000 << 31), "8796 s");
+        assert_eq!(duration(TcpConfig::default().rto_min_ps), "200 ms");
+        assert_eq!(duration(TcpConfig::default().rto_max_ps), "120 s");
+        assert_eq!(duration(924_600_000_000_000), "925 s");
         assert_eq!(size(64 << 10), "64 KiB");
         assert_eq!(size(3 << 20), "3 MiB");
         assert_eq!(size(1500), "1500 B");

@@ -149,10 +149,16 @@ pub fn parse(
         super::link_faults::link_faults(&src, &raw.link_fault, topology)?;
     let (transport, rdma_note) = super::transport::rdma(&src, raw.rdma.as_ref(), topology)?;
     let (pfc, pfc_note) = super::transport::pfc(&src, raw.pfc.as_ref(), topology)?;
-    let network_notes = rdma_note.into_iter().chain(pfc_note).collect();
+    let (tcp, tcp_note) = super::transport::tcp(&src, raw.tcp.as_ref(), topology)?;
+    let network_notes = rdma_note
+        .into_iter()
+        .chain(pfc_note)
+        .chain(tcp_note)
+        .collect();
     if let NetworkConfig::Topology(t) = &mut network_config {
         t.changes = changes.into();
         t.transport = transport;
+        t.tcp = tcp;
         t.pfc = pfc;
         t.loss_seed = seed;
     }
@@ -220,6 +226,18 @@ pub fn parse(
         None => false,
     };
 
+    let (tuner, nccl) = super::nccl::nccl(&src, &raw, &network_config, network.fold)?;
+    let nccl_systems = match (&nccl, network.fold) {
+        (Some(config), None) => {
+            let mut sizes: Vec<usize> = collectives.iter().map(|c| c.world_size).collect();
+            sizes.push(world_size);
+            sizes.sort_unstable();
+            sizes.dedup();
+            super::nccl::systems(&network_config, config, sizes)
+        }
+        _ => Default::default(),
+    };
+
     let name = raw.name.clone().unwrap_or_else(|| {
         path.file_stem().map_or_else(
             || "scenario".to_string(),
@@ -246,6 +264,9 @@ pub fn parse(
         has_sweep: raw.sweep.is_some(),
         fold: network.fold,
         registry: registry.clone(),
+        tuner,
+        nccl,
+        nccl_systems,
     })
 }
 

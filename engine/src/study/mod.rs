@@ -70,7 +70,19 @@ pub struct Row {
     pub wrong: Option<u64>,
     /// The algorithm's closed-form (alpha-beta-gamma) time per call on the
     /// scenario's tuner link, in ps; `None` past the range of its formula.
+    /// For an NCCL algorithm, the time NCCL's own tuning model predicts.
     pub model_ps: Option<u64>,
+    /// For an NCCL algorithm: the protocol and channels it ran with.
+    pub nccl: Option<NcclRun>,
+}
+
+/// How an NCCL algorithm ran: what NCCL chose (or the scenario forced).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct NcclRun {
+    /// The protocol (`LL`, `LL128`, `Simple`).
+    pub protocol: algorithms::nccl::Protocol,
+    /// Channels used.
+    pub channels: usize,
 }
 
 /// Why a point of a study did not produce a row: what the simulated
@@ -82,8 +94,8 @@ pub enum Failure {
     /// A collective outlived the scenario's watchdog (`timeout_ms`); the
     /// report says who was still waiting.
     WatchdogTimeout(DeadlockReport),
-    /// A rank's transport gave up on a peer (an RDMA retry budget
-    /// exhausted): the lowest such rank.
+    /// A rank's transport gave up on a peer (an RDMA retry budget or
+    /// TCP's `tcp_retries2` exhausted): the lowest such rank.
     TransportTimeout {
         /// The rank.
         rank: usize,
@@ -234,14 +246,29 @@ pub fn cost_model(scenario: &Scenario) -> CostModel {
     }
 }
 
+/// What [`select`] decided for one size.
+#[derive(Clone, Debug)]
+pub struct Selection {
+    /// The algorithm.
+    pub algorithm: Algorithm,
+    /// Its parameters (the tag is set per call).
+    pub params: Params,
+    /// Whether a tuner chose it.
+    pub tuned: bool,
+    /// For an NCCL algorithm on a topology: NCCL's choice (the protocol
+    /// and channels are in `params` too), and its predicted time.
+    pub nccl: Option<crate::nccl::Choice>,
+}
+
 /// The algorithm and parameters for one size: the scenario's choice, or
-/// the tuner's among the algorithms `filter` allows.
+/// the tuner's: NCCL's (on a topology, see [`crate::nccl`]) or the
+/// research tuner's among the algorithms `filter` allows.
 pub fn select(
     scenario: &Scenario,
     spec: &CollectiveSpec,
     filter: &AlgoFilter,
     count: usize,
-) -> (Algorithm, Params, bool) {
+) -> Selection {
     let params = Params {
         chunk_bytes: spec.chunk_bytes,
         slots: spec.slots,
@@ -249,8 +276,69 @@ pub fn select(
         ranks_per_node: spec.ranks_per_node,
         ..Params::default()
     };
+    let system = scenario.nccl_system(spec.world_size);
+    // The registry's algorithm that runs NCCL's `name` on NCCL's channels.
+    let nccl_named = |name: &str| {
+        scenario
+            .registry
+            .of(spec.kind)
+            .find(|a| a.facts().runs_nccl_channels() && a.facts().nccl_algorithm() == Some(name))
+            .cloned()
+    };
+    let nccl_pick = |only: Option<&Algorithm>| {
+        let system = system?;
+        // The named algorithm alone, or the registry's of each kind that
+        // the filter allows.
+        let candidate = |name: &str| match only {
+            Some(a) => (a.facts().nccl_algorithm() == Some(name)).then(|| a.clone()),
+            None => nccl_named(name).filter(|a| filter.allows(a)),
+        };
+        let (tree, ring) = (candidate("tree"), candidate("ring"));
+        let mut config = system.communicator();
+        config.allowed.algorithms[0] &= tree.is_some();
+        config.allowed.algorithms[1] &= ring.is_some();
+        let bytes = count as u64 * spec.dtype.size_bytes() as u64;
+        let n = spec.world_size as u64;
+        let work = match spec.kind {
+            algorithms::Collective::Allgather | algorithms::Collective::ReduceScatter => bytes / n,
+            _ => bytes,
+        };
+        let choice = config.choose(spec.kind, bytes, work, spec.dtype.size_bytes() as u64);
+        // NCCL falls back to its ring when nothing is allowed.
+        let algorithm = match choice.algorithm {
+            algorithms::nccl::NcclAlgorithm::Tree => tree,
+            algorithms::nccl::NcclAlgorithm::Ring => ring.or_else(|| nccl_named("ring")),
+        }?;
+        let params = Params {
+            protocol: choice.protocol,
+            channels: choice.channels,
+            chunk_bytes: choice.chunk_bytes,
+            ..params
+        };
+        Some(Selection {
+            algorithm,
+            params,
+            tuned: only.is_none(),
+            nccl: Some(choice),
+        })
+    };
     if let Some(algorithm) = &spec.algorithm {
-        return (algorithm.clone(), params, false);
+        if algorithm.facts().runs_nccl_channels()
+            && let Some(selection) = nccl_pick(Some(algorithm))
+        {
+            return selection;
+        }
+        return Selection {
+            algorithm: algorithm.clone(),
+            params,
+            tuned: false,
+            nccl: None,
+        };
+    }
+    if scenario.tuner == crate::scenario::TunerModel::Nccl
+        && let Some(selection) = nccl_pick(None)
+    {
+        return selection;
     }
     let every: Vec<Algorithm> = scenario.registry.of(spec.kind).cloned().collect();
     let mut allowed = filter.allowed(every.iter());
@@ -274,7 +362,12 @@ pub fn select(
                 chunk_bytes: choice.chunk_bytes,
                 ..params
             };
-            (choice.algorithm, params, true)
+            Selection {
+                algorithm: choice.algorithm,
+                params,
+                tuned: true,
+                nccl: None,
+            }
         }
         // No cost fits in virtual time: run the first algorithm, and let
         // the simulation report that time ran out.
@@ -284,7 +377,12 @@ pub fn select(
                 .or_else(|| allowed.first())
                 .cloned()
                 .expect("validation refused a collective with no algorithm to run");
-            (first, params, true)
+            Selection {
+                algorithm: first,
+                params,
+                tuned: true,
+                nccl: None,
+            }
         }
     }
 }
@@ -317,7 +415,23 @@ pub fn run_point(
             .map(|r| inputs::draw(rng, spec.dtype, spec.op, count_of(r)))
             .collect()
     });
-    let (algorithm, params, tuned) = select(scenario, spec, filter, count);
+    let Selection {
+        algorithm,
+        params,
+        tuned,
+        nccl,
+    } = select(scenario, spec, filter, count);
+    let system = nccl.and(scenario.nccl_system(n)).cloned();
+    // NCCL's base latency before every call, and a multi-GPU process's
+    // launch skew (nccl-tests -g).
+    let overhead: Rc<[u64]> = match (&system, nccl) {
+        (Some(system), Some(choice)) => (0..n)
+            .map(|r| {
+                system.call_latency_ps(choice.algorithm, choice.protocol) + system.launch_skew_ps(r)
+            })
+            .collect(),
+        _ => Rc::new([]),
+    };
     let mut network = scenario.network.clone();
     if let NetworkConfig::Topology(t) = &mut network {
         t.timeline_bin_ps = options.timeline_bin_ps;
@@ -326,7 +440,8 @@ pub fn run_point(
         .reduce_bytes_per_s(scenario.reduce_bytes_per_s)
         .traced(options.trace)
         .call_timeout_ps(scenario.call_timeout_ps)
-        .faults(rank_faults(&scenario.faults, n));
+        .faults(rank_faults(&scenario.faults, n))
+        .nccl(system);
     if let Some(shift) = scenario.fold {
         // Validation made sure the run can fold: all ranks, no faults.
         if let Err(e) = crate::fold::fold(&mut config, shift) {
@@ -337,6 +452,7 @@ pub fn run_point(
         spec,
         algorithm: &algorithm,
         params,
+        overhead_ps: &overhead,
     };
     let mut exec = run(config, |fabric| {
         program::rank_program(fabric, call, injects, &scenario.faults, Rc::clone(&inputs))
@@ -401,7 +517,14 @@ pub fn run_point(
         algbw_gb_per_s: algbw,
         busbw_gb_per_s: algbw * spec.kind.busbw_factor(n),
         wrong,
-        model_ps: algorithm.cost_ps(&cost_model(scenario), n, count, spec.dtype, &params),
+        model_ps: match nccl {
+            Some(choice) => Some((choice.predicted_us * 1e6).round() as u64),
+            None => algorithm.cost_ps(&cost_model(scenario), n, count, spec.dtype, &params),
+        },
+        nccl: nccl.map(|choice| NcclRun {
+            protocol: choice.protocol,
+            channels: choice.channels,
+        }),
     };
     Ok((row, detail))
 }
@@ -525,9 +648,11 @@ mod tests {
         let mut text = "world_size = 5\nseed = 9\n[links]\nlatency_us = 1.0\n\
                         bandwidth_gb_per_s = 25.0\n"
             .to_string();
+        // Symbols are checked against each algorithm's own tree; the NCCL
+        // algorithms' trees depend on the channel plan and have none.
         for e in Registry::builtin()
             .iter()
-            .filter(|e| e.collective().reduces())
+            .filter(|e| e.collective().reduces() && !e.facts().runs_nccl_channels())
         {
             text += &format!(
                 "[[collective]]\nkind = \"{}\"\nalgorithm = \"{}\"\nmin_bytes = 4\n\

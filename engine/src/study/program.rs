@@ -6,7 +6,7 @@
 use std::rc::Rc;
 
 use algorithms::{
-    Algorithm, CollectiveError, DType, Fabric, Params, Payload, ReduceOp, Shape, Tag, Time,
+    Algorithm, CollectiveError, DType, Fabric, Params, Payload, ReduceOp, Shape, Tag, Time, Work,
 };
 
 use crate::fabric::SimFabric;
@@ -31,6 +31,9 @@ pub struct Call<'a> {
     pub algorithm: &'a Algorithm,
     /// Its parameters (the tag is set per call).
     pub params: Params,
+    /// Software time each rank spends before each call starts moving
+    /// data (NCCL's base latency and launch skew), by rank; empty: none.
+    pub overhead_ps: &'a [u64],
 }
 
 /// Runs one rank's share of a study point.
@@ -80,6 +83,11 @@ pub async fn rank_program(
             // from the common start, so the others' wait shows in it.
             fabric.sleep_ps(delay_ps).await;
         }
+        if let Some(&ps) = call.overhead_ps.get(me)
+            && ps > 0
+        {
+            fabric.compute(Work::Latency { ps }).await?;
+        }
         if index == 0 {
             extra_receives(&fabric, injects, spec).await?;
         }
@@ -123,6 +131,7 @@ pub fn describe_tag(tag: Tag, spec: &CollectiveSpec, algorithm: &str) -> String 
     if tag == INJECTED_TAG {
         return "the injected receive (extra_recv), which no rank sends".to_string();
     }
+    let (tag, channel) = algorithms::nccl::ring::split_channel_tag(tag);
     let index = tag.base();
     let call = if index < u64::from(spec.warmup) {
         format!("warm-up call {} of {}", index + 1, spec.warmup)
@@ -132,9 +141,10 @@ pub fn describe_tag(tag: Tag, spec: &CollectiveSpec, algorithm: &str) -> String 
     } else {
         return format!("tag {tag}");
     };
+    let channel = channel.map_or_else(String::new, |c| format!(", channel {c}"));
     match tag.phase_number() {
-        Some(p) => format!("{call} ({} {algorithm}, phase {p})", spec.kind),
-        None => format!("{call} ({} {algorithm})", spec.kind),
+        Some(p) => format!("{call} ({} {algorithm}{channel}, phase {p})", spec.kind),
+        None => format!("{call} ({} {algorithm}{channel})", spec.kind),
     }
 }
 

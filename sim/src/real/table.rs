@@ -25,6 +25,7 @@ pub fn to_row(r: &BenchRow) -> Row {
         busbw_gb_per_s: r.busbw_gb_per_s,
         wrong: r.wrong,
         model_ps: None,
+        nccl: None,
     }
 }
 

@@ -68,6 +68,9 @@ impl CollectiveAlgorithm for Forward {
     fn nccl_algorithm(&self) -> Option<&str> {
         self.inner.facts().nccl_algorithm()
     }
+    fn runs_nccl_channels(&self) -> bool {
+        self.inner.facts().runs_nccl_channels()
+    }
 }
 
 /// The new name of a catalogue algorithm.

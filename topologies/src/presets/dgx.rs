@@ -21,7 +21,7 @@
 //!
 //! | | DGX A100 | DGX H100 |
 //! |---|---|---|
-//! | GPU to NVSwitch | 12 x NVLink 3 = 300 GB/s per direction | 18 x NVLink 4 = 450 GB/s per direction |
+//! | GPU to NVSwitch | 12 x NVLink 3 = 240 GB/s per direction at NCCL's 20 GB/s per link (300 signalling) | 18 x NVLink 4 = 370.8 GB/s per direction at NCCL's 20.6 GB/s per link (450 signalling) |
 //! | NIC (one per GPU) | ConnectX-6, InfiniBand HDR 200 Gb/s | ConnectX-7, InfiniBand NDR 400 Gb/s |
 //! | PCIe switches | 4 x Gen4 (Broadcom PEX88000 class, 105 ns) | 4 x Gen5 (PEX89000 class, 115 ns) |
 //! | per PCIe switch | 2 GPUs, 2 NICs, 1 uplink to a socket, all x16 | same |
@@ -255,16 +255,18 @@ mod tests {
     #[test]
     fn h100_and_a100_bandwidths() {
         let h = dgx_h100().unwrap();
-        assert_eq!(bandwidth(&h, "node0/gpu5", "node0/nvswitch"), 450e9);
-        // PCIe Gen5 x16: 16 x 32 GT/s x 128/130 / 8.
-        let gen5 = 16.0 * 32e9 * 128.0 / 130.0 / 8.0;
+        // 18 NVLink 4 links at NCCL's 20.6 GB/s.
+        assert_eq!(bandwidth(&h, "node0/gpu5", "node0/nvswitch"), 370.8e9);
+        // PCIe Gen5 x16 at NCCL's 3 GB/s per lane.
+        let gen5 = 48e9;
         assert!((bandwidth(&h, "node0/gpu5", "node0/pcie2") - gen5).abs() < 1.0);
         assert!((bandwidth(&h, "node0/nic5", "node0/pcie2") - gen5).abs() < 1.0);
         assert!((bandwidth(&h, "node0/pcie2", "node0/socket1") - gen5).abs() < 1.0);
         assert_eq!(bandwidth(&h, "node0/socket0", "node0/socket1"), 4.0 * 32e9);
         let a = dgx_a100().unwrap();
-        assert_eq!(bandwidth(&a, "node0/gpu0", "node0/nvswitch"), 300e9);
-        let gen4 = 16.0 * 16e9 * 128.0 / 130.0 / 8.0;
+        // 12 NVLink 3 links at NCCL's 20 GB/s; PCIe Gen4 x16 at 24 GB/s.
+        assert_eq!(bandwidth(&a, "node0/gpu0", "node0/nvswitch"), 240e9);
+        let gen4 = 24e9;
         assert!((bandwidth(&a, "node0/gpu0", "node0/pcie0") - gen4).abs() < 1.0);
         let sw = a.find("node0/pcie3").unwrap();
         assert_eq!(a.vertex(sw).forward_latency_ps, PCIE4_SWITCH_LATENCY_PS);

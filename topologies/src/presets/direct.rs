@@ -240,7 +240,8 @@ mod tests {
             ..RingParams::default()
         })
         .unwrap();
-        assert_eq!(bandwidth(&t, "gpu3", "gpu4"), 50e9);
+        // Two NVLink 4 links at NCCL's 20.6 GB/s.
+        assert_eq!(bandwidth(&t, "gpu3", "gpu4"), 41.2e9);
     }
 
     #[test]

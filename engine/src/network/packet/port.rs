@@ -8,6 +8,7 @@ use rand_chacha::ChaCha8Rng;
 use topologies::{LinkId, LinkKind, Topology};
 
 use super::NONE;
+use super::transport::TransportKind;
 use super::wire::Wire;
 use crate::network::PfcConfig;
 
@@ -150,9 +151,9 @@ pub(super) struct Port {
     pub(super) pfc: Pfc,
     /// Random loss and corruption.
     pub(super) loss: LinkLoss,
-    /// Whether a packet crossing this link enters the RDMA transport's
-    /// domain: it is a network link (InfiniBand, RoCE, Ethernet).
-    pub(super) network: bool,
+    /// The transport a flow crossing this link needs, if any
+    /// ([`TransportKind::of_link`]).
+    pub(super) transport: Option<TransportKind>,
 
     /// Transit packets that reached `u` and wait for this port, in order.
     pub(super) transit: VecDeque<u32>,
@@ -204,7 +205,7 @@ impl Port {
             control,
             pfc,
             loss: LinkLoss::default(),
-            network: link.kind.is_network(),
+            transport: TransportKind::of_link(link),
             on_wire_ingress: NONE,
             nominal_bandwidth_bytes_per_s: link.bandwidth_bytes_per_s,
             wire: Wire::new(link.bandwidth_bytes_per_s),

@@ -1,0 +1,65 @@
+//! [`Framed`]: a fabric whose sends all carry one [`Framing`], so that an
+//! algorithm written against plain [`Fabric::send`] (the catalogue's
+//! rings and chains) runs on an NCCL channel with NCCL's protocol.
+
+use std::sync::Arc;
+
+use crate::fabric::{Fabric, FabricError, Rank, Tag, Time, Work};
+use crate::nccl::{ChannelPlan, Framing};
+use crate::payload::{Payload, Shape};
+
+/// `fabric`, with every send framed by `framing`.
+#[derive(Debug)]
+pub struct Framed<'a, F> {
+    fabric: &'a F,
+    framing: Framing,
+}
+
+impl<'a, F: Fabric> Framed<'a, F> {
+    /// Sends on `fabric` framed by `framing`.
+    pub fn new(fabric: &'a F, framing: Framing) -> Framed<'a, F> {
+        Framed { fabric, framing }
+    }
+}
+
+impl<F: Fabric> Fabric for Framed<'_, F> {
+    fn rank(&self) -> Rank {
+        self.fabric.rank()
+    }
+
+    fn world_size(&self) -> usize {
+        self.fabric.world_size()
+    }
+
+    fn now(&self) -> Time {
+        self.fabric.now()
+    }
+
+    async fn send(&self, to: Rank, tag: Tag, payload: Payload) -> Result<(), FabricError> {
+        self.fabric
+            .send_framed(to, tag, payload, self.framing)
+            .await
+    }
+
+    async fn recv(&self, from: Rank, tag: Tag, expect: Shape) -> Result<Payload, FabricError> {
+        self.fabric.recv(from, tag, expect).await
+    }
+
+    async fn compute(&self, work: Work) -> Result<(), FabricError> {
+        self.fabric.compute(work).await
+    }
+
+    async fn send_framed(
+        &self,
+        to: Rank,
+        tag: Tag,
+        payload: Payload,
+        framing: Framing,
+    ) -> Result<(), FabricError> {
+        self.fabric.send_framed(to, tag, payload, framing).await
+    }
+
+    fn channel_plan(&self) -> Option<Arc<ChannelPlan>> {
+        self.fabric.channel_plan()
+    }
+}

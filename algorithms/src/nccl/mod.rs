@@ -1,0 +1,90 @@
+//! NCCL's way of running a collective, as algorithms any fabric can run:
+//! protocols, channels, and the ring and tree of each channel.
+//!
+//! - [`protocol`]: [`Protocol`] (LL, LL128, Simple): wire framing, step
+//!   sizes, steps in flight, from NCCL's source.
+//! - [`plan`]: [`ChannelPlan`], the ring and tree of every channel (from
+//!   the fabric, [`Fabric::channel_plan`], or in rank order).
+//! - [`framed`]: [`Framed`], a fabric whose sends carry a [`Framing`].
+//! - [`ring`]: `nccl_ring` (allreduce, allgather, reduce-scatter,
+//!   broadcast, reduce): the buffer split over channels, each a pipelined
+//!   ring in its channel's order.
+//! - [`tree`]: `nccl_tree` (allreduce): per channel, chunks reduced up the
+//!   channel's tree and broadcast down it, both directions at once.
+//!
+//! An algorithm here reads the protocol and the number of channels from
+//! [`Params::protocol`](crate::Params::protocol) and
+//! [`Params::channels`](crate::Params::channels); choosing them the way
+//! NCCL does is the engine's NCCL model, which also charges each call's
+//! launch cost before it starts.
+
+pub mod framed;
+pub mod plan;
+pub mod protocol;
+pub mod ring;
+pub mod tree;
+
+pub use framed::Framed;
+pub use plan::{ChannelPlan, TreeNode};
+pub use protocol::Protocol;
+
+use std::fmt;
+
+use crate::fabric::Fabric;
+
+/// The two NCCL algorithms this crate runs, in NCCL's order (its tuner
+/// scans Tree before Ring).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum NcclAlgorithm {
+    /// NCCL's tree (allreduce only): reduce up, broadcast down.
+    Tree,
+    /// NCCL's ring.
+    Ring,
+}
+
+impl NcclAlgorithm {
+    /// NCCL's name (`NCCL_ALGO` accepts it, case-insensitively).
+    pub fn name(self) -> &'static str {
+        match self {
+            NcclAlgorithm::Tree => "Tree",
+            NcclAlgorithm::Ring => "Ring",
+        }
+    }
+}
+
+impl fmt::Display for NcclAlgorithm {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// How one message travels: its protocol, for which algorithm, on which
+/// channel (see [`Fabric::send_framed`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Framing {
+    /// The wire protocol.
+    pub protocol: Protocol,
+    /// The algorithm sending it (NCCL's per-hop latency depends on it).
+    pub algorithm: NcclAlgorithm,
+    /// The channel (a simulator routes each channel through its own NIC).
+    pub channel: u16,
+}
+
+/// The fabric's channel plan, or the rank-order one.
+pub(crate) fn plan_of<F: Fabric>(fabric: &F) -> std::sync::Arc<ChannelPlan> {
+    fabric
+        .channel_plan()
+        .filter(|p| p.check(fabric.world_size()).is_ok())
+        .unwrap_or_else(|| std::sync::Arc::new(ChannelPlan::rank_order(fabric.world_size())))
+}
+
+/// How many channels a call uses: `Params::channels`, or every channel of
+/// the plan when it is 0; never more than there are elements.
+pub(crate) fn channels_used(requested: usize, plan: &ChannelPlan, count: usize) -> usize {
+    let wanted = if requested == 0 {
+        plan.channels()
+    } else {
+        requested
+    };
+    wanted.clamp(1, count.max(1))
+}

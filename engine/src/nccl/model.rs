@@ -1,0 +1,456 @@
+//! NCCL's tuning model: for a collective and a size, the time NCCL's cost
+//! model predicts for each algorithm and protocol, which one NCCL picks,
+//! and how many channels and threads it launches
+//! (`src/graph/tuning.cc`, `src/enqueue.cc` @ab2b89c4; the notation of
+//! the comments is NCCL's).
+//!
+//! ```text
+//! time(a, p) = lat(a, p) + nBytes / (1000 * bw(a, p))      [us, GB/s]
+//! ```
+//!
+//! - `bw`: the graph's `nChannels x bwIntra` (`bwInter` beyond 2 nodes),
+//!   cut by each protocol's efficiency and caps (LL: half, at most
+//!   `llMaxBw`; LL128: 0.92, 0.7 with one rank per node, at most
+//!   `perChMaxRingLL128Bw` per channel; tree: 0.92 and `perChMaxTreeBw`,
+//!   LL /3.8, LL128 7/9 on one node else 120/128), then turned into an
+//!   algorithm bandwidth: ring x `nRanks / nsteps`, tree x 0.5
+//!   (`tuning.cc:157-223`).
+//! - `lat`: `baseLat` plus one `hwLat` per step, steps inside a node at
+//!   the NVLink or PCI latency (at least the network overhead when there
+//!   are several nodes), steps across nodes at the NET latency; the tree
+//!   twice its depth (`tuning.cc:225-263`).
+//! - Ring Simple allreduce across nodes multiplies the latency by 1.4 (1.9
+//!   before Ampere) once a channel's share per rank reaches 64 bytes; the
+//!   tree's bandwidth is corrected by size (`tuning.cc:410-445`).
+//! - LL128 is on only for compute capability 7.0, 8.0 or 9.0 with NVLink
+//!   inside nodes and NICs within PCIe reach (PXN too on 9.0)
+//!   (`tuning.cc:305-317`).
+//! - The choice scans Tree then Ring, LL then LL128 then Simple, keeping
+//!   the strictly fastest (`enqueue.cc:1484-1539`); `nBytes` is the whole
+//!   buffer for allgather and reduce-scatter.
+//! - Channels per call start at the communicator's and drop by one while
+//!   `nBytes < nc x nThreads x threshold`; threads halve the same way
+//!   (`enqueue.cc:1566-1619`); the call's bytes are then dealt to channels
+//!   in aligned pieces of at least `ceil16(bytes / nc)` (`enqueue.cc:431-489,834`).
+//!
+//! NVLS, NVLS tree and CollNet are not modelled: the choice is among Ring
+//! and Tree, as on a system without NVLink SHARP or SHARP switches.
+
+use algorithms::Collective;
+use algorithms::nccl::{NcclAlgorithm, Protocol};
+
+use super::constants::Constants;
+use super::machine::PathType;
+use super::search::Graph;
+
+/// The inputs of the model besides the size: the communicator.
+#[derive(Clone, Debug)]
+pub struct Communicator<'a> {
+    /// The version's constants.
+    pub constants: &'a Constants,
+    /// Ranks.
+    pub ranks: usize,
+    /// Nodes.
+    pub nodes: usize,
+    /// Compute capability x 10.
+    pub compute_capability: u32,
+    /// Whether the CPUs are AMD's (NCCL's network overhead and LL caps).
+    pub amd_cpu: bool,
+    /// The ring graph (the tree uses the same channels).
+    pub ring: &'a Graph,
+    /// Whether the tree is NCCL's plain TREE pattern (one rank per node).
+    pub tree_pattern: bool,
+    /// The communicator's channels (`collChannels`).
+    pub channels: usize,
+    /// Which algorithms and protocols are allowed (`NCCL_ALGO`,
+    /// `NCCL_PROTO`).
+    pub allowed: Allowed,
+}
+
+/// The algorithms and protocols `NCCL_ALGO` and `NCCL_PROTO` allow.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Allowed {
+    /// Tree, Ring.
+    pub algorithms: [bool; 2],
+    /// LL, LL128, Simple.
+    pub protocols: [bool; 3],
+}
+
+impl Default for Allowed {
+    fn default() -> Self {
+        Allowed {
+            algorithms: [true; 2],
+            protocols: [true; 3],
+        }
+    }
+}
+
+/// NCCL's choice for one call.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Choice {
+    /// The algorithm.
+    pub algorithm: NcclAlgorithm,
+    /// The protocol.
+    pub protocol: Protocol,
+    /// Channels the call runs on.
+    pub channels: usize,
+    /// NCCL's chunk size for the call: the pipeline unit, bytes.
+    pub chunk_bytes: u64,
+    /// Threads per channel.
+    pub threads: u32,
+    /// The time NCCL's model predicts, us.
+    pub predicted_us: f64,
+}
+
+/// Index of an algorithm in NCCL's tables.
+fn a_index(a: NcclAlgorithm) -> usize {
+    match a {
+        NcclAlgorithm::Tree => 0,
+        NcclAlgorithm::Ring => 1,
+    }
+}
+
+/// Index of a protocol in NCCL's tables.
+fn p_index(p: Protocol) -> usize {
+    match p {
+        Protocol::Ll => 0,
+        Protocol::Ll128 => 1,
+        Protocol::Simple => 2,
+    }
+}
+
+/// NCCL's `log2i`: floor(log2 x), 0 for 0.
+fn log2i(x: u64) -> usize {
+    if x == 0 { 0 } else { x.ilog2() as usize }
+}
+
+impl Communicator<'_> {
+    /// Row of the per-architecture tables: Volta 0, Ampere 1, Hopper 2.
+    fn arch(&self) -> usize {
+        match self.compute_capability {
+            c if c >= 90 => 2,
+            c if c >= 80 => 1,
+            _ => 0,
+        }
+    }
+
+    /// Column of the per-node-count tables: 1, 2, 3+ nodes.
+    fn node_column(&self) -> usize {
+        (self.nodes - 1).min(2)
+    }
+
+    /// The LL cap `llMaxBw`.
+    fn ll_max(&self) -> f64 {
+        let row = if self.nodes == 1 {
+            self.arch()
+        } else {
+            usize::from(self.amd_cpu)
+        };
+        self.constants.ll_max_bw[row][self.node_column()]
+    }
+
+    /// Whether LL128 is enabled by default (`tuning.cc:305-317`).
+    fn ll128_enabled(&self) -> bool {
+        let cc = self.compute_capability;
+        let inter_ok =
+            self.ring.inter <= PathType::Pxb || (cc >= 90 && self.ring.inter <= PathType::Pxn);
+        matches!(cc, 70 | 80 | 90) && self.ring.intra_nvlink && inter_ok
+    }
+
+    /// Steps of a ring collective (`nsteps`).
+    fn ring_steps(&self, collective: Collective) -> usize {
+        let n = self.ranks;
+        match collective {
+            Collective::Allreduce => 2 * (n - 1),
+            Collective::Allgather | Collective::ReduceScatter => n - 1,
+            _ => n,
+        }
+    }
+
+    /// Steps across nodes (`nInterSteps`).
+    fn inter_steps(&self, collective: Collective) -> usize {
+        let nodes = self.nodes;
+        match collective {
+            Collective::Allreduce if nodes > 1 => 2 * nodes,
+            Collective::Allreduce => 0,
+            Collective::Allgather | Collective::ReduceScatter => nodes - 1,
+            _ => nodes,
+        }
+    }
+
+    /// The hardware row of intra-node steps: NVLINK or PCI.
+    fn intra_hw(&self) -> usize {
+        if self.ring.intra_nvlink { 0 } else { 1 }
+    }
+
+    /// The bandwidth table entry, GB/s, before the enable masks (0 when
+    /// the collective has no such algorithm).
+    pub fn bandwidth(&self, collective: Collective, a: NcclAlgorithm, p: Protocol) -> f64 {
+        if a == NcclAlgorithm::Tree && collective != Collective::Allreduce {
+            return 0.0;
+        }
+        let k = self.constants;
+        let (ci, ni) = (self.arch(), self.node_column());
+        let n_ch = self.ring.channels as f64;
+        let per_channel = if self.nodes <= 2 {
+            self.ring.bw_intra
+        } else {
+            self.ring.bw_inter
+        };
+        let ppn = self.ranks as f64 / self.nodes as f64;
+        let mut bus = n_ch * per_channel;
+        match (a, p) {
+            (NcclAlgorithm::Ring, Protocol::Ll) => bus = f64::min(self.ll_max(), 0.5 * bus),
+            (NcclAlgorithm::Ring, Protocol::Ll128) => {
+                let eff = if ppn < 2.0 { 0.7 } else { 0.92 };
+                bus = f64::min(bus * eff, n_ch * k.ring_ll128_per_channel[ci][ni]);
+            }
+            (NcclAlgorithm::Ring, Protocol::Simple) => {}
+            (NcclAlgorithm::Tree, _) => {
+                bus = f64::min(bus * 0.92, n_ch * k.tree_per_channel[ci][ni]);
+                match p {
+                    Protocol::Ll => bus = f64::min(bus / 3.8, self.ll_max()),
+                    Protocol::Ll128 => {
+                        let eff = if self.nodes == 1 {
+                            7.0 / 9.0
+                        } else {
+                            120.0 / 128.0
+                        };
+                        bus = f64::min(bus * eff, n_ch * k.tree_ll128_per_channel[ci][ni]);
+                    }
+                    Protocol::Simple => {}
+                }
+                if self.tree_pattern {
+                    bus *= 0.85;
+                }
+            }
+        }
+        match a {
+            NcclAlgorithm::Ring => bus * self.ranks as f64 / self.ring_steps(collective) as f64,
+            NcclAlgorithm::Tree => bus * 0.5,
+        }
+    }
+
+    /// The latency table entry, us (`tuning.cc:225-263`).
+    pub fn latency(&self, collective: Collective, a: NcclAlgorithm, p: Protocol) -> f64 {
+        let k = self.constants;
+        let (ai, pi) = (a_index(a), p_index(p));
+        let base = k.base_latency_us[ai][pi];
+        let intra = k.hop_latency_us[self.intra_hw()][ai][pi];
+        let inter = k.hop_latency_us[2][ai][pi];
+        match a {
+            NcclAlgorithm::Ring
+                if matches!(collective, Collective::Broadcast | Collective::Reduce) =>
+            {
+                // sameChannels: one step's latency on the graph's hardware.
+                let hw = if self.nodes == 1 { self.intra_hw() } else { 2 };
+                base + k.hop_latency_us[hw][1][pi]
+            }
+            NcclAlgorithm::Ring => {
+                let overhead = if self.nodes == 1 {
+                    0.0
+                } else {
+                    let per_step = k.net_overhead_us[usize::from(self.amd_cpu)];
+                    if p == Protocol::Simple {
+                        3.0 * per_step
+                    } else {
+                        per_step
+                    }
+                };
+                let steps = self.ring_steps(collective);
+                let net = self.inter_steps(collective);
+                base + (steps - net.min(steps)) as f64 * f64::max(intra, overhead)
+                    + net as f64 * inter
+            }
+            NcclAlgorithm::Tree => {
+                let per_node = self.ranks / self.nodes;
+                base + 2.0
+                    * ((per_node - 1) as f64 * intra + log2i(self.nodes as u64) as f64 * inter)
+            }
+        }
+    }
+
+    /// The predicted time of `(a, p)` for `bytes` (NCCL's `nBytes`), us,
+    /// with its enable rules, or `None` when unavailable.
+    pub fn time_us(
+        &self,
+        collective: Collective,
+        a: NcclAlgorithm,
+        p: Protocol,
+        bytes: u64,
+    ) -> Option<f64> {
+        let mut bw = self.bandwidth(collective, a, p);
+        let enabled = self.allowed.algorithms[a_index(a)]
+            && self.allowed.protocols[p_index(p)]
+            && (p != Protocol::Ll128 || self.ll128_enabled());
+        if !enabled || bw <= 0.0 {
+            return None;
+        }
+        Some(self.raw_time_us(collective, a, p, bytes, &mut bw))
+    }
+
+    /// `lat + bytes / (1000 bw)` with the size corrections, for a
+    /// bandwidth `bw` already known to be positive.
+    fn raw_time_us(
+        &self,
+        collective: Collective,
+        a: NcclAlgorithm,
+        p: Protocol,
+        bytes: u64,
+        bw: &mut f64,
+    ) -> f64 {
+        let mut lat = self.latency(collective, a, p);
+        if a == NcclAlgorithm::Tree {
+            let k = log2i(bytes >> 6);
+            if k < 23 {
+                *bw *= self.constants.tree_correction[p_index(p)][k];
+            }
+        }
+        if a == NcclAlgorithm::Ring
+            && p == Protocol::Simple
+            && collective == Collective::Allreduce
+            && self.nodes > 1
+            && bytes / (self.channels as u64 * self.ranks as u64) >= 64
+        {
+            lat *= self.constants.ring_plateau_factor[usize::from(self.compute_capability >= 80)];
+        }
+        lat + bytes as f64 / (1000.0 * *bw)
+    }
+
+    /// NCCL's choice for `collective` of `bytes` (`nBytes`: the whole
+    /// buffer for allgather and reduce-scatter), split as `work_bytes`
+    /// per rank in elements of `elem_bytes`.
+    pub fn choose(
+        &self,
+        collective: Collective,
+        bytes: u64,
+        work_bytes: u64,
+        elem_bytes: u64,
+    ) -> Choice {
+        let mut best: Option<(NcclAlgorithm, Protocol, f64)> = None;
+        for a in [NcclAlgorithm::Tree, NcclAlgorithm::Ring] {
+            for p in Protocol::ALL {
+                if let Some(t) = self.time_us(collective, a, p, bytes)
+                    && best.is_none_or(|(_, _, b)| t < b)
+                {
+                    best = Some((a, p, t));
+                }
+            }
+        }
+        // Nothing allowed: NCCL restores the ring entries (`ringbdw`,
+        // `tuning.cc:322-336`), before its enable rules.
+        let (algorithm, protocol, predicted_us) = best.unwrap_or_else(|| {
+            let mut fallback = (NcclAlgorithm::Ring, Protocol::Simple, f64::INFINITY);
+            for p in Protocol::ALL {
+                let mut bw = self.bandwidth(collective, NcclAlgorithm::Ring, p);
+                if bw > 0.0 {
+                    let t = self.raw_time_us(collective, NcclAlgorithm::Ring, p, bytes, &mut bw);
+                    if t < fallback.2 {
+                        fallback = (NcclAlgorithm::Ring, p, t);
+                    }
+                }
+            }
+            fallback
+        });
+        let (nc, threads) = self.channels_and_threads(algorithm, protocol, bytes);
+        Choice {
+            algorithm,
+            protocol,
+            chunk_bytes: self.chunk_bytes(collective, algorithm, protocol, bytes, nc),
+            channels: self.channels_used(protocol, nc, threads, work_bytes, elem_bytes),
+            threads,
+            predicted_us,
+        }
+    }
+
+    /// `getChannnelThreadInfo`: channels and threads for `bytes`.
+    pub fn channels_and_threads(&self, a: NcclAlgorithm, p: Protocol, bytes: u64) -> (usize, u32) {
+        let k = self.constants;
+        let pi = p_index(p);
+        let mut nt = k.max_threads[pi];
+        if a == NcclAlgorithm::Ring
+            && p == Protocol::Simple
+            && self.ring.bw_intra * self.ring.channels as f64 <= k.pci_bw
+        {
+            nt = 256;
+        }
+        let threshold = if a == NcclAlgorithm::Ring && p == Protocol::Ll {
+            k.thread_threshold[pi] * self.ranks as u64
+        } else {
+            k.thread_threshold[pi]
+        };
+        let mut nc = self.channels.max(1);
+        while bytes < nc as u64 * u64::from(nt) * threshold && nc >= 2 {
+            nc -= 1;
+        }
+        while bytes < nc as u64 * u64::from(nt) * threshold && nt.is_multiple_of(128) {
+            nt /= 2;
+        }
+        if p == Protocol::Simple {
+            nt += if a == NcclAlgorithm::Ring { 32 } else { 128 };
+        }
+        (nc, nt.max(96))
+    }
+
+    /// NCCL's chunk size for a call (`computeCollChunkInfo`,
+    /// `src/enqueue.cc:1722-1776` @ab2b89c4): the protocol's step payload
+    /// (ring Simple: a 2-step slice, the unit that moves; broadcast and
+    /// reduce one step), except the tree's LL128, halved while the call
+    /// is short of `(1 + log2 nodes + ppn/10) x 64 / ppn` chunks per
+    /// channel (down to 128 KiB), then of a quarter of that (down to 32
+    /// KiB), so that small calls still pipeline through the tree.
+    pub fn chunk_bytes(
+        &self,
+        collective: Collective,
+        a: NcclAlgorithm,
+        p: Protocol,
+        bytes: u64,
+        channels: usize,
+    ) -> u64 {
+        let chunk = match a {
+            NcclAlgorithm::Ring => p.ring_pipeline(collective).0,
+            NcclAlgorithm::Tree => p.tree_pipeline().0,
+        };
+        if !(a == NcclAlgorithm::Tree && p == Protocol::Ll128) {
+            return chunk;
+        }
+        let ppn = self.ranks as f64 / self.nodes as f64;
+        let steps = 1.0 + log2i(self.nodes as u64) as f64 + 0.1 * ppn;
+        let per = |chunk: u64| (bytes / (channels.max(1) as u64 * chunk)) as f64;
+        let mut chunk = chunk;
+        while per(chunk) < steps * 64.0 / ppn && chunk > 131_072 {
+            chunk /= 2;
+        }
+        while per(chunk) < steps * 16.0 / ppn && chunk > 32_768 {
+            chunk /= 2;
+        }
+        chunk
+    }
+
+    /// How many of `nc` channels the call's `work_bytes` really occupy:
+    /// pieces of `ceil16(work_bytes / nc)` bytes rounded up to the
+    /// protocol's alignment (`enqueue.cc:214-223,431-489`).
+    fn channels_used(
+        &self,
+        p: Protocol,
+        nc: usize,
+        threads: u32,
+        work_bytes: u64,
+        elem_bytes: u64,
+    ) -> usize {
+        let elem = elem_bytes.max(1);
+        let count = work_bytes / elem;
+        if count == 0 {
+            return 1;
+        }
+        let align = match p {
+            Protocol::Simple => 32 * 8 * 16 / elem,
+            Protocol::Ll128 => 480 / elem * u64::from(threads / 32),
+            Protocol::Ll => 8 / elem.min(8) * u64::from(threads),
+        }
+        .max(1);
+        let per_channel = work_bytes.div_ceil(nc as u64).div_ceil(16) * 16;
+        let piece = per_channel.div_ceil(elem).div_ceil(align) * align;
+        count.div_ceil(piece.max(1)).clamp(1, nc as u64) as usize
+    }
+}
