@@ -14,15 +14,28 @@
 //! buffering = "eager:1"
 //! choices = ["deliver 1->2 tag 1", "notify 2->0"]
 //! ```
+//!
+//! A file is read through the bounded reader
+//! ([`inputs::kind::COUNTEREXAMPLE`]: a regular file of at most 64 MiB,
+//! UTF-8) and every problem in it is located at its line and column, as
+//! in scenarios ([`located`]).
+//!
+//! - [`choice`]: choices spelt as [`Choice`]'s `Display` writes them.
+//! - [`located`]: [`LoadedCex`], a file read with where its values are.
+
+mod choice;
+pub mod located;
 
 use std::path::{Path, PathBuf};
-use std::str::FromStr;
 
 use serde::{Deserialize, Serialize};
 
 use super::scenario::{BUFFER_SLOTS_MAX, COUNT_MAX, WORLD_SIZE_MAX};
 use super::spec::{Buffering, Point, Verdict};
-use super::world::{ChannelKey, Choice};
+use super::world::Choice;
+use engine::scenario::ScenarioError;
+
+pub use located::LoadedCex;
 
 /// The file's contents.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -53,7 +66,7 @@ pub struct CexFile {
 /// Why a counterexample file cannot be used.
 #[derive(Debug, thiserror::Error)]
 pub enum CexError {
-    /// The file could not be read or written.
+    /// The file could not be written.
     #[error("{path}: {reason}")]
     Io {
         /// The file.
@@ -61,7 +74,16 @@ pub enum CexError {
         /// Why.
         reason: String,
     },
-    /// The file is not a valid counterexample.
+    /// The file could not or may not be read (missing, a device, a FIFO,
+    /// over the cap).
+    #[error(transparent)]
+    Read(inputs::InputError),
+    /// A value of a file read from disk is not valid, at its line and
+    /// column (`path:line:column: message`, as scenario errors).
+    #[error(transparent)]
+    Located(#[from] ScenarioError),
+    /// A value of a counterexample held in memory is not valid, naming
+    /// its key.
     #[error("{path}: {reason}")]
     Invalid {
         /// The file.
@@ -70,6 +92,41 @@ pub enum CexError {
         reason: String,
     },
 }
+
+impl From<inputs::InputError> for CexError {
+    /// Text that is not UTF-8 is located at its first bad byte.
+    fn from(e: inputs::InputError) -> CexError {
+        match e.line_column() {
+            Some(_) => CexError::Located(ScenarioError::from(e)),
+            None => CexError::Read(e),
+        }
+    }
+}
+
+/// A value of a counterexample file, for saying where a problem is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Field {
+    /// `scenario`.
+    Scenario,
+    /// `verdict`.
+    Verdict,
+    /// `world_size`.
+    WorldSize,
+    /// `count`.
+    Count,
+    /// `chunks`.
+    Chunks,
+    /// `buffering`.
+    Buffering,
+    /// `choices`, the whole list.
+    Choices,
+    /// The choice with this 0-based index.
+    Choice(usize),
+}
+
+/// What a checked counterexample holds: its point, its choices and the
+/// verdict it says they show.
+pub type Decoded = (Point, Vec<Choice>, Verdict);
 
 /// The scenario spelling of a buffering mode.
 pub fn buffering_name(b: Buffering) -> String {
@@ -92,49 +149,6 @@ pub fn parse_buffering(text: &str) -> Result<Buffering, String> {
             .ok_or_else(|| {
                 format!("unknown buffering `{text}`; valid: eager:K, rendezvous, unbounded")
             }),
-    }
-}
-
-fn parse_key(text: &str) -> Option<ChannelKey> {
-    // "S->D tag T"
-    let (pair, tag) = text.split_once(" tag ")?;
-    let (src, dst) = pair.split_once("->")?;
-    Some(ChannelKey {
-        src: src.trim().parse().ok()?,
-        dst: dst.trim().parse().ok()?,
-        tag: tag.trim().parse().ok()?,
-    })
-}
-
-impl FromStr for Choice {
-    type Err = String;
-
-    /// Reads a choice as [`Choice`]'s `Display` writes it.
-    fn from_str(s: &str) -> Result<Choice, String> {
-        let bad = || format!("cannot read choice `{s}`");
-        let (verb, rest) = s.split_once(' ').ok_or_else(bad)?;
-        let choice = match verb {
-            "deliver" => Choice::Deliver(parse_key(rest).ok_or_else(bad)?),
-            "drop" => Choice::Drop(parse_key(rest).ok_or_else(bad)?),
-            "timeout" => Choice::Timeout(parse_key(rest).ok_or_else(bad)?),
-            "crash" => Choice::Crash(rest.trim().parse().map_err(|_| bad())?),
-            "start" => {
-                let (rank, call) = rest.split_once(" call ").ok_or_else(bad)?;
-                Choice::Start {
-                    rank: rank.trim().parse().map_err(|_| bad())?,
-                    call: call.trim().parse().map_err(|_| bad())?,
-                }
-            }
-            "notify" => {
-                let (from, to) = rest.split_once("->").ok_or_else(bad)?;
-                Choice::Notify {
-                    from: from.trim().parse().map_err(|_| bad())?,
-                    to: to.trim().parse().map_err(|_| bad())?,
-                }
-            }
-            _ => return Err(bad()),
-        };
-        Ok(choice)
     }
 }
 
@@ -177,36 +191,48 @@ impl CexFile {
         })
     }
 
-    /// Reads a file.
+    /// Reads a file and checks it ([`LoadedCex::read`]): every problem is
+    /// located at its line and column.
     pub fn load(path: &Path) -> Result<CexFile, CexError> {
-        let text = std::fs::read_to_string(path).map_err(|e| CexError::Io {
+        Ok(LoadedCex::read(path)?.file)
+    }
+
+    /// The parameter point and the choices, checked; errors name the
+    /// file and the key (for a counterexample held in memory; one read
+    /// from a file is checked with locations by [`LoadedCex::read`]).
+    pub fn decode(&self, path: &Path) -> Result<Decoded, CexError> {
+        self.checked(&|field, reason| CexError::Invalid {
             path: path.display().to_string(),
-            reason: format!("cannot read counterexample: {e}"),
-        })?;
-        toml::from_str(&text).map_err(|e| CexError::Invalid {
-            path: path.display().to_string(),
-            reason: e.to_string(),
+            reason: inputs::shorten_quoted(&format!("{}: {reason}", field_name(field)))
+                .into_owned(),
         })
     }
 
-    /// The parameter point and the choices, checked.
-    pub fn decode(&self, path: &Path) -> Result<(Point, Vec<Choice>, Verdict), CexError> {
-        let invalid = |reason: String| CexError::Invalid {
-            path: path.display().to_string(),
-            reason,
-        };
-        let buffering = parse_buffering(&self.buffering).map_err(invalid)?;
+    /// The point, choices and verdict, each value checked; `fail` says
+    /// where a problem is.
+    fn checked(&self, fail: &dyn Fn(Field, String) -> CexError) -> Result<Decoded, CexError> {
+        let buffering = parse_buffering(&self.buffering).map_err(|e| fail(Field::Buffering, e))?;
         let verdict = Verdict::ALL
             .into_iter()
             .find(|v| v.name() == self.verdict)
-            .ok_or_else(|| invalid(format!("unknown verdict `{}`", self.verdict)))?;
+            .ok_or_else(|| {
+                let valid: Vec<&str> = Verdict::ALL.iter().map(|v| v.name()).collect();
+                fail(
+                    Field::Verdict,
+                    format!(
+                        "unknown verdict `{}`; valid: {}",
+                        self.verdict,
+                        valid.join(", ")
+                    ),
+                )
+            })?;
         let choices = self
             .choices
             .iter()
             .enumerate()
             .map(|(i, c)| {
                 c.parse()
-                    .map_err(|e| invalid(format!("choice {}: {e}", i + 1)))
+                    .map_err(|e| fail(Field::Choice(i), format!("choice {}: {e}", i + 1)))
             })
             .collect::<Result<Vec<Choice>, CexError>>()?;
         // The limits of check scenarios: a file beyond them was not written
@@ -214,20 +240,27 @@ impl CexFile {
         if let Buffering::Eager(k) = buffering
             && k > BUFFER_SLOTS_MAX
         {
-            return Err(invalid(format!(
-                "buffering `{}` has more than {BUFFER_SLOTS_MAX} slots",
-                self.buffering
-            )));
+            return Err(fail(
+                Field::Buffering,
+                format!(
+                    "buffering `{}` has more than {BUFFER_SLOTS_MAX} slots",
+                    self.buffering
+                ),
+            ));
         }
         for (field, value, min, max) in [
-            ("world_size", self.world_size, 1, WORLD_SIZE_MAX),
-            ("count", self.count, 0, COUNT_MAX),
-            ("chunks", self.chunks, 1, COUNT_MAX),
+            (Field::WorldSize, self.world_size, 1, WORLD_SIZE_MAX),
+            (Field::Count, self.count, 0, COUNT_MAX),
+            (Field::Chunks, self.chunks, 1, COUNT_MAX),
         ] {
             if !(min..=max).contains(&value) {
-                return Err(invalid(format!(
-                    "{field} = {value} is out of range: check scenarios allow {min} to {max}"
-                )));
+                return Err(fail(
+                    field,
+                    format!(
+                        "{} = {value} is out of range: check scenarios allow {min} to {max}",
+                        field_name(field)
+                    ),
+                ));
             }
         }
         let point = Point {
@@ -242,9 +275,23 @@ impl CexFile {
     }
 }
 
+/// The key of `field` in the file.
+fn field_name(field: Field) -> &'static str {
+    match field {
+        Field::Scenario => "scenario",
+        Field::Verdict => "verdict",
+        Field::WorldSize => "world_size",
+        Field::Count => "count",
+        Field::Chunks => "chunks",
+        Field::Buffering => "buffering",
+        Field::Choices | Field::Choice(_) => "choices",
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::world::ChannelKey;
 
     fn file() -> CexFile {
         let point = Point {
@@ -267,34 +314,6 @@ mod tests {
             point,
             &choices,
         )
-    }
-
-    #[test]
-    fn every_choice_reads_back_as_written() {
-        let key = ChannelKey {
-            src: 2,
-            dst: 0,
-            tag: (3 << 56) | 7,
-        };
-        for choice in [
-            Choice::Start { rank: 1, call: 2 },
-            Choice::Deliver(key),
-            Choice::Drop(key),
-            Choice::Crash(3),
-            Choice::Timeout(key),
-            Choice::Notify { from: 0, to: 2 },
-        ] {
-            assert_eq!(choice.to_string().parse::<Choice>(), Ok(choice));
-        }
-        for bad in [
-            "deliver",
-            "deliver 0-1 tag 0",
-            "crash x",
-            "start 1",
-            "fly 0->1",
-        ] {
-            assert!(bad.parse::<Choice>().is_err(), "{bad}");
-        }
     }
 
     #[test]

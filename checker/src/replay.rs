@@ -7,7 +7,7 @@ use std::rc::Rc;
 
 use algorithms::Registry;
 
-use crate::cex::{CexError, CexFile};
+use crate::cex::{CexError, Field, LoadedCex};
 use crate::exec::Execution;
 use crate::explore::{self, SearchError, Target};
 use crate::program::Program;
@@ -87,22 +87,48 @@ pub enum ReplayError {
 
 /// Replays the counterexample file at `path`; its scenario (the path as
 /// given to the check, else beside the file) is loaded with `registry`'s
-/// algorithms and the demonstration ones.
+/// algorithms and the demonstration ones. Errors are located in the file:
+/// a scenario that does not load at `scenario =`, a choice that cannot be
+/// made at that choice.
 pub fn replay_file(path: &Path, registry: &Registry) -> Result<Replayed, ReplayError> {
-    let file = CexFile::load(path)?;
-    let (point, choices, saved) = file.decode(path)?;
-    let mut scenario = file.scenario.clone();
+    let cex = LoadedCex::read(path)?;
+    let mut scenario = cex.file.scenario.clone();
     if let (false, Some(dir)) = (scenario.exists(), path.parent()) {
-        scenario = dir.join(&file.scenario);
+        scenario = dir.join(&cex.file.scenario);
     }
-    let named = path.display().to_string();
     let program = crate::scenario::load(&scenario, registry)
         .map(Rc::new)
         .map_err(|e| ReplayError::Scenario {
-            file: named.clone(),
+            file: cex.locate(Field::Scenario),
             message: e.to_string(),
         })?;
-    replay_choices(program, &scenario, point, choices, saved, &named)
+    let named = path.display().to_string();
+    let replayed = replay_choices(
+        program,
+        &scenario,
+        cex.point,
+        cex.choices.clone(),
+        cex.verdict,
+        &named,
+    );
+    replayed.map_err(|e| match e {
+        ReplayError::Diverged {
+            step,
+            choice,
+            scenario,
+            ..
+        } => ReplayError::Diverged {
+            file: cex.locate(Field::Choice(step - 1)),
+            step,
+            choice,
+            scenario,
+        },
+        ReplayError::TooLarge { world_size, .. } => ReplayError::TooLarge {
+            file: cex.locate(Field::WorldSize),
+            world_size,
+        },
+        other => other,
+    })
 }
 
 /// Replays `choices` at `point` of `program` (read from `scenario`),

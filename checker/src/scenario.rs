@@ -127,10 +127,7 @@ pub const PCT_DEPTH_MAX: usize = 64;
 /// are resolved in `registry` and, for names it does not have, among the
 /// demonstration algorithms ([`crate::demo`]).
 pub fn load(path: &Path, registry: &Registry) -> Result<CheckScenario, ScenarioError> {
-    let text = std::fs::read_to_string(path).map_err(|e| ScenarioError::Read {
-        path: path.display().to_string(),
-        reason: e.to_string(),
-    })?;
+    let text = engine::scenario::read_file(path)?;
     parse(path, &text, registry)
 }
 

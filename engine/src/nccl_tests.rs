@@ -44,6 +44,7 @@ mod reader;
 mod tests;
 
 use std::fmt;
+use std::path::Path;
 
 use algorithms::Collective;
 
@@ -316,6 +317,27 @@ pub enum ParseError {
 }
 
 impl ParseError {
+    /// The same error with long values in its message shortened.
+    fn shortened(self) -> ParseError {
+        let short = |m: String| inputs::shorten_quoted(&m).into_owned();
+        match self {
+            ParseError::Row {
+                line,
+                column,
+                message,
+            } => ParseError::Row {
+                line,
+                column,
+                message: short(message),
+            },
+            ParseError::Line { line, message } => ParseError::Line {
+                line,
+                message: short(message),
+            },
+            other => other,
+        }
+    }
+
     /// The line the error is at, if any.
     pub fn line(&self) -> Option<usize> {
         match *self {
@@ -329,7 +351,23 @@ impl ParseError {
 }
 
 /// Reads nccl-tests output: every table, in order. A table the log does
-/// not name the test of is `fallback`'s (an error without one).
+/// not name the test of is `fallback`'s (an error without one). Long
+/// values an error echoes are shortened ([`inputs::shorten_quoted`]).
 pub fn parse(text: &str, fallback: Option<Test>) -> Result<Vec<Table>, ParseError> {
-    reader::read(text, fallback)
+    reader::read(text, fallback).map_err(ParseError::shortened)
+}
+
+/// The text of the log at `path` (`-`: standard input), read through the
+/// bounded reader ([`inputs::kind::NCCL_TESTS_LOG`]: a regular file or
+/// stream of at most 64 MiB). Bytes that are not UTF-8 become U+FFFD, so
+/// only a row they fall in is an error (logs carry other programs'
+/// output).
+pub fn read_log(path: &Path) -> Result<String, inputs::InputError> {
+    let kind = &inputs::kind::NCCL_TESTS_LOG;
+    let bytes = if path == Path::new("-") {
+        inputs::read_stream(std::io::stdin().lock(), "<stdin>", kind)?
+    } else {
+        inputs::read_bytes(path, kind)?
+    };
+    Ok(String::from_utf8_lossy(&bytes).into_owned())
 }

@@ -10,7 +10,7 @@
 //! succeeds.
 
 use std::fs::File;
-use std::io::{self, BufWriter, Read, Write};
+use std::io::{self, BufWriter, Write};
 use std::path::{Path, PathBuf};
 
 use algorithms::Registry;
@@ -61,10 +61,10 @@ pub fn compare(args: &CompareArgs, registry: &Registry) -> io::Result<ExitStatus
     } else {
         args.log.display().to_string()
     };
-    let text = match read_log(&args.log) {
+    let text = match nccl_tests::read_log(&args.log) {
         Ok(text) => text,
         Err(e) => {
-            eprintln!("error: {log}: cannot read the log: {e}");
+            eprintln!("error: {e}");
             return Ok(ExitStatus::InvalidInput);
         }
     };
@@ -148,18 +148,6 @@ pub fn compare(args: &CompareArgs, registry: &Registry) -> io::Result<ExitStatus
         return Ok(ExitStatus::ToolFailed);
     }
     Ok(ExitStatus::Success)
-}
-
-/// The log's text (`-`: stdin); bytes that are not UTF-8 become U+FFFD,
-/// so only a row they fall in is an error.
-fn read_log(path: &Path) -> io::Result<String> {
-    let mut bytes = Vec::new();
-    if path == Path::new("-") {
-        io::stdin().lock().read_to_end(&mut bytes)?;
-    } else {
-        File::open(path)?.read_to_end(&mut bytes)?;
-    }
-    Ok(String::from_utf8_lossy(&bytes).into_owned())
 }
 
 /// Creates the CSV file, or says why it cannot be.

@@ -463,12 +463,7 @@ fn report_failure(
             stalled(out, s)?;
             eprintln!("error: {file}: rank {rank} crashed at {when} ({at})");
         }
-        Failure::OutOfTime => {
-            eprintln!(
-                "error: {file}: virtual time passed its end (2^64 ps, about 213 days) at {at}; \
-                 the link bandwidth, latency or reduction rate is unrealistic for this size"
-            );
-        }
+        Failure::OutOfTime => eprintln!("error: {}", scenario.out_of_time_message(&at)),
     }
     out.flush()?;
     Ok(status)

@@ -80,10 +80,7 @@ impl Predictor {
     /// Reads and validates the scenario at `path` as a world (its
     /// `[[collective]]` entries need not exist).
     pub fn load(path: &Path, registry: &algorithms::Registry) -> Result<Predictor, ScenarioError> {
-        let text = std::fs::read_to_string(path).map_err(|e| ScenarioError::Read {
-            path: path.display().to_string(),
-            reason: e.to_string(),
-        })?;
+        let text = crate::scenario::read_file(path)?;
         Predictor::from_toml(path, &text, registry)
     }
 

@@ -79,6 +79,7 @@ mod link_faults;
 mod nccl;
 mod raw;
 pub mod size;
+pub mod time_scale;
 mod topology;
 mod transport;
 mod validate;
@@ -94,6 +95,7 @@ use crate::network::NetworkConfig;
 
 pub use nccl::TunerModel;
 pub use size::ByteSize;
+pub use time_scale::TimeValue;
 pub use validate::{DEFAULT_SEED, Expect, Source};
 
 /// The largest world a scenario may ask for (keeps a typo from exhausting
@@ -173,6 +175,10 @@ pub struct Scenario {
     /// NCCL on the machine, per collective rank count (on a topology, not
     /// folded).
     pub nccl_systems: std::collections::BTreeMap<usize, std::sync::Arc<NcclSystem>>,
+    /// The value of the file that makes the run's steps longest (a rate
+    /// or a delay, see [`time_scale`]): what a run that passes the end of
+    /// virtual time names.
+    pub slowest_value: Option<TimeValue>,
 }
 
 impl Scenario {
@@ -208,6 +214,28 @@ impl Scenario {
         let sizes: Vec<usize> = self.nccl_systems.keys().copied().collect();
         self.nccl_systems = nccl::systems(&self.network, config, sizes);
         Ok(self)
+    }
+
+    /// Why a run of this scenario passed the end of virtual time at `at`
+    /// ("allreduce at 8 bytes"), naming the value that makes its steps
+    /// longest at its line and column when the file has one.
+    pub fn out_of_time_message(&self, at: &str) -> String {
+        let end = "virtual time passed its end (2^64 ps, about 213 days)";
+        match &self.slowest_value {
+            Some(v) => format!(
+                "{}: {end} at {at}; `{}` here is the value that makes the run's steps \
+                 longest ({} takes {}): make it realistic for this size",
+                v.location(&self.path),
+                v.assignment(),
+                v.step,
+                v.duration()
+            ),
+            None => format!(
+                "{}: {end} at {at}; the link bandwidth, latency or reduction rate is \
+                 unrealistic for this size",
+                self.path.display()
+            ),
+        }
     }
 
     /// The same scenario without its link faults (the healthy network).
@@ -400,14 +428,52 @@ pub enum ScenarioError {
     },
 }
 
-impl Scenario {
-    /// Reads and validates the scenario at `path`, its algorithm names
-    /// resolved in `registry`.
-    pub fn load(path: &Path, registry: &Registry) -> Result<Scenario, ScenarioError> {
-        let text = std::fs::read_to_string(path).map_err(|e| ScenarioError::Read {
+impl ScenarioError {
+    /// An error at `line`:`column` of `path`; long values quoted in
+    /// `message` are shortened ([`inputs::shorten_quoted`]), so a 2 MB
+    /// string is not echoed whole.
+    pub fn at(path: &Path, line: usize, column: usize, message: &str) -> ScenarioError {
+        ScenarioError::Invalid {
             path: path.display().to_string(),
-            reason: e.to_string(),
-        })?;
+            line,
+            column,
+            message: inputs::shorten_quoted(message).into_owned(),
+        }
+    }
+}
+
+impl From<inputs::InputError> for ScenarioError {
+    /// Text that is not UTF-8 is located at its first bad byte; a file
+    /// that cannot or may not be read (missing, a device, a FIFO, over
+    /// the cap) says why.
+    fn from(e: inputs::InputError) -> ScenarioError {
+        match e.line_column() {
+            Some((line, column)) => ScenarioError::Invalid {
+                path: e.path().to_string(),
+                line,
+                column,
+                message: e.reason(),
+            },
+            None => ScenarioError::Read {
+                path: e.path().to_string(),
+                reason: e.reason(),
+            },
+        }
+    }
+}
+
+/// Reads the scenario, sweep or check file at `path` through the bounded
+/// reader ([`inputs::kind::SCENARIO`]: a regular file of at most 8 MiB,
+/// UTF-8 text).
+pub fn read_file(path: &Path) -> Result<String, ScenarioError> {
+    Ok(inputs::read_text(path, &inputs::kind::SCENARIO)?)
+}
+
+impl Scenario {
+    /// Reads and validates the scenario at `path` ([`read_file`]), its
+    /// algorithm names resolved in `registry`.
+    pub fn load(path: &Path, registry: &Registry) -> Result<Scenario, ScenarioError> {
+        let text = read_file(path)?;
         Scenario::parse(path, &text, registry)
     }
 

@@ -680,20 +680,25 @@ fn nvidia_smi(src: &Source, spanned: &Spanned<RawTopology>) -> Result<Topology, 
     };
     let dir = src.path.parent().unwrap_or(std::path::Path::new("."));
     let path = dir.join(file.get_ref());
-    let text = std::fs::read_to_string(&path)
-        .map_err(|e| src.at(file, format!("cannot read {}: {e}", path.display())))?;
+    // Text that is not UTF-8 is located in that file; a file that may
+    // not be read (missing, a device, over the cap) at `file =`.
+    let text = inputs::read_text(&path, &inputs::kind::NVIDIA_SMI_TOPOLOGY).map_err(|e| match e
+        .line_column()
+    {
+        Some(_) => ScenarioError::from(e),
+        None => src.at(
+            file,
+            format!("cannot read {}: {}", path.display(), e.reason()),
+        ),
+    })?;
     let d = topologies::nvsmi::NvsmiOptions::default();
     let options = topologies::nvsmi::NvsmiOptions {
         nvlink: link_kind(src, &t.nvlink, d.nvlink)?,
         pcie: link_kind(src, &t.pcie, d.pcie)?,
         nic: link_kind(src, &t.nic, d.nic)?,
     };
-    topologies::nvsmi::import(&text, &options).map_err(|e| ScenarioError::Invalid {
-        path: path.display().to_string(),
-        line: e.line,
-        column: e.column,
-        message: e.message,
-    })
+    topologies::nvsmi::import(&text, &options)
+        .map_err(|e| ScenarioError::at(&path, e.line, e.column, &e.message))
 }
 
 /// An explicit topology: `[[topology.vertex]]` and `[[topology.link]]`.

@@ -30,16 +30,17 @@ pub struct Source<'a> {
 impl Source<'_> {
     /// An error at the start of `span` (the file's start without one).
     pub fn error(&self, span: Option<Range<usize>>, message: impl Into<String>) -> ScenarioError {
-        let offset = span.map_or(0, |s| s.start).min(self.text.len());
-        let before = &self.text[..offset];
-        let line = before.matches('\n').count() + 1;
-        let column = before.rsplit('\n').next().map_or(0, |l| l.chars().count()) + 1;
-        ScenarioError::Invalid {
-            path: self.path.display().to_string(),
-            line,
-            column,
-            message: message.into(),
+        let (line, column) = self.position(span.map_or(0, |s| s.start));
+        ScenarioError::at(self.path, line, column, &message.into())
+    }
+
+    /// The 1-based line and column (in characters) of byte `offset`.
+    pub fn position(&self, offset: usize) -> (usize, usize) {
+        let mut offset = offset.min(self.text.len());
+        while !self.text.is_char_boundary(offset) {
+            offset -= 1;
         }
+        inputs::utf8::line_column(&self.text[..offset])
     }
 
     /// The 1-based line a value starts on.
@@ -226,6 +227,12 @@ pub fn parse(
         None => false,
     };
 
+    // After each value's own checks, before NCCL's model is built from
+    // them: a rate that would run past the end of virtual time on its own
+    // is refused where it is written.
+    let time_values = super::time_scale::values(&src, &raw);
+    super::time_scale::check(&src, &time_values)?;
+
     let (tuner, nccl) = super::nccl::nccl(&src, &raw, &network_config, network.fold)?;
     let nccl_systems = match (&nccl, network.fold) {
         (Some(config), None) => {
@@ -267,6 +274,7 @@ pub fn parse(
         tuner,
         nccl,
         nccl_systems,
+        slowest_value: super::time_scale::slowest(time_values),
     })
 }
 

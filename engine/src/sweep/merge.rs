@@ -1,8 +1,10 @@
 //! `sim merge`: joins the shard files of one sweep into the file a single
 //! run writes. Every shard's `# sweep` line must carry the same
-//! fingerprint and point count, every header must be the same, and every
-//! point must be present exactly once; then the rows are sorted by point
-//! and the scaling columns computed as a whole run computes them.
+//! fingerprint, point count and shard count, each shard `I/N` must be
+//! given exactly once, every header must be the same, and every point must
+//! be present exactly once; then the rows are sorted by point and the
+//! scaling columns computed as a whole run computes them. Each file is
+//! read through the bounded reader ([`inputs::kind::SWEEP_SHARD`]).
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -19,14 +21,10 @@ const MISSING_LISTED_MAX: usize = 10;
 /// Shard files that cannot be merged.
 #[derive(Debug, PartialEq, Eq, thiserror::Error)]
 pub enum MergeError {
-    /// A file could not be read.
-    #[error("{path}: cannot read: {reason}")]
-    Read {
-        /// The file.
-        path: String,
-        /// Why.
-        reason: String,
-    },
+    /// A file could not or may not be read (missing, a device, over the
+    /// cap, not UTF-8).
+    #[error(transparent)]
+    Read(#[from] inputs::InputError),
     /// A file is not a shard file of `sim sweep`.
     #[error("{path}:{line}: {message}")]
     Format {
@@ -63,6 +61,16 @@ pub fn merge(paths: &[PathBuf]) -> Result<Table, MergeError> {
     };
     let name = |s: &ShardFile| s.path.display().to_string();
     for s in &shards[1..] {
+        if s.line.shard.count != first.line.shard.count {
+            return Err(MergeError::Mismatch(format!(
+                "{} is shard {} but {} is shard {}: the shards of one sweep all have the same \
+                 count N (was a `# sweep` line edited, or shards of two runs mixed?)",
+                name(s),
+                s.line.shard,
+                name(first),
+                first.line.shard
+            )));
+        }
         if (s.line.fingerprint, s.line.points) != (first.line.fingerprint, first.line.points) {
             return Err(MergeError::Mismatch(format!(
                 "{} and {} are shards of different sweeps (`{}` against `{}`): \
@@ -100,6 +108,7 @@ pub fn merge(paths: &[PathBuf]) -> Result<Table, MergeError> {
         }
     }
     missing(&shards, &owner)?;
+    each_shard_once(&shards)?;
     // Stable: the rows of a point keep their order.
     rows.sort_by_key(|&(point, _)| point);
     let mut table = Table {
@@ -146,17 +155,51 @@ fn missing(shards: &[ShardFile], owner: &BTreeMap<usize, &ShardFile>) -> Result<
     )))
 }
 
+/// Fails naming a shard given twice, or one given in no file (when the
+/// files agree on the count and hold every point: a shard with no points
+/// of its own is still written, and still expected).
+fn each_shard_once(shards: &[ShardFile]) -> Result<(), MergeError> {
+    let count = shards[0].line.shard.count;
+    let mut given: BTreeMap<usize, &ShardFile> = BTreeMap::new();
+    for s in shards {
+        if let Some(other) = given.insert(s.line.shard.index, s) {
+            return Err(MergeError::Mismatch(format!(
+                "{} and {} are both shard {}: the same shard given twice?",
+                other.path.display(),
+                s.path.display(),
+                s.line.shard
+            )));
+        }
+    }
+    let lacking: Vec<String> = (0..count)
+        .filter(|i| !given.contains_key(i))
+        .take(MISSING_LISTED_MAX)
+        .map(|i| format!("{i}/{count}"))
+        .collect();
+    if lacking.is_empty() {
+        return Ok(());
+    }
+    Err(MergeError::Missing(format!(
+        "the files are {} of the sweep's {count} shards; missing shard(s): {}{}",
+        given.len(),
+        lacking.join(", "),
+        if count - given.len() > lacking.len() {
+            ", ..."
+        } else {
+            ""
+        }
+    )))
+}
+
 /// Reads one shard file: its `# sweep` line, header and rows.
 fn read(path: &Path) -> Result<ShardFile, MergeError> {
     let shown = path.display().to_string();
-    let text = std::fs::read_to_string(path).map_err(|e| MergeError::Read {
-        path: shown.clone(),
-        reason: e.to_string(),
-    })?;
+    let text = inputs::read_text(path, &inputs::kind::SWEEP_SHARD)?;
+    // Values echoed from the file are shortened.
     let format = |line: u64, message: String| MergeError::Format {
         path: shown.clone(),
         line,
-        message,
+        message: inputs::shorten_quoted(&message).into_owned(),
     };
     let (first, rest) = text.split_once('\n').unwrap_or((&text, ""));
     let Some(line) = ShardLine::parse(first) else {

@@ -68,10 +68,7 @@ impl Sweep {
     /// Reads the scenario at `path` and its `[sweep]`; algorithm names
     /// are resolved in `registry`.
     pub fn load(path: &Path, registry: &Registry) -> Result<Sweep, ScenarioError> {
-        let text = std::fs::read_to_string(path).map_err(|e| ScenarioError::Read {
-            path: path.display().to_string(),
-            reason: e.to_string(),
-        })?;
+        let text = crate::scenario::read_file(path)?;
         Sweep::parse(path, &text, registry)
     }
 
