@@ -20,7 +20,7 @@
 //! UTF-8) and every problem in it is located at its line and column, as
 //! in scenarios ([`located`]).
 //!
-//! - [`choice`]: choices spelt as [`Choice`]'s `Display` writes them.
+//! - `choice`: choices spelt as [`Choice`]'s `Display` writes them.
 //! - [`located`]: [`LoadedCex`], a file read with where its values are.
 
 mod choice;

@@ -28,7 +28,7 @@
 //! - [`utf8`]: [`decode`](utf8::decode), bytes to text with the first bad
 //!   byte located; [`line_column`](utf8::line_column).
 //! - [`excerpt`]: [`shorten`], [`shorten_quoted`].
-//! - [`error`]: [`InputError`].
+//! - [`error`](mod@error): [`InputError`].
 
 pub mod error;
 pub mod excerpt;

@@ -7,9 +7,10 @@
 //! 213 days). A value that alone makes one step of the run take longer
 //! than [`VALUE_PS_MAX`] (the cap latencies already have) is refused where
 //! it is written; a run that still passes the end names the value that
-//! makes its steps longest ([`slowest`]), so the error points at a line
-//! of the file rather than at "the link bandwidth, latency or reduction
-//! rate".
+//! makes its steps longest
+//! ([`Scenario::slowest_value`](super::Scenario::slowest_value)), so the
+//! error points at a line of the file rather than at "the link bandwidth,
+//! latency or reduction rate".
 //!
 //! What a value "makes one step take" is an estimate: a rate's time for
 //! the scenario's largest buffer (a rank of any collective moves or reduces

@@ -264,3 +264,104 @@ fn read(path: &Path) -> Result<ShardFile, MergeError> {
         table: Table { header, rows },
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A shard file of a `points`-point sweep over `seed` holding the
+    /// points of shard `index/count` below `points`, with a `status` of
+    /// `ok` and empty run columns.
+    fn shard_text(points: usize, index: usize, count: usize) -> String {
+        let mut text = format!("# sweep 00000000000000ab {points} shard {index}/{count}\n");
+        let tail: Vec<&str> = CSV_HEADER.iter().chain(&SCALING_COLUMNS).copied().collect();
+        text += &format!("point,seed,status,{}\n", tail.join(","));
+        for p in (0..points).filter(|p| p % count == index) {
+            text += &format!("{p},{p},ok{}\n", ",".repeat(tail.len()));
+        }
+        text
+    }
+
+    fn write(dir: &Path, name: &str, text: &str) -> PathBuf {
+        std::fs::create_dir_all(dir).unwrap();
+        let path = dir.join(name);
+        std::fs::write(&path, text).unwrap();
+        path
+    }
+
+    fn dir(name: &str) -> PathBuf {
+        std::env::temp_dir().join(format!("merge-test-{}-{name}", std::process::id()))
+    }
+
+    #[test]
+    fn every_shard_of_one_sweep_merges_in_point_order() {
+        let d = dir("ok");
+        let a = write(&d, "a.csv", &shard_text(5, 0, 2));
+        let b = write(&d, "b.csv", &shard_text(5, 1, 2));
+        let table = merge(&[b, a]).expect("both shards");
+        let points: Vec<&str> = table.rows.iter().map(|r| r[0].as_str()).collect();
+        assert_eq!(points, ["0", "1", "2", "3", "4"]);
+    }
+
+    #[test]
+    fn a_header_edited_to_another_shard_count_is_named() {
+        // Points 0 and 1 of a 2-point sweep are both present, but the
+        // second file says it is shard 1 of 3.
+        let d = dir("count");
+        let a = write(&d, "a.csv", &shard_text(2, 0, 2));
+        let edited = shard_text(2, 1, 2).replacen("shard 1/2", "shard 1/3", 1);
+        let b = write(&d, "b.csv", &edited);
+        let e = merge(&[a.clone(), b.clone()]).unwrap_err().to_string();
+        assert!(
+            e.starts_with(&format!(
+                "{} is shard 1/3 but {} is shard 0/2",
+                b.display(),
+                a.display()
+            )),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn a_shard_given_twice_or_not_at_all_is_named_even_without_points() {
+        // A 2-point sweep in 4 shards: shards 2/4 and 3/4 hold no points.
+        let d = dir("once");
+        let files: Vec<PathBuf> = (0..4)
+            .map(|i| write(&d, &format!("s{i}.csv"), &shard_text(2, i, 4)))
+            .collect();
+        assert!(merge(&files).is_ok());
+        let twice = [
+            files[0].clone(),
+            files[1].clone(),
+            files[2].clone(),
+            files[2].clone(),
+        ];
+        let e = merge(&twice).unwrap_err().to_string();
+        let s2 = files[2].display();
+        assert_eq!(
+            e,
+            format!("{s2} and {s2} are both shard 2/4: the same shard given twice?")
+        );
+        let e = merge(&files[..3]).unwrap_err().to_string();
+        assert_eq!(
+            e,
+            "the files are 3 of the sweep's 4 shards; missing shard(s): 3/4"
+        );
+    }
+
+    #[test]
+    fn a_device_or_a_shard_that_is_not_utf8_is_refused_by_the_bounded_reader() {
+        let e = merge(&[PathBuf::from("/dev/zero")])
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.starts_with("/dev/zero: cannot read sweep shard: it is a character device"),
+            "{e}"
+        );
+        let d = dir("utf8");
+        let bad = write(&d, "bad.csv", "");
+        std::fs::write(&bad, b"# sweep 00000000000000ab 1 shard 0/1\npoint,s\xff").unwrap();
+        let e = merge(std::slice::from_ref(&bad)).unwrap_err().to_string();
+        assert!(e.starts_with(&format!("{}:2:8: ", bad.display())), "{e}");
+    }
+}
