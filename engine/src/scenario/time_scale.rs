@@ -93,8 +93,9 @@ struct Collector<'a> {
 }
 
 impl Collector<'_> {
-    /// A rate in bytes per second (`scale` times the value as written).
-    fn rate(&mut self, v: &Option<Spanned<f64>>, key: &'static str, scale: f64) {
+    /// A rate in bytes per second (`scale` times the value as written);
+    /// `at` says at what ("at this rate").
+    fn rate(&mut self, v: &Option<Spanned<f64>>, key: &'static str, scale: f64, at: &str) {
         let Some(v) = v else { return };
         let bytes_per_s = v.get_ref() * scale;
         // Values that are not positive and finite are refused by their own
@@ -102,7 +103,7 @@ impl Collector<'_> {
         if !(bytes_per_s > 0.0 && v.get_ref().is_finite()) {
             return;
         }
-        let step = format!("one {}-byte buffer at this rate", self.largest_bytes);
+        let step = format!("one {}-byte buffer {at}", self.largest_bytes);
         let ps = self.largest_bytes / bytes_per_s * 1e12;
         self.push(v, key, ps, step, true);
     }
@@ -156,14 +157,11 @@ pub(super) fn values(src: &Source, raw: &RawScenario) -> Vec<TimeValue> {
     if let Some(links) = &raw.links {
         let l = links.get_ref();
         c.delay(&Some(l.latency_us.clone()), "latency_us", 1e6, false);
-        c.rate(
-            &Some(l.bandwidth_gb_per_s.clone()),
-            "bandwidth_gb_per_s",
-            1e9,
-        );
+        let bandwidth = Some(l.bandwidth_gb_per_s.clone());
+        c.rate(&bandwidth, "bandwidth_gb_per_s", 1e9, "at this rate");
     }
     let reduce = raw.compute.as_ref().map(|r| r.reduce_gb_per_s.clone());
-    c.rate(&reduce, "reduce_gb_per_s", 1e9);
+    c.rate(&reduce, "reduce_gb_per_s", 1e9, "reduced at this rate");
     if let Some(t) = &raw.topology {
         let t = t.get_ref();
         for v in &t.vertex {
@@ -176,7 +174,12 @@ pub(super) fn values(src: &Source, raw: &RawScenario) -> Vec<TimeValue> {
         }
         for l in &t.link {
             let l = l.get_ref();
-            c.rate(&l.bandwidth_gb_per_s, "bandwidth_gb_per_s", 1e9);
+            c.rate(
+                &l.bandwidth_gb_per_s,
+                "bandwidth_gb_per_s",
+                1e9,
+                "at this rate",
+            );
             c.delay(&l.latency_ns, "latency_ns", 1e3, false);
         }
     }
@@ -200,7 +203,8 @@ pub(super) fn values(src: &Source, raw: &RawScenario) -> Vec<TimeValue> {
     }
     for l in &raw.link_fault {
         let factor = &l.get_ref().bandwidth_factor;
-        c.rate(factor, "bandwidth_factor", NOMINAL_BYTES_PER_S);
+        let at = "on a 100 GB/s link degraded by this factor";
+        c.rate(factor, "bandwidth_factor", NOMINAL_BYTES_PER_S, at);
     }
     if let Some(n) = &raw.nccl {
         // NCCL's launch gap has no cap of its own.
@@ -238,4 +242,84 @@ pub(super) fn slowest(values: Vec<TimeValue>) -> Option<TimeValue> {
         .into_iter()
         .filter(|v| v.ps > 0.0)
         .max_by(|a, b| a.ps.total_cmp(&b.ps))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    use algorithms::Registry;
+
+    use crate::scenario::{Scenario, ScenarioError};
+
+    const BASE: &str = "world_size = 4\n\
+[links]\n\
+latency_us = 1.0\n\
+bandwidth_gb_per_s = 25.0\n\
+[compute]\n\
+reduce_gb_per_s = 100.0\n\
+[[collective]]\n\
+kind = \"allreduce\"\n\
+min_bytes = 8\n\
+max_bytes = \"1M\"\n";
+
+    fn parse(text: &str) -> Result<Scenario, ScenarioError> {
+        Scenario::parse(Path::new("t.toml"), text, &Registry::builtin())
+    }
+
+    #[test]
+    fn an_absurd_rate_is_refused_at_its_value_whichever_it_is() {
+        let cases = [
+            (
+                "bandwidth_gb_per_s = 25.0",
+                "bandwidth_gb_per_s = 5e-324",
+                4,
+                22,
+            ),
+            ("reduce_gb_per_s = 100.0", "reduce_gb_per_s = 1e-12", 6, 19),
+        ];
+        for (from, to, line, column) in cases {
+            match parse(&BASE.replace(from, to)) {
+                Err(ScenarioError::Invalid {
+                    line: l,
+                    column: c,
+                    message,
+                    ..
+                }) => {
+                    assert_eq!((l, c), (line, column), "{message}");
+                    let key = to.split(' ').next().unwrap();
+                    assert!(message.starts_with(key), "{message}");
+                    assert!(message.contains("is unrealistic"), "{message}");
+                }
+                other => panic!("{to}: {other:?}"),
+            }
+        }
+    }
+
+    #[test]
+    fn a_delay_with_a_cap_of_its_own_keeps_its_own_message() {
+        let text = BASE.replace("latency_us = 1.0", "latency_us = 1e13");
+        let Err(ScenarioError::Invalid { message, .. }) = parse(&text) else {
+            panic!("refused");
+        };
+        assert_eq!(message, "latency_us is unreasonably large");
+    }
+
+    #[test]
+    fn the_slowest_value_is_the_one_whose_step_is_longest() {
+        let s = parse(&BASE).expect("valid");
+        // 1 MiB at 25 GB/s (42 us) beats a 1 us latency and 1 MiB
+        // reduced at 100 GB/s (10 us).
+        let v = s.slowest_value.as_ref().expect("the file has rates");
+        assert_eq!((v.key, v.line, v.column), ("bandwidth_gb_per_s", 4, 22));
+        assert_eq!(v.assignment(), "bandwidth_gb_per_s = 25");
+        let message = s.out_of_time_message("allreduce at 1048576 bytes");
+        assert!(
+            message.starts_with("t.toml:4:22: virtual time passed its end (2^64 ps, about 213 days) at allreduce at 1048576 bytes; `bandwidth_gb_per_s = 25` here"),
+            "{message}"
+        );
+        let slow = parse(&BASE.replace("latency_us = 1.0", "latency_us = 1e6")).unwrap();
+        let v = slow.slowest_value.unwrap();
+        assert_eq!((v.key, v.line), ("latency_us", 3));
+    }
 }
