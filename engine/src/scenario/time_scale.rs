@@ -307,7 +307,7 @@ max_bytes = \"1M\"\n";
 
     #[test]
     fn the_slowest_value_is_the_one_whose_step_is_longest() {
-        let s = parse(&BASE).expect("valid");
+        let s = parse(BASE).expect("valid");
         // 1 MiB at 25 GB/s (42 us) beats a 1 us latency and 1 MiB
         // reduced at 100 GB/s (10 us).
         let v = s.slowest_value.as_ref().expect("the file has rates");
