@@ -1,27 +1,64 @@
 //! The `sim sweep` and `sim merge` commands: load, run or join, write the
 //! CSV, report failed points on stderr, and choose the exit status (the
 //! worst row's, as `sim run` would exit for it; see [`ExitStatus`]).
+//!
+//! `sim sweep` streams: each point's rows are written as soon as it and
+//! every earlier point have finished (to a temporary file beside `--csv`,
+//! renamed onto it at the end; stdout too when the scaling columns need no
+//! later rows). `speedup` and `efficiency` compare rows across points, so a
+//! whole sweep with a rank-count axis rewrites its file with them at the
+//! end. On SIGINT or SIGTERM no new point starts, the points done are
+//! written, the file ends with a `# partial: ...` line, and `sim sweep
+//! --resume` later runs only the points the file lacks (its `# sweep`
+//! fingerprint must match), giving the same bytes as one uninterrupted run.
 
-use std::fs::File;
-use std::io::{self, BufWriter};
+use std::collections::{BTreeMap, BTreeSet};
+use std::io::{self, Write};
+use std::ops::ControlFlow;
 use std::path::{Path, PathBuf};
 
 use algorithms::Registry;
 use engine::sweep::Sweep;
+use engine::sweep::file::{self, FileError, SweepFile};
 use engine::sweep::merge;
-use engine::sweep::run::{RunError, RunOptions, points_of, run};
+use engine::sweep::run::{
+    Control, PointRows, RunError, RunOptions, points_of, run_streamed, sweep_line,
+};
+use engine::sweep::scaling;
+use engine::sweep::shard::SweepLine;
 use engine::sweep::status::Status;
+use engine::sweep::table::{self, Table};
 use engine::tuning::AlgoFilter;
 use indicatif::{ProgressBar, ProgressStyle};
 
 use crate::exit::ExitStatus;
+use crate::interrupt::{Interrupt, Signal};
+use crate::output::{Named, OutputError, OutputFile, Stdout, check_paths};
 
-/// Creates an output file, or says why it cannot be.
-fn create(path: &Path, what: &str) -> Result<BufWriter<File>, ExitStatus> {
-    File::create(path).map(BufWriter::new).map_err(|e| {
-        eprintln!("error: {}: cannot write {what}: {e}", path.display());
-        ExitStatus::ToolFailed
-    })
+/// `sim sweep`'s options.
+#[derive(clap::Args, Debug, Clone)]
+pub struct SweepArgs {
+    /// The scenario file (TOML) with a [sweep] table.
+    pub scenario: PathBuf,
+    /// Write the CSV to this file instead of stdout.
+    #[arg(long, value_name = "FILE")]
+    pub csv: Option<PathBuf>,
+    /// Worker threads (default: one per core).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..))]
+    pub threads: Option<u16>,
+    /// No progress bar.
+    #[arg(long)]
+    pub quiet: bool,
+    /// Run only the points whose index is I modulo N, for `sim merge`.
+    #[arg(long, value_name = "I/N", value_parser = engine::sweep::shard::Shard::parse)]
+    pub shard: Option<engine::sweep::shard::Shard>,
+    /// Complete the --csv file of an interrupted run of this sweep: run only
+    /// the points it lacks (its `# sweep` line must match this sweep).
+    #[arg(long, requires = "csv")]
+    pub resume: bool,
+    /// Print the scenario file of this point (to `sim run` it alone) and exit.
+    #[arg(long, value_name = "POINT", conflicts_with_all = ["csv", "shard", "resume"])]
+    pub print_point: Option<usize>,
 }
 
 /// A progress bar of `points` points on stderr.
@@ -36,17 +73,48 @@ fn progress_bar(points: usize) -> ProgressBar {
     bar
 }
 
-/// `sim sweep`: runs the points of the sweep at `path`, writes the CSV to
-/// `csv` (stdout if `None`), names the failed points on stderr, with a
+/// Where the CSV goes.
+enum Sink {
+    /// `--csv FILE`.
+    File(OutputFile),
+    /// Stdout.
+    Stdout(Stdout),
+}
+
+impl Sink {
+    /// Writes with `write`; an error names the file (or stdout).
+    fn put(
+        &mut self,
+        write: impl FnOnce(&mut dyn Write) -> io::Result<()>,
+    ) -> Result<(), SinkError> {
+        match self {
+            Sink::File(f) => write(f)
+                .and_then(|()| f.flush())
+                .map_err(|e| SinkError::File(f.error(e))),
+            Sink::Stdout(s) => write(s).and_then(|()| s.flush()).map_err(SinkError::Stdout),
+        }
+    }
+
+    /// Whether the CSV can be written again from the start at the end.
+    fn can_rewind(&self) -> bool {
+        matches!(self, Sink::File(f) if f.can_rewind())
+    }
+}
+
+/// A failed write of the CSV.
+enum SinkError {
+    /// To the file.
+    File(OutputError),
+    /// To stdout (not a closed reader).
+    Stdout(io::Error),
+}
+
+/// `sim sweep`: runs the points of the sweep, streaming the CSV to
+/// `--csv` (stdout if `None`), names the failed points on stderr, with a
 /// progress bar on stderr if `progress`; returns the exit status. An error
 /// is stdout's.
-pub fn sweep(
-    path: &Path,
-    csv: Option<&Path>,
-    options: RunOptions,
-    progress: bool,
-    registry: &Registry,
-) -> io::Result<ExitStatus> {
+pub fn sweep(args: &SweepArgs, progress: bool, registry: &Registry) -> io::Result<ExitStatus> {
+    let path = &args.scenario;
     let loaded = Sweep::load(path, registry).map_err(|e| e.to_string());
     let filter = std::env::var("NCCL_ALGO").map_or(Ok(AlgoFilter::default()), |v| {
         AlgoFilter::parse(&v, registry).map_err(|e| e.to_string())
@@ -54,65 +122,392 @@ pub fn sweep(
     let (sweep, filter) = match (loaded, filter) {
         (Ok(s), Ok(f)) => (s, f),
         (Err(e), _) | (_, Err(e)) => {
-            eprintln!("error: {e}");
+            crate::report!("error: {e}");
             return Ok(ExitStatus::InvalidInput);
         }
     };
-    // Open the output before the (possibly long) run.
-    let file = match csv.map(|p| create(p, "CSV")).transpose() {
-        Ok(f) => f,
-        Err(code) => return Ok(code),
-    };
-    let bar = progress.then(|| progress_bar(points_of(&sweep, options.shard).len()));
-    let tick = || {
-        if let Some(bar) = &bar {
-            bar.inc(1);
+    if let Some(csv) = &args.csv {
+        let input = Named {
+            name: "the scenario",
+            path,
+        };
+        let output = Named {
+            name: "--csv",
+            path: csv,
+        };
+        if let Err(e) = check_paths(&[input], &[output]) {
+            crate::report!("error: {e}");
+            return Ok(ExitStatus::InvalidInput);
         }
-    };
-    let outcome = run(&sweep, &filter, options, &tick);
-    if let Some(bar) = bar {
-        bar.finish();
     }
-    let outcome = match outcome {
-        Ok(o) => o,
-        Err(e) => {
-            eprintln!("error: {e}");
-            return Ok(match e {
-                RunError::Invalid(_) => ExitStatus::InvalidInput,
-                RunError::Threads(_) => ExitStatus::ToolFailed,
-            });
-        }
+    let line = sweep_line(&sweep, &filter, args.shard);
+    let header = table::header(sweep.axes());
+    let earlier = match (&args.csv, args.resume) {
+        (Some(csv), true) => match resumed(csv, &line, &header) {
+            Ok(rows) => rows,
+            Err(e) => {
+                crate::report!("error: {e}");
+                return Ok(ExitStatus::InvalidInput);
+            }
+        },
+        _ => BTreeMap::new(),
     };
-    let shard_line = outcome.shard_line.as_ref();
-    match (file, csv) {
-        (Some(f), Some(p)) => {
-            if let Err(e) = outcome.table.write(f, shard_line) {
-                eprintln!("error: {}: cannot write CSV: {e}", p.display());
+    let sink = match &args.csv {
+        Some(csv) => match OutputFile::create(csv, "CSV") {
+            Ok(f) => Sink::File(f),
+            Err(e) => {
+                crate::report!("error: {e}");
                 return Ok(ExitStatus::ToolFailed);
             }
+        },
+        None => Sink::Stdout(Stdout::new()),
+    };
+    let options = RunOptions {
+        threads: args.threads.map(usize::from),
+        shard: args.shard,
+    };
+    let writer = CsvWriter::new(sink, line, header, earlier);
+    writer.run(&sweep, &filter, options, progress, args)
+}
+
+/// The rows of the points already in the `--resume` file at `csv`, by
+/// point; none if it does not exist yet.
+fn resumed(
+    csv: &Path,
+    line: &SweepLine,
+    header: &[String],
+) -> Result<BTreeMap<usize, Vec<Vec<String>>>, String> {
+    let read: SweepFile = match file::read(csv) {
+        Ok(read) => read,
+        Err(FileError::Read { reason, .. }) if !csv.exists() => {
+            crate::report!(
+                "note: {}: nothing to resume ({reason}): running every point",
+                csv.display()
+            );
+            return Ok(BTreeMap::new());
         }
-        _ => outcome.table.write(io::stdout().lock(), shard_line)?,
+        Err(e) => return Err(format!("{e} (cannot resume it)")),
+    };
+    if read.line != *line {
+        return Err(format!(
+            "{}:1: not this sweep's file: `{}` against this sweep's `{line}` (the scenario \
+             file, NCCL_ALGO or --shard differ); remove it or drop --resume",
+            csv.display(),
+            read.line
+        ));
     }
-    for failure in &outcome.failures {
-        eprintln!(
-            "error: {}: {}: {}",
-            path.display(),
-            failure.status,
-            failure.message
+    if read.table.header != header {
+        return Err(format!(
+            "{}:2: the header is not this sweep's; remove the file or drop --resume",
+            csv.display()
+        ));
+    }
+    let mut rows: BTreeMap<usize, Vec<Vec<String>>> = BTreeMap::new();
+    for row in read.table.rows {
+        let point = row[0].parse().expect("file::read checked the point");
+        rows.entry(point).or_default().push(row);
+    }
+    Ok(rows)
+}
+
+/// The sweep's CSV as it is written: the rows so far, where they go, and
+/// the rows of a resumed file still to be placed.
+struct CsvWriter {
+    sink: Sink,
+    line: SweepLine,
+    table: Table,
+    /// Rows of the resumed file, by point, not yet placed in the table.
+    earlier: BTreeMap<usize, Vec<Vec<String>>>,
+    /// Whether rows are written as points finish (else all at the end).
+    streams: bool,
+    /// The failed points run now, as `status: message`.
+    failures: Vec<String>,
+}
+
+impl CsvWriter {
+    fn new(
+        sink: Sink,
+        line: SweepLine,
+        header: Vec<String>,
+        earlier: BTreeMap<usize, Vec<Vec<String>>>,
+    ) -> CsvWriter {
+        let table = Table {
+            header,
+            rows: Vec::new(),
+        };
+        // Rows depend on later points only through the scaling columns of a
+        // whole sweep with a rank-count axis: then the file is rewritten at
+        // the end, which stdout or a device cannot be.
+        let later_rows_matter = line.shard.is_none() && table.rank_axis().is_some();
+        let streams = !later_rows_matter || sink.can_rewind();
+        CsvWriter {
+            sink,
+            line,
+            table,
+            earlier,
+            streams,
+            failures: Vec::new(),
+        }
+    }
+
+    /// Runs the sweep, writing as it goes; ends the CSV and picks the
+    /// exit status.
+    fn run(
+        mut self,
+        sweep: &Sweep,
+        filter: &AlgoFilter,
+        options: RunOptions,
+        progress: bool,
+        args: &SweepArgs,
+    ) -> io::Result<ExitStatus> {
+        let skip: BTreeSet<usize> = self.earlier.keys().copied().collect();
+        let to_run = points_of(sweep, options.shard)
+            .iter()
+            .filter(|p| !skip.contains(p))
+            .count();
+        if self.streams
+            && let Err(e) = self.write_head()
+        {
+            return self.fail(e);
+        }
+        let interrupt = Interrupt::catch();
+        let bar = progress.then(|| progress_bar(to_run));
+        let mut write_error = None;
+        let control = Control {
+            skip: Some(&skip),
+            stop: Some(interrupt.flag()),
+        };
+        let outcome = run_streamed(sweep, filter, options, control, &mut |point| {
+            if let Some(bar) = &bar {
+                bar.inc(1);
+            }
+            match self.add_point(point) {
+                Ok(()) => ControlFlow::Continue(()),
+                Err(e) => {
+                    write_error = Some(e);
+                    ControlFlow::Break(())
+                }
+            }
+        });
+        if let Some(bar) = bar {
+            bar.finish();
+        }
+        let complete = match outcome {
+            Ok(complete) => complete,
+            Err(e) => {
+                crate::report!("error: {e}");
+                return Ok(match e {
+                    RunError::Invalid(_) => ExitStatus::InvalidInput,
+                    RunError::Threads(_) => ExitStatus::ToolFailed,
+                });
+            }
+        };
+        if let Some(e) = write_error {
+            return self.fail(e);
+        }
+        // Points of the resumed file after the last one run.
+        let rest: Vec<usize> = self.earlier.keys().copied().collect();
+        for point in rest {
+            if let Err(e) = self.place_earlier(point) {
+                return self.fail(e);
+            }
+        }
+        match (complete, interrupt.received()) {
+            (true, _) => self.end_complete(&args.scenario),
+            (false, Some(signal)) => self.end_partial(signal, &args.scenario),
+            (false, None) => {
+                // Only a signal or a failed write (handled above) stops a
+                // sweep early; keep the old file rather than guess.
+                crate::report!(
+                    "error: {}: the sweep stopped early",
+                    args.scenario.display()
+                );
+                Ok(ExitStatus::ToolFailed)
+            }
+        }
+    }
+
+    /// Writes the `# sweep` line and the header.
+    fn write_head(&mut self) -> Result<(), SinkError> {
+        let (line, header) = (self.line, &self.table.header);
+        self.sink.put(|w| table::write_head(w, &line, header))
+    }
+
+    /// Adds a finished point's rows (after any earlier point of the
+    /// resumed file before it).
+    fn add_point(&mut self, point: PointRows) -> Result<(), SinkError> {
+        let before: Vec<usize> = self.earlier.range(..point.point).map(|(&p, _)| p).collect();
+        for p in before {
+            self.place_earlier(p)?;
+        }
+        self.failures.extend(
+            point
+                .failures
+                .into_iter()
+                .map(|f| format!("{}: {}", f.status, f.message)),
         );
+        self.add_rows(point.rows)
     }
-    Ok(ExitStatus::of_sweep(outcome.worst()))
+
+    /// Moves point `p` of the resumed file into the table.
+    fn place_earlier(&mut self, p: usize) -> Result<(), SinkError> {
+        let rows = self.earlier.remove(&p).unwrap_or_default();
+        self.add_rows(rows)
+    }
+
+    /// Appends `rows` to the table, and to the CSV if it streams.
+    fn add_rows(&mut self, rows: Vec<Vec<String>>) -> Result<(), SinkError> {
+        if self.streams {
+            self.sink.put(|w| table::write_rows(w, &rows))?;
+        }
+        self.table.rows.extend(rows);
+        Ok(())
+    }
+
+    /// Ends a sweep that ran every point: the scaling columns filled,
+    /// the CSV complete; the exit status is the worst row's.
+    fn end_complete(mut self, scenario: &Path) -> io::Result<ExitStatus> {
+        let rewrite = self.line.shard.is_none() && self.table.rank_axis().is_some();
+        if self.line.shard.is_none() {
+            scaling::fill(&mut self.table);
+        }
+        let finished = if !self.streams {
+            self.write_all()
+        } else if rewrite {
+            match &mut self.sink {
+                Sink::File(f) => f.rewind().map_err(SinkError::File),
+                Sink::Stdout(_) => Ok(()),
+            }
+            .and_then(|()| self.write_all())
+        } else {
+            Ok(())
+        };
+        if let Err(e) = finished {
+            return self.fail(e);
+        }
+        for message in &self.failures {
+            crate::report!("error: {}: {message}", scenario.display());
+        }
+        self.report_earlier_failures(scenario);
+        let worst = self.table.worst();
+        Ok(self.close().unwrap_or(ExitStatus::of_sweep(worst)))
+    }
+
+    /// Names the failed points that came from the resumed file.
+    fn report_earlier_failures(&self, scenario: &Path) {
+        let Some(status) = self.table.column("status") else {
+            return;
+        };
+        let mut named = BTreeSet::new();
+        for row in &self.table.rows {
+            let failed = Status::parse(&row[status]).is_some_and(|s| s != Status::Ok);
+            let point = &row[0];
+            let mine = self
+                .failures
+                .iter()
+                .any(|m| m.contains(&format!(": point {point} (")));
+            if failed && !mine && named.insert(point.clone()) {
+                crate::report!(
+                    "error: {}: {}: point {point} (from the resumed file; its row says more)",
+                    scenario.display(),
+                    row[status]
+                );
+            }
+        }
+    }
+
+    /// Ends a sweep a signal stopped: the points done, then the
+    /// `# partial:` line; the old file left as it was if no point is done.
+    /// Exit 130 or 143.
+    fn end_partial(mut self, signal: Signal, scenario: &Path) -> io::Result<ExitStatus> {
+        let done = self
+            .table
+            .rows
+            .iter()
+            .map(|r| r[0].as_str())
+            .collect::<BTreeSet<_>>()
+            .len();
+        let total = points_in(&self.line);
+        let note = format!(
+            "interrupted by {} with {done} of {total} points done; `sim sweep --resume` runs the rest",
+            signal.name()
+        );
+        let what = match &self.sink {
+            Sink::File(f) if done == 0 => {
+                format!("{} is left as it was", f.path().display())
+            }
+            Sink::File(f) => format!(
+                "{} ends marked partial: run again with --resume for the rest",
+                f.path().display()
+            ),
+            Sink::Stdout(_) => "stdout ends marked partial".to_string(),
+        };
+        crate::report!(
+            "error: {}: interrupted by {} with {done} of {total} points done; {what}",
+            scenario.display(),
+            signal.name()
+        );
+        if done == 0 && matches!(self.sink, Sink::File(_)) {
+            return Ok(signal.status());
+        }
+        let written = if self.streams {
+            Ok(())
+        } else {
+            self.write_all()
+        }
+        .and_then(|()| self.sink.put(|w| table::write_partial(w, &note)));
+        if let Err(e) = written {
+            return self.fail(e);
+        }
+        Ok(self.close().unwrap_or(signal.status()))
+    }
+
+    /// Writes the whole CSV: line, header, every row.
+    fn write_all(&mut self) -> Result<(), SinkError> {
+        let (line, table) = (self.line, &self.table);
+        self.sink.put(|w| table.write(w, &line))
+    }
+
+    /// Commits the file; `Some(ToolFailed)` if it cannot be (reported).
+    fn close(self) -> Option<ExitStatus> {
+        let Sink::File(f) = self.sink else {
+            return None;
+        };
+        f.commit().err().map(|e| {
+            crate::report!("error: {e}");
+            ExitStatus::ToolFailed
+        })
+    }
+
+    /// Reports a failed write: the file is dropped (the old one stays).
+    fn fail(self, e: SinkError) -> io::Result<ExitStatus> {
+        match e {
+            SinkError::File(e) => {
+                crate::report!("error: {e}");
+                Ok(ExitStatus::ToolFailed)
+            }
+            SinkError::Stdout(e) => Err(e),
+        }
+    }
+}
+
+/// How many points a file with `line` holds when complete.
+fn points_in(line: &SweepLine) -> usize {
+    match line.shard {
+        None => line.points,
+        Some(s) => (0..line.points).filter(|&p| s.has(p)).count(),
+    }
 }
 
 /// `sim sweep --print-point`: one point's scenario file on stdout.
 pub fn print_point(path: &Path, point: usize, registry: &Registry) -> io::Result<ExitStatus> {
     match Sweep::load(path, registry).and_then(|s| s.point_toml(point)) {
         Ok(text) => {
-            io::Write::write_all(&mut io::stdout().lock(), text.as_bytes())?;
+            Stdout::new().write_all(text.as_bytes())?;
             Ok(ExitStatus::Success)
         }
         Err(e) => {
-            eprintln!("error: {e}");
+            crate::report!("error: {e}");
             Ok(ExitStatus::InvalidInput)
         }
     }
@@ -121,24 +516,39 @@ pub fn print_point(path: &Path, point: usize, registry: &Registry) -> io::Result
 /// `sim merge`: joins shard files into `out`; exits with the worst row's
 /// status.
 pub fn merge(out: &Path, shards: &[PathBuf]) -> io::Result<ExitStatus> {
-    let table = match merge::merge(shards) {
-        Ok(t) => t,
+    let inputs: Vec<Named<'_>> = shards
+        .iter()
+        .map(|path| Named {
+            name: "a shard file",
+            path,
+        })
+        .collect();
+    let output = Named {
+        name: "the merged CSV",
+        path: out,
+    };
+    if let Err(e) = check_paths(&inputs, &[output]) {
+        crate::report!("error: {e}");
+        return Ok(ExitStatus::InvalidInput);
+    }
+    let (table, line) = match merge::merge(shards) {
+        Ok(merged) => merged,
         Err(e) => {
-            eprintln!("error: {e}");
+            crate::report!("error: {e}");
             return Ok(ExitStatus::InvalidInput);
         }
     };
-    let file = match create(out, "merged CSV") {
-        Ok(f) => f,
-        Err(code) => return Ok(code),
-    };
-    if let Err(e) = table.write(file, None) {
-        eprintln!("error: {}: cannot write merged CSV: {e}", out.display());
+    let written = OutputFile::create(out, "merged CSV").and_then(|mut file| {
+        table.write(&mut file, &line).map_err(|e| file.error(e))?;
+        file.commit()
+    });
+    if let Err(e) = written {
+        crate::report!("error: {e}");
         return Ok(ExitStatus::ToolFailed);
     }
     let worst = table.worst();
     if worst != Status::Ok {
-        eprintln!(
+        crate::report!(
             "error: {}: some points did not end ok (worst: {worst}); see the status column",
             out.display()
         );

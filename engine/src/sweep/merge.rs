@@ -7,11 +7,10 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
+use super::file::{self, FileError};
 use super::scaling;
-use super::shard::ShardLine;
-use super::status::Status;
-use super::table::{SCALING_COLUMNS, Table};
-use crate::report::CSV_HEADER;
+use super::shard::{Shard, SweepLine};
+use super::table::Table;
 
 /// The most missing points an error lists.
 const MISSING_LISTED_MAX: usize = 10;
@@ -45,15 +44,34 @@ pub enum MergeError {
     Missing(String),
 }
 
+impl From<FileError> for MergeError {
+    fn from(e: FileError) -> MergeError {
+        match e {
+            FileError::Read { path, reason } => MergeError::Read { path, reason },
+            FileError::Format {
+                path,
+                line,
+                message,
+            } => MergeError::Format {
+                path,
+                line,
+                message,
+            },
+        }
+    }
+}
+
 /// One shard file, read.
 struct ShardFile {
     path: PathBuf,
-    line: ShardLine,
+    line: SweepLine,
+    shard: Shard,
     table: Table,
 }
 
-/// Reads the shard files at `paths` and joins them.
-pub fn merge(paths: &[PathBuf]) -> Result<Table, MergeError> {
+/// Reads the shard files at `paths` and joins them; returns the merged
+/// table and the `# sweep` line of the whole sweep.
+pub fn merge(paths: &[PathBuf]) -> Result<(Table, SweepLine), MergeError> {
     let shards = paths
         .iter()
         .map(|p| read(p))
@@ -100,6 +118,10 @@ pub fn merge(paths: &[PathBuf]) -> Result<Table, MergeError> {
         }
     }
     missing(&shards, &owner)?;
+    let line = SweepLine {
+        shard: None,
+        ..first.line
+    };
     // Stable: the rows of a point keep their order.
     rows.sort_by_key(|&(point, _)| point);
     let mut table = Table {
@@ -107,7 +129,7 @@ pub fn merge(paths: &[PathBuf]) -> Result<Table, MergeError> {
         rows: rows.into_iter().map(|(_, row)| row.clone()).collect(),
     };
     scaling::fill(&mut table);
-    Ok(table)
+    Ok((table, line))
 }
 
 /// Fails naming the points no file holds, and the shards that would hold
@@ -128,9 +150,9 @@ fn missing(shards: &[ShardFile], owner: &BTreeMap<usize, &ShardFile>) -> Result<
     } else {
         ""
     };
-    let count = shards[0].line.shard.count;
-    let hint = if shards.iter().all(|s| s.line.shard.count == count) {
-        let given: Vec<usize> = shards.iter().map(|s| s.line.shard.index).collect();
+    let count = shards[0].shard.count;
+    let hint = if shards.iter().all(|s| s.shard.count == count) {
+        let given: Vec<usize> = shards.iter().map(|s| s.shard.index).collect();
         let lacking: Vec<String> = (0..count)
             .filter(|i| !given.contains(i) && absent.iter().any(|p| p % count == *i))
             .map(|i| format!("{i}/{count}"))
@@ -146,78 +168,36 @@ fn missing(shards: &[ShardFile], owner: &BTreeMap<usize, &ShardFile>) -> Result<
     )))
 }
 
-/// Reads one shard file: its `# sweep` line, header and rows.
+/// Reads one shard file: its `# sweep` line, header and rows; a whole
+/// sweep's file or a partial shard is refused.
 fn read(path: &Path) -> Result<ShardFile, MergeError> {
-    let shown = path.display().to_string();
-    let text = std::fs::read_to_string(path).map_err(|e| MergeError::Read {
-        path: shown.clone(),
-        reason: e.to_string(),
-    })?;
+    let read = file::read(path)?;
     let format = |line: u64, message: String| MergeError::Format {
-        path: shown.clone(),
+        path: path.display().to_string(),
         line,
         message,
     };
-    let (first, rest) = text.split_once('\n').unwrap_or((&text, ""));
-    let Some(line) = ShardLine::parse(first) else {
+    let Some(shard) = read.line.shard else {
         return Err(format(
             1,
-            "not a shard file of `sim sweep --shard`: the first line must be \
-             `# sweep <fingerprint> <points> shard I/N`"
-                .to_string(),
+            "not a shard file of `sim sweep --shard`: it holds a whole sweep".to_string(),
         ));
     };
-    let mut reader = csv::ReaderBuilder::new()
-        .has_headers(true)
-        .from_reader(rest.as_bytes());
-    let header: Vec<String> = reader
-        .headers()
-        .map_err(|e| format(2, e.to_string()))?
-        .iter()
-        .map(str::to_string)
-        .collect();
-    let tail: Vec<&str> = CSV_HEADER.iter().chain(&SCALING_COLUMNS).copied().collect();
-    let status = header.iter().position(|h| h == "status");
-    let shaped = header.first().is_some_and(|h| h == "point")
-        && status == header.len().checked_sub(tail.len() + 1)
-        && header.ends_with(&tail.iter().map(|s| s.to_string()).collect::<Vec<_>>());
-    if !shaped {
+    if let Some(reason) = &read.partial {
+        let last = read.table.rows.len() as u64 + 3;
         return Err(format(
-            2,
-            "the header is not a sweep's: point, the axes, status, the run columns, speedup, efficiency"
-                .to_string(),
+            last,
+            format!(
+                "shard {shard} is partial ({reason}): complete it with \
+                 `sim sweep --resume --shard {shard} --csv {}`",
+                path.display()
+            ),
         ));
-    }
-    let status = status.expect("checked with the shape");
-    let mut rows = Vec::new();
-    for record in reader.records() {
-        // Line numbers of the file: the `# sweep` line comes first.
-        let record = record.map_err(|e| {
-            let at = e.position().map_or(0, |p| p.line() + 1);
-            format(at, e.to_string())
-        })?;
-        let at = record.position().map_or(0, |p| p.line() + 1);
-        let row: Vec<String> = record.iter().map(str::to_string).collect();
-        match row[0].parse::<usize>() {
-            Ok(p) if p < line.points && line.shard.has(p) => {}
-            _ => {
-                return Err(format(
-                    at,
-                    format!(
-                        "`{}` is not a point of shard {} of this {}-point sweep",
-                        row[0], line.shard, line.points
-                    ),
-                ));
-            }
-        }
-        if Status::parse(&row[status]).is_none() {
-            return Err(format(at, format!("unknown status `{}`", row[status])));
-        }
-        rows.push(row);
     }
     Ok(ShardFile {
         path: path.to_path_buf(),
-        line,
-        table: Table { header, rows },
+        line: read.line,
+        shard,
+        table: read.table,
     })
 }
