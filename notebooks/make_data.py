@@ -62,7 +62,8 @@ def main():
 
     for name in ("run.csv", "topology_run.csv", "links.csv", "links_timeline.csv", "sweep.csv"):
         path = args.out / name
-        lines = sum(1 for _ in open(path))
+        # Comment lines (a sweep's `# sweep` line) are not rows.
+        lines = sum(1 for line in open(path) if not line.startswith("#"))
         print(f"make_data: {path}: {lines - 1} rows")
 
 

@@ -175,16 +175,22 @@ impl CexFile {
         }
     }
 
-    /// Writes the file.
-    pub fn save(&self, path: &Path) -> Result<(), CexError> {
+    /// The file's text, as saved at `path` (its first line says how to
+    /// replay it).
+    pub fn text(&self, path: &Path) -> Result<String, CexError> {
         let body = toml::to_string(self).map_err(|e| CexError::Io {
             path: path.display().to_string(),
             reason: e.to_string(),
         })?;
-        let text = format!(
+        Ok(format!(
             "# sim check counterexample; re-run it with: sim replay {}\n{body}",
             path.display()
-        );
+        ))
+    }
+
+    /// Writes the file.
+    pub fn save(&self, path: &Path) -> Result<(), CexError> {
+        let text = self.text(path)?;
         std::fs::write(path, text).map_err(|e| CexError::Io {
             path: path.display().to_string(),
             reason: format!("cannot write counterexample: {e}"),

@@ -86,7 +86,9 @@ pub fn write_trace(
         let comma = if i + 1 < events.len() { "," } else { "" };
         writeln!(out, "{e}{comma}")?;
     }
-    writeln!(out, "]}}")
+    writeln!(out, "]}}")?;
+    // A buffered writer dropped unflushed would lose a write error.
+    out.flush()
 }
 
 #[cfg(test)]

@@ -96,6 +96,21 @@ impl<W: Write> LinkCsv<W> {
         }
         self.writer.flush()
     }
+
+    /// Flushes the rows to the output.
+    pub fn flush(&mut self) -> io::Result<()> {
+        self.writer.flush()
+    }
+
+    /// The output.
+    pub fn get_ref(&self) -> &W {
+        self.writer.get_ref()
+    }
+
+    /// Flushes the rows and returns the output (to close or mark it).
+    pub fn into_inner(self) -> io::Result<W> {
+        self.writer.into_inner().map_err(|e| e.into_error())
+    }
 }
 
 /// The columns both link CSVs start with: the study point (section,
@@ -222,36 +237,129 @@ pub const LINKS_TIMELINE_HEADER: [&str; 14] = [
     "utilisation",
 ];
 
+/// The most rows a links timeline file holds by default (about 140 MB of
+/// CSV); a run that would take the file past its cap is left out, and so
+/// are the runs after it.
+pub const TIMELINE_ROWS_MAX: u64 = 1 << 20;
+
 /// Writes `--links-timeline` rows as the study produces them: per study
 /// point, per link direction with traffic, per time bin, the bytes it
 /// carried and that as a fraction of what its bandwidth could carry in
-/// the bin.
+/// the bin. The file holds at most its cap of rows.
 pub struct LinkTimelineCsv<W: Write> {
     writer: csv::Writer<W>,
+    rows: u64,
+    rows_max: u64,
+    capped: bool,
+}
+
+/// What [`LinkTimelineCsv::write_point`] did with a point.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TimelineWritten {
+    /// The point has no timeline (ideal links, or no timeline recorded).
+    Nothing,
+    /// Its rows are in the file; `truncated` if the run stopped recording
+    /// at [`crate::network::timeline::TIMELINE_ENTRIES_MAX`] entries.
+    Written {
+        /// Whether the run's own timeline was truncated.
+        truncated: bool,
+    },
+    /// Its rows would take the file past its cap: neither they nor any
+    /// later point's are written.
+    OverCap,
+}
+
+/// A time bin too fine for a run: one link's bins over the run alone
+/// exceed the file's cap.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct BinTooFine {
+    /// How long the run lasted, in ps.
+    pub run_ps: u64,
+    /// The bin, in ps.
+    pub bin_ps: u64,
+    /// Bins per link over the run.
+    pub bins_per_link: u64,
+    /// Link directions that carried traffic (at least 1).
+    pub links: u64,
+    /// The file's cap, in rows.
+    pub rows_max: u64,
+}
+
+impl BinTooFine {
+    /// The smallest bin, in ps, with which every link's bins over the run
+    /// fit in the cap.
+    pub fn min_bin_ps(&self) -> u64 {
+        let needed = u128::from(self.run_ps) * u128::from(self.links);
+        u64::try_from(needed.div_ceil(u128::from(self.rows_max.max(1)))).unwrap_or(u64::MAX)
+    }
 }
 
 impl<W: Write> LinkTimelineCsv<W> {
-    /// A timeline CSV on `out`, header written.
+    /// A timeline CSV on `out` holding at most [`TIMELINE_ROWS_MAX`]
+    /// rows, header written.
     pub fn new(out: W) -> io::Result<LinkTimelineCsv<W>> {
-        let mut writer = csv::Writer::from_writer(out);
-        writer.write_record(LINKS_TIMELINE_HEADER)?;
-        Ok(LinkTimelineCsv { writer })
+        LinkTimelineCsv::with_cap(out, TIMELINE_ROWS_MAX)
     }
 
-    /// The rows of one study point (nothing without a timeline); returns
-    /// whether the point's timeline was truncated.
+    /// A timeline CSV on `out` holding at most `rows_max` rows, header
+    /// written.
+    pub fn with_cap(out: W, rows_max: u64) -> io::Result<LinkTimelineCsv<W>> {
+        let mut writer = csv::Writer::from_writer(out);
+        writer.write_record(LINKS_TIMELINE_HEADER)?;
+        Ok(LinkTimelineCsv {
+            writer,
+            rows: 0,
+            rows_max,
+            capped: false,
+        })
+    }
+
+    /// The most rows the file holds.
+    pub fn rows_max(&self) -> u64 {
+        self.rows_max
+    }
+
+    /// Checks the point's bin against its run length: refused when a
+    /// single link's bins over the run would exceed the file's cap (the
+    /// bin is too fine for the run, whatever the traffic).
+    pub fn check_bin(&self, detail: &Detail) -> Result<(), BinTooFine> {
+        let Some(timeline) = &detail.link_timeline else {
+            return Ok(());
+        };
+        let (run_ps, bin_ps) = (detail.end_time.as_ps(), timeline.bin_ps());
+        let bins_per_link = run_ps.div_ceil(bin_ps);
+        if bins_per_link <= self.rows_max {
+            return Ok(());
+        }
+        Err(BinTooFine {
+            run_ps,
+            bin_ps,
+            bins_per_link,
+            links: timeline.links_used().max(1) as u64,
+            rows_max: self.rows_max,
+        })
+    }
+
+    /// The rows of one study point, if they fit under the cap (and no
+    /// earlier point was left out).
     pub fn write_point(
         &mut self,
         section: usize,
         point: &Point,
         detail: &Detail,
         topology: &Topology,
-    ) -> io::Result<bool> {
+    ) -> io::Result<TimelineWritten> {
         let Some(timeline) = &detail.link_timeline else {
-            return Ok(false);
+            return Ok(TimelineWritten::Nothing);
         };
+        let bins = timeline.bins();
+        if self.capped || self.rows + bins.len() as u64 > self.rows_max {
+            self.capped = true;
+            return Ok(TimelineWritten::OverCap);
+        }
+        self.rows += bins.len() as u64;
         let bin_ps = timeline.bin_ps();
-        for bin in timeline.bins() {
+        for bin in bins {
             let spec = topology.link(bin.link);
             let capacity = spec.bandwidth_bytes_per_s * bin_ps as f64 / 1e12;
             let mut row = link_columns(section, point, detail, topology, bin.link);
@@ -264,7 +372,24 @@ impl<W: Write> LinkTimelineCsv<W> {
             self.writer.write_record(&row)?;
         }
         self.writer.flush()?;
-        Ok(timeline.truncated)
+        Ok(TimelineWritten::Written {
+            truncated: timeline.truncated,
+        })
+    }
+
+    /// Flushes the rows to the output.
+    pub fn flush(&mut self) -> io::Result<()> {
+        self.writer.flush()
+    }
+
+    /// The output.
+    pub fn get_ref(&self) -> &W {
+        self.writer.get_ref()
+    }
+
+    /// Flushes the rows and returns the output (to close or mark it).
+    pub fn into_inner(self) -> io::Result<W> {
+        self.writer.into_inner().map_err(|e| e.into_error())
     }
 }
 
@@ -291,4 +416,72 @@ pub fn trouble_lines(size_bytes: u64, detail: &Detail, topology: &Topology) -> S
         text += &format!("#     {}\n", describe_troubles(topology, link, &u));
     }
     text
+}
+
+#[cfg(test)]
+mod tests {
+    use algorithms::Time;
+    use topologies::presets::{RingParams, ring};
+
+    use super::*;
+    use crate::network::timeline::LinkTimeline;
+
+    /// A point of `run_ps` whose timeline in bins of `bin_ps` has traffic
+    /// on `links` link directions, one bin each.
+    fn detail(run_ps: u64, bin_ps: u64, links: usize) -> Detail {
+        let mut timeline = LinkTimeline::new(4, bin_ps);
+        for l in 0..links {
+            timeline.add(l, Time(0), Time(0), 8.0);
+        }
+        Detail {
+            algorithm: "ring".to_string(),
+            ranks: 2,
+            end_time: Time(run_ps),
+            link_timeline: Some(timeline),
+            ..Detail::default()
+        }
+    }
+
+    #[test]
+    fn a_bin_too_fine_for_the_run_is_refused_with_the_bin_that_fits() {
+        let w = LinkTimelineCsv::with_cap(Vec::new(), 100).unwrap();
+        // 1000 bins of 10 ps per link fit no cap of 100 rows.
+        let err = w.check_bin(&detail(10_000, 10, 2)).unwrap_err();
+        assert_eq!((err.bins_per_link, err.links, err.rows_max), (1000, 2, 100));
+        // Two links' bins over 10 ns in 100 rows: bins of 200 ps.
+        assert_eq!(err.min_bin_ps(), 200);
+        assert!(w.check_bin(&detail(10_000, 100, 2)).is_ok());
+        assert!(w.check_bin(&Detail::default()).is_ok());
+    }
+
+    #[test]
+    fn the_file_stops_at_its_cap_and_leaves_later_points_out() {
+        let topology = ring(&RingParams {
+            gpus: 2,
+            ..RingParams::default()
+        })
+        .unwrap();
+        let point = Point {
+            collective: "allreduce",
+            size_bytes: 8,
+        };
+        let mut w = LinkTimelineCsv::with_cap(Vec::new(), 3).unwrap();
+        let two = detail(100, 10, 2);
+        assert_eq!(
+            w.write_point(0, &point, &two, &topology).unwrap(),
+            TimelineWritten::Written { truncated: false }
+        );
+        assert_eq!(
+            w.write_point(0, &point, &two, &topology).unwrap(),
+            TimelineWritten::OverCap
+        );
+        // A point that would fit is still left out: the file holds a prefix.
+        let one = detail(100, 10, 1);
+        assert_eq!(
+            w.write_point(0, &point, &one, &topology).unwrap(),
+            TimelineWritten::OverCap
+        );
+        let text = String::from_utf8(w.into_inner().unwrap()).unwrap();
+        assert_eq!(text.lines().count(), 3, "{text}");
+    }
 }

@@ -232,9 +232,46 @@ impl<W: Write> ChromeTraceWriter<W> {
 
     /// Ends the document and returns the output.
     pub fn finish(mut self) -> io::Result<W> {
-        self.out.write_all(b"]}\n")?;
-        self.out.flush()?;
+        self.close(None)?;
         Ok(self.out)
+    }
+
+    /// Ends the document of a study that stopped early (see
+    /// [`ChromeTraceWriter::close`]) and returns the output.
+    pub fn finish_partial(mut self, note: &str) -> io::Result<W> {
+        self.close(Some(note))?;
+        Ok(self.out)
+    }
+
+    /// Closes the event list and the document, flushed; a study that
+    /// stopped early (interrupted, or another output failed) says why in
+    /// the trace's `otherData` (`{"partial": note}`, which Perfetto shows
+    /// as the trace's metadata). The writer keeps its output, for
+    /// [`ChromeTraceWriter::into_inner`] or to name it in an error.
+    pub fn close(&mut self, partial: Option<&str>) -> io::Result<()> {
+        self.out.write_all(b"]")?;
+        if let Some(note) = partial {
+            self.out.write_all(b",\"otherData\":")?;
+            serde_json::to_writer(&mut self.out, &json!({ "partial": note }))
+                .map_err(io::Error::from)?;
+        }
+        self.out.write_all(b"}\n")?;
+        self.out.flush()
+    }
+
+    /// The output.
+    pub fn get_ref(&self) -> &W {
+        &self.out
+    }
+
+    /// The output (after [`ChromeTraceWriter::close`]).
+    pub fn into_inner(self) -> W {
+        self.out
+    }
+
+    /// The most events the file may hold.
+    pub fn events_max(&self) -> u64 {
+        self.events_max
     }
 }
 
@@ -390,6 +427,36 @@ mod tests {
         assert_eq!(names, ["a", "b (not traced: the file reached 100 events)"]);
         let slices = events.iter().filter(|e| e["ph"] == "X").count();
         assert_eq!(slices, 50, "only the first run's spans");
+    }
+
+    #[test]
+    fn a_partial_trace_is_valid_json_and_says_why() {
+        let mut out = Vec::new();
+        let mut w = ChromeTraceWriter::new(&mut out).unwrap();
+        w.write_run("a", 1, &log(3), None).unwrap();
+        w.finish_partial("interrupted by SIGINT \"quoted\"")
+            .unwrap();
+        let doc: Value = serde_json::from_slice(&out).unwrap();
+        assert_eq!(
+            doc["otherData"]["partial"],
+            "interrupted by SIGINT \"quoted\""
+        );
+        assert_eq!(
+            doc["traceEvents"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .filter(|e| e["ph"] == "X")
+                .count(),
+            3
+        );
+        let mut whole = Vec::new();
+        ChromeTraceWriter::new(&mut whole)
+            .unwrap()
+            .finish()
+            .unwrap();
+        let doc: Value = serde_json::from_slice(&whole).unwrap();
+        assert!(doc.get("otherData").is_none());
     }
 
     #[test]

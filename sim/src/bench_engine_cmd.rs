@@ -79,11 +79,11 @@ pub fn bench_engine(
     (network, algorithm, symmetry): (BenchNetwork, BenchAlgorithm, BenchSymmetry),
 ) -> io::Result<ExitStatus> {
     if chunk.0 < 4096 {
-        eprintln!("error: --chunk must be at least 4K");
+        crate::report!("error: --chunk must be at least 4K");
         return Ok(ExitStatus::InvalidInput);
     }
     if algorithm == BenchAlgorithm::Hierarchical && !ranks.is_multiple_of(BENCH_RANKS_PER_NODE) {
-        eprintln!(
+        crate::report!(
             "error: the hierarchical allreduce needs a multiple of {BENCH_RANKS_PER_NODE} ranks"
         );
         return Ok(ExitStatus::InvalidInput);
@@ -95,13 +95,13 @@ pub fn bench_engine(
         messages /= (ranks / BENCH_RANKS_PER_NODE.min(ranks)).max(1) as u64;
     }
     if messages > engine::scenario::MESSAGES_PER_POINT_MAX {
-        eprintln!(
+        crate::report!(
             "error: {ranks} ranks at {} bytes would send {messages} messages; use fewer ranks or a larger --chunk",
             bytes.0
         );
         return Ok(ExitStatus::InvalidInput);
     }
-    let mut out = io::stdout().lock();
+    let mut out = crate::output::Stdout::new();
     writeln!(
         out,
         "# {} allreduce, phantom float payload, {ranks} ranks, {} bytes, chunk {} bytes, {} network{}",
@@ -131,7 +131,7 @@ pub fn bench_engine(
         let r = match r {
             Ok(r) => r,
             Err(e) => {
-                eprintln!("error: {e}");
+                crate::report!("error: {e}");
                 return Ok(ExitStatus::InvalidInput);
             }
         };

@@ -17,6 +17,7 @@ use checker::trace::write_trace;
 use clap::Args;
 
 use crate::exit::ExitStatus;
+use crate::output::{Named, OutputFile, Stdout, check_paths};
 
 /// `sim check`'s options.
 #[derive(Args, Debug, Clone)]
@@ -124,15 +125,30 @@ pub fn check_command(args: &CheckArgs, registry: &Registry) -> io::Result<ExitSt
     let program = match load_program(&args.scenario, Some(args), registry) {
         Ok(p) => p,
         Err(e) => {
-            eprintln!("error: {e}");
+            crate::report!("error: {e}");
             return Ok(ExitStatus::InvalidInput);
         }
     };
+    if !args.no_save {
+        let save = save_path(&program, args);
+        let input = Named {
+            name: "the check scenario",
+            path: &args.scenario,
+        };
+        let output = Named {
+            name: "the counterexample file",
+            path: &save,
+        };
+        if let Err(e) = check_paths(&[input], &[output]) {
+            crate::report!("error: {e}");
+            return Ok(ExitStatus::InvalidInput);
+        }
+    }
     let options = Options {
         compare_naive: args.compare_naive,
         no_shrink: args.no_shrink,
     };
-    let mut out = io::stdout().lock();
+    let mut out = Stdout::new();
     if args.min_buffering {
         return min_buffering_command(&program, args, options, &mut out);
     }
@@ -140,13 +156,24 @@ pub fn check_command(args: &CheckArgs, registry: &Registry) -> io::Result<ExitSt
     let report = match check(&program, options) {
         Ok(r) => r,
         Err(e) => {
-            eprintln!("error: {}: {e}", args.scenario.display());
+            crate::report!("error: {}: {e}", args.scenario.display());
             return Ok(ExitStatus::InvalidInput);
         }
     };
     print_report(&program, &report, &mut out)?;
-    save_counterexample(&program, &report, args, &mut out)?;
+    if let Err(e) = save_counterexample(&program, &report, args, &mut out)? {
+        crate::report!("error: {e}");
+        return Ok(ExitStatus::ToolFailed);
+    }
     Ok(ExitStatus::of_verdict(report.verdict))
+}
+
+/// Where `sim check` saves its counterexample: `--save`, else
+/// `NAME.cex.toml` here.
+fn save_path(program: &Program, args: &CheckArgs) -> PathBuf {
+    args.save
+        .clone()
+        .unwrap_or_else(|| PathBuf::from(format!("{}.cex.toml", program.name)))
 }
 
 /// `sim check --min-buffering`: the fewest eager slots with which the
@@ -160,7 +187,7 @@ fn min_buffering_command(
     let (found, reports) = match min_buffering(program, args.max_slots, options) {
         Ok(r) => r,
         Err(e) => {
-            eprintln!("error: {}: {e}", args.scenario.display());
+            crate::report!("error: {}: {e}", args.scenario.display());
             return Ok(ExitStatus::InvalidInput);
         }
     };
@@ -207,23 +234,21 @@ fn min_buffering_command(
     }
 }
 
-/// Saves the report's counterexample (unless `--no-save`) and says where.
+/// Saves the report's counterexample (unless `--no-save`) and says where
+/// on `out`; the inner error is the file's, the outer stdout's.
 fn save_counterexample(
     program: &Program,
     report: &CheckReport,
     args: &CheckArgs,
     out: &mut impl Write,
-) -> io::Result<()> {
+) -> io::Result<Result<(), String>> {
     let Some(cex) = &report.counterexample else {
-        return Ok(());
+        return Ok(Ok(()));
     };
     if args.no_save {
-        return Ok(());
+        return Ok(Ok(()));
     }
-    let path = args
-        .save
-        .clone()
-        .unwrap_or_else(|| PathBuf::from(format!("{}.cex.toml", program.name)));
+    let path = save_path(program, args);
     let file = CexFile::new(
         &args.scenario,
         cex.violation.verdict,
@@ -231,26 +256,57 @@ fn save_counterexample(
         cex.point,
         &cex.choices,
     );
-    match file.save(&path) {
-        Ok(()) => writeln!(
-            out,
-            "saved: {} (re-run it: sim replay {})",
-            path.display(),
-            path.display()
-        ),
-        Err(e) => Err(io::Error::other(e.to_string())),
+    let saved = file
+        .text(&path)
+        .map_err(|e| e.to_string())
+        .and_then(|text| {
+            let mut f = OutputFile::create(&path, "counterexample").map_err(|e| e.to_string())?;
+            f.write_all(text.as_bytes())
+                .map_err(|e| f.error(e))
+                .and_then(|()| f.commit())
+                .map_err(|e| e.to_string())
+        });
+    if let Err(e) = saved {
+        return Ok(Err(e));
     }
+    writeln!(
+        out,
+        "saved: {} (re-run it: sim replay {})",
+        path.display(),
+        path.display()
+    )?;
+    Ok(Ok(()))
 }
 
 /// Runs `sim replay` with the algorithms of `registry` (and the
 /// demonstration algorithms); returns the exit status: the verdict's, or
 /// 1 when the replay finds another verdict than the file's.
 pub fn replay_command(args: &ReplayArgs, registry: &Registry) -> io::Result<ExitStatus> {
-    let mut out = io::stdout().lock();
+    if let Some(trace) = &args.trace {
+        // The file and the check scenario it names are inputs.
+        let scenario = CexFile::load(&args.file).ok().map(|f| f.scenario);
+        let mut inputs = vec![Named {
+            name: "the counterexample file",
+            path: &args.file,
+        }];
+        inputs.extend(scenario.as_deref().map(|path| Named {
+            name: "its check scenario",
+            path,
+        }));
+        let output = Named {
+            name: "--trace",
+            path: trace,
+        };
+        if let Err(e) = check_paths(&inputs, &[output]) {
+            crate::report!("error: {e}");
+            return Ok(ExitStatus::InvalidInput);
+        }
+    }
+    let mut out = Stdout::new();
     let replayed = match replay_file(&args.file, registry) {
         Ok(r) => r,
         Err(e) => {
-            eprintln!("error: {e}");
+            crate::report!("error: {e}");
             return Ok(ExitStatus::InvalidInput);
         }
     };
@@ -273,15 +329,16 @@ pub fn replay_command(args: &ReplayArgs, registry: &Registry) -> io::Result<Exit
     for line in &replayed.state {
         writeln!(out, "  {line}")?;
     }
+    let mut trace_error = None;
     if let Some(path) = &args.trace {
-        let written = std::fs::File::create(path)
-            .map(io::BufWriter::new)
-            .and_then(|w| write_trace(&replayed.exec, &replayed.state, w));
-        if let Err(e) = written {
-            eprintln!("error: {}: cannot write trace: {e}", path.display());
-            return Ok(ExitStatus::ToolFailed);
+        let written = OutputFile::create(path, "trace").and_then(|mut f| {
+            write_trace(&replayed.exec, &replayed.state, &mut f).map_err(|e| f.error(e))?;
+            f.commit()
+        });
+        match written {
+            Ok(()) => writeln!(out, "trace: {}", path.display())?,
+            Err(e) => trace_error = Some(e),
         }
-        writeln!(out, "trace: {}", path.display())?;
     }
     match &replayed.violation {
         Some(v) => {
@@ -291,6 +348,10 @@ pub fn replay_command(args: &ReplayArgs, registry: &Registry) -> io::Result<Exit
             }
         }
         None => writeln!(out, "verified: no property fails on this schedule")?,
+    }
+    if let Some(e) = trace_error {
+        crate::report!("error: {e}");
+        return Ok(ExitStatus::ToolFailed);
     }
     let found = replayed.found();
     if found != replayed.saved {

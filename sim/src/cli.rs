@@ -21,6 +21,9 @@ use crate::real::launch_cmd::LaunchArgs;
 use crate::run_cmd::Outputs;
 use crate::sweep_cmd;
 
+/// The largest `--trace-events-max`: about 8 GB of JSON.
+const TRACE_EVENTS_LIMIT: u64 = 1 << 26;
+
 /// The `sim` command line.
 #[derive(Parser)]
 #[command(
@@ -54,9 +57,21 @@ pub enum Command {
         /// CSV to this file: utilisation over time.
         #[arg(long, value_name = "FILE")]
         links_timeline: Option<PathBuf>,
-        /// The time bin of --links-timeline, in microseconds.
+        /// The time bin of --links-timeline, in microseconds (a bin too
+        /// fine for a run's length, whose bins per link alone exceed
+        /// --timeline-rows-max, is refused).
         #[arg(long, value_name = "US", default_value_t = 10.0, value_parser = crate::run_cmd::parse_bin_us)]
         timeline_bin_us: f64,
+        /// The most rows of the --links-timeline file; the run that would
+        /// pass it and later ones are left out, and the table says so.
+        #[arg(long, value_name = "ROWS", default_value_t = engine::link_report::TIMELINE_ROWS_MAX,
+              value_parser = clap::value_parser!(u64).range(1..=engine::network::timeline::TIMELINE_ENTRIES_MAX as u64))]
+        timeline_rows_max: u64,
+        /// The most events of the --trace file; later runs are listed in it
+        /// but not traced, and the table says so.
+        #[arg(long, value_name = "EVENTS", default_value_t = engine::trace::TRACE_EVENTS_MAX,
+              value_parser = clap::value_parser!(u64).range(1..=TRACE_EVENTS_LIMIT))]
+        trace_events_max: u64,
         /// Run the scenario's collectives on a real fabric instead of the
         /// simulator (threads: the scenario's ranks as threads of this
         /// process; shm, tcp: under a launcher such as `sim launch`). The
@@ -88,26 +103,8 @@ pub enum Command {
     /// (torchrun's environment: RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT).
     Launch(LaunchArgs),
     /// Run a scenario's [sweep]: every point of its axes, in parallel, as
-    /// CSV rows (see the README's "Sweeps").
-    Sweep {
-        /// The scenario file (TOML) with a [sweep] table.
-        scenario: PathBuf,
-        /// Write the CSV to this file instead of stdout.
-        #[arg(long, value_name = "FILE")]
-        csv: Option<PathBuf>,
-        /// Worker threads (default: one per core).
-        #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..))]
-        threads: Option<u16>,
-        /// No progress bar.
-        #[arg(long)]
-        quiet: bool,
-        /// Run only the points whose index is I modulo N, for `sim merge`.
-        #[arg(long, value_name = "I/N", value_parser = engine::sweep::shard::Shard::parse)]
-        shard: Option<engine::sweep::shard::Shard>,
-        /// Print the scenario file of this point (to `sim run` it alone) and exit.
-        #[arg(long, value_name = "POINT", conflicts_with_all = ["csv", "shard"])]
-        print_point: Option<usize>,
-    },
+    /// CSV rows streamed as points finish (see the README's "Sweeps").
+    Sweep(crate::sweep_cmd::SweepArgs),
     /// Compare nccl-tests output measured on a cluster with the
     /// simulator's prediction on a scenario of it: error per row, median
     /// |error| per collective (see the README's "Compare with your
@@ -167,6 +164,8 @@ where
     let cli = match Cli::try_parse_from(args) {
         Ok(cli) => cli,
         Err(e) => {
+            // clap prints help to stdout: a closed reader must not make
+            // it fail (its error is ignored like a closed stderr's).
             let _ = e.print();
             return if e.use_stderr() {
                 ExitStatus::InvalidInput.into()
@@ -177,10 +176,10 @@ where
     };
     match dispatch(cli.command, registry) {
         Ok(code) => ExitCode::from(code),
-        // The reader went away (e.g. `| head`): stop quietly.
-        Err(e) if e.kind() == io::ErrorKind::BrokenPipe => ExitCode::SUCCESS,
+        // A closed reader never gets here (see `output::Stdout`): this is
+        // another failure to write stdout, a full disk say.
         Err(e) => {
-            eprintln!("error: cannot write output: {e}");
+            crate::report!("error: stdout: cannot write: {e}");
             ExitStatus::ToolFailed.into()
         }
     }
@@ -220,6 +219,8 @@ fn dispatch(command: Command, registry: &Registry) -> io::Result<u8> {
             trace,
             links_timeline,
             timeline_bin_us,
+            timeline_rows_max,
+            trace_events_max,
             fabric: None,
             ..
         } => crate::run_cmd::run(
@@ -231,24 +232,15 @@ fn dispatch(command: Command, registry: &Registry) -> io::Result<u8> {
                 trace,
                 links_timeline,
                 timeline_bin_ps: (timeline_bin_us * 1e6).round() as u64,
+                timeline_rows_max,
+                trace_events_max,
             },
         ),
-        Command::Sweep {
-            scenario,
-            csv,
-            threads,
-            quiet,
-            shard,
-            print_point,
-        } => match print_point {
-            Some(point) => sweep_cmd::print_point(&scenario, point, registry),
+        Command::Sweep(args) => match args.print_point {
+            Some(point) => sweep_cmd::print_point(&args.scenario, point, registry),
             None => {
-                let options = engine::sweep::run::RunOptions {
-                    threads: threads.map(usize::from),
-                    shard,
-                };
-                let progress = !quiet && io::stderr().is_terminal();
-                sweep_cmd::sweep(&scenario, csv.as_deref(), options, progress, registry)
+                let progress = !args.quiet && io::stderr().is_terminal();
+                sweep_cmd::sweep(&args, progress, registry)
             }
         },
         Command::Merge { out, shards } => sweep_cmd::merge(&out, &shards),
@@ -316,7 +308,7 @@ fn agreed_args(args: impl Iterator<Item = String>) -> String {
 
 /// Prints the registry, one algorithm per line.
 fn list_algorithms(registry: &Registry) -> io::Result<ExitStatus> {
-    let mut out = io::stdout().lock();
+    let mut out = crate::output::Stdout::new();
     writeln!(
         out,
         "# collective       algorithm            cost (alpha-beta-gamma; n bytes, N ranks)"

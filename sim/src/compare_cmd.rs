@@ -9,8 +9,7 @@
 //! or that do not complete are reported as such, and the command still
 //! succeeds.
 
-use std::fs::File;
-use std::io::{self, BufWriter, Write};
+use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 
 use algorithms::Registry;
@@ -20,6 +19,7 @@ use engine::nccl_tests::{self, Test};
 use engine::tuning::AlgoFilter;
 
 use crate::exit::ExitStatus;
+use crate::output::{Named, OutputFile, check_paths};
 
 /// `sim compare`'s arguments.
 #[derive(Clone, Debug, clap::Args)]
@@ -64,7 +64,7 @@ pub fn compare(args: &CompareArgs, registry: &Registry) -> io::Result<ExitStatus
     let text = match nccl_tests::read_log(&args.log) {
         Ok(text) => text,
         Err(e) => {
-            eprintln!("error: {e}");
+            crate::report!("error: {e}");
             return Ok(ExitStatus::InvalidInput);
         }
     };
@@ -72,14 +72,14 @@ pub fn compare(args: &CompareArgs, registry: &Registry) -> io::Result<ExitStatus
         Ok(tables) => tables,
         Err(e) => {
             let sep = if e.line().is_some() { ":" } else { ": " };
-            eprintln!("error: {log}{sep}{e}");
+            crate::report!("error: {log}{sep}{e}");
             return Ok(ExitStatus::InvalidInput);
         }
     };
     let predictor = match Predictor::load(&args.scenario, registry) {
         Ok(p) => p,
         Err(e) => {
-            eprintln!("error: {e}");
+            crate::report!("error: {e}");
             return Ok(ExitStatus::InvalidInput);
         }
     };
@@ -88,7 +88,7 @@ pub fn compare(args: &CompareArgs, registry: &Registry) -> io::Result<ExitStatus
         .filter(|t| matches!(t.test, Test::Collective(_)))
     {
         if let Some(why) = predictor.world_mismatch(table) {
-            eprintln!("error: {log}:{}: {why}", table.line);
+            crate::report!("error: {log}:{}: {why}", table.line);
             return Ok(ExitStatus::InvalidInput);
         }
     }
@@ -96,18 +96,46 @@ pub fn compare(args: &CompareArgs, registry: &Registry) -> io::Result<ExitStatus
         Ok(value) => match AlgoFilter::parse(&value, registry) {
             Ok(f) => f,
             Err(e) => {
-                eprintln!("error: {e}");
+                crate::report!("error: {e}");
                 return Ok(ExitStatus::InvalidInput);
             }
         },
         Err(_) => AlgoFilter::default(),
     };
+    if let Some(csv) = &args.csv {
+        let mut inputs = vec![Named {
+            name: "the scenario",
+            path: &args.scenario,
+        }];
+        if args.log != Path::new("-") {
+            inputs.push(Named {
+                name: "the log",
+                path: &args.log,
+            });
+        }
+        let output = Named {
+            name: "--csv",
+            path: csv,
+        };
+        if let Err(e) = check_paths(&inputs, &[output]) {
+            crate::report!("error: {e}");
+            return Ok(ExitStatus::InvalidInput);
+        }
+    }
     // Open the CSV before the runs, so a bad path fails at once.
-    let csv = match args.csv.as_deref().map(create).transpose() {
+    let csv = match args
+        .csv
+        .as_deref()
+        .map(|p| OutputFile::create(p, "CSV"))
+        .transpose()
+    {
         Ok(file) => file,
-        Err(status) => return Ok(status),
+        Err(e) => {
+            crate::report!("error: {e}");
+            return Ok(ExitStatus::ToolFailed);
+        }
     };
-    let mut out = io::stdout().lock();
+    let mut out = crate::output::Stdout::new();
     writeln!(out, "# sim compare {log} {}", args.scenario.display())?;
     writeln!(out, "# {}", predictor.world())?;
     writeln!(
@@ -141,19 +169,14 @@ pub fn compare(args: &CompareArgs, registry: &Registry) -> io::Result<ExitStatus
         out.write_all(b"#\n")?;
         out.write_all(all.median_line(" (all collectives)").as_bytes())?;
     }
-    if let (Some(file), Some(path)) = (csv, &args.csv)
-        && let Err(e) = write_csv(file, &comparisons)
-    {
-        eprintln!("error: {}: cannot write CSV: {e}", path.display());
-        return Ok(ExitStatus::ToolFailed);
+    if let Some(mut file) = csv {
+        let written = write_csv(&mut file, &comparisons)
+            .map_err(|e| file.error(e))
+            .and_then(|()| file.commit());
+        if let Err(e) = written {
+            crate::report!("error: {e}");
+            return Ok(ExitStatus::ToolFailed);
+        }
     }
     Ok(ExitStatus::Success)
-}
-
-/// Creates the CSV file, or says why it cannot be.
-fn create(path: &Path) -> Result<BufWriter<File>, ExitStatus> {
-    File::create(path).map(BufWriter::new).map_err(|e| {
-        eprintln!("error: {}: cannot write CSV: {e}", path.display());
-        ExitStatus::ToolFailed
-    })
 }

@@ -10,6 +10,13 @@
 //! | 4 | a collective produced wrong results, or the checker found another violation |
 //! | 5 | a rank's collective failed with an error |
 //! | 6 | a collective outlived the watchdog (`timeout_ms`) or a transport timed out |
+//! | 130 | `sim run` or `sim sweep` stopped by SIGINT (Ctrl-C): its outputs end marked partial |
+//! | 143 | `sim run` or `sim sweep` stopped by SIGTERM: its outputs end marked partial |
+//!
+//! A failed write (a file, or stdout other than a closed pipe) is status 1
+//! whatever the verdict; a closed stdout (`| head`) is not an error: the
+//! verdict decides. 130 and 143 are 128 + the signal number, what a shell
+//! reports for a process the signal killed.
 //!
 //! `sim launch` ends with its first failed rank's own status (128 + the
 //! signal number for a rank killed by a signal).
@@ -40,6 +47,10 @@ pub enum ExitStatus {
     RankFailed = 5,
     /// A collective outlived the watchdog, or a transport timed out.
     Timeout = 6,
+    /// Stopped by SIGINT; the outputs end marked partial.
+    Interrupted = 130,
+    /// Stopped by SIGTERM; the outputs end marked partial.
+    Terminated = 143,
 }
 
 impl ExitStatus {

@@ -26,6 +26,11 @@
 //! - [`compare_cmd`]: `sim compare`, nccl-tests measurements beside the
 //!   simulator's predictions.
 //! - [`check_cmd`]: `sim check` and `sim replay`.
+//! - [`output`]: output files written whole (a temporary file renamed onto
+//!   the destination), outputs that are inputs refused, a closed stdout
+//!   tolerated.
+//! - [`interrupt`]: SIGINT and SIGTERM caught by `sim run` and `sim
+//!   sweep`, which then close their outputs marked partial.
 //! - [`bench_engine_cmd`]: `sim bench-engine`.
 //! - [`real`]: `sim bench`, `sim launch` and `sim run --fabric` on the real
 //!   fabrics of the `realnet` crate.
@@ -34,11 +39,24 @@
 //! `realnet` (the real fabrics), `algorithms` (the `Fabric` trait, the
 //! algorithms and their registry); none of them knows about this crate.
 
+/// `eprintln!` that never panics: a message stderr cannot take (closed,
+/// full) is dropped, and the command's exit status still says what
+/// happened.
+#[macro_export]
+macro_rules! report {
+    ($($arg:tt)*) => {{
+        use ::std::io::Write as _;
+        let _ = ::std::writeln!(::std::io::stderr(), $($arg)*);
+    }};
+}
+
 pub mod bench_engine_cmd;
 pub mod check_cmd;
 pub mod cli;
 pub mod compare_cmd;
 pub mod exit;
+pub mod interrupt;
+pub mod output;
 pub mod real;
 pub mod run_cmd;
 pub mod sweep_cmd;

@@ -54,6 +54,11 @@ impl LinkTimeline {
         self.bin_ps
     }
 
+    /// How many link directions have at least one bin with traffic.
+    pub fn links_used(&self) -> usize {
+        self.per_link.iter().filter(|bins| !bins.is_empty()).count()
+    }
+
     /// `bytes` carried by `link` evenly over `[start, end]` (all in the
     /// bin of `start` if the interval is empty). Nothing once truncated:
     /// the timeline stops recording (and an interval of many fine bins

@@ -9,11 +9,10 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
+use super::file::{self, FileError};
 use super::scaling;
-use super::shard::ShardLine;
-use super::status::Status;
-use super::table::{SCALING_COLUMNS, Table};
-use crate::report::CSV_HEADER;
+use super::shard::{Shard, SweepLine};
+use super::table::Table;
 
 /// The most missing points an error lists.
 const MISSING_LISTED_MAX: usize = 10;
@@ -43,15 +42,34 @@ pub enum MergeError {
     Missing(String),
 }
 
+impl From<FileError> for MergeError {
+    fn from(e: FileError) -> MergeError {
+        match e {
+            FileError::Read(e) => MergeError::Read(e),
+            FileError::Format {
+                path,
+                line,
+                message,
+            } => MergeError::Format {
+                path,
+                line,
+                message,
+            },
+        }
+    }
+}
+
 /// One shard file, read.
 struct ShardFile {
     path: PathBuf,
-    line: ShardLine,
+    line: SweepLine,
+    shard: Shard,
     table: Table,
 }
 
-/// Reads the shard files at `paths` and joins them.
-pub fn merge(paths: &[PathBuf]) -> Result<Table, MergeError> {
+/// Reads the shard files at `paths` and joins them; returns the merged
+/// table and the `# sweep` line of the whole sweep.
+pub fn merge(paths: &[PathBuf]) -> Result<(Table, SweepLine), MergeError> {
     let shards = paths
         .iter()
         .map(|p| read(p))
@@ -61,14 +79,14 @@ pub fn merge(paths: &[PathBuf]) -> Result<Table, MergeError> {
     };
     let name = |s: &ShardFile| s.path.display().to_string();
     for s in &shards[1..] {
-        if s.line.shard.count != first.line.shard.count {
+        if s.shard.count != first.shard.count {
             return Err(MergeError::Mismatch(format!(
                 "{} is shard {} but {} is shard {}: the shards of one sweep all have the same \
                  count N (was a `# sweep` line edited, or shards of two runs mixed?)",
                 name(s),
-                s.line.shard,
+                s.shard,
                 name(first),
-                first.line.shard
+                first.shard
             )));
         }
         if (s.line.fingerprint, s.line.points) != (first.line.fingerprint, first.line.points) {
@@ -109,6 +127,10 @@ pub fn merge(paths: &[PathBuf]) -> Result<Table, MergeError> {
     }
     missing(&shards, &owner)?;
     each_shard_once(&shards)?;
+    let line = SweepLine {
+        shard: None,
+        ..first.line
+    };
     // Stable: the rows of a point keep their order.
     rows.sort_by_key(|&(point, _)| point);
     let mut table = Table {
@@ -116,7 +138,7 @@ pub fn merge(paths: &[PathBuf]) -> Result<Table, MergeError> {
         rows: rows.into_iter().map(|(_, row)| row.clone()).collect(),
     };
     scaling::fill(&mut table);
-    Ok(table)
+    Ok((table, line))
 }
 
 /// Fails naming the points no file holds, and the shards that would hold
@@ -137,9 +159,9 @@ fn missing(shards: &[ShardFile], owner: &BTreeMap<usize, &ShardFile>) -> Result<
     } else {
         ""
     };
-    let count = shards[0].line.shard.count;
-    let hint = if shards.iter().all(|s| s.line.shard.count == count) {
-        let given: Vec<usize> = shards.iter().map(|s| s.line.shard.index).collect();
+    let count = shards[0].shard.count;
+    let hint = if shards.iter().all(|s| s.shard.count == count) {
+        let given: Vec<usize> = shards.iter().map(|s| s.shard.index).collect();
         let lacking: Vec<String> = (0..count)
             .filter(|i| !given.contains(i) && absent.iter().any(|p| p % count == *i))
             .map(|i| format!("{i}/{count}"))
@@ -159,15 +181,15 @@ fn missing(shards: &[ShardFile], owner: &BTreeMap<usize, &ShardFile>) -> Result<
 /// files agree on the count and hold every point: a shard with no points
 /// of its own is still written, and still expected).
 fn each_shard_once(shards: &[ShardFile]) -> Result<(), MergeError> {
-    let count = shards[0].line.shard.count;
+    let count = shards[0].shard.count;
     let mut given: BTreeMap<usize, &ShardFile> = BTreeMap::new();
     for s in shards {
-        if let Some(other) = given.insert(s.line.shard.index, s) {
+        if let Some(other) = given.insert(s.shard.index, s) {
             return Err(MergeError::Mismatch(format!(
                 "{} and {} are both shard {}: the same shard given twice?",
                 other.path.display(),
                 s.path.display(),
-                s.line.shard
+                s.shard
             )));
         }
     }
@@ -191,83 +213,45 @@ fn each_shard_once(shards: &[ShardFile]) -> Result<(), MergeError> {
     )))
 }
 
-/// Reads one shard file: its `# sweep` line, header and rows.
+/// Reads one shard file: its `# sweep` line, header and rows; a whole
+/// sweep's file or a partial shard is refused.
 fn read(path: &Path) -> Result<ShardFile, MergeError> {
-    let shown = path.display().to_string();
-    let text = inputs::read_text(path, &inputs::kind::SWEEP_SHARD)?;
-    // Values echoed from the file are shortened.
+    let read = file::read(path)?;
     let format = |line: u64, message: String| MergeError::Format {
-        path: shown.clone(),
+        path: path.display().to_string(),
         line,
         message: inputs::shorten_quoted(&message).into_owned(),
     };
-    let (first, rest) = text.split_once('\n').unwrap_or((&text, ""));
-    let Some(line) = ShardLine::parse(first) else {
+    let Some(shard) = read.line.shard else {
         return Err(format(
             1,
-            "not a shard file of `sim sweep --shard`: the first line must be \
-             `# sweep <fingerprint> <points> shard I/N`"
-                .to_string(),
+            "not a shard file of `sim sweep --shard`: it holds a whole sweep".to_string(),
         ));
     };
-    let mut reader = csv::ReaderBuilder::new()
-        .has_headers(true)
-        .from_reader(rest.as_bytes());
-    let header: Vec<String> = reader
-        .headers()
-        .map_err(|e| format(2, e.to_string()))?
-        .iter()
-        .map(str::to_string)
-        .collect();
-    let tail: Vec<&str> = CSV_HEADER.iter().chain(&SCALING_COLUMNS).copied().collect();
-    let status = header.iter().position(|h| h == "status");
-    let shaped = header.first().is_some_and(|h| h == "point")
-        && status == header.len().checked_sub(tail.len() + 1)
-        && header.ends_with(&tail.iter().map(|s| s.to_string()).collect::<Vec<_>>());
-    if !shaped {
+    if let Some(reason) = &read.partial {
+        let last = read.table.rows.len() as u64 + 3;
         return Err(format(
-            2,
-            "the header is not a sweep's: point, the axes, status, the run columns, speedup, efficiency"
-                .to_string(),
+            last,
+            format!(
+                "shard {shard} is partial ({reason}): complete it with \
+                 `sim sweep --resume --shard {shard} --csv {}`",
+                path.display()
+            ),
         ));
-    }
-    let status = status.expect("checked with the shape");
-    let mut rows = Vec::new();
-    for record in reader.records() {
-        // Line numbers of the file: the `# sweep` line comes first.
-        let record = record.map_err(|e| {
-            let at = e.position().map_or(0, |p| p.line() + 1);
-            format(at, e.to_string())
-        })?;
-        let at = record.position().map_or(0, |p| p.line() + 1);
-        let row: Vec<String> = record.iter().map(str::to_string).collect();
-        match row[0].parse::<usize>() {
-            Ok(p) if p < line.points && line.shard.has(p) => {}
-            _ => {
-                return Err(format(
-                    at,
-                    format!(
-                        "`{}` is not a point of shard {} of this {}-point sweep",
-                        row[0], line.shard, line.points
-                    ),
-                ));
-            }
-        }
-        if Status::parse(&row[status]).is_none() {
-            return Err(format(at, format!("unknown status `{}`", row[status])));
-        }
-        rows.push(row);
     }
     Ok(ShardFile {
         path: path.to_path_buf(),
-        line,
-        table: Table { header, rows },
+        line: read.line,
+        shard,
+        table: read.table,
     })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::report::CSV_HEADER;
+    use crate::sweep::table::SCALING_COLUMNS;
 
     /// A shard file of a `points`-point sweep over `seed` holding the
     /// points of shard `index/count` below `points`, with a `status` of
@@ -298,7 +282,7 @@ mod tests {
         let d = dir("ok");
         let a = write(&d, "a.csv", &shard_text(5, 0, 2));
         let b = write(&d, "b.csv", &shard_text(5, 1, 2));
-        let table = merge(&[b, a]).expect("both shards");
+        let (table, _) = merge(&[b, a]).expect("both shards");
         let points: Vec<&str> = table.rows.iter().map(|r| r[0].as_str()).collect();
         assert_eq!(points, ["0", "1", "2", "3", "4"]);
     }

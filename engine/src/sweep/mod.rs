@@ -20,15 +20,21 @@
 //!
 //! - [`axes`]: axis names, value lists and ranges, located errors.
 //! - `apply`: which keys of the scenario each axis sets.
-//! - [`run`](mod@run): runs the points on a thread pool, one study each.
+//! - [`run`](mod@run): runs the points on a thread pool, one study each,
+//!   handing finished points over in point order as they complete (so a
+//!   CSV streams), skipping points already done, stopping on a flag.
 //! - [`status`]: how a point ended (`ok`, `deadlock`, ...) and its exit code.
-//! - [`shard`]: `--shard I/N` and the shard files' `# sweep` line.
-//! - [`table`]: the CSV's columns and rows.
+//! - [`shard`]: `--shard I/N` and the `# sweep` line (fingerprint, points,
+//!   shard) every sweep CSV opens with.
+//! - [`table`]: the CSV's columns and rows, and the `# partial:` last line
+//!   of a sweep that stopped early.
+//! - [`file`](mod@file): a sweep CSV read back (merges, `--resume`), located errors.
 //! - [`scaling`]: the speedup and efficiency columns, for runs and merges alike.
 //! - [`merge`]: joins shard files into the file one run writes.
 
 mod apply;
 pub mod axes;
+pub mod file;
 pub mod merge;
 pub mod run;
 pub mod scaling;

@@ -2,17 +2,24 @@
 //!
 //! Every point is validated before any runs. Each point is simulated on
 //! one thread from start to end (the engine is single-threaded and
-//! deterministic), and the results are collected in point order, so the
-//! table is byte-identical whatever the number of threads or the order in
-//! which points finish.
+//! deterministic). Workers take points in point order, and the finished
+//! points are handed over in point order, on the calling thread, as soon
+//! as every earlier one is: so a file written from them is the same bytes
+//! whatever the number of threads or the order in which points finish, and
+//! at any moment holds a prefix of the points. A stop flag (an interrupt)
+//! ends the sweep early: no new point starts, a point under way stops at
+//! its next row and is not handed over, and neither is any point after it.
 
+use std::collections::{BTreeMap, BTreeSet};
 use std::ops::ControlFlow;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::mpsc;
 
 use rayon::prelude::*;
 
 use super::Sweep;
 use super::scaling;
-use super::shard::{Shard, ShardLine};
+use super::shard::{Shard, SweepLine};
 use super::status::{Status, describe};
 use super::table::{SCALING_COLUMNS, Table, header};
 use crate::report::{CSV_HEADER, csv_record};
@@ -33,6 +40,15 @@ pub struct RunOptions {
     pub shard: Option<Shard>,
 }
 
+/// Which points a streamed run leaves out, and what stops it early.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Control<'a> {
+    /// Points not to run (already in the file being completed).
+    pub skip: Option<&'a BTreeSet<usize>>,
+    /// Set (by a signal handler) to stop the sweep early.
+    pub stop: Option<&'a AtomicBool>,
+}
+
 /// Why a point did not end `ok`.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct PointFailure {
@@ -44,13 +60,25 @@ pub struct PointFailure {
     pub message: String,
 }
 
+/// One finished point: its CSV rows (scaling columns empty) and why it
+/// did not end `ok`, if it did not.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PointRows {
+    /// The point.
+    pub point: usize,
+    /// Its rows, each as long as the header.
+    pub rows: Vec<Vec<String>>,
+    /// Its failures.
+    pub failures: Vec<PointFailure>,
+}
+
 /// What a sweep produced.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Outcome {
     /// The CSV rows, in point order.
     pub table: Table,
-    /// The first line of a shard file (`None` for a whole sweep).
-    pub shard_line: Option<ShardLine>,
+    /// The file's first line.
+    pub line: SweepLine,
     /// Each failed point's status and message, in point order.
     pub failures: Vec<PointFailure>,
 }
@@ -85,72 +113,123 @@ pub fn points_of(sweep: &Sweep, shard: Option<Shard>) -> Vec<usize> {
         .collect()
 }
 
-/// Runs `sweep` (or one shard of it) with `filter` restricting the tuner;
-/// `on_point_done` is called (from the worker threads) as each point
-/// finishes, for a progress display.
-pub fn run(
-    sweep: &Sweep,
-    filter: &AlgoFilter,
-    options: RunOptions,
-    on_point_done: &(dyn Fn() + Sync),
-) -> Result<Outcome, RunError> {
-    let points = points_of(sweep, options.shard);
-    let pool = rayon::ThreadPoolBuilder::new()
-        .num_threads(options.threads.unwrap_or(0))
-        .stack_size(WORKER_STACK_BYTES)
-        .build()
-        .map_err(|e| RunError::Threads(e.to_string()))?;
-    let results = pool.install(|| {
-        if let Some(e) = points
-            .par_iter()
-            .find_map_first(|&p| sweep.scenario(p).err())
-        {
-            return Err(RunError::Invalid(e));
-        }
-        let results: Vec<PointRows> = points
-            .par_iter()
-            .map(|&p| {
-                let rows = run_point(sweep, filter, p);
-                on_point_done();
-                rows
-            })
-            .collect();
-        Ok(results)
-    })?;
+/// The `# sweep` line of `sweep` (or of one shard of it) run with
+/// `filter`.
+pub fn sweep_line(sweep: &Sweep, filter: &AlgoFilter, shard: Option<Shard>) -> SweepLine {
+    SweepLine {
+        fingerprint: sweep.fingerprint(filter),
+        points: sweep.points(),
+        shard,
+    }
+}
+
+/// Runs `sweep` (or one shard of it) with `filter` restricting the tuner
+/// and returns the whole table, scaling columns filled for a whole sweep.
+pub fn run(sweep: &Sweep, filter: &AlgoFilter, options: RunOptions) -> Result<Outcome, RunError> {
     let mut table = Table {
         header: header(sweep.axes()),
         rows: Vec::new(),
     };
     let mut failures = Vec::new();
-    for r in results {
-        table.rows.extend(r.rows);
-        failures.extend(r.failures);
-    }
-    let shard_line = options.shard.map(|shard| ShardLine {
-        fingerprint: sweep.fingerprint(filter),
-        points: sweep.points(),
-        shard,
-    });
-    if shard_line.is_none() {
+    run_streamed(sweep, filter, options, Control::default(), &mut |point| {
+        table.rows.extend(point.rows);
+        failures.extend(point.failures);
+        ControlFlow::Continue(())
+    })?;
+    if options.shard.is_none() {
         scaling::fill(&mut table);
     }
     Ok(Outcome {
         table,
-        shard_line,
+        line: sweep_line(sweep, filter, options.shard),
         failures,
     })
 }
 
-/// One point's rows and failures.
-struct PointRows {
-    rows: Vec<Vec<String>>,
-    failures: Vec<PointFailure>,
+/// Runs the points of `sweep` (or of one shard) that `control` does not
+/// skip, handing each finished one to `on_point` on this thread in point
+/// order; `on_point` may stop the sweep with `ControlFlow::Break`. Returns
+/// whether every point was handed over (`false`: stopped early).
+pub fn run_streamed(
+    sweep: &Sweep,
+    filter: &AlgoFilter,
+    options: RunOptions,
+    control: Control<'_>,
+    on_point: &mut dyn FnMut(PointRows) -> ControlFlow<()>,
+) -> Result<bool, RunError> {
+    let points: Vec<usize> = points_of(sweep, options.shard)
+        .into_iter()
+        .filter(|p| control.skip.is_none_or(|s| !s.contains(p)))
+        .collect();
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(options.threads.unwrap_or(0))
+        .stack_size(WORKER_STACK_BYTES)
+        .build()
+        .map_err(|e| RunError::Threads(e.to_string()))?;
+    if let Some(e) = pool.install(|| {
+        points
+            .par_iter()
+            .find_map_first(|&p| sweep.scenario(p).err())
+    }) {
+        return Err(RunError::Invalid(e));
+    }
+    let halt = AtomicBool::new(false);
+    let stopped =
+        || halt.load(Ordering::SeqCst) || control.stop.is_some_and(|s| s.load(Ordering::SeqCst));
+    let next = AtomicUsize::new(0);
+    let workers = pool.current_num_threads().min(points.len()).max(1);
+    let (tx, rx) = mpsc::channel::<(usize, Option<PointRows>)>();
+    let mut handed = 0;
+    std::thread::scope(|scope| {
+        let (pool, points, next, stopped) = (&pool, &points, &next, &stopped);
+        scope.spawn(move || {
+            pool.scope(|s| {
+                for _ in 0..workers {
+                    let tx = tx.clone();
+                    s.spawn(move |_| {
+                        while !stopped() {
+                            let i = next.fetch_add(1, Ordering::SeqCst);
+                            let Some(&p) = points.get(i) else { break };
+                            let rows = run_point(sweep, filter, p, stopped);
+                            if tx.send((i, rows)).is_err() {
+                                break;
+                            }
+                        }
+                    });
+                }
+            });
+        });
+        // Finished points wait here until every earlier one is in.
+        let mut waiting: BTreeMap<usize, Option<PointRows>> = BTreeMap::new();
+        let mut handing = true;
+        for (i, rows) in rx {
+            waiting.insert(i, rows);
+            while let Some(rows) = waiting.remove(&handed) {
+                // A point cut short ends the prefix.
+                let go_on = handing && rows.is_some_and(|r| on_point(r).is_continue());
+                if !go_on {
+                    handing = false;
+                    halt.store(true, Ordering::SeqCst);
+                    waiting.clear();
+                    break;
+                }
+                handed += 1;
+            }
+        }
+    });
+    Ok(handed == points.len())
 }
 
 /// Runs the study of `point`: a row per collective entry and size, `ok`
 /// or `wrong`; if a run fails, a last row for it with its status, and
-/// the study of this point stops there (as `sim run` stops).
-fn run_point(sweep: &Sweep, filter: &AlgoFilter, point: usize) -> PointRows {
+/// the study of this point stops there (as `sim run` stops). `None` if
+/// `stopped` said to stop before the study ended.
+fn run_point(
+    sweep: &Sweep,
+    filter: &AlgoFilter,
+    point: usize,
+    stopped: &(dyn Fn() -> bool + Sync),
+) -> Option<PointRows> {
     let values = sweep.describe(point);
     let mut prefix = vec![point.to_string()];
     prefix.extend(sweep.values(point).iter().map(|v| v.to_string()));
@@ -181,21 +260,31 @@ fn run_point(sweep: &Sweep, filter: &AlgoFilter, point: usize) -> PointRows {
                 status: Status::Error,
                 message: format!("point {point} ({values}): {e}"),
             };
-            return PointRows {
+            return Some(PointRows {
+                point,
                 rows: vec![failed_row(Status::Error, "", 0)],
                 failures: vec![failure],
-            };
+            });
         }
     };
     let mut done: Vec<Row> = Vec::new();
+    let mut cut = false;
     let result = run_scenario(&scenario, filter, Options::default(), |progress| {
         if let Progress::Row(_, row, _) = progress {
             done.push(row.clone());
         }
+        if stopped() {
+            cut = true;
+            return ControlFlow::Break(());
+        }
         ControlFlow::Continue(())
     });
+    if cut {
+        return None;
+    }
     let seed = scenario.seed;
     let mut out = PointRows {
+        point,
         rows: Vec::new(),
         failures: Vec::new(),
     };
@@ -230,5 +319,72 @@ fn run_point(sweep: &Sweep, filter: &AlgoFilter, point: usize) -> PointRows {
         out.rows
             .push(failed_row(status, at.collective, at.size_bytes));
     }
-    out
+    Some(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    use algorithms::Registry;
+
+    use super::*;
+
+    /// Six small points on ideal links.
+    fn sweep() -> Sweep {
+        let text = "world_size = 2\nseed = 1\n[links]\nlatency_us = 1.0\nbandwidth_gb_per_s = 25.0\n\
+            [[collective]]\nkind = \"allreduce\"\nmin_bytes = 8\nmax_bytes = 64\nphantom = true\n\
+            [sweep]\nworld_size = [2, 3, 4]\nseed = [1, 2]\n";
+        Sweep::parse(Path::new("s.toml"), text, &Registry::builtin()).unwrap()
+    }
+
+    /// The points `run_streamed` hands over, and whether it completed.
+    fn handed(control: Control<'_>, stop_after: usize) -> (Vec<usize>, bool) {
+        let options = RunOptions {
+            threads: Some(3),
+            shard: None,
+        };
+        let mut seen = Vec::new();
+        let done = run_streamed(
+            &sweep(),
+            &AlgoFilter::default(),
+            options,
+            control,
+            &mut |p| {
+                seen.push(p.point);
+                if seen.len() == stop_after {
+                    ControlFlow::Break(())
+                } else {
+                    ControlFlow::Continue(())
+                }
+            },
+        )
+        .unwrap();
+        (seen, done)
+    }
+
+    #[test]
+    fn points_are_handed_over_in_order_skipping_those_done() {
+        assert_eq!(handed(Control::default(), 0), ((0..6).collect(), true));
+        let skip = BTreeSet::from([1, 3]);
+        let control = Control {
+            skip: Some(&skip),
+            stop: None,
+        };
+        assert_eq!(handed(control, 0), (vec![0, 2, 4, 5], true));
+        let whole = run(&sweep(), &AlgoFilter::default(), RunOptions::default()).unwrap();
+        assert_eq!(whole.table.rows.len(), 6 * 4);
+        assert_eq!(whole.line.points, 6);
+    }
+
+    #[test]
+    fn a_stopped_sweep_hands_over_a_prefix_and_says_it_stopped() {
+        assert_eq!(handed(Control::default(), 2), (vec![0, 1], false));
+        let stop = AtomicBool::new(true);
+        let control = Control {
+            skip: None,
+            stop: Some(&stop),
+        };
+        assert_eq!(handed(control, 0), (vec![], false));
+    }
 }

@@ -1,17 +1,23 @@
-//! The sweep's CSV: `point`, one column per axis, `status`, the columns of
-//! `sim run --csv` ([`CSV_HEADER`]), then `speedup` and `efficiency`.
-//! Rows are kept as text, so a merge of shard files writes exactly what
-//! one run writes.
+//! The sweep's CSV: the `# sweep` line ([`SweepLine`]), then `point`, one
+//! column per axis, `status`, the columns of `sim run --csv`
+//! ([`CSV_HEADER`]), then `speedup` and `efficiency`; a file of a sweep
+//! that stopped early ends with a `# partial: ...` line. Rows are kept as
+//! text, so a merge of shard files, or a resumed sweep, writes exactly
+//! what one run writes.
 
 use std::io::{self, Write};
 
 use super::axes::Axis;
-use super::shard::ShardLine;
+use super::shard::SweepLine;
 use super::status::Status;
 use crate::report::CSV_HEADER;
 
 /// The columns after the run's.
 pub const SCALING_COLUMNS: [&str; 2] = ["speedup", "efficiency"];
+
+/// How the last line of a sweep CSV that does not hold every point
+/// begins (an interrupted sweep); the reason follows.
+pub const PARTIAL_PREFIX: &str = "# partial: ";
 
 /// A sweep's rows, as text, with their header.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -63,19 +69,48 @@ impl Table {
             .unwrap_or(Status::Ok)
     }
 
-    /// Writes the table as CSV, after `shard`'s `# sweep` line for a
-    /// shard file.
-    pub fn write(&self, mut out: impl Write, shard: Option<&ShardLine>) -> io::Result<()> {
-        if let Some(line) = shard {
-            writeln!(out, "{line}")?;
-        }
-        let mut w = csv::Writer::from_writer(out);
-        w.write_record(&self.header)?;
-        for row in &self.rows {
-            w.write_record(row)?;
-        }
-        w.flush()
+    /// Writes the table as CSV, after its `# sweep` line.
+    pub fn write<W: Write + ?Sized>(&self, out: &mut W, line: &SweepLine) -> io::Result<()> {
+        write_head(out, line, &self.header)?;
+        write_rows(out, &self.rows)?;
+        out.flush()
     }
+
+    /// The index of the rank-count axis the scaling columns compare
+    /// along (`nodes`, else `world_size`), if the sweep has one: only then
+    /// do `speedup` and `efficiency` depend on other points' rows.
+    pub fn rank_axis(&self) -> Option<usize> {
+        let status = self.column("status")?;
+        ["nodes", "world_size"]
+            .iter()
+            .find_map(|name| self.header[1..status].iter().position(|h| h == name))
+            .map(|i| i + 1)
+    }
+}
+
+/// Writes the `# sweep` line and the header.
+pub fn write_head<W: Write + ?Sized>(
+    out: &mut W,
+    line: &SweepLine,
+    header: &[String],
+) -> io::Result<()> {
+    writeln!(out, "{line}")?;
+    write_rows(out, std::slice::from_ref(&header.to_vec()))
+}
+
+/// Writes rows as CSV records.
+pub fn write_rows<W: Write + ?Sized>(out: &mut W, rows: &[Vec<String>]) -> io::Result<()> {
+    let mut w = csv::Writer::from_writer(out);
+    for row in rows {
+        w.write_record(row)?;
+    }
+    w.flush()
+}
+
+/// Writes the last line of a partial sweep CSV: `# partial: <note>` (the
+/// note on one line).
+pub fn write_partial<W: Write + ?Sized>(out: &mut W, note: &str) -> io::Result<()> {
+    writeln!(out, "{PARTIAL_PREFIX}{}", note.replace('\n', " "))
 }
 
 #[cfg(test)]
@@ -94,5 +129,27 @@ mod tests {
         t.rows.push(vec!["3".into(), "wrong".into()]);
         assert_eq!(t.worst(), Status::Timeout);
         assert_eq!(t.column("status"), Some(1));
+        assert_eq!(t.rank_axis(), None);
+    }
+
+    #[test]
+    fn the_written_file_is_the_line_the_header_and_the_rows() {
+        let t = Table {
+            header: vec!["point".into(), "world_size".into(), "status".into()],
+            rows: vec![vec!["0".into(), "2".into(), "ok".into()]],
+        };
+        assert_eq!(t.rank_axis(), Some(1));
+        let line = SweepLine {
+            fingerprint: 1,
+            points: 1,
+            shard: None,
+        };
+        let mut out = Vec::new();
+        t.write(&mut out, &line).unwrap();
+        write_partial(&mut out, "stopped\nhere").unwrap();
+        assert_eq!(
+            String::from_utf8(out).unwrap(),
+            "# sweep 0000000000000001 1\npoint,world_size,status\n0,2,ok\n# partial: stopped here\n"
+        );
     }
 }

@@ -101,9 +101,10 @@ fn a_sweep_names_the_new_algorithm_on_an_axis() {
     let out = bidir_sim(&["sweep", "scenarios/ring_sweep.toml", "--quiet"]);
     let stdout = text(&out.stdout);
     assert_eq!(out.status.code(), Some(0), "{stdout}{}", text(&out.stderr));
+    // The `# sweep` line, the header, then the rows.
     let busbw: Vec<(String, f64)> = stdout
         .lines()
-        .skip(1)
+        .skip(2)
         .map(|l| l.split(',').collect::<Vec<_>>())
         .map(|f| (f[5].to_string(), f[16].parse().unwrap()))
         .collect();

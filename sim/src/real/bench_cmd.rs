@@ -5,8 +5,7 @@
 //! writes the CSV. With `--fabric threads` the ranks are threads of one
 //! process and no launcher is needed.
 
-use std::fs::File;
-use std::io::{self, BufWriter, Write};
+use std::io::{self, Write};
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -23,6 +22,7 @@ use realnet::memory::check_memory;
 
 use super::table::{footer, to_row};
 use crate::exit::ExitStatus;
+use crate::output::{OutputFile, Stdout};
 
 /// How a rank finds its job: the fabric and the rendezvous.
 #[derive(Clone, Debug, clap::Args)]
@@ -175,7 +175,7 @@ pub fn algo_filter(registry: &Registry) -> Result<AlgoFilter, String> {
 pub fn bench(args: &BenchArgs, command: &str, registry: &Registry) -> io::Result<ExitStatus> {
     realnet::launcher::watch_launcher();
     let input_error = |message: String| {
-        eprintln!("error: {message}");
+        crate::report!("error: {message}");
         Ok(ExitStatus::InvalidInput)
     };
     let env = match args.job.rank_env() {
@@ -238,10 +238,10 @@ pub fn bench(args: &BenchArgs, command: &str, registry: &Registry) -> io::Result
     }
     let prints = env.rank == 0;
     let csv = match (&args.csv, prints) {
-        (Some(path), true) => match File::create(path) {
-            Ok(f) => Some((path.clone(), BufWriter::new(f))),
+        (Some(path), true) => match OutputFile::create(path, "CSV") {
+            Ok(f) => Some(f),
             Err(e) => {
-                eprintln!("error: {}: cannot write CSV: {e}", path.display());
+                crate::report!("error: {e}");
                 return Ok(ExitStatus::ToolFailed);
             }
         },
@@ -341,13 +341,13 @@ impl RankJob for SectionsJob {
                         "# {} at {} bytes did not complete\n",
                         e.during, e.size_bytes
                     ));
-                    eprintln!("error: rank {rank}: {e}");
+                    crate::report!("error: rank {rank}: {e}");
                     return (ExitStatus::of_collective_error(&e.error), rows);
                 }
             }
         }
         if let Err(e) = endpoint.finish() {
-            eprintln!("error: rank {rank}: finishing: {e}");
+            crate::report!("error: rank {rank}: finishing: {e}");
             return (
                 ExitStatus::of_collective_error(&CollectiveError::Fabric(e)),
                 rows,
@@ -357,9 +357,10 @@ impl RankJob for SectionsJob {
     }
 }
 
-/// Writes to stdout, ignoring a reader that went away.
+/// Writes to stdout; a rank's table is not worth stopping a job for, so
+/// a write error is ignored (a closed reader always is).
 fn print(text: &str) {
-    let mut out = io::stdout().lock();
+    let mut out = Stdout::new();
     let _ = out.write_all(text.as_bytes()).and_then(|()| out.flush());
 }
 
@@ -374,12 +375,12 @@ pub fn run_job(
     interface: Option<&str>,
     (command, registry): (&str, &Registry),
     job: &SectionsJob,
-    csv: Option<(PathBuf, BufWriter<File>)>,
+    csv: Option<OutputFile>,
 ) -> ExitStatus {
     let outputs = match with_fabric(kind, env, world_size, interface, (command, registry), job) {
         Ok(outputs) => outputs,
         Err(e) => {
-            eprintln!("error: rank {}: {}", env.rank, e.message);
+            crate::report!("error: rank {}: {}", env.rank, e.message);
             return ExitStatus::of_setup(e.failure);
         }
     };
@@ -397,15 +398,18 @@ pub fn run_job(
         return status;
     }
     print(&footer(&rows));
-    if let Some((path, file)) = csv
-        && let Err(e) = write_csv(file, &rows)
-    {
-        eprintln!("error: {}: cannot write CSV: {e}", path.display());
-        return ExitStatus::ToolFailed;
+    if let Some(mut file) = csv {
+        let written = write_csv(&mut file, &rows)
+            .map_err(|e| file.error(e))
+            .and_then(|()| file.commit());
+        if let Err(e) = written {
+            crate::report!("error: {e}");
+            return ExitStatus::ToolFailed;
+        }
     }
     let wrong: u64 = rows.iter().filter_map(|r| r.wrong).sum();
     if wrong > 0 {
-        eprintln!("error: {wrong} wrong element(s) over all ranks");
+        crate::report!("error: {wrong} wrong element(s) over all ranks");
         return ExitStatus::WrongResult;
     }
     ExitStatus::Success

@@ -45,7 +45,7 @@ fn parse_grace(text: &str) -> Result<f64, String> {
 /// every rank succeeded).
 pub fn launch(args: &LaunchArgs) -> io::Result<u8> {
     if let Err(e) = check_run_has_fabric(&args.command, args.fabric) {
-        eprintln!("error: sim launch: {e}");
+        crate::report!("error: sim launch: {e}");
         return Ok(ExitStatus::InvalidInput.code());
     }
     let job = LocalJob {
@@ -59,7 +59,7 @@ pub fn launch(args: &LaunchArgs) -> io::Result<u8> {
     match job.run() {
         Ok(status) => Ok(status),
         Err(e) => {
-            eprintln!("error: sim launch: {e}");
+            crate::report!("error: sim launch: {e}");
             Ok(match e {
                 LaunchError::Invalid(_) => ExitStatus::InvalidInput,
                 LaunchError::Setup { .. } | LaunchError::Start { .. } => ExitStatus::ToolFailed,

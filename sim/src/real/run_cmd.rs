@@ -20,8 +20,7 @@
 //! - `[[fault]]` and `[[inject]]` (crashes, stragglers, programming
 //!   mistakes) only the simulator can schedule: refused (exit 2).
 
-use std::fs::File;
-use std::io::{self, BufWriter};
+use std::io::{self, Write};
 use std::path::Path;
 
 use algorithms::{Params, Registry};
@@ -35,6 +34,7 @@ use realnet::memory::check_memory;
 
 use super::bench_cmd::{JobArgs, Section, SectionsJob, algo_filter, run_job};
 use crate::exit::ExitStatus;
+use crate::output::{Named, OutputFile, Stdout, check_paths};
 
 /// Runs `path` on `kind` (the flags of `sim run` that apply: `--csv`).
 pub fn run_real(
@@ -46,7 +46,7 @@ pub fn run_real(
 ) -> io::Result<ExitStatus> {
     realnet::launcher::watch_launcher();
     let input_error = |message: String| {
-        eprintln!("error: {message}");
+        crate::report!("error: {message}");
         Ok(ExitStatus::InvalidInput)
     };
     let scenario = match Scenario::load(path, registry) {
@@ -99,11 +99,24 @@ pub fn run_real(
             }
         }
     }
+    if let Some(p) = csv {
+        let input = Named {
+            name: "the scenario",
+            path,
+        };
+        let output = Named {
+            name: "--csv",
+            path: p,
+        };
+        if let Err(e) = check_paths(&[input], &[output]) {
+            return input_error(e);
+        }
+    }
     let csv = match (csv, env.rank == 0) {
-        (Some(p), true) => match File::create(p) {
-            Ok(f) => Some((p.to_path_buf(), BufWriter::new(f))),
+        (Some(p), true) => match OutputFile::create(p, "CSV") {
+            Ok(f) => Some(f),
             Err(e) => {
-                eprintln!("error: {}: cannot write CSV: {e}", p.display());
+                crate::report!("error: {e}");
                 return Ok(ExitStatus::ToolFailed);
             }
         },
@@ -122,7 +135,9 @@ pub fn run_real(
         if let Some(value) = &filter.source {
             notes.push(format!("# NCCL_ALGO={value} restricts the tuner"));
         }
-        println!("{}", notes.join("\n"));
+        // A closed reader is tolerated; another failure to print the notes
+        // is left to the table's own writes to meet.
+        let _ = writeln!(Stdout::new(), "{}", notes.join("\n"));
     }
     let sections: Vec<Section> = scenario
         .collectives
@@ -156,7 +171,7 @@ fn run_threads_by_entry(
     sections: Vec<Section>,
     env: &RankEnv,
     command: &str,
-    csv: Option<(std::path::PathBuf, BufWriter<File>)>,
+    csv: Option<OutputFile>,
 ) -> ExitStatus {
     let sizes: Vec<usize> = scenario.collectives.iter().map(|s| s.world_size).collect();
     if sizes.windows(2).all(|w| w[0] == w[1]) {
@@ -174,7 +189,7 @@ fn run_threads_by_entry(
     // Several world sizes: one table and footer per entry; one CSV would
     // need their rows joined, so --csv is refused here, before any entry runs.
     if csv.is_some() {
-        eprintln!(
+        crate::report!(
             "error: --csv with --fabric threads needs every [[collective]] on the same world size"
         );
         return ExitStatus::InvalidInput;

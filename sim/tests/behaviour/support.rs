@@ -35,3 +35,36 @@ pub fn temp_dir(name: &str) -> PathBuf {
     std::fs::create_dir_all(&dir).expect("temp dir can be created");
     dir
 }
+
+/// Waits for `child` to exit, at most `limit` (a hang guard, not a timing
+/// assertion): past it the child is killed and the test fails.
+pub fn wait_guarded(
+    child: &mut std::process::Child,
+    limit: std::time::Duration,
+) -> std::process::ExitStatus {
+    let start = std::time::Instant::now();
+    loop {
+        if let Some(status) = child.try_wait().expect("the child can be waited for") {
+            return status;
+        }
+        if start.elapsed() > limit {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("sim did not exit within {limit:?}");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+}
+
+/// The `sim` binary with `args`, run from the repository root, its stdout
+/// and stderr piped.
+pub fn sim_command(args: &[&str]) -> Command {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_sim"));
+    command
+        .args(args)
+        .current_dir(repo_root())
+        .env_remove("NCCL_ALGO")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    command
+}

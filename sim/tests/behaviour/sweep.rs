@@ -95,10 +95,11 @@ fn the_csv_is_the_same_for_any_thread_count_and_any_sharding() {
         let (c2, two) = sweep_to(&path, &dir.join("t2.csv"), &["--threads", "2", "--quiet"]);
         assert_eq!((c1, c2), (Some(0), Some(0)), "{name}");
         assert_eq!(one, two, "{name}: 1 and 2 threads differ");
-        // Every point has its rows, numbered in order.
+        // The `# sweep` line, the header, then every point's rows, in order.
+        assert!(one.starts_with("# sweep "), "{one}");
         let first_fields: Vec<usize> = one
             .lines()
-            .skip(1)
+            .skip(2)
             .map(|l| l.split(',').next().unwrap().parse().unwrap())
             .collect();
         assert!(first_fields.windows(2).all(|w| w[0] <= w[1]), "{name}");
@@ -114,7 +115,7 @@ fn the_csv_is_the_same_for_any_thread_count_and_any_sharding() {
         }
         // The scaling columns are filled in (not all empty).
         assert!(
-            one.lines().nth(1).unwrap().ends_with(",1.000000,1.000000"),
+            one.lines().nth(2).unwrap().ends_with(",1.000000,1.000000"),
             "{one}"
         );
     }
@@ -156,7 +157,11 @@ fn merge_names_missing_shards_and_mixed_sweeps() {
     );
     // A full CSV is not a shard file.
     let (_, full) = sweep_to(&path, &dir.join("full.csv"), &[]);
-    assert!(!full.starts_with('#'));
+    let first = full.lines().next().unwrap();
+    assert!(
+        first.starts_with("# sweep ") && !first.contains("shard"),
+        "{first}"
+    );
     let (code, _, stderr) = sim_out(&["merge", s(&out), s(&dir.join("full.csv"))]);
     assert_eq!(code, Some(2), "{stderr}");
     assert!(stderr.contains("full.csv:1: not a shard file"), "{stderr}");
@@ -264,7 +269,11 @@ fn efficiency_is_computed_against_the_smallest_world() {
     let path = scenario("sweep_efficiency", text);
     let (code, csv, _) = sim_out(&["sweep", s(&path), "--quiet"]);
     assert_eq!(code, Some(0));
-    let rows: Vec<Vec<&str>> = csv.lines().map(|l| l.split(',').collect()).collect();
+    let rows: Vec<Vec<&str>> = csv
+        .lines()
+        .skip(1)
+        .map(|l| l.split(',').collect())
+        .collect();
     let col = |name: &str| rows[0].iter().position(|h| *h == name).unwrap();
     let (time, speedup, efficiency) = (col("time_ps"), col("speedup"), col("efficiency"));
     assert_eq!(rows.len(), 4);
@@ -314,7 +323,7 @@ fn a_failed_point_keeps_its_row_and_sets_the_exit_status() {
     assert_eq!(code, Some(5), "{csv}");
     let statuses: Vec<(&str, &str)> = csv
         .lines()
-        .skip(1)
+        .skip(2)
         .map(|l| {
             let f: Vec<&str> = l.split(',').collect();
             (f[0], f[2])
