@@ -213,6 +213,13 @@ impl TcpFabric {
                 "rank {rank} is outside a job of {world_size} ranks"
             )));
         }
+        if options.job.token.len() > crate::launch::TOKEN_BYTES_MAX {
+            return Err(fail(format!(
+                "the job token is {} bytes, more than the {} a hello carries",
+                options.job.token.len(),
+                crate::launch::TOKEN_BYTES_MAX
+            )));
+        }
         let ip = address::resolve(options.interface.as_deref()).map_err(fail)?;
         let listener = address::bind(ip, &options.ports).map_err(fail)?;
         let local = listener
@@ -326,9 +333,17 @@ impl TcpFabric {
     }
 
     /// The connections this rank refused while connecting, one line each
-    /// (also logged to stderr with a `realnet:` prefix).
+    /// (also logged to stderr with a `realnet:` prefix); the first 64 only
+    /// (see [`TcpFabric::refusal_count`]).
     pub fn refusals(&self) -> Vec<String> {
         self.shared.refusals.all()
+    }
+
+    /// How many connections this rank refused while connecting in all
+    /// (connections that sent no hello at all are dropped unanswered and
+    /// not counted here).
+    pub fn refusal_count(&self) -> u64 {
+        self.shared.refusals.count()
     }
 
     /// The address each rank listened on, by rank.
