@@ -37,8 +37,25 @@ use rustix::event::{PollFd, PollFlags, Timespec, poll};
 /// flood of new connections cannot starve the reading of hellos.
 const ACCEPTS_PER_TURN: usize = 64;
 
+/// The kernel's queue of connections not accepted yet, per listener
+/// (capped by `net.core.somaxconn`): room for a burst of strangers, so a
+/// real peer's connection is not dropped before the gate sees it (std's
+/// listeners get 128).
+const BACKLOG: i32 = 1024;
+
 /// The longest a turn waits in `poll`, so a stop flag is seen promptly.
 const TURN_MAX: Duration = Duration::from_millis(20);
+
+/// A listener on `addr`, like [`TcpListener::bind`] (with
+/// `SO_REUSEADDR`) but with a deeper backlog ([`BACKLOG`]).
+pub(crate) fn listen(addr: SocketAddr) -> std::io::Result<TcpListener> {
+    use socket2::{Domain, Socket, Type};
+    let socket = Socket::new(Domain::for_address(addr), Type::STREAM, None)?;
+    socket.set_reuse_address(true)?;
+    socket.bind(&addr.into())?;
+    socket.listen(BACKLOG)?;
+    Ok(socket.into())
+}
 
 /// What a protocol's parser says of the bytes a connection sent so far.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -447,6 +464,19 @@ mod tests {
         assert_eq!(got.hello, b"HI\x01z");
         assert!(gate.dropped().evicted >= 16, "{:?}", gate.dropped());
         drop(idle);
+    }
+
+    #[test]
+    fn listeners_get_the_deeper_backlog_and_refuse_a_taken_port() {
+        let l = listen("127.0.0.1:0".parse().unwrap()).unwrap();
+        let addr = l.local_addr().unwrap();
+        // 300 connections wait in the backlog before anything accepts.
+        let waiting: Vec<TcpStream> = (0..300)
+            .map(|_| TcpStream::connect_timeout(&addr, Duration::from_secs(2)).unwrap())
+            .collect();
+        let e = listen(addr).unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::AddrInUse, "{e}");
+        drop(waiting);
     }
 
     #[test]

@@ -15,6 +15,9 @@
 //! - [`bootstrap`]: [`Bootstrap`], the out-of-band exchange of addresses at
 //!   start-up, and [`LocalBootstrap`] for ranks that are threads of one process.
 //! - [`endpoint`]: [`Endpoint`], what a real fabric offers beyond [`algorithms::Fabric`].
+//! - [`heartbeat`]: every rank beats on its own thread, so a peer that stopped
+//!   responding (a frozen process) is named by every rank, not the live rank
+//!   each was waiting for.
 //! - [`job`]: [`JobOptions`], the job id, token and timeout every rank shares.
 //! - [`selftest`]: the whole catalogue run and checked on one endpoint.
 //! - [`launch`]: [`RankEnv`](launch::RankEnv), rank and world size from Slurm, Open MPI, PMI or torchrun variables.
@@ -46,6 +49,7 @@ pub mod endpoint;
 pub mod executor;
 pub mod frame;
 mod gate;
+pub mod heartbeat;
 pub mod job;
 pub mod launch;
 #[cfg(not(loom))]

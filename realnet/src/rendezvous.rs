@@ -349,7 +349,7 @@ fn bind(address: &str) -> Result<TcpListener, String> {
         .collect();
     let mut last = None;
     for a in &addrs {
-        match TcpListener::bind(a) {
+        match crate::gate::listen(*a) {
             Ok(l) => return Ok(l),
             Err(e) => last = Some((*a, e)),
         }
@@ -361,7 +361,7 @@ fn bind(address: &str) -> Result<TcpListener, String> {
             } else {
                 (Ipv6Addr::UNSPECIFIED, a.port()).into()
             };
-            TcpListener::bind(any).map_err(|e| {
+            crate::gate::listen(any).map_err(|e| {
                 format!(
                     "rank 0 cannot listen at {address} nor on port {} of every interface: {e}",
                     a.port()
