@@ -433,7 +433,10 @@ fn supervise(ranks: &mut [Proc], grace: Duration, name: &str) -> u8 {
                     describe(status),
                     grace.as_secs_f64()
                 );
-                name_stopped_ranks(ranks, r, name);
+                // A rank killed by a signal is its own cause; one that
+                // exited with an error may have timed out on a stopped peer.
+                let exited = status.signal().is_none();
+                name_stopped_ranks(ranks, exited.then_some(r), name);
             }
         }
         // A stopped rank cannot exit on its own: once only stopped ranks
@@ -469,15 +472,18 @@ fn supervise(ranks: &mut [Proc], grace: Duration, name: &str) -> u8 {
 }
 
 /// Finds the ranks still running that are stopped (state `T` or `t` in
-/// `/proc/PID/stat`) when rank `failed` failed, marks them and names them
-/// as the likely cause: their peers time out waiting on them.
-fn name_stopped_ranks(ranks: &mut [Proc], failed: usize, name: &str) {
+/// `/proc/PID/stat`) when a rank failed, marks them and names them; as
+/// the likely cause of rank `exited`'s failure if that rank exited with an
+/// error (its peers time out waiting on a stopped rank).
+fn name_stopped_ranks(ranks: &mut [Proc], exited: Option<usize>, name: &str) {
     for (s, rank) in ranks.iter_mut().enumerate() {
         if rank.status.is_none() && is_stopped(rank.child.id()) {
             rank.stopped = true;
+            let cause = exited.map_or(String::new(), |r| {
+                format!(": it is the likely cause of rank {r}'s failure")
+            });
             eprintln!(
-                "{name}: rank {s} is stopped (SIGSTOP or a debugger) and responds to nothing: \
-                 it is the likely cause of rank {failed}'s failure"
+                "{name}: rank {s} is stopped (SIGSTOP or a debugger) and responds to nothing{cause}"
             );
         }
     }

@@ -10,7 +10,7 @@
 //! answer (rank 0 -> rank r): "RNRV" status:u8 (0 accepted, 1 refused) len:u16 reason
 //! ```
 //!
-//! Rank 0 serves its listener through a [`Gate`](crate::gate): one
+//! Rank 0 serves its listener through a `Gate` (`gate.rs`): one
 //! thread, a bounded table of connections waiting for their hello, each
 //! with a deadline, so a flood of strangers costs a fixed amount and never
 //! crowds out the real ranks (a rank whose connection was dropped

@@ -8,6 +8,8 @@
 //!               checked both ways (handshake.rs; strays refused, logged)
 //!  running:  send = one frame written by the rank's thread
 //!            one reader thread per connection -> Mailbox::deliver
+//!            one heartbeat thread: a heartbeat frame to every peer each
+//!            interval, never blocking (see crate::heartbeat)
 //!  finish:   bye to everyone, wait for everyone's bye, shut down writes
 //! ```
 //!
@@ -35,7 +37,16 @@
 //! rank with an error naming it (no collective can complete without a
 //! rank) once the messages it sent before are consumed; a corrupted frame
 //! fails the rank at once. A peer that hangs is caught by the
-//! [`Mailbox`] timeout. The reader threads live in `tcp/reader.rs`.
+//! [`Mailbox`] timeout, and its silence (no frame, not even a heartbeat,
+//! for half the timeout) names it whoever a rank was waiting for. The
+//! reader threads live in `tcp/reader.rs`.
+//!
+//! # Heartbeats
+//! The heartbeat thread takes a link only if nobody holds it (a link busy
+//! with a send is heard from through that send) and writes with
+//! `MSG_DONTWAIT`: a peer that does not read gets no heartbeat, and the
+//! part of one its socket did not take is written before the link's next
+//! frame. No heartbeat follows a bye.
 
 mod address;
 mod handshake;
