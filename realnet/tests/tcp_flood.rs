@@ -10,7 +10,7 @@
 use std::io::Write;
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Barrier, Mutex};
+use std::sync::{Condvar, Mutex};
 use std::time::Duration;
 
 use algorithms::{Collective, Fabric, Params, ReduceOp};
@@ -65,8 +65,21 @@ fn room_for_the_strangers() {
     }
 }
 
+/// Connections a data port can queue before anything accepts it: its
+/// listen backlog (1024, capped by `net.core.somaxconn`), less room for
+/// the real ranks. On a kernel with a small cap the flood is smaller
+/// rather than stuck waiting for a queue that is full.
+fn queue_room() -> usize {
+    let cap = std::fs::read_to_string("/proc/sys/net/core/somaxconn")
+        .ok()
+        .and_then(|t| t.trim().parse::<usize>().ok())
+        .unwrap_or(128);
+    cap.min(1024).saturating_sub(16)
+}
+
 /// Opens the strangers' connections to `addr` and keeps them.
 fn flood(addr: SocketAddr, token_guess: &[u8]) -> Vec<TcpStream> {
+    let strangers = (IDLE + JUNK).min(queue_room());
     let junk: [&[u8]; 4] = [
         b"GET / HTTP/1.1\r\nHost: x\r\n\r\n",
         // The right magic of either protocol, then garbage.
@@ -74,23 +87,90 @@ fn flood(addr: SocketAddr, token_guess: &[u8]) -> Vec<TcpStream> {
         b"RNRV\x01\x00\x2a",
         token_guess,
     ];
-    let mut strangers = Vec::with_capacity(IDLE + JUNK);
-    for i in 0..IDLE + JUNK {
-        let Ok(mut s) = TcpStream::connect_timeout(&addr, Duration::from_secs(5)) else {
+    let idle = IDLE * strangers / (IDLE + JUNK);
+    let mut kept = Vec::with_capacity(strangers);
+    for i in 0..strangers {
+        let Ok(mut s) = TcpStream::connect_timeout(&addr, Duration::from_secs(1)) else {
             continue;
         };
-        if i >= IDLE {
+        if i >= idle {
             // The listener may have dropped it already: that is the point.
             let _ = s.write_all(junk[i % junk.len()]);
         }
-        strangers.push(s);
+        kept.push(s);
     }
+    kept
+}
+
+/// Checks that most of a flood got in (after the job, so that a short
+/// flood fails the test instead of leaving ranks waiting for each other).
+fn assert_flooded(kept: usize, ports: usize) {
+    let sent = ports * (IDLE + JUNK).min(queue_room());
     assert!(
-        strangers.len() >= (IDLE + JUNK) * 9 / 10,
-        "only {} strangers could connect to {addr}",
-        strangers.len()
+        kept >= sent * 9 / 10,
+        "only {kept} of {sent} strangers could connect"
     );
-    strangers
+}
+
+/// A barrier that gives up after `TIMEOUT` (a rank that failed before it
+/// must not leave the others waiting forever).
+struct Meeting {
+    arrived: Mutex<usize>,
+    all_here: Condvar,
+    ranks: usize,
+}
+
+impl Meeting {
+    const TIMEOUT: Duration = Duration::from_secs(30);
+
+    fn new(ranks: usize) -> Meeting {
+        Meeting {
+            arrived: Mutex::new(0),
+            all_here: Condvar::new(),
+            ranks,
+        }
+    }
+
+    /// Waits until every rank arrived; false if that took too long.
+    fn wait(&self) -> bool {
+        let mut n = self.arrived.lock().unwrap();
+        *n += 1;
+        self.all_here.notify_all();
+        let (n, timeout) = self
+            .all_here
+            .wait_timeout_while(n, Self::TIMEOUT, |n| *n < self.ranks)
+            .unwrap();
+        drop(n);
+        !timeout.timed_out()
+    }
+}
+
+/// Sets a flag when dropped: stops the sampler even when a rank panics.
+struct Done<'a>(&'a AtomicBool);
+
+impl Drop for Done<'_> {
+    fn drop(&mut self) {
+        self.0.store(true, Ordering::Relaxed);
+    }
+}
+
+/// A data-port hello of job 42 to rank `dst` with a wrong token.
+fn tcp_hello_with_a_wrong_token(dst: u32) -> Vec<u8> {
+    let frame = realnet::frame::Frame {
+        job_id: 42,
+        src: 0,
+        dst,
+        tag: algorithms::Tag(0),
+        seq: 0,
+        call: CallId::NONE,
+        body: realnet::frame::Body::Hello {
+            world_size: 3,
+            token: b"guess".to_vec(),
+        },
+    };
+    let mut bytes = Vec::new();
+    frame.encode(&mut bytes);
+    bytes
 }
 
 /// A rendezvous hello of job 42 with a wrong token (see rendezvous.rs).
@@ -110,7 +190,7 @@ fn rendezvous_hello_with_a_wrong_token() -> Vec<u8> {
 /// every rank back until the flood is in place.
 struct Flooding<'a> {
     inner: TcpRendezvous,
-    everyone: &'a Barrier,
+    everyone: &'a Meeting,
     strangers: &'a Mutex<Vec<TcpStream>>,
 }
 
@@ -126,13 +206,18 @@ impl Bootstrap for Flooding<'_> {
     fn allgather(&self, mine: &[u8]) -> Result<Vec<Vec<u8>>, BootstrapError> {
         let all = self.inner.allgather(mine)?;
         if self.rank() == 0 {
-            for bytes in &all[1..] {
+            for (rank, bytes) in all.iter().enumerate().skip(1) {
                 let addr: SocketAddr = std::str::from_utf8(bytes).unwrap().parse().unwrap();
-                let hello = rendezvous_hello_with_a_wrong_token();
+                let hello = tcp_hello_with_a_wrong_token(rank as u32);
                 self.strangers.lock().unwrap().extend(flood(addr, &hello));
             }
         }
-        self.everyone.wait();
+        if !self.everyone.wait() {
+            return Err(BootstrapError {
+                rank: self.rank(),
+                reason: "a rank never reached the flooded round".into(),
+            });
+        }
         Ok(all)
     }
 }
@@ -158,9 +243,10 @@ fn a_flood_of_strangers_neither_stops_the_job_nor_costs_a_thread_each() {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let address = listener.local_addr().unwrap();
     let addr = address.to_string();
-    let everyone = Barrier::new(3);
+    let everyone = Meeting::new(3);
     let strangers = Mutex::new(Vec::new());
     let sums: Vec<Vec<i32>> = std::thread::scope(|s| {
+        let _done = Done(&done);
         s.spawn(|| {
             while !done.load(Ordering::Relaxed) {
                 let mut p = peak.lock().unwrap();
@@ -182,6 +268,7 @@ fn a_flood_of_strangers_neither_stops_the_job_nor_costs_a_thread_each() {
             .collect();
         let mut rendezvous = vec![zero.join().unwrap()];
         rendezvous.extend(others.into_iter().map(|h| h.join().unwrap()));
+        let flooded_rendezvous = at_rendezvous.len();
         drop(at_rendezvous);
         let ranks: Vec<_> = rendezvous
             .into_iter()
@@ -201,15 +288,29 @@ fn a_flood_of_strangers_neither_stops_the_job_nor_costs_a_thread_each() {
                         .block_on(ring.run(&fabric, &mut buf, ReduceOp::Sum, &Params::default()))
                         .expect("the allreduce completes");
                     fabric.finish().expect("every rank finishes");
-                    (fabric.rank(), buf.as_slice::<i32>().unwrap().to_vec())
+                    for line in fabric.refusals() {
+                        assert!(line.ends_with("wrong job token"), "{line}");
+                    }
+                    let refused = fabric.refusal_count();
+                    (
+                        fabric.rank(),
+                        buf.as_slice::<i32>().unwrap().to_vec(),
+                        refused,
+                    )
                 })
             })
             .collect();
-        let mut sums: Vec<(usize, Vec<i32>)> =
+        let mut sums: Vec<(usize, Vec<i32>, u64)> =
             ranks.into_iter().map(|h| h.join().unwrap()).collect();
         done.store(true, Ordering::Relaxed);
-        sums.sort_by_key(|(r, _)| *r);
-        sums.into_iter().map(|(_, v)| v).collect()
+        sums.sort_by_key(|(r, _, _)| *r);
+        // The strangers with a wrong token at the ranks that accept were
+        // refused (the others were dropped unanswered).
+        for (rank, _, refused) in &sums[1..] {
+            assert!(*refused > 0, "rank {rank} refused nobody");
+        }
+        assert_flooded(flooded_rendezvous, 1);
+        sums.into_iter().map(|(_, v, _)| v).collect()
     });
     // Rank r's element k is r * 1000 + k: the sum over 3 ranks is 3000 + 3k.
     let want: Vec<i32> = (0..999).map(|k| 3000 + 3 * k).collect();
@@ -217,7 +318,7 @@ fn a_flood_of_strangers_neither_stops_the_job_nor_costs_a_thread_each() {
         let wrong = sum.iter().zip(&want).filter(|(a, b)| a != b).count();
         assert_eq!(wrong, 0, "rank {rank}: {wrong} wrong elements");
     }
-    assert!(strangers.lock().unwrap().len() >= 2 * (IDLE + JUNK) * 9 / 10);
+    assert_flooded(strangers.lock().unwrap().len(), 2);
     let (threads, rss) = *peak.lock().unwrap();
     assert!(
         threads - threads_before <= THREADS_ADDED_MAX,
