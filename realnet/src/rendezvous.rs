@@ -533,22 +533,22 @@ fn check_hello(h: &[u8], job: &JobOptions, world_size: usize) -> Result<Rank, Re
 
 /// Refusals logged to stderr, the first [`LOGGED_REFUSALS_MAX`] in full and
 /// then only counted, so a flood of strangers cannot flood the log.
-pub(crate) struct RefusalLog {
+struct RefusalLog {
     prefix: String,
     count: u64,
 }
 
 /// Refusals logged one by one before the rest are only counted.
-pub(crate) const LOGGED_REFUSALS_MAX: u64 = 16;
+const LOGGED_REFUSALS_MAX: u64 = 16;
 
 impl RefusalLog {
     /// A log whose lines begin with `prefix`.
-    pub(crate) fn new(prefix: String) -> RefusalLog {
+    fn new(prefix: String) -> RefusalLog {
         RefusalLog { prefix, count: 0 }
     }
 
     /// Logs (or counts) one refusal.
-    pub(crate) fn record(&mut self, line: &str) {
+    fn record(&mut self, line: &str) {
         self.count += 1;
         if self.count <= LOGGED_REFUSALS_MAX {
             eprintln!("{}: {line}", self.prefix);
@@ -556,7 +556,7 @@ impl RefusalLog {
     }
 
     /// Logs what was only counted, and the connections the gate dropped.
-    pub(crate) fn finish(&self, dropped: &Dropped) {
+    fn finish(&self, dropped: &Dropped) {
         if self.count > LOGGED_REFUSALS_MAX {
             eprintln!(
                 "{}: {} more refusal(s) not logged one by one",
