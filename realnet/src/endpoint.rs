@@ -12,6 +12,7 @@ use algorithms::{DType, Fabric, FabricError, Payload, Rank, Time};
 
 use crate::call::CallId;
 use crate::executor::{self, IdlePolicy};
+use crate::heartbeat::PeerSilence;
 use crate::mailbox::Mailbox;
 
 /// A real transport's fabric for one rank.
@@ -26,6 +27,13 @@ pub trait Endpoint: Fabric {
     /// How the executor waits when nothing moves.
     fn idle_policy(&self) -> IdlePolicy {
         IdlePolicy::default()
+    }
+
+    /// What the transport's heartbeats say about the peers, for a receive
+    /// that has waited past the timeout (see [`crate::heartbeat`]); a
+    /// transport without heartbeats says [`PeerSilence::Unknown`].
+    fn peer_silence(&self) -> PeerSilence {
+        PeerSilence::Unknown
     }
 
     /// Starts collective call `call` (see [`CallId`]); every message sent
@@ -46,7 +54,10 @@ pub trait Endpoint: Fabric {
                     return true;
                 }
                 idle_rounds = idle_rounds.wrapping_add(1);
-                idle_rounds.is_multiple_of(EXPIRE_EVERY) && self.mailbox().expire(Instant::now())
+                idle_rounds.is_multiple_of(EXPIRE_EVERY)
+                    && self
+                        .mailbox()
+                        .expire_with(Instant::now(), || self.peer_silence())
             },
             self.idle_policy(),
         )

@@ -5,7 +5,7 @@
 //!  offset  size  field
 //!       0     4  magic "rNet"
 //!       4     2  protocol version (little-endian, like every field)
-//!       6     1  kind: 1 data, 2 phantom, 3 hello, 4 bye, 5 refuse
+//!       6     1  kind: 1 data, 2 phantom, 3 hello, 4 bye, 5 refuse, 6 heartbeat
 //!       7     1  dtype (index in DType::ALL; 0xff for control frames)
 //!       8     8  job id
 //!      16     4  source rank
@@ -43,8 +43,9 @@ use crate::call::CallId;
 pub const MAGIC: [u8; 4] = *b"rNet";
 /// The protocol version this build speaks.
 /// Version 2: the call's kind is the algorithm's 16-bit wire identity
-/// (version 1 had a collective and an algorithm index).
-pub const VERSION: u16 = 2;
+/// (version 1 had a collective and an algorithm index). Version 3:
+/// heartbeat frames (see [`crate::heartbeat`]).
+pub const VERSION: u16 = 3;
 /// Bytes in a frame header.
 pub const HEADER_LEN: usize = 68;
 /// The default largest frame (header and payload) a decoder accepts:
@@ -68,6 +69,8 @@ pub enum Kind {
     Bye,
     /// The sender refuses the connection; the payload says why.
     Refuse,
+    /// The sender is alive (see [`crate::heartbeat`]); no payload.
+    Heartbeat,
 }
 
 impl Kind {
@@ -78,6 +81,7 @@ impl Kind {
             Kind::Hello => (3, NO_DTYPE),
             Kind::Bye => (4, NO_DTYPE),
             Kind::Refuse => (5, NO_DTYPE),
+            Kind::Heartbeat => (6, NO_DTYPE),
         }
     }
 
@@ -101,6 +105,7 @@ impl Kind {
             3 => control(Kind::Hello),
             4 => control(Kind::Bye),
             5 => control(Kind::Refuse),
+            6 => control(Kind::Heartbeat),
             other => Err(FrameError::Kind(other)),
         }
     }
@@ -200,7 +205,7 @@ impl Header {
             // Checked not to overflow by `decode`; saturate for headers
             // built by hand.
             Kind::Data(d) => self.count.saturating_mul(d.size_bytes() as u64),
-            Kind::Phantom(_) | Kind::Bye => 0,
+            Kind::Phantom(_) | Kind::Bye | Kind::Heartbeat => 0,
             Kind::Hello | Kind::Refuse => self.count,
         }
     }
@@ -302,7 +307,10 @@ impl Header {
                 over(self.count, cap)
             }
             Kind::Bye if self.count != 0 => Err(FrameError::Malformed("a bye with a payload")),
-            Kind::Bye => Ok(()),
+            Kind::Heartbeat if self.count != 0 => {
+                Err(FrameError::Malformed("a heartbeat with a payload"))
+            }
+            Kind::Bye | Kind::Heartbeat => Ok(()),
         }
     }
 
@@ -350,6 +358,8 @@ pub enum Body {
     Bye,
     /// The sender refuses the connection, saying why.
     Refuse(String),
+    /// The sender is alive.
+    Heartbeat,
 }
 
 impl Body {
@@ -367,6 +377,7 @@ impl Body {
             }
             Body::Hello { token, .. } => (Kind::Hello, 8 + token.len() as u64),
             Body::Bye => (Kind::Bye, 0),
+            Body::Heartbeat => (Kind::Heartbeat, 0),
             Body::Refuse(why) => (Kind::Refuse, why.len() as u64),
         }
     }
@@ -380,7 +391,7 @@ impl Body {
                 v.extend_from_slice(token);
                 Cow::Owned(v)
             }
-            Body::Bye => Cow::Borrowed(&[]),
+            Body::Bye | Body::Heartbeat => Cow::Borrowed(&[]),
             Body::Refuse(why) => Cow::Borrowed(why.as_bytes()),
         }
     }
@@ -408,6 +419,7 @@ impl Body {
                 }
             }
             Kind::Bye => Body::Bye,
+            Kind::Heartbeat => Body::Heartbeat,
             Kind::Refuse => Body::Refuse(
                 String::from_utf8(payload.to_vec())
                     .map_err(|_| FrameError::Malformed("a refusal that is not UTF-8"))?,
@@ -574,6 +586,7 @@ mod tests {
             (any::<u64>(), proptest::collection::vec(any::<u8>(), 0..40))
                 .prop_map(|(world_size, token)| Body::Hello { world_size, token }),
             Just(Body::Bye),
+            Just(Body::Heartbeat),
             "[ -~]{0,40}".prop_map(Body::Refuse),
         ]
     }

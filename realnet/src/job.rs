@@ -18,7 +18,9 @@ pub struct JobOptions {
     /// present it is refused.
     pub token: String,
     /// How long a rank waits for a peer that shows no progress before it
-    /// reports that peer as dead or hung.
+    /// reports that peer as dead or hung. The heartbeats follow from it
+    /// (see [`crate::heartbeat`]): a beat every tenth of it (5 ms to 1 s),
+    /// and a peer silent for half of it is taken to have stopped.
     pub timeout: Duration,
 }
 

@@ -15,7 +15,10 @@
 //! a signal), the launcher says which and how, gives the others a grace
 //! period to notice and exit on their own (they report the failed peer),
 //! then kills those still running, and ends with the first failed rank's
-//! status (128 + the signal number for a signal). Each rank's stdin is a
+//! status (128 + the signal number for a signal). A rank that is stopped
+//! (SIGSTOP, a debugger) when another fails is named as the likely cause
+//! (its peers time out on it), and killed as soon as it is the only kind
+//! left running, since it cannot exit on its own. Each rank's stdin is a
 //! pipe from the launcher: a rank that calls [`watch_launcher`] stops when
 //! the pipe closes, so no rank outlives a launcher that died.
 //!
@@ -194,6 +197,9 @@ struct Proc {
     status: Option<ExitStatus>,
     /// Whether the launcher killed it after another rank failed.
     killed_by_us: bool,
+    /// Whether it was found stopped (SIGSTOP, a debugger) after another
+    /// rank failed.
+    stopped: bool,
 }
 
 /// The allocator setting the ranks start with unless the caller set it:
@@ -275,6 +281,7 @@ impl LocalJob {
                         stderr_forward,
                         status: None,
                         killed_by_us: false,
+                        stopped: false,
                     });
                 }
                 Err(error) => {
@@ -426,7 +433,16 @@ fn supervise(ranks: &mut [Proc], grace: Duration, name: &str) -> u8 {
                     describe(status),
                     grace.as_secs_f64()
                 );
+                // A rank killed by a signal is its own cause; one that
+                // exited with an error may have timed out on a stopped peer.
+                let exited = status.signal().is_none();
+                name_stopped_ranks(ranks, exited.then_some(r), name);
             }
+        }
+        // A stopped rank cannot exit on its own: once only stopped ranks
+        // are left, the grace period would only be waited out.
+        if first_failure.is_some() && running > 0 {
+            kill_if_only_stopped_left(ranks, name);
         }
         if running == 0 {
             if first_failure.is_none() {
@@ -455,6 +471,60 @@ fn supervise(ranks: &mut [Proc], grace: Duration, name: &str) -> u8 {
     summarise(ranks, first_failure.map(|(r, _)| r), name)
 }
 
+/// Finds the ranks still running that are stopped (state `T` or `t` in
+/// `/proc/PID/stat`) when a rank failed, marks them and names them; as
+/// the likely cause of rank `exited`'s failure if that rank exited with an
+/// error (its peers time out waiting on a stopped rank).
+fn name_stopped_ranks(ranks: &mut [Proc], exited: Option<usize>, name: &str) {
+    for (s, rank) in ranks.iter_mut().enumerate() {
+        if rank.status.is_none() && is_stopped(rank.child.id()) {
+            rank.stopped = true;
+            let cause = exited.map_or(String::new(), |r| {
+                format!(": it is the likely cause of rank {r}'s failure")
+            });
+            eprintln!(
+                "{name}: rank {s} is stopped (SIGSTOP or a debugger) and responds to nothing{cause}"
+            );
+        }
+    }
+}
+
+/// Kills the ranks still running if every one of them is stopped (they
+/// cannot exit on their own), naming any found stopped only now.
+fn kill_if_only_stopped_left(ranks: &mut [Proc], name: &str) {
+    let running = || {
+        ranks
+            .iter()
+            .filter(|p| p.status.is_none() && !p.killed_by_us)
+    };
+    if running().any(|p| !p.stopped && !is_stopped(p.child.id())) {
+        return;
+    }
+    for (s, rank) in ranks.iter_mut().enumerate() {
+        if rank.status.is_some() || rank.killed_by_us {
+            continue;
+        }
+        if !rank.stopped {
+            rank.stopped = true;
+            eprintln!(
+                "{name}: rank {s} is stopped (SIGSTOP or a debugger) and responds to nothing"
+            );
+        }
+        eprintln!("{name}: rank {s} is stopped and the others have exited; killing it");
+        rank.killed_by_us = true;
+        let _ = rank.child.kill();
+    }
+}
+
+/// Whether process `pid` is stopped by a signal or a debugger.
+fn is_stopped(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {
+        stat.rsplit_once(')')
+            .and_then(|(_, rest)| rest.split_whitespace().next())
+            .is_some_and(|state| state == "T" || state == "t")
+    })
+}
+
 /// Prints how every failed rank ended and picks the exit status: the
 /// first failed rank's.
 fn summarise(ranks: &[Proc], first: Option<usize>, name: &str) -> u8 {
@@ -466,7 +536,11 @@ fn summarise(ranks: &[Proc], first: Option<usize>, name: &str) -> u8 {
         if status.success() {
             continue;
         }
-        let how = if rank.killed_by_us {
+        let how = if rank.stopped && rank.killed_by_us {
+            format!(
+                "was stopped (SIGSTOP or a debugger), responding to nothing, and was killed by {name}"
+            )
+        } else if rank.killed_by_us {
             format!("was killed by {name} after the grace period")
         } else {
             describe(status)

@@ -15,10 +15,16 @@
 //! - [`bootstrap`]: [`Bootstrap`], the out-of-band exchange of addresses at
 //!   start-up, and [`LocalBootstrap`] for ranks that are threads of one process.
 //! - [`endpoint`]: [`Endpoint`], what a real fabric offers beyond [`algorithms::Fabric`].
+//! - [`heartbeat`]: every rank beats on its own thread, so a peer that stopped
+//!   responding (a frozen process) is named by every rank, not the live rank
+//!   each was waiting for.
 //! - [`job`]: [`JobOptions`], the job id, token and timeout every rank shares.
 //! - [`selftest`]: the whole catalogue run and checked on one endpoint.
 //! - [`launch`]: [`RankEnv`](launch::RankEnv), rank and world size from Slurm, Open MPI, PMI or torchrun variables.
 //! - [`rendezvous`]: [`TcpRendezvous`](rendezvous::TcpRendezvous), the [`Bootstrap`] of processes, through rank 0.
+//! - `gate`: the admission of connections at a listener strangers can
+//!   reach (the rendezvous, TCP's data ports): one thread, a bounded table,
+//!   a deadline per connection, nothing answered but a whole hello.
 //! - [`bench`](mod@bench): [`run_bench`](bench::run_bench), nccl-tests style timing and checking on any endpoint;
 //!   [`memory`]: refuses sizes whose buffers a process cannot hold.
 //! - [`connect`]: [`FabricKind`](connect::FabricKind) and [`with_fabric`](connect::with_fabric),
@@ -42,6 +48,8 @@ pub mod connect;
 pub mod endpoint;
 pub mod executor;
 pub mod frame;
+mod gate;
+pub mod heartbeat;
 pub mod job;
 pub mod launch;
 #[cfg(not(loom))]

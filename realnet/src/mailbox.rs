@@ -24,6 +24,7 @@ use std::time::{Duration, Instant};
 use algorithms::{FabricError, Payload, Rank, Shape, Tag};
 
 use crate::call::CallId;
+use crate::heartbeat::{PeerSilence, stopped_responding};
 
 /// A receive's key: source rank, tag and call sequence number.
 type Key = (Rank, Tag, u64);
@@ -229,29 +230,84 @@ impl Mailbox {
 
     /// Fails the peers of receives that have waited longer than the
     /// timeout at `now`, naming what they waited for. Returns whether any
-    /// receive was failed.
+    /// receive was failed. For a transport without heartbeats; see
+    /// [`Mailbox::expire_with`].
     pub fn expire(&self, now: Instant) -> bool {
-        let expired: Vec<Key> = {
+        self.expire_with(now, || PeerSilence::Unknown)
+    }
+
+    /// [`Mailbox::expire`] for a transport with heartbeats: when a receive
+    /// has waited past the timeout, `silence` says which peer (if any) has
+    /// been silent, and that peer is named as the cause, failing the rank,
+    /// whoever the receive waited for. If every peer was heard recently,
+    /// the receive waits one silence threshold longer before its peer is
+    /// reported as alive but silent (see [`crate::heartbeat`]).
+    pub fn expire_with(&self, now: Instant, silence: impl FnOnce() -> PeerSilence) -> bool {
+        let expired: Vec<(Key, Duration)> = {
             let inner = self.lock();
             inner
                 .waiters
                 .iter()
-                .filter(|(_, w)| now.saturating_duration_since(w.since) > self.timeout)
-                .map(|(k, _)| *k)
+                .map(|(k, w)| (*k, now.saturating_duration_since(w.since)))
+                .filter(|(_, waited)| *waited > self.timeout)
                 .collect()
         };
-        for (src, tag, seq) in &expired {
-            let err = FabricError::Timeout {
-                rank: self.rank,
-                peer: *src,
-                reason: format!(
-                    "no message with tag {tag} of call #{seq} within {:.1} s (rank {src} is dead or hung)",
-                    self.timeout.as_secs_f64()
-                ),
-            };
-            self.fail_peer(*src, err);
+        let Some(&((src, tag, seq), waited)) = expired.first() else {
+            return false;
+        };
+        let secs = |d: Duration| d.as_secs_f64();
+        match silence() {
+            PeerSilence::Silent { peer, silent } => {
+                let mut reason = stopped_responding(peer, silent);
+                if peer != src {
+                    reason.push_str(&format!(
+                        "; this rank waited {:.1} s for rank {src}'s message with tag {tag} of call #{seq}, and rank {src} is alive",
+                        secs(waited)
+                    ));
+                }
+                self.fail_all(FabricError::Timeout {
+                    rank: self.rank,
+                    peer,
+                    reason,
+                });
+                true
+            }
+            PeerSilence::AllHeard { threshold } => {
+                let mut any = false;
+                for ((src, tag, seq), waited) in expired {
+                    if waited <= self.timeout + threshold {
+                        continue;
+                    }
+                    any = true;
+                    let err = FabricError::Timeout {
+                        rank: self.rank,
+                        peer: src,
+                        reason: format!(
+                            "no message with tag {tag} of call #{seq} within {:.1} s, though rank {src} is alive \
+                             (heard from within {:.1} s): it waits for another rank, or the ranks disagree on what to send",
+                            secs(waited),
+                            secs(threshold)
+                        ),
+                    };
+                    self.fail_peer(src, err);
+                }
+                any
+            }
+            PeerSilence::Unknown => {
+                for ((src, tag, seq), _) in &expired {
+                    let err = FabricError::Timeout {
+                        rank: self.rank,
+                        peer: *src,
+                        reason: format!(
+                            "no message with tag {tag} of call #{seq} within {:.1} s (rank {src} is dead or hung)",
+                            secs(self.timeout)
+                        ),
+                    };
+                    self.fail_peer(*src, err);
+                }
+                true
+            }
         }
-        !expired.is_empty()
     }
 
     /// What this rank's receives wait for, one line each, for reports.
@@ -446,6 +502,46 @@ mod tests {
         m.deliver(1, Tag(0), ar(1), Payload::from_vec(vec![1i32]));
         let e = m.begin_call(ar(2)).unwrap_err();
         assert!(e.to_string().contains("never received"), "{e}");
+    }
+
+    #[test]
+    fn a_silent_peer_is_named_whoever_the_receive_waited_for() {
+        let m = Mailbox::new(2, 3, Duration::from_millis(10));
+        m.begin_call(ar(1)).unwrap();
+        assert!(poll(&m, 1, 4, 1).is_pending());
+        let later = Instant::now() + Duration::from_millis(50);
+        let silent = PeerSilence::Silent {
+            peer: 0,
+            silent: Duration::from_millis(2500),
+        };
+        assert!(m.expire_with(later, || silent));
+        let Poll::Ready(Err(e @ FabricError::Timeout { peer: 0, .. })) = poll(&m, 1, 4, 1) else {
+            panic!("the rank fails naming rank 0")
+        };
+        let text = e.to_string();
+        assert!(
+            text.contains("rank 0 stopped responding: nothing heard from it for 2.5 s"),
+            "{text}"
+        );
+        assert!(text.contains("rank 1 is alive"), "{text}");
+    }
+
+    #[test]
+    fn a_live_peer_gets_one_threshold_more_then_is_named_as_alive() {
+        let m = Mailbox::new(0, 2, Duration::from_millis(100));
+        m.begin_call(ar(1)).unwrap();
+        let start = Instant::now();
+        assert!(poll(&m, 1, 0, 1).is_pending());
+        let heard = PeerSilence::AllHeard {
+            threshold: Duration::from_millis(100),
+        };
+        assert!(!m.expire_with(start + Duration::from_millis(150), || heard));
+        assert!(poll(&m, 1, 0, 1).is_pending());
+        assert!(m.expire_with(start + Duration::from_millis(250), || heard));
+        let Poll::Ready(Err(e @ FabricError::Timeout { peer: 1, .. })) = poll(&m, 1, 0, 1) else {
+            panic!("rank 1 named")
+        };
+        assert!(e.to_string().contains("though rank 1 is alive"), "{e}");
     }
 
     #[test]

@@ -10,9 +10,16 @@
 //! answer (rank 0 -> rank r): "RNRV" status:u8 (0 accepted, 1 refused) len:u16 reason
 //! ```
 //!
-//! Rank 0 refuses (and logs to stderr) a hello with another magic, version,
-//! job id, token or world size, or a rank that already joined, and keeps
-//! waiting for the real ranks. Once all have joined, each
+//! Rank 0 serves its listener through a `Gate` (`gate.rs`): one
+//! thread, a bounded table of connections waiting for their hello, each
+//! with a deadline, so a flood of strangers costs a fixed amount and never
+//! crowds out the real ranks (a rank whose connection was dropped
+//! unanswered dials again). Bytes that begin no hello get no answer. A
+//! hello with another version, job id or token is refused with "wrong job
+//! id or token" (nothing a stranger did not know; rank 0 logs the details
+//! to stderr, the first few one by one); one with the right job id and
+//! token but another world size, or a rank that already joined, is told
+//! why. Rank 0 keeps waiting for the real ranks. Once all have joined, each
 //! [`Bootstrap::allgather`] is a round through rank 0:
 //!
 //! ```text
@@ -29,12 +36,13 @@
 use std::io::{self, Read, Write};
 use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr, TcpListener, TcpStream, ToSocketAddrs};
 use std::sync::Mutex;
-use std::sync::mpsc;
+use std::sync::atomic::AtomicBool;
 use std::time::{Duration, Instant};
 
 use algorithms::Rank;
 
 use crate::bootstrap::{Bootstrap, BootstrapError};
+use crate::gate::{Arrival, Dropped, Gate, HelloSoFar};
 use crate::job::JobOptions;
 use crate::launch::{RankEnv, TOKEN_BYTES_MAX, WORLD_SIZE_MAX};
 
@@ -50,6 +58,10 @@ pub const ALLGATHER_BYTES_MAX: usize = 64 * 1024;
 /// How long rank 0 waits for a connection's hello (a connection that says
 /// nothing is dropped after this, or the job's timeout if shorter).
 const HELLO_WAIT_MAX: Duration = Duration::from_secs(10);
+
+/// Connections rank 0 keeps waiting for their hello at once; beyond this
+/// the oldest silent one is dropped (see [`Gate`]).
+const WAITING_MAX: usize = 256;
 
 /// The most bytes of a reason rank 0 sends back.
 const REASON_BYTES_MAX: usize = 1024;
@@ -84,13 +96,6 @@ enum Role {
 struct Peer {
     stream: TcpStream,
     addr: SocketAddr,
-}
-
-/// What a connection's hello said, checked against the job.
-struct Hello {
-    stream: TcpStream,
-    addr: SocketAddr,
-    verdict: Result<Rank, String>,
 }
 
 impl TcpRendezvous {
@@ -171,32 +176,24 @@ impl TcpRendezvous {
             return Err(fail(format!("the token exceeds {TOKEN_BYTES_MAX} bytes")));
         }
         let deadline = Instant::now() + job.timeout;
-        let mut stream = connect_until(address, deadline, job.timeout).map_err(fail)?;
-        let io_fail = |e: io::Error| {
-            fail(format!(
-                "rendezvous with rank 0 at {address}: {}",
-                describe_io(&e)
-            ))
+        // Rank 0 drops connections without an answer when strangers crowd
+        // its listener (see `Gate`): such a close means "dial again".
+        let stream = loop {
+            let mut stream = connect_until(address, deadline, job.timeout).map_err(fail)?;
+            match introduce(&mut stream, address, job, rank, world_size, deadline) {
+                Ok(()) => break stream,
+                Err(Introduction::Dropped(_)) if Instant::now() < deadline => {
+                    std::thread::sleep(Duration::from_millis(20));
+                }
+                Err(Introduction::Dropped(why)) => {
+                    return Err(fail(format!(
+                        "rank 0 at {address} kept closing this rank's connection without an answer ({why}) for {:?}",
+                        job.timeout
+                    )));
+                }
+                Err(Introduction::Failed(reason)) => return Err(fail(reason)),
+            }
         };
-        stream.set_nodelay(true).map_err(io_fail)?;
-        stream
-            .write_all(&hello(job, rank, world_size))
-            .map_err(io_fail)?;
-        set_deadline(&stream, deadline).map_err(io_fail)?;
-        let mut magic = [0u8; 4];
-        stream.read_exact(&mut magic).map_err(io_fail)?;
-        if magic != MAGIC {
-            return Err(fail(format!(
-                "{address} is not a rendezvous server (it answered {magic:02x?})"
-            )));
-        }
-        let status = read_u8(&mut stream).map_err(io_fail)?;
-        let reason = read_reason(&mut stream).map_err(io_fail)?;
-        if status != 0 {
-            return Err(fail(format!(
-                "rank 0 at {address} refused this rank: {reason}"
-            )));
-        }
         Ok(TcpRendezvous {
             rank,
             world_size,
@@ -352,7 +349,7 @@ fn bind(address: &str) -> Result<TcpListener, String> {
         .collect();
     let mut last = None;
     for a in &addrs {
-        match TcpListener::bind(a) {
+        match crate::gate::listen(*a) {
             Ok(l) => return Ok(l),
             Err(e) => last = Some((*a, e)),
         }
@@ -364,7 +361,7 @@ fn bind(address: &str) -> Result<TcpListener, String> {
             } else {
                 (Ipv6Addr::UNSPECIFIED, a.port()).into()
             };
-            TcpListener::bind(any).map_err(|e| {
+            crate::gate::listen(any).map_err(|e| {
                 format!(
                     "rank 0 cannot listen at {address} nor on port {} of every interface: {e}",
                     a.port()
@@ -379,6 +376,9 @@ fn bind(address: &str) -> Result<TcpListener, String> {
 }
 
 /// Accepts connections until every rank `1..world_size` has joined.
+/// Strangers go through the [`Gate`]: one thread, at most
+/// [`WAITING_MAX`] connections waiting for a hello, each for at most
+/// [`HELLO_WAIT_MAX`]; nothing but a whole hello is answered.
 fn accept_all(
     listener: &TcpListener,
     address: &str,
@@ -390,135 +390,184 @@ fn accept_all(
     if missing == 0 {
         return Ok(peers);
     }
-    listener
-        .set_nonblocking(true)
-        .map_err(|e| format!("rank 0 at {address}: {e}"))?;
     let deadline = Instant::now() + job.timeout;
-    let (tx, rx) = mpsc::channel::<Hello>();
+    let mut gate = Gate::new(listener, WAITING_MAX, job.timeout.min(HELLO_WAIT_MAX))
+        .map_err(|e| format!("rank 0 at {address}: {e}"))?;
+    let mut log = RefusalLog::new(format!("rendezvous: rank 0 at {address}"));
+    let never = AtomicBool::new(false);
     while missing > 0 {
-        let mut idle = true;
-        match listener.accept() {
-            Ok((stream, addr)) => {
-                idle = false;
-                let tx = tx.clone();
-                let job = job.clone();
-                // Each hello is read on its own thread, so a connection
-                // that says nothing cannot hold up the real ranks.
-                std::thread::spawn(move || {
-                    let verdict = read_hello(&stream, &job, world_size);
-                    let _ = tx.send(Hello {
-                        stream,
-                        addr,
-                        verdict,
-                    });
-                });
-            }
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(format!("rank 0 cannot accept at {address}: {e}")),
-        }
-        while let Ok(h) = rx.try_recv() {
-            idle = false;
-            let verdict = h.verdict.and_then(|r| match &peers[r] {
-                Some(p) => Err(format!("rank {r} already joined from {}", p.addr)),
-                None => Ok(r),
-            });
-            let mut stream = h.stream;
-            let mut answer = MAGIC.to_vec();
-            match verdict {
-                Ok(r) => {
-                    answer.push(0);
-                    put_reason(&mut answer, "");
-                    if stream.write_all(&answer).is_ok() {
-                        peers[r] = Some(Peer {
-                            stream,
-                            addr: h.addr,
-                        });
-                        missing -= 1;
-                    }
-                }
-                Err(reason) => {
-                    eprintln!(
-                        "rendezvous: rank 0 at {address} refused a connection from {}: {reason}",
-                        h.addr
-                    );
-                    answer.push(1);
-                    put_reason(&mut answer, &reason);
-                    let _ = stream.write_all(&answer);
-                }
-            }
-        }
-        if missing > 0 && Instant::now() >= deadline {
+        let arrival = gate
+            .next(deadline, &never, hello_so_far)
+            .map_err(|e| format!("rank 0 at {address}: {e}"))?;
+        let Some(Arrival {
+            stream,
+            addr,
+            hello,
+        }) = arrival
+        else {
             let absent: Vec<String> = (1..world_size)
                 .filter(|&r| peers[r].is_none())
                 .map(|r| r.to_string())
                 .collect();
+            log.finish(&gate.dropped());
             return Err(format!(
                 "rank(s) {} did not join the rendezvous at {address} within {:?}",
                 absent.join(", "),
                 job.timeout
             ));
-        }
-        if idle {
-            std::thread::sleep(Duration::from_millis(2));
+        };
+        let verdict = check_hello(&hello, job, world_size).and_then(|r| match &peers[r] {
+            Some(p) => Err(Refusal::told(format!(
+                "rank {r} already joined from {}",
+                p.addr
+            ))),
+            None => Ok(r),
+        });
+        let mut answer = MAGIC.to_vec();
+        match verdict {
+            Ok(r) => {
+                answer.push(0);
+                put_reason(&mut answer, "");
+                let sent = stream
+                    .set_nonblocking(false)
+                    .and_then(|()| stream.set_write_timeout(Some(job.timeout.min(HELLO_WAIT_MAX))))
+                    .and_then(|()| (&stream).write_all(&answer));
+                if sent.is_ok() {
+                    peers[r] = Some(Peer { stream, addr });
+                    missing -= 1;
+                }
+            }
+            Err(refusal) => {
+                log.record(&format!(
+                    "refused a connection from {addr}: {}",
+                    refusal.logged
+                ));
+                answer.push(1);
+                put_reason(&mut answer, &refusal.told);
+                // Best effort and never blocking: the stranger may be gone.
+                let _ = (&stream).write(&answer);
+            }
         }
     }
-    for p in peers.iter().flatten() {
-        p.stream
-            .set_nonblocking(false)
-            .map_err(|e| format!("rank 0 at {address}: {e}"))?;
-    }
+    log.finish(&gate.dropped());
     Ok(peers)
 }
 
-/// Reads and checks a hello: the rank it names, or why it is refused.
-fn read_hello(stream: &TcpStream, job: &JobOptions, world_size: usize) -> Result<Rank, String> {
-    let mut s = stream;
-    let io = |e: io::Error| format!("bad hello: {}", describe_io(&e));
-    s.set_nonblocking(false).map_err(io)?;
-    s.set_read_timeout(Some(job.timeout.min(HELLO_WAIT_MAX)))
-        .map_err(io)?;
-    let mut magic = [0u8; 4];
-    s.read_exact(&mut magic).map_err(io)?;
-    if magic != MAGIC {
-        return Err(format!(
-            "not a rendezvous hello (it began with {magic:02x?})"
-        ));
+/// How much of a hello `bytes` is (for the [`Gate`]): the magic, the
+/// fixed fields, then the token its length announces.
+fn hello_so_far(bytes: &[u8]) -> HelloSoFar {
+    const FIXED: usize = MAGIC.len() + 2 + 8 + 4 + 4 + 2;
+    let magic = &bytes[..bytes.len().min(MAGIC.len())];
+    if magic != &MAGIC[..magic.len()] {
+        return HelloSoFar::Junk;
     }
-    let mut fixed = [0u8; 2 + 8 + 4 + 4 + 2];
-    s.read_exact(&mut fixed).map_err(io)?;
-    let version = u16::from_le_bytes([fixed[0], fixed[1]]);
-    let job_id = u64::from_le_bytes(fixed[2..10].try_into().expect("8 bytes"));
-    let rank = u32::from_le_bytes(fixed[10..14].try_into().expect("4 bytes")) as usize;
-    let world = u32::from_le_bytes(fixed[14..18].try_into().expect("4 bytes")) as usize;
-    let token_len = u16::from_le_bytes([fixed[18], fixed[19]]) as usize;
-    if version != VERSION {
-        return Err(format!("protocol version {version}, expected {VERSION}"));
+    if bytes.len() < FIXED {
+        return HelloSoFar::Needs(FIXED);
     }
+    let token_len = u16::from_le_bytes([bytes[FIXED - 2], bytes[FIXED - 1]]) as usize;
     if token_len > TOKEN_BYTES_MAX {
-        return Err(format!(
-            "a token of {token_len} bytes (more than {TOKEN_BYTES_MAX})"
-        ));
+        return HelloSoFar::Junk;
     }
-    let mut token = vec![0u8; token_len];
-    s.read_exact(&mut token).map_err(io)?;
-    if job_id != job.job_id {
-        return Err(format!("job {job_id}, but this is job {}", job.job_id));
+    if bytes.len() < FIXED + token_len {
+        HelloSoFar::Needs(FIXED + token_len)
+    } else {
+        HelloSoFar::Complete
     }
-    if !same_secret(&token, job.token.as_bytes()) {
-        return Err(format!("wrong job token (claiming rank {rank})"));
+}
+
+/// Why a hello is refused: what the connection is told, and what rank 0
+/// logs. A connection without the job's id and token is told nothing it
+/// did not know.
+struct Refusal {
+    told: String,
+    logged: String,
+}
+
+impl Refusal {
+    /// A refusal to a rank that proved it belongs to the job: it may know why.
+    fn told(reason: String) -> Refusal {
+        Refusal {
+            logged: reason.clone(),
+            told: reason,
+        }
+    }
+}
+
+/// Checks a whole hello (as [`hello_so_far`] delimits it): the rank it
+/// names, or why it is refused.
+fn check_hello(h: &[u8], job: &JobOptions, world_size: usize) -> Result<Rank, Refusal> {
+    let u32_at = |at: usize| u32::from_le_bytes(h[at..at + 4].try_into().expect("4 bytes"));
+    let version = u16::from_le_bytes([h[4], h[5]]);
+    let job_id = u64::from_le_bytes(h[6..14].try_into().expect("8 bytes"));
+    let rank = u32_at(14) as usize;
+    let world = u32_at(18) as usize;
+    let token = &h[24..];
+    if version != VERSION {
+        return Err(Refusal::told(format!(
+            "protocol version {version}, expected {VERSION}"
+        )));
+    }
+    if job_id != job.job_id || !same_secret(token, job.token.as_bytes()) {
+        let what = if job_id != job.job_id {
+            format!("job {job_id}, but this is job {}", job.job_id)
+        } else {
+            "wrong job token".to_string()
+        };
+        return Err(Refusal {
+            told: "wrong job id or token".to_string(),
+            logged: format!("{what} (claiming rank {rank})"),
+        });
     }
     if world != world_size {
-        return Err(format!(
+        return Err(Refusal::told(format!(
             "rank {rank} believes the job has {world} ranks, but it has {world_size}"
-        ));
+        )));
     }
     if rank == 0 || rank >= world_size {
-        return Err(format!(
+        return Err(Refusal::told(format!(
             "rank {rank} is not a rank 1..{world_size} may join as"
-        ));
+        )));
     }
     Ok(rank)
+}
+
+/// Refusals logged to stderr, the first [`LOGGED_REFUSALS_MAX`] in full and
+/// then only counted, so a flood of strangers cannot flood the log.
+struct RefusalLog {
+    prefix: String,
+    count: u64,
+}
+
+/// Refusals logged one by one before the rest are only counted.
+const LOGGED_REFUSALS_MAX: u64 = 16;
+
+impl RefusalLog {
+    /// A log whose lines begin with `prefix`.
+    fn new(prefix: String) -> RefusalLog {
+        RefusalLog { prefix, count: 0 }
+    }
+
+    /// Logs (or counts) one refusal.
+    fn record(&mut self, line: &str) {
+        self.count += 1;
+        if self.count <= LOGGED_REFUSALS_MAX {
+            eprintln!("{}: {line}", self.prefix);
+        }
+    }
+
+    /// Logs what was only counted, and the connections the gate dropped.
+    fn finish(&self, dropped: &Dropped) {
+        if self.count > LOGGED_REFUSALS_MAX {
+            eprintln!(
+                "{}: {} more refusal(s) not logged one by one",
+                self.prefix,
+                self.count - LOGGED_REFUSALS_MAX
+            );
+        }
+        if dropped.total() > 0 {
+            eprintln!("{}: {}", self.prefix, dropped.describe());
+        }
+    }
 }
 
 /// Compares two secrets in time independent of where they differ.
@@ -536,6 +585,61 @@ fn hello(job: &JobOptions, rank: Rank, world_size: usize) -> Vec<u8> {
     h.extend_from_slice(&(job.token.len() as u16).to_le_bytes());
     h.extend_from_slice(job.token.as_bytes());
     h
+}
+
+/// Why a hello to rank 0 did not get this rank in.
+enum Introduction {
+    /// The connection closed before any answer: dial again.
+    Dropped(String),
+    /// Refused, timed out, or not a rendezvous: give up, saying why.
+    Failed(String),
+}
+
+/// Sends this rank's hello on `stream` and reads rank 0's answer.
+fn introduce(
+    stream: &mut TcpStream,
+    address: &str,
+    job: &JobOptions,
+    rank: Rank,
+    world_size: usize,
+    deadline: Instant,
+) -> Result<(), Introduction> {
+    let io_fail = |e: io::Error| {
+        if matches!(
+            e.kind(),
+            io::ErrorKind::UnexpectedEof
+                | io::ErrorKind::ConnectionReset
+                | io::ErrorKind::ConnectionAborted
+                | io::ErrorKind::BrokenPipe
+        ) {
+            Introduction::Dropped(describe_io(&e))
+        } else {
+            Introduction::Failed(format!(
+                "rendezvous with rank 0 at {address}: {}",
+                describe_io(&e)
+            ))
+        }
+    };
+    stream.set_nodelay(true).map_err(io_fail)?;
+    stream
+        .write_all(&hello(job, rank, world_size))
+        .map_err(io_fail)?;
+    set_deadline(stream, deadline).map_err(io_fail)?;
+    let mut magic = [0u8; 4];
+    stream.read_exact(&mut magic).map_err(io_fail)?;
+    if magic != MAGIC {
+        return Err(Introduction::Failed(format!(
+            "{address} is not a rendezvous server (it answered {magic:02x?})"
+        )));
+    }
+    let status = read_u8(stream).map_err(io_fail)?;
+    let reason = read_reason(stream).map_err(io_fail)?;
+    if status != 0 {
+        return Err(Introduction::Failed(format!(
+            "rank 0 at {address} refused this rank: {reason}"
+        )));
+    }
+    Ok(())
 }
 
 /// Connects to `address`, retrying while nobody listens yet.
@@ -723,14 +827,30 @@ mod tests {
                 let b = TcpRendezvous::serve(listener, 3, &good).unwrap();
                 b.allgather(b"zero").unwrap()
             });
-            // The impostors come first, claiming the real ranks.
-            let e = TcpRendezvous::join(&addr, 1, 3, &bad_token).err().unwrap();
-            assert!(e.to_string().contains("wrong job token"), "{e}");
-            assert!(e.to_string().contains(&addr), "{e}");
-            let e = TcpRendezvous::join(&addr, 2, 3, &bad_job).err().unwrap();
-            assert!(e.to_string().contains("job 41, but this is job 42"), "{e}");
+            // The impostors come first, claiming the real ranks; they learn
+            // nothing of the job (its id is 42).
+            for impostor in [&bad_token, &bad_job] {
+                let e = TcpRendezvous::join(&addr, 1, 3, impostor)
+                    .err()
+                    .unwrap()
+                    .to_string();
+                assert!(
+                    e.ends_with("refused this rank: wrong job id or token"),
+                    "{e}"
+                );
+                assert!(e.contains(&addr), "{e}");
+                assert!(!e.contains("42"), "{e}");
+            }
+            // A rank of the job with another world size is told why.
             let e = TcpRendezvous::join(&addr, 2, 4, &good).err().unwrap();
             assert!(e.to_string().contains("has 3"), "{e}");
+            // Bytes that begin no hello get no answer at all.
+            let mut junk = TcpStream::connect(&addr).unwrap();
+            junk.write_all(b"GET / HTTP/1.1\r\n\r\n").unwrap();
+            junk.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+            let mut answer = Vec::new();
+            let _ = junk.read_to_end(&mut answer);
+            assert!(answer.is_empty(), "{answer:?}");
             // A connection that never says anything does not hold them up.
             let _silent = TcpStream::connect(&addr).unwrap();
             let ranks: Vec<_> = (1..3)

@@ -106,6 +106,7 @@ impl ShmFabric {
                 .map_err(|e| format!("cannot lock byte {rank} of {}: {e}", path.display()))?;
             let ctl = s.rank_control(rank);
             ctl.set_identity(std::process::id(), &*probe as *const u64 as u64);
+            ctl.beat(crate::heartbeat::monotonic_ns());
             ctl.set_state(RankState::Running);
             Ok(s)
         });
@@ -140,8 +141,6 @@ impl ShmFabric {
         let attach_to = (0..world)
             .map(|dst| all[dst].get(rank).copied() == Some(1))
             .collect();
-        Ok(ShmFabric::assemble(
-            seg, rank, world, options, pids, attach_to, probe,
-        ))
+        ShmFabric::assemble(seg, rank, world, options, pids, attach_to, probe)
     }
 }

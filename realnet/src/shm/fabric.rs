@@ -4,6 +4,7 @@
 
 use std::cell::{Cell, RefCell};
 use std::collections::VecDeque;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use algorithms::{Fabric, FabricError, Payload, Rank, Shape, Tag, Time, Work};
@@ -18,6 +19,7 @@ use super::wire::{HEADER_BYTES, Kind, MessageHeader};
 use crate::call::CallId;
 use crate::endpoint::Endpoint;
 use crate::executor::IdlePolicy;
+use crate::heartbeat::{self, Beater, PeerSilence};
 use crate::mailbox::Mailbox;
 
 /// A message waiting for ring space: its header and inline bytes.
@@ -71,7 +73,7 @@ struct Incoming {
 pub struct ShmFabric {
     pub(crate) rank: Rank,
     pub(crate) world: usize,
-    pub(crate) seg: Segment,
+    pub(crate) seg: Arc<Segment>,
     pub(crate) mailbox: Mailbox,
     pub(crate) options: ShmOptions,
     /// Peers' process ids (for cross-memory attach).
@@ -89,10 +91,14 @@ pub struct ShmFabric {
     idle: IdlePolicy,
     /// The word peers read at connect time to test cross-memory attach.
     _probe: Box<u64>,
+    /// The heartbeat thread (see [`crate::heartbeat`]): beats in this
+    /// rank's control block.
+    _beater: Beater,
 }
 
 impl ShmFabric {
-    /// Assembles a connected rank (see [`ShmFabric::connect`]).
+    /// Assembles a connected rank (see [`ShmFabric::connect`]) and starts
+    /// its heartbeat.
     pub(crate) fn assemble(
         seg: Segment,
         rank: Rank,
@@ -101,8 +107,19 @@ impl ShmFabric {
         pids: Vec<u32>,
         attach_to: Vec<bool>,
         probe: Box<u64>,
-    ) -> ShmFabric {
-        ShmFabric {
+    ) -> Result<ShmFabric, FabricError> {
+        let seg = Arc::new(seg);
+        let beating = seg.clone();
+        let beater = Beater::start(
+            format!("realnet-shm-{rank}-beat"),
+            heartbeat::interval(options.job.timeout),
+            move || beating.rank_control(rank).beat(heartbeat::monotonic_ns()),
+        )
+        .map_err(|e| FabricError::Transport {
+            rank,
+            reason: format!("cannot start the heartbeat thread: {e}"),
+        })?;
+        Ok(ShmFabric {
             rank,
             world,
             seg,
@@ -125,7 +142,8 @@ impl ShmFabric {
             finished: Cell::new(false),
             idle: options.idle.unwrap_or_else(|| default_idle(world)),
             _probe: probe,
-        }
+            _beater: beater,
+        })
     }
 
     /// Whether large payloads to `peer` are copied out of this rank's memory
@@ -453,6 +471,10 @@ impl Endpoint for ShmFabric {
     /// its peer needs. Park 50 us at a time after a long idle stretch.
     fn idle_policy(&self) -> IdlePolicy {
         self.idle
+    }
+
+    fn peer_silence(&self) -> PeerSilence {
+        self.silences()
     }
 
     fn begin_call(&self, call: CallId) -> Result<(), FabricError> {

@@ -8,7 +8,9 @@
 //! Idle progress probes every peer each `probe_interval`: a failed peer
 //! or one whose lock is gone without having finished fails this rank at
 //! once, with an error naming it. A peer that hangs while holding its
-//! lock (stopped, spinning) is left to the mailbox's receive timeout.
+//! lock is left to the mailbox's receive timeout, where its heartbeat
+//! (a timestamp its own thread writes in its control block, see
+//! [`crate::heartbeat`]) tells a frozen peer (SIGSTOP) from a live one.
 
 use std::time::{Duration, Instant};
 
@@ -17,6 +19,7 @@ use algorithms::{FabricError, Rank};
 use super::fabric::ShmFabric;
 use super::segment::RankState;
 use crate::endpoint::Endpoint;
+use crate::heartbeat::{self, PeerSilence};
 
 /// Idle progress calls between two looks at the clock.
 const IDLE_CALLS_PER_CLOCK: u32 = 64;
@@ -82,6 +85,24 @@ impl ShmFabric {
                 "rank {peer} (pid {pid}) died: its process exited or was killed without finishing"
             ),
         })
+    }
+
+    /// How long each running peer's heartbeat has been silent, judged
+    /// (peers that finished, failed or died are left out).
+    pub(crate) fn silences(&self) -> PeerSilence {
+        let now = heartbeat::monotonic_ns();
+        let silences: Vec<(Rank, Duration)> = (0..self.world)
+            .filter(|p| *p != self.rank)
+            .filter(|p| self.seg.rank_control(*p).state() == RankState::Running)
+            .map(|p| {
+                let last = self.seg.rank_control(p).last_beat();
+                (p, Duration::from_nanos(now.saturating_sub(last)))
+            })
+            .collect();
+        PeerSilence::judge(
+            silences,
+            heartbeat::silence_threshold(self.options.job.timeout),
+        )
     }
 
     /// The peers' trouble as one error: every peer that died (the likely
@@ -181,6 +202,13 @@ impl ShmFabric {
                 }
             }
             if Instant::now() > deadline {
+                if let PeerSilence::Silent { peer, silent } = self.silences() {
+                    return Err(self.give_up(FabricError::Timeout {
+                        rank: self.rank,
+                        peer,
+                        reason: heartbeat::stopped_responding(peer, silent),
+                    }));
+                }
                 return Err(self.give_up(FabricError::Timeout {
                     rank: self.rank,
                     peer: waiting[0],
@@ -210,6 +238,13 @@ impl ShmFabric {
                 return Ok(());
             };
             if Instant::now() > deadline {
+                if let PeerSilence::Silent { peer, silent } = self.silences() {
+                    return Err(FabricError::Timeout {
+                        rank: self.rank,
+                        peer,
+                        reason: heartbeat::stopped_responding(peer, silent),
+                    });
+                }
                 return Err(FabricError::Timeout {
                     rank: self.rank,
                     peer,

@@ -3,7 +3,8 @@
 //!
 //! ```text
 //!  offset 0            header: magic, version, world size, job id, ring bytes, total bytes
-//!  4096                RankControl x world        (128-byte aligned, one writer each)
+//!  4096                RankControl x world        (128-byte aligned, one writer each:
+//!                                                  state, pid, failure reason, heartbeat)
 //!  page-aligned        RingControl x n(n-1)       (head, tail, copied: 3 x 128 bytes)
 //!  page-aligned        ring data x n(n-1)         (ring_bytes each, a power of two)
 //! ```
@@ -35,7 +36,8 @@ use super::sync::UnsafeCell;
 /// "realnshm" as a little-endian u64.
 const MAGIC: u64 = u64::from_le_bytes(*b"realnshm");
 /// The layout version; a segment of another version is refused.
-pub(crate) const VERSION: u32 = 1;
+/// Version 2: each rank's control block carries its heartbeat.
+pub(crate) const VERSION: u32 = 2;
 /// Bytes of the header (one page).
 const HEADER_BYTES: usize = 4096;
 /// Bytes of a failure reason kept in a rank's control block.
@@ -62,6 +64,8 @@ pub(crate) struct RankControl {
     probe_addr: AtomicU64,
     reason_len: AtomicU32,
     reason: [AtomicU8; REASON_BYTES],
+    /// The rank's last heartbeat: CLOCK_MONOTONIC in nanoseconds (0: none yet).
+    heartbeat_ns: AtomicU64,
 }
 
 impl RankControl {
@@ -115,6 +119,16 @@ impl RankControl {
     /// The address of the word peers read to test cross-memory attach.
     pub(crate) fn probe_addr(&self) -> u64 {
         self.probe_addr.load(Ordering::Acquire)
+    }
+
+    /// Publishes a heartbeat taken at `ns` (CLOCK_MONOTONIC nanoseconds).
+    pub(crate) fn beat(&self, ns: u64) {
+        self.heartbeat_ns.store(ns, Ordering::Release);
+    }
+
+    /// The rank's last heartbeat (0: none yet).
+    pub(crate) fn last_beat(&self) -> u64 {
+        self.heartbeat_ns.load(Ordering::Acquire)
     }
 
     /// Publishes this rank's process id and probe address.

@@ -56,7 +56,7 @@ pub(super) fn bind(ip: IpAddr, ports: &RangeInclusive<u16>) -> Result<TcpListene
         ));
     }
     for port in ports.clone() {
-        match TcpListener::bind(SocketAddr::new(ip, port)) {
+        match crate::gate::listen(SocketAddr::new(ip, port)) {
             Ok(listener) => return Ok(listener),
             Err(e) if e.kind() == ErrorKind::AddrInUse => continue,
             Err(e) => {

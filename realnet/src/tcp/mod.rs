@@ -8,6 +8,8 @@
 //!               checked both ways (handshake.rs; strays refused, logged)
 //!  running:  send = one frame written by the rank's thread
 //!            one reader thread per connection -> Mailbox::deliver
+//!            one heartbeat thread: a heartbeat frame to every peer each
+//!            interval, never blocking (see crate::heartbeat)
 //!  finish:   bye to everyone, wait for everyone's bye, shut down writes
 //! ```
 //!
@@ -35,7 +37,16 @@
 //! rank with an error naming it (no collective can complete without a
 //! rank) once the messages it sent before are consumed; a corrupted frame
 //! fails the rank at once. A peer that hangs is caught by the
-//! [`Mailbox`] timeout. The reader threads live in `tcp/reader.rs`.
+//! [`Mailbox`] timeout, and its silence (no frame, not even a heartbeat,
+//! for half the timeout) names it whoever a rank was waiting for. The
+//! reader threads live in `tcp/reader.rs`.
+//!
+//! # Heartbeats
+//! The heartbeat thread takes a link only if nobody holds it (a link busy
+//! with a send is heard from through that send) and writes with
+//! `MSG_DONTWAIT`: a peer that does not read gets no heartbeat, and the
+//! part of one its socket did not take is written before the link's next
+//! frame. No heartbeat follows a bye.
 
 mod address;
 mod handshake;
@@ -44,7 +55,7 @@ mod reader;
 use std::io::Write;
 use std::net::{Shutdown, SocketAddr, TcpStream};
 use std::ops::RangeInclusive;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
@@ -56,6 +67,7 @@ use crate::call::CallId;
 use crate::endpoint::Endpoint;
 use crate::executor::IdlePolicy;
 use crate::frame::{Body, DEFAULT_FRAME_CAP, Frame, HEADER_LEN};
+use crate::heartbeat::{self, Beater, PeerSilence};
 use crate::job::JobOptions;
 use crate::mailbox::Mailbox;
 
@@ -116,9 +128,25 @@ pub(crate) struct Shared {
     /// The first peer that died, and how.
     dead: Mutex<Option<FabricError>>,
     refusals: Arc<Refusals>,
+    /// When the rank connected: the origin of `heard`.
+    epoch: Instant,
+    /// Per peer: when it was last heard from, in nanoseconds since `epoch`.
+    heard: Vec<AtomicU64>,
 }
 
 impl Shared {
+    /// Notes that `peer` was heard from just now.
+    fn heard(&self, peer: Rank) {
+        let ns = u64::try_from(self.epoch.elapsed().as_nanos()).unwrap_or(u64::MAX);
+        self.heard[peer].store(ns, Ordering::Relaxed);
+    }
+
+    /// How long nothing was heard from `peer`, at `now`.
+    fn silent_for(&self, peer: Rank, now: Instant) -> Duration {
+        let last = self.epoch + Duration::from_nanos(self.heard[peer].load(Ordering::Relaxed));
+        now.saturating_duration_since(last)
+    }
+
     fn byes(&self) -> MutexGuard<'_, Vec<bool>> {
         self.byes.lock().unwrap_or_else(|e| e.into_inner())
     }
@@ -174,6 +202,51 @@ struct Link {
     seq: u64,
     /// Reused buffer for small frames.
     buf: Vec<u8>,
+    /// The part of a heartbeat frame the socket did not take yet: written
+    /// before anything else.
+    unsent: Vec<u8>,
+    /// A bye went out: nothing more may follow, heartbeats included.
+    closed: bool,
+}
+
+impl Link {
+    /// Sends a heartbeat (or the rest of one) without ever blocking: a
+    /// peer that does not read gets none, which is right, as it is the one
+    /// that stopped responding.
+    fn beat(&mut self, job_id: u64, src: u32, dst: u32) {
+        if self.closed {
+            return;
+        }
+        if self.unsent.is_empty() {
+            let frame = Frame {
+                job_id,
+                src,
+                dst,
+                tag: Tag(0),
+                seq: self.seq,
+                call: CallId::NONE,
+                body: Body::Heartbeat,
+            };
+            self.seq += 1;
+            frame.encode(&mut self.unsent);
+        }
+        let sock = socket2::SockRef::from(&self.stream);
+        // A failed send leaves the bytes for the next send, which reports
+        // a broken connection (and so does the reader).
+        if let Ok(n) = sock.send_with_flags(&self.unsent, libc::MSG_DONTWAIT | libc::MSG_NOSIGNAL) {
+            self.unsent.drain(..n);
+        }
+    }
+}
+
+/// One heartbeat to every peer whose link is not busy (a link busy with a
+/// send is being heard from already, or its peer does not read).
+fn beat_all(links: &[Option<Mutex<Link>>], job_id: u64, rank: u32) {
+    for (peer, link) in links.iter().enumerate() {
+        if let Some(Ok(mut link)) = link.as_ref().map(Mutex::try_lock) {
+            link.beat(job_id, rank, peer as u32);
+        }
+    }
 }
 
 /// One rank of a job whose ranks talk over TCP.
@@ -185,8 +258,12 @@ pub struct TcpFabric {
     timeout: Duration,
     shared: Arc<Shared>,
     /// Index by peer; `None` for this rank itself.
-    links: Vec<Option<Mutex<Link>>>,
+    links: Arc<Vec<Option<Mutex<Link>>>>,
     addrs: Vec<SocketAddr>,
+    /// The heartbeat thread (see [`crate::heartbeat`]).
+    beater: Option<Beater>,
+    /// How long a peer must be silent to count as stopped.
+    silence_threshold: Duration,
     readers: Mutex<Vec<JoinHandle<()>>>,
     call: Mutex<CallId>,
     start: Instant,
@@ -211,6 +288,13 @@ impl TcpFabric {
         if rank >= world_size {
             return Err(fail(format!(
                 "rank {rank} is outside a job of {world_size} ranks"
+            )));
+        }
+        if options.job.token.len() > crate::launch::TOKEN_BYTES_MAX {
+            return Err(fail(format!(
+                "the job token is {} bytes, more than the {} a hello carries",
+                options.job.token.len(),
+                crate::launch::TOKEN_BYTES_MAX
             )));
         }
         let ip = address::resolve(options.interface.as_deref()).map_err(fail)?;
@@ -263,6 +347,8 @@ impl TcpFabric {
             any_dead: AtomicBool::new(false),
             dead: Mutex::new(None),
             refusals,
+            epoch: Instant::now(),
+            heard: (0..world_size).map(|_| AtomicU64::new(0)).collect(),
         });
         let mut fabric = TcpFabric {
             rank,
@@ -271,27 +357,44 @@ impl TcpFabric {
             frame_cap: options.frame_cap,
             timeout: options.job.timeout,
             shared,
-            links: (0..world_size).map(|_| None).collect(),
+            links: Arc::new(Vec::new()),
             addrs,
+            beater: None,
+            silence_threshold: heartbeat::silence_threshold(options.job.timeout),
             readers: Mutex::new(Vec::new()),
             call: Mutex::new(CallId::NONE),
             start: Instant::now(),
         };
+        let mut links = Vec::with_capacity(world_size);
         for (peer, stream) in streams.into_iter().enumerate() {
-            if let Some(stream) = stream {
-                fabric.start_peer(peer, stream, options).map_err(fail)?;
-            }
+            links.push(match stream {
+                Some(stream) => Some(Mutex::new(
+                    fabric.start_peer(peer, stream, options).map_err(fail)?,
+                )),
+                None => None,
+            });
         }
+        fabric.links = Arc::new(links);
+        let links = fabric.links.clone();
+        let job_id = options.job.job_id;
+        fabric.beater = Some(
+            Beater::start(
+                format!("realnet-tcp-{rank}-beat"),
+                heartbeat::interval(options.job.timeout),
+                move || beat_all(&links, job_id, rank32),
+            )
+            .map_err(|e| fail(format!("cannot start the heartbeat thread: {e}")))?,
+        );
         Ok(fabric)
     }
 
-    /// Tunes a connected stream, starts its reader and keeps its sender.
+    /// Tunes a connected stream, starts its reader and returns its sender.
     fn start_peer(
-        &mut self,
+        &self,
         peer: Rank,
         stream: TcpStream,
         options: &TcpOptions,
-    ) -> Result<(), String> {
+    ) -> Result<Link, String> {
         let io = |e: std::io::Error| format!("connection to rank {peer}: {e}");
         stream.set_nodelay(true).map_err(io)?;
         stream.set_read_timeout(None).map_err(io)?;
@@ -317,18 +420,27 @@ impl TcpFabric {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .push(handle);
-        self.links[peer] = Some(Mutex::new(Link {
+        Ok(Link {
             stream,
             seq: 1,
             buf: Vec::with_capacity(SMALL_FRAME_BYTES),
-        }));
-        Ok(())
+            unsent: Vec::new(),
+            closed: false,
+        })
     }
 
     /// The connections this rank refused while connecting, one line each
-    /// (also logged to stderr with a `realnet:` prefix).
+    /// (also logged to stderr with a `realnet:` prefix); the first 64 only
+    /// (see [`TcpFabric::refusal_count`]).
     pub fn refusals(&self) -> Vec<String> {
         self.shared.refusals.all()
+    }
+
+    /// How many connections this rank refused while connecting in all
+    /// (connections that sent no hello at all are dropped unanswered and
+    /// not counted here).
+    pub fn refusal_count(&self) -> u64 {
+        self.shared.refusals.count()
     }
 
     /// The address each rank listened on, by rank.
@@ -379,17 +491,31 @@ impl TcpFabric {
             )));
         }
         let header = frame.header().encode();
-        let Link { stream, buf, .. } = &mut *link;
-        let written = if payload.len() + HEADER_LEN <= SMALL_FRAME_BYTES {
-            buf.clear();
-            buf.extend_from_slice(&header);
-            buf.extend_from_slice(&payload);
-            stream.write_all(buf)
+        let bye = matches!(frame.body, Body::Bye);
+        let Link {
+            stream,
+            buf,
+            unsent,
+            ..
+        } = &mut *link;
+        // The rest of a heartbeat first: it took its number before this frame.
+        let flushed = if unsent.is_empty() {
+            Ok(())
         } else {
-            stream
-                .write_all(&header)
-                .and_then(|()| stream.write_all(&payload))
+            stream.write_all(unsent).map(|()| unsent.clear())
         };
+        let written = flushed.and_then(|()| {
+            if payload.len() + HEADER_LEN <= SMALL_FRAME_BYTES {
+                buf.clear();
+                buf.extend_from_slice(&header);
+                buf.extend_from_slice(&payload);
+                stream.write_all(buf)
+            } else {
+                stream
+                    .write_all(&header)
+                    .and_then(|()| stream.write_all(&payload))
+            }
+        });
         if let Err(e) = written {
             let addr = self.addrs[to];
             let err = if matches!(
@@ -400,7 +526,7 @@ impl TcpFabric {
                     rank: self.rank,
                     peer: to,
                     reason: format!(
-                        "rank {to} ({addr}) took no data for {:.1} s (it is hung)",
+                        "rank {to} stopped responding: it took no data for {:.1} s ({addr}; it is stopped, frozen or cut off)",
                         self.timeout.as_secs_f64()
                     ),
                 }
@@ -425,6 +551,7 @@ impl TcpFabric {
             return Err(err);
         }
         link.seq += 1;
+        link.closed |= bye;
         Ok(())
     }
 
@@ -444,6 +571,14 @@ impl TcpFabric {
             };
             let left = deadline.saturating_duration_since(Instant::now());
             if left.is_zero() {
+                drop(byes);
+                if let PeerSilence::Silent { peer, silent } = self.peer_silence() {
+                    return Err(FabricError::Timeout {
+                        rank: self.rank,
+                        peer,
+                        reason: heartbeat::stopped_responding(peer, silent),
+                    });
+                }
                 let list: Vec<String> = missing.iter().map(|r| r.to_string()).collect();
                 return Err(FabricError::Timeout {
                     rank: self.rank,
@@ -548,6 +683,18 @@ impl Endpoint for TcpFabric {
         }
     }
 
+    /// Peers that said bye or failed are left out.
+    fn peer_silence(&self) -> PeerSilence {
+        let now = Instant::now();
+        let byes = self.shared.byes();
+        let silences: Vec<(Rank, Duration)> = (0..self.world_size)
+            .filter(|&p| p != self.rank && !byes[p])
+            .filter(|&p| self.shared.mailbox.peer_failure(p).is_none())
+            .map(|p| (p, self.shared.silent_for(p, now)))
+            .collect();
+        PeerSilence::judge(silences, self.silence_threshold)
+    }
+
     fn begin_call(&self, call: CallId) -> Result<(), FabricError> {
         *self.call.lock().unwrap_or_else(|e| e.into_inner()) = call;
         self.shared.mailbox.begin_call(call)
@@ -575,6 +722,8 @@ impl Drop for TcpFabric {
     /// Closes every connection (without a bye, peers take this as a
     /// crash) and joins the readers.
     fn drop(&mut self) {
+        // No heartbeat may interleave with what follows.
+        drop(self.beater.take());
         // A rank that stops on an error tells its live peers why, so that
         // they name the cause (a rank that died before) rather than this
         // rank, whose connections close next.

@@ -2,7 +2,9 @@
 //! hands each message to the [`Mailbox`](crate::Mailbox).
 //!
 //! A reader never waits for anything but its socket (delivering is a
-//! non-blocking insert), so a peer's writes always drain. What it reports:
+//! non-blocking insert), so a peer's writes always drain. Every frame (and
+//! every megabyte of a large one) counts as hearing from the peer, for
+//! the heartbeats (see [`crate::heartbeat`]). What it reports:
 //! - the end of the stream without a bye, or a socket error: the peer
 //!   died, named (the rank fails once it has consumed what the peer sent
 //!   before: a collective cannot finish without it);
@@ -132,6 +134,7 @@ impl Reader {
                 Ok(false) => return Stop::Closed,
                 Err(e) => return e.into(),
             }
+            self.shared.heard(self.peer);
             let header = match Header::decode(&head, self.frame_cap) {
                 Ok(h) => h,
                 Err(e) => return e.into(),
@@ -190,6 +193,7 @@ impl Reader {
                     input.read_exact(piece)?;
                     if big {
                         mailbox.touch(self.peer);
+                        self.shared.heard(self.peer);
                     }
                 }
                 header.check_payload(bytes)?;
@@ -211,6 +215,11 @@ impl Reader {
                 header.check_payload(&[])?;
                 self.shared.said_bye(self.peer);
                 Ok(true)
+            }
+            // Heard already (every frame counts).
+            Kind::Heartbeat => {
+                header.check_payload(&[])?;
+                Ok(false)
             }
             Kind::Refuse => {
                 // After the handshake a refusal is the peer stopping on an
