@@ -161,6 +161,9 @@ pub struct Scenario {
     /// Whether the file has a `[sweep]` table, which `sim run` ignores
     /// (`sim sweep` runs it).
     pub has_sweep: bool,
+    /// The other files it reads (an `nvidia-smi topo -m` file named by
+    /// `[topology] file`), so that no output may overwrite them.
+    pub input_files: Vec<PathBuf>,
     /// `[topology] symmetry = "fold"`: runs simulate only ranks
     /// `0..shift`, one per orbit of the preset's rotation (see
     /// [`crate::fold`]).

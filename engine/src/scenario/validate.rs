@@ -269,6 +269,20 @@ pub fn parse(
         faults,
         compare_without_link_faults,
         has_sweep: raw.sweep.is_some(),
+        input_files: raw
+            .topology
+            .as_ref()
+            .and_then(|t| {
+                let t = t.get_ref();
+                let file = t
+                    .file
+                    .as_ref()
+                    .filter(|_| t.preset.get_ref() == "nvidia_smi")?;
+                let dir = path.parent().unwrap_or(Path::new("."));
+                Some(dir.join(file.get_ref()))
+            })
+            .into_iter()
+            .collect(),
         fold: network.fold,
         registry: registry.clone(),
         tuner,

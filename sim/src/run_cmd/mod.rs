@@ -107,7 +107,12 @@ pub fn run(path: &Path, registry: &Registry, outputs: &Outputs) -> io::Result<Ex
         name: "the scenario",
         path,
     };
-    if let Err(e) = check_paths(&[input], &outputs.named()) {
+    let mut inputs = vec![input];
+    inputs.extend(scenario.input_files.iter().map(|path| Named {
+        name: "a file the scenario reads",
+        path,
+    }));
+    if let Err(e) = check_paths(&inputs, &outputs.named()) {
         crate::report!("error: {e}");
         return Ok(ExitStatus::InvalidInput);
     }

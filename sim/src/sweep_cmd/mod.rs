@@ -98,7 +98,15 @@ pub fn sweep(args: &SweepArgs, progress: bool, registry: &Registry) -> io::Resul
             name: "--csv",
             path: csv,
         };
-        if let Err(e) = check_paths(&[input], &[output]) {
+        // The files the scenario reads (an nvidia-smi file); no axis
+        // sets them, so point 0 names them for every point.
+        let others = sweep.scenario(0).map(|s| s.input_files).unwrap_or_default();
+        let mut inputs = vec![input];
+        inputs.extend(others.iter().map(|path| Named {
+            name: "a file the scenario reads",
+            path,
+        }));
+        if let Err(e) = check_paths(&inputs, &[output]) {
             crate::report!("error: {e}");
             return Ok(ExitStatus::InvalidInput);
         }

@@ -163,6 +163,30 @@ fn an_output_that_is_an_input_or_another_output_is_refused() {
 }
 
 #[test]
+fn an_output_that_is_the_scenarios_nvidia_smi_file_is_refused() {
+    let dir = temp_dir("outputs-nvsmi");
+    let root = crate::support::repo_root().join("scenarios");
+    fs::create_dir_all(dir.join("topo")).unwrap();
+    let scenario = dir.join("dgx1.toml");
+    let text = fs::read_to_string(root.join("dgx1_v100_nvidia_smi.toml")).unwrap();
+    // `sim sweep` needs a [sweep] table; `sim run` ignores it.
+    fs::write(&scenario, format!("{text}\n[sweep]\nseed = [1, 2]\n")).unwrap();
+    let topo = dir.join("topo/dgx1_v100.txt");
+    fs::copy(root.join("topo/dgx1_v100.txt"), &topo).unwrap();
+    let before = fs::read_to_string(&topo).unwrap();
+    for command in ["run", "sweep"] {
+        let (code, stdout, stderr) = sim_out(&[command, s(&scenario), "--csv", s(&topo)]);
+        assert_eq!(code, Some(2), "{command}: {stderr}");
+        assert!(
+            stderr.contains("is a file the scenario reads"),
+            "{command}: {stderr}"
+        );
+        assert!(stdout.is_empty(), "{command}: nothing runs: {stdout}");
+    }
+    assert_eq!(fs::read_to_string(&topo).unwrap(), before);
+}
+
+#[test]
 fn the_links_timeline_stops_at_its_cap_and_says_how_to_raise_it() {
     let dir = temp_dir("outputs-timeline");
     let path = dir.join("s.toml");
