@@ -839,7 +839,8 @@ mod tests {
                     "{e}"
                 );
                 assert!(e.contains(&addr), "{e}");
-                assert!(!e.contains("42"), "{e}");
+                // The address may hold "42" (port 42679): look past it.
+                assert!(!e.replace(&addr, "").contains("42"), "{e}");
             }
             // A rank of the job with another world size is told why.
             let e = TcpRendezvous::join(&addr, 2, 4, &good).err().unwrap();
