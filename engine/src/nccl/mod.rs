@@ -206,11 +206,7 @@ impl NcclSystem {
 
     /// NCCL's base latency of a call (`baseLat`), ps.
     pub fn call_latency_ps(&self, algorithm: NcclAlgorithm, protocol: Protocol) -> u64 {
-        let a = usize::from(algorithm == NcclAlgorithm::Ring);
-        let p = Protocol::ALL
-            .iter()
-            .position(|&q| q == protocol)
-            .expect("every protocol");
+        let (a, p) = (model::a_index(algorithm), model::p_index(protocol));
         us_to_ps(self.constants().base_latency_us[a][p])
     }
 
@@ -230,11 +226,10 @@ impl NcclSystem {
     /// `class`, beyond the `idle_ps` the modelled links already take, ps.
     pub fn hop_extra_ps(&self, framing: Framing, class: HopClass, idle_ps: u64) -> u64 {
         let k = self.constants();
-        let a = usize::from(framing.algorithm == NcclAlgorithm::Ring);
-        let p = Protocol::ALL
-            .iter()
-            .position(|&q| q == framing.protocol)
-            .expect("every protocol");
+        let (a, p) = (
+            model::a_index(framing.algorithm),
+            model::p_index(framing.protocol),
+        );
         let mut us = k.hop_latency_us[class.index()][a][p];
         if framing.algorithm == NcclAlgorithm::Ring
             && class != HopClass::Net

@@ -103,7 +103,7 @@ pub struct Choice {
 }
 
 /// Index of an algorithm in NCCL's tables.
-fn a_index(a: NcclAlgorithm) -> usize {
+pub(super) fn a_index(a: NcclAlgorithm) -> usize {
     match a {
         NcclAlgorithm::Tree => 0,
         NcclAlgorithm::Ring => 1,
@@ -111,7 +111,7 @@ fn a_index(a: NcclAlgorithm) -> usize {
 }
 
 /// Index of a protocol in NCCL's tables.
-fn p_index(p: Protocol) -> usize {
+pub(super) fn p_index(p: Protocol) -> usize {
     match p {
         Protocol::Ll => 0,
         Protocol::Ll128 => 1,

@@ -37,11 +37,7 @@ pub fn fill(table: &mut Table) {
         row[efficiency].clear();
     }
     let axes = 1..status;
-    let Some(rank_axis) = ["nodes", "world_size"]
-        .iter()
-        .find_map(|name| table.header[axes.clone()].iter().position(|h| h == name))
-        .map(|i| i + axes.start)
-    else {
+    let Some(rank_axis) = table.rank_axis() else {
         return;
     };
     let results = scaled(table, axes, rank_axis);

@@ -66,6 +66,8 @@ pub struct CsvWriter {
     table: Table,
     /// Rows of the resumed file, by point, not yet placed in the table.
     earlier: BTreeMap<usize, Vec<Vec<String>>>,
+    /// The points whose rows come from the resumed file.
+    resumed: BTreeSet<usize>,
     /// Whether rows are written as points finish (else all at the end).
     streams: bool,
     /// The failed points run now, as `status: message`.
@@ -94,6 +96,7 @@ impl CsvWriter {
             sink,
             line,
             table,
+            resumed: earlier.keys().copied().collect(),
             earlier,
             streams,
             failures: Vec::new(),
@@ -110,7 +113,7 @@ impl CsvWriter {
         progress: bool,
         args: &SweepArgs,
     ) -> io::Result<ExitStatus> {
-        let skip: BTreeSet<usize> = self.earlier.keys().copied().collect();
+        let skip = self.resumed.clone();
         let to_run = points_of(sweep, options.shard)
             .iter()
             .filter(|p| !skip.contains(p))
@@ -252,11 +255,8 @@ impl CsvWriter {
         for row in &self.table.rows {
             let failed = Status::parse(&row[status]).is_some_and(|s| s != Status::Ok);
             let point = &row[0];
-            let mine = self
-                .failures
-                .iter()
-                .any(|m| m.contains(&format!(": point {point} (")));
-            if failed && !mine && named.insert(point.clone()) {
+            let resumed = point.parse().is_ok_and(|p| self.resumed.contains(&p));
+            if failed && resumed && named.insert(point.clone()) {
                 crate::report!(
                     "error: {}: {}: point {point} (from the resumed file; its row says more)",
                     scenario.display(),

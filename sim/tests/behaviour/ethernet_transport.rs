@@ -4,15 +4,13 @@
 //! allreduce took 2.15 s); `[tcp]` is validated like `[rdma]`, and each
 //! table says when no link of the topology uses its transport.
 
-use std::ops::ControlFlow;
 use std::path::Path;
 
 use engine::network::{LinkUsage, NetworkConfig, TcpConfig};
 use engine::scenario::{Scenario, ScenarioError};
-use engine::study::{Options, Progress, Row, run_scenario};
-use engine::tuning::AlgoFilter;
+use engine::study::Row;
 
-use crate::support::{sim, temp_dir};
+use crate::support::{sim, study_links, sum_links as sum, temp_dir};
 
 /// One 200 ms minimum timeout, in ps.
 const RTO_MIN_PS: u64 = 200_000_000_000;
@@ -27,20 +25,7 @@ fn parse(text: &str) -> Result<Scenario, ScenarioError> {
 
 /// The rows and every point's link counters.
 fn study(text: &str) -> (Vec<Row>, Vec<Vec<LinkUsage>>) {
-    let s = parse(text).unwrap_or_else(|e| panic!("{e}"));
-    let mut usage = Vec::new();
-    let rows = run_scenario(&s, &AlgoFilter::default(), Options::default(), |p| {
-        if let Progress::Row(_, _, d) = p {
-            usage.push(d.link_usage.clone().unwrap());
-        }
-        ControlFlow::Continue(())
-    })
-    .unwrap_or_else(|f| panic!("{:?}", f.1));
-    (rows, usage)
-}
-
-fn sum(usage: &[Vec<LinkUsage>], f: impl Fn(&LinkUsage) -> u64) -> u64 {
-    usage.iter().flatten().map(f).sum()
+    study_links(&parse(text).unwrap_or_else(|e| panic!("{e}")))
 }
 
 /// Seven hosts send 4 MiB each to host 0 (a linear gather of real data)

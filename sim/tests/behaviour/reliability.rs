@@ -7,10 +7,10 @@ use std::path::Path;
 
 use engine::network::LinkUsage;
 use engine::scenario::Scenario;
-use engine::study::{Options, Progress, Row, run_scenario};
+use engine::study::{Options, Row, run_scenario};
 use engine::tuning::AlgoFilter;
 
-use crate::support::{repo_root, sim, temp_dir};
+use crate::support::{repo_root, sim, study_links, sum_links as sum, temp_dir};
 
 /// Four hosts, two per leaf, one spine, 100 GbE RoCE; a ring allreduce of
 /// real data (so results are checked), plus `extra`.
@@ -50,19 +50,7 @@ fn study(text: &str) -> (Vec<Row>, Vec<Vec<LinkUsage>>) {
         &algorithms::Registry::builtin(),
     )
     .unwrap_or_else(|e| panic!("{e}"));
-    let mut usage = Vec::new();
-    let rows = run_scenario(&s, &AlgoFilter::default(), Options::default(), |p| {
-        if let Progress::Row(_, _, d) = p {
-            usage.push(d.link_usage.clone().unwrap());
-        }
-        ControlFlow::Continue(())
-    })
-    .unwrap_or_else(|f| panic!("{:?}", f.1));
-    (rows, usage)
-}
-
-fn sum(usage: &[Vec<LinkUsage>], f: impl Fn(&LinkUsage) -> u64) -> u64 {
-    usage.iter().flatten().map(f).sum()
+    study_links(&s)
 }
 
 #[test]

@@ -1,8 +1,13 @@
 //! Helpers shared by the behaviour tests.
 
+use std::ops::ControlFlow;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
+use engine::network::LinkUsage;
+use engine::scenario::Scenario;
+use engine::study::{Options, Progress, Row, run_scenario};
+use engine::tuning::AlgoFilter;
 use topologies::LinkSpec;
 
 /// The repository root (scenarios live under it).
@@ -67,4 +72,23 @@ pub fn sim_command(args: &[&str]) -> Command {
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped());
     command
+}
+
+/// Runs `scenario` (no NCCL_ALGO filter, default options): its rows and
+/// every point's link counters.
+pub fn study_links(scenario: &Scenario) -> (Vec<Row>, Vec<Vec<LinkUsage>>) {
+    let mut usage = Vec::new();
+    let rows = run_scenario(scenario, &AlgoFilter::default(), Options::default(), |p| {
+        if let Progress::Row(_, _, d) = p {
+            usage.push(d.link_usage.clone().unwrap());
+        }
+        ControlFlow::Continue(())
+    })
+    .unwrap_or_else(|f| panic!("{:?}", f.1));
+    (rows, usage)
+}
+
+/// One link counter summed over every link of every point.
+pub fn sum_links(usage: &[Vec<LinkUsage>], f: impl Fn(&LinkUsage) -> u64) -> u64 {
+    usage.iter().flatten().map(f).sum()
 }

@@ -140,7 +140,7 @@ impl TcpConfig {
     /// The timeout after one more expiry: doubled, at most `rto_max`
     /// (RFC 6298, section 5.5).
     pub fn backed_off_ps(self, rto_ps: u64) -> u64 {
-        rto_ps.saturating_mul(2).min(self.rto_max_ps.max(rto_ps))
+        back_off(rto_ps, self.rto_max_ps)
     }
 
     /// How long a flow whose every packet is lost lives, from its first
@@ -156,6 +156,13 @@ impl TcpConfig {
         }
         total
     }
+}
+
+/// `rto_ps` after one more expiry: doubled, at most `max_ps` (but never
+/// below `rto_ps` itself); the one backoff rule of the live transport and
+/// of [`TcpConfig::backed_off_ps`].
+pub(super) fn back_off(rto_ps: u64, max_ps: u64) -> u64 {
+    rto_ps.saturating_mul(2).min(max_ps.max(rto_ps))
 }
 
 /// RFC 6928's initial window, Linux's `TCP_INIT_CWND`

@@ -231,7 +231,7 @@ impl Transport {
             return true;
         }
         if self.kind == TransportKind::Tcp {
-            self.rto_ps = self.rto_ps.saturating_mul(2).min(self.max_rto_ps);
+            self.rto_ps = super::tcp::back_off(self.rto_ps, self.max_rto_ps);
         }
         self.retries = self.retries.saturating_add(1);
         self.retries <= self.budget
