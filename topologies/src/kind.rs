@@ -15,11 +15,14 @@
 //! | `pcie3x<w>` | w x 0.75 GB/s (12 GB/s for x16; signalling 15.75) | 25 ns (est.) | 4 KiB (coalesced) | 64 KiB (est.) | yes | NCCL's PCI width x speed / 80; PCI Express Base Spec 3.0: 8 GT/s per lane, 128b/130b encoding |
 //! | `pcie4x<w>` | w x 1.5 GB/s (24 GB/s for x16; signalling 31.5) | 25 ns (est.) | 4 KiB (coalesced) | 64 KiB (est.) | yes | as above; PCI Express Base Spec 4.0: 16 GT/s per lane, 128b/130b |
 //! | `pcie5x<w>` | w x 3 GB/s (48 GB/s for x16; signalling 63.0) | 25 ns (est.) | 4 KiB (coalesced) | 64 KiB (est.) | yes | as above; PCI Express Base Spec 5.0: 32 GT/s per lane, 128b/130b |
+//! | `pcie6x<w>` | w x 6 GB/s (96 GB/s for x16; signalling 128) | 25 ns (est.) | 4 KiB (coalesced) | 64 KiB (est.) | yes | NCCL's per-lane 480 for `"64.0 GT/s PCIe"` (`src/graph/topo.cc:448` @ b91894bd); PCI Express Base Spec 6.0: 64 GT/s per lane, PAM4, Flit mode (no 128b/130b line code; a 256 B flit carries 236 B of TLP, the rest DLLP, CRC and FEC) |
+//! | `nvlink_c2c` | 450 GB/s (signalling 450) | 25 ns (est.) | 4 KiB (coalesced) | 64 KiB (est.) | yes | NVIDIA GB200 NVL72 / Grace Hopper pages: NVLink-C2C 900 GB/s bidirectional between a Grace CPU and its GPUs (third-party copies; NCCL has no constant, it reads the C2C bandwidth from NVML, `src/graph/xml.cc:836-853`, `topo.cc:675-695` @ b91894bd) |
 //! | `ib_hdr` | 25 GB/s | 150 ns | 4096 B | 64 KiB (derived) | yes | InfiniBand HDR 4x = 200 Gb/s (IBTA roadmap; NVIDIA ConnectX-6 and QM87xx manuals) |
 //! | `ib_ndr` | 50 GB/s | 150 ns | 4096 B | 128 KiB (derived) | yes | InfiniBand NDR 4x = 400 Gb/s (ConnectX-7 and QM97xx manuals) |
 //! | `ib_xdr` | 100 GB/s | 150 ns | 4096 B | 256 KiB (derived) | yes | InfiniBand XDR 4x = 800 Gb/s (NVIDIA Q3200/Q3400 XDR switch manual) |
-//! | `roce<g>` | g/8 GB/s (25 GB/s for 200) | 150 ns | 4096 B | 42 MB x g/6400 (1.31 MB for 200) | yes (PFC assumed) | Ethernet line rate (IEEE 802.3); buffer from the NVIDIA Spectrum-2 switch (42 MB shared, 6.4 Tb/s) |
+//! | `roce<g>` (g = 100, 200, 400, 800) | g/8 GB/s (25 GB/s for 200; 100 for an 800G ConnectX-8 port, as NCCL's `speed / 8000`, `topo.cc:370` @ b91894bd) | 150 ns | 4096 B | 42 MB x g/6400 (1.31 MB for 200) | yes (PFC assumed) | Ethernet line rate (IEEE 802.3); buffer from the NVIDIA Spectrum-2 switch (42 MB shared, 6.4 Tb/s) |
 //! | `ethernet<g>` | g/8 GB/s | 150 ns | 1500 B | 42 MB x g/6400 | no | Ethernet line rate, standard 1500 B payload MTU (IEEE 802.3) |
+//! | `memory` | 38.4 GB/s | 25 ns (est.) | 4 KiB (coalesced) | 64 KiB (est.) | yes | one DDR5-4800 channel: 4800 MT/s x 8 bytes (JEDEC DDR5, JESD79-5); the CPU cluster preset gives each core's link to its socket a share of the socket's channels |
 //! | `smp` | 32 GB/s | 25 ns (est.) | 4 KiB (coalesced) | 64 KiB (est.) | yes | Intel UPI 2.0 (4th Gen Xeon Scalable, e.g. the DGX H100's Xeon Platinum 8480C): 16 GT/s x 2 bytes per transfer |
 //!
 //! # How each column was chosen
@@ -102,9 +105,9 @@ pub enum LinkKind {
         /// Generation, 2..=5.
         generation: u8,
     },
-    /// PCI Express of generation 3 to 5 with a lane width.
+    /// PCI Express of generation 3 to 6 with a lane width.
     Pcie {
-        /// Generation, 3..=5.
+        /// Generation, 3..=6.
         generation: u8,
         /// Lanes: 1, 2, 4, 8 or 16.
         width: u8,
@@ -113,7 +116,7 @@ pub enum LinkKind {
     InfiniBand(IbRate),
     /// RDMA over Converged Ethernet port of the given rate.
     Roce {
-        /// Line rate in Gb/s: 100, 200 or 400.
+        /// Line rate in Gb/s: 100, 200, 400 or 800.
         gbps: u32,
     },
     /// Plain (lossy, TCP) Ethernet port of the given rate.
@@ -123,6 +126,12 @@ pub enum LinkKind {
     },
     /// The inter-socket interconnect of a host (Intel UPI, AMD xGMI).
     Smp,
+    /// NVLink-C2C: the chip-to-chip link between a Grace CPU and a GPU of
+    /// the same superchip (GH200, GB200, GB300).
+    NvLinkC2c,
+    /// A CPU core's path to its socket's memory (DDR5 channels); the CPU
+    /// cluster preset sets its bandwidth to the core's share.
+    Memory,
 }
 
 /// InfiniBand data rates (4x ports).
@@ -159,10 +168,15 @@ pub struct Link {
 
 impl LinkKind {
     /// Parses a scenario name: `nvlink2`..`nvlink5`, `pcie3x16` (any
-    /// generation 3..5 and width 1/2/4/8/16), `ib_hdr`, `ib_ndr`, `ib_xdr`,
-    /// `roce100`, `roce200`, `roce400`, `ethernet<gbps>` (e.g. `ethernet25`),
-    /// `smp`.
+    /// generation 3..6 and width 1/2/4/8/16), `ib_hdr`, `ib_ndr`, `ib_xdr`,
+    /// `roce100`, `roce200`, `roce400`, `roce800`, `ethernet<gbps>` (e.g.
+    /// `ethernet25`), `smp`, `nvlink_c2c`, `memory`.
     pub fn parse(name: &str) -> Option<LinkKind> {
+        match name {
+            "nvlink_c2c" => return Some(LinkKind::NvLinkC2c),
+            "memory" => return Some(LinkKind::Memory),
+            _ => {}
+        }
         if let Some(g) = name.strip_prefix("nvlink") {
             let generation: u8 = g.parse().ok()?;
             return (2..=5)
@@ -173,12 +187,12 @@ impl LinkKind {
             let (g, w) = rest.split_once('x')?;
             let generation: u8 = g.parse().ok()?;
             let width: u8 = w.parse().ok()?;
-            let ok = (3..=5).contains(&generation) && [1, 2, 4, 8, 16].contains(&width);
+            let ok = (3..=6).contains(&generation) && [1, 2, 4, 8, 16].contains(&width);
             return ok.then_some(LinkKind::Pcie { generation, width });
         }
         if let Some(g) = name.strip_prefix("roce") {
             let gbps: u32 = g.parse().ok()?;
-            return [100, 200, 400]
+            return [100, 200, 400, 800]
                 .contains(&gbps)
                 .then_some(LinkKind::Roce { gbps });
         }
@@ -196,7 +210,7 @@ impl LinkKind {
     }
 
     /// What [`LinkKind::parse`] accepts, for error messages.
-    pub const EXPECTED: &'static str = "nvlink2..nvlink5, pcie<gen>x<width> (gen 3-5, width 1/2/4/8/16, e.g. pcie4x16), ib_hdr, ib_ndr, ib_xdr, roce100, roce200, roce400, ethernet<gbps> (e.g. ethernet25), smp";
+    pub const EXPECTED: &'static str = "nvlink2..nvlink5, pcie<gen>x<width> (gen 3-6, width 1/2/4/8/16, e.g. pcie4x16), ib_hdr, ib_ndr, ib_xdr, roce100, roce200, roce400, roce800, ethernet<gbps> (e.g. ethernet25), smp, nvlink_c2c, memory";
 
     /// The default parameters of one link of this kind (`count = 1`); the
     /// module docs give each number's source.
@@ -249,6 +263,20 @@ impl LinkKind {
             ),
             LinkKind::Smp => (
                 UPI2_BYTES_PER_S,
+                ON_BOARD_LATENCY_PS,
+                COALESCED_MTU_BYTES,
+                ON_BOARD_BUFFER_BYTES,
+                true,
+            ),
+            LinkKind::Memory => (
+                DDR5_4800_CHANNEL_BYTES_PER_S,
+                ON_BOARD_LATENCY_PS,
+                COALESCED_MTU_BYTES,
+                ON_BOARD_BUFFER_BYTES,
+                true,
+            ),
+            LinkKind::NvLinkC2c => (
+                NVLINK_C2C_BYTES_PER_S,
                 ON_BOARD_LATENCY_PS,
                 COALESCED_MTU_BYTES,
                 ON_BOARD_BUFFER_BYTES,
@@ -318,6 +346,13 @@ const NCCL_SM90_NVLINK_BYTES_PER_S: f64 = 20.6e9;
 /// NCCL's per-link NVLink bandwidth on B200 (`SM100_NVLINK_BW` = 40.1 GB/s,
 /// `src/graph/topo.h` @ b91894bd, NCCL 2.29.7; 2.21 predates Blackwell).
 const NCCL_SM100_NVLINK_BYTES_PER_S: f64 = 40.1e9;
+/// NVLink-C2C between a Grace CPU and a GPU, one direction: 900 GB/s
+/// bidirectional (NVIDIA's GB200 NVL72 and Grace Hopper product pages, as
+/// copied by third parties; NCCL reads it from NVML at run time) / 2.
+const NVLINK_C2C_BYTES_PER_S: f64 = 450e9;
+/// One DDR5-4800 channel: 4800 MT/s x 8 bytes (64-bit channel, JEDEC
+/// JESD79-5).
+pub const DDR5_4800_CHANNEL_BYTES_PER_S: f64 = 38.4e9;
 /// One Intel UPI 2.0 link, one direction: 16 GT/s x 2 bytes.
 const UPI2_BYTES_PER_S: f64 = 32e9;
 /// On-board links (NVLink, PCIe, UPI): 0.5 m at 5 ns/m plus an estimated
@@ -343,25 +378,30 @@ const SPECTRUM2_CAPACITY_GBPS: u64 = 6400;
 
 /// One PCIe lane, one direction, as NCCL rates it: `speed / 80` GB/s with
 /// `speed` 60, 120, 240 (units of 100 Mb/s) for Gen3, 4, 5
-/// (`src/graph/topo.cc:393-396,451-460` @ ab2b89c4): 0.75, 1.5, 3 GB/s.
+/// (`src/graph/topo.cc:393-396,451-460` @ ab2b89c4) and 480 for Gen6
+/// (`src/graph/topo.cc:448` @ b91894bd): 0.75, 1.5, 3, 6 GB/s.
 fn nccl_pcie_lane_bytes_per_s(generation: u8) -> f64 {
     let speed = match generation {
         3 => 60.0,
         4 => 120.0,
-        _ => 240.0,
+        5 => 240.0,
+        _ => 480.0,
     };
     speed / 80.0 * 1e9
 }
 
 /// One PCIe lane, one direction, signalling: `GT/s x 128/130 / 8` bytes
-/// per second.
+/// per second for Gen3-5; Gen6's Flit mode has no line code, so
+/// `64 GT/s / 8` = 8 GB/s (its flit framing, CRC and FEC are protocol
+/// overhead, as the TLP and DLLP framing of the older generations).
 fn pcie_lane_bytes_per_s(generation: u8) -> f64 {
-    let gigatransfers = match generation {
-        3 => 8.0,
-        4 => 16.0,
-        _ => 32.0,
+    let (gigatransfers, encoding) = match generation {
+        3 => (8.0, 128.0 / 130.0),
+        4 => (16.0, 128.0 / 130.0),
+        5 => (32.0, 128.0 / 130.0),
+        _ => (64.0, 1.0),
     };
-    gigatransfers * 1e9 * 128.0 / 130.0 / 8.0
+    gigatransfers * 1e9 * encoding / 8.0
 }
 
 /// The buffer that covers one InfiniBand credit round trip at
@@ -387,6 +427,8 @@ impl fmt::Display for LinkKind {
             LinkKind::Roce { gbps } => write!(f, "roce{gbps}"),
             LinkKind::Ethernet { gbps } => write!(f, "ethernet{gbps}"),
             LinkKind::Smp => write!(f, "smp"),
+            LinkKind::NvLinkC2c => write!(f, "nvlink_c2c"),
+            LinkKind::Memory => write!(f, "memory"),
         }
     }
 }
@@ -423,13 +465,17 @@ mod tests {
             "nvlink5",
             "pcie3x1",
             "pcie5x16",
+            "pcie6x16",
             "ib_hdr",
             "ib_ndr",
             "ib_xdr",
             "roce100",
             "roce400",
+            "roce800",
             "ethernet25",
             "smp",
+            "nvlink_c2c",
+            "memory",
         ] {
             let kind = LinkKind::parse(name).unwrap_or_else(|| panic!("{name} parses"));
             assert_eq!(kind.to_string(), name);
@@ -437,9 +483,11 @@ mod tests {
         for bad in [
             "nvlink1",
             "nvlink6",
-            "pcie6x16",
+            "pcie7x16",
+            "pcie6x3",
             "pcie4x3",
             "roce300",
+            "roce1600",
             "ethernet0",
             "ib",
             "",
@@ -489,6 +537,15 @@ mod tests {
         assert!(close(bw("pcie3x16"), 12e9));
         assert!(close(bw("pcie4x16"), 24e9));
         assert!(close(bw("pcie5x16"), 48e9));
+        // Gen6: NCCL's 480 x 16 / 80 = 96 GB/s; 64 GT/s x 16 / 8 = 128
+        // GB/s signalling (Flit mode, no line code).
+        assert!(close(bw("pcie6x16"), 96e9));
+        assert!(close(raw("pcie6x16"), 128e9));
+        assert_eq!(bw("roce800"), 100e9);
+        // NVLink-C2C: 900 GB/s bidirectional.
+        assert_eq!(bw("nvlink_c2c"), 450e9);
+        assert!(!LinkKind::NvLinkC2c.is_network());
+        assert_eq!(bw("memory"), 38.4e9);
         assert!(close(bw("pcie4x1") * 16.0, bw("pcie4x16")));
         assert_eq!(raw("ib_ndr"), bw("ib_ndr"));
         assert_eq!(bw("ib_hdr"), 25e9);

@@ -35,6 +35,36 @@ fn every_preset() -> Vec<(&'static str, Topology)> {
             "leaf_spine",
             presets::leaf_spine(&LeafSpine::default()).unwrap(),
         ),
+        (
+            "fat_tree_b300_two_nics",
+            presets::fat_tree(&FatTree {
+                nodes: 2,
+                gpus_per_node: 4,
+                nics_per_gpu: 2,
+                style: presets::NodeStyle::B300,
+                ..FatTree::default()
+            })
+            .unwrap(),
+        ),
+        (
+            "gb300_nvl72",
+            presets::nvl72_rack(presets::RackStyle::Gb300).unwrap(),
+        ),
+        (
+            "nvl72_cluster",
+            presets::nvl72_cluster(&presets::Nvl72Cluster::default()).unwrap(),
+        ),
+        (
+            "cpu_cluster",
+            presets::cpu_cluster(&presets::CpuCluster {
+                hosts: 3,
+                sockets: 2,
+                cores_per_socket: Some(4),
+                hosts_per_leaf: 2,
+                ..presets::CpuCluster::default()
+            })
+            .unwrap(),
+        ),
         ("ring", presets::ring(&RingParams::default()).unwrap()),
         ("torus2d", presets::torus2d(&Torus::default()).unwrap()),
     ]

@@ -75,14 +75,17 @@ pub use rotation::{fat_tree_rotation, leaf_spine_rotation};
 pub struct FatTree {
     /// DGX nodes (default 8).
     pub nodes: usize,
-    /// GPUs (and NICs, and rails) per node, 1..=8 (default 8).
+    /// GPUs per node, 1..=8 (default 8).
     pub gpus_per_node: usize,
+    /// NICs next to each GPU, 1 or 2 (default 1); each NIC is a rail, so
+    /// there are `gpus_per_node · nics_per_gpu` rails.
+    pub nics_per_gpu: usize,
     /// Node generation (default H100).
     pub style: NodeStyle,
-    /// Leaves: a positive multiple of `gpus_per_node`, at most
-    /// `nodes * gpus_per_node`; `None` (default) is one leaf per rail.
+    /// Leaves: a positive multiple of the rails, at most `nodes` per rail;
+    /// `None` (default) is one leaf per rail.
     pub leaves: Option<usize>,
-    /// Spines; `None` (default) is `max(1, gpus_per_node / 2)`, capped at
+    /// Spines; `None` (default) is `max(1, rails / 2)`, capped at
     /// the largest leaf's uplink count so that every spine gets a link, or
     /// none at all when there is a single leaf. Zero is only allowed with
     /// one leaf; more than the largest leaf's uplinks is rejected.
@@ -91,7 +94,7 @@ pub struct FatTree {
     /// non-blocking).
     pub oversubscription: f64,
     /// The NICs' and switches' link kind; `None` (default) is the style's
-    /// NIC: `ib_ndr` for H100, `ib_hdr` for A100.
+    /// NIC ([`NodeStyle::nic`]).
     pub nic: Option<LinkKind>,
 }
 
@@ -100,6 +103,7 @@ impl Default for FatTree {
         FatTree {
             nodes: 8,
             gpus_per_node: 8,
+            nics_per_gpu: 1,
             style: NodeStyle::H100,
             leaves: None,
             spines: None,
@@ -138,16 +142,17 @@ impl Default for LeafSpine {
 
 /// A rail-optimised two-level fat-tree of DGX nodes (see [`add_dgx_node`]
 /// for a node's insides). NIC `g` of every node connects to a leaf of rail
-/// `g`. With `k = leaves / gpus_per_node` leaves per rail, leaf `g·k + j`
-/// (named `leaf<g·k + j>`) takes NIC `g` of nodes `j·N/k .. (j+1)·N/k`
-/// (integer division), so nodes are split among a rail's leaves in order.
-/// Uplinks follow the module docs.
+/// `g` (with two NICs per GPU, GPU `g`'s NICs are rails `2g` and
+/// `2g + 1`). With `R` rails and `k = leaves / R` leaves per rail, leaf
+/// `g·k + j` (named `leaf<g·k + j>`) takes NIC `g` of nodes
+/// `j·N/k .. (j+1)·N/k` (integer division), so nodes are split among a
+/// rail's leaves in order. Uplinks follow the module docs.
 ///
-/// With `N` nodes, `G` GPUs per node, `L` leaves, `S` spines and `d_l` the
-/// downlinks of leaf `l`:
+/// With `N` nodes, `G` GPUs per node, `n` NICs per GPU (`R = G·n` rails),
+/// `L` leaves, `S` spines and `d_l` the downlinks of leaf `l`:
 ///
-/// - vertices: `N·(2G + ceil(G/2) + 3) + L + S`;
-/// - links: `N·(3G + ceil(G/2) + 1)` inside the nodes, `N·G` NIC-to-leaf,
+/// - vertices: `N·(G + R + ceil(G/2) + 3) + L + S`;
+/// - links: `N·(2G + R + ceil(G/2) + 1)` inside the nodes, `N·R` NIC-to-leaf,
 ///   and `Σ_l ceil(d_l / oversubscription)` leaf-to-spine (none when
 ///   `S = 0`); when `k` divides `N` the last term is
 ///   `L·ceil((N/k) / oversubscription)`.
@@ -155,39 +160,64 @@ impl Default for LeafSpine {
 /// Ranks (GPUs) are node-major: rank `n·G + g` is `node<n>/gpu<g>`.
 /// [`fat_tree_rotation`] builds its rotation.
 pub fn fat_tree(params: &FatTree) -> Result<Topology, TopologyError> {
-    let FatTreeShape {
-        node,
-        nic,
-        leaves: leaf_count,
-        per_rail,
-        spines: spine_count,
-    } = FatTreeShape::of(params)?;
-    let &FatTree {
-        nodes,
-        gpus_per_node,
-        oversubscription,
-        ..
-    } = params;
-
+    let shape = FatTreeShape::of(params)?;
     let mut t = Topology::new();
-    let mut nics = Vec::with_capacity(nodes);
-    for n in 0..nodes {
-        nics.push(add_dgx_node(&mut t, &format!("node{n}"), &node)?.nics);
+    let mut nics = Vec::with_capacity(params.nodes);
+    for n in 0..params.nodes {
+        nics.push(add_dgx_node(&mut t, &format!("node{n}"), &shape.node)?.nics);
     }
+    add_rails(
+        &mut t,
+        &nics,
+        &Rails {
+            nic: shape.nic,
+            per_rail: shape.per_rail,
+            spines: shape.spines,
+            oversubscription: params.oversubscription,
+        },
+    )?;
+    Ok(t)
+}
+
+/// The rail network [`add_rails`] builds over the NICs of a set of nodes.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(crate) struct Rails {
+    /// The NICs' and switches' link kind.
+    pub nic: LinkKind,
+    /// Leaves per rail (`k`).
+    pub per_rail: usize,
+    /// Spines.
+    pub spines: usize,
+    /// Downlinks per uplink at each leaf.
+    pub oversubscription: f64,
+}
+
+/// Adds a rail-optimised two-level Clos over `nics` (`nics[n][r]`: node
+/// `n`'s NIC of rail `r`, every node with the same rails): `R·k` leaves
+/// `leaf<r·k + j>`, leaf `r·k + j` taking rail `r` of nodes
+/// `j·N/k .. (j+1)·N/k`, then the spines `spine<s>` and the uplinks as the
+/// module docs deal them.
+pub(crate) fn add_rails(
+    t: &mut Topology,
+    nics: &[Vec<VertexId>],
+    rails: &Rails,
+) -> Result<(), TopologyError> {
+    let (nodes, per_rail) = (nics.len(), rails.per_rail);
+    let rail_count = nics.first().map_or(0, Vec::len);
     let switch = |name: String, kind: VertexKind| {
-        Vertex::new(name, kind).with_forward_latency_ps(switch_latency_ps(nic))
+        Vertex::new(name, kind).with_forward_latency_ps(switch_latency_ps(rails.nic))
     };
-    let mut leaf_ids = Vec::with_capacity(leaf_count);
-    for l in 0..leaf_count {
+    let mut leaf_ids = Vec::with_capacity(rail_count * per_rail);
+    for l in 0..rail_count * per_rail {
         leaf_ids.push(t.add_vertex(switch(format!("leaf{l}"), VertexKind::Leaf))?);
     }
-    let spine_ids = (0..spine_count)
+    let spine_ids = (0..rails.spines)
         .map(|s| t.add_vertex(switch(format!("spine{s}"), VertexKind::Spine)))
         .collect::<Result<Vec<_>, _>>()?;
 
-    let nic_link = Link::bundle(nic, 1);
-    let mut downlinks = Vec::with_capacity(leaf_count);
-    for rail in 0..gpus_per_node {
+    let nic_link = Link::bundle(rails.nic, 1);
+    let mut downlinks = Vec::with_capacity(leaf_ids.len());
+    for rail in 0..rail_count {
         for j in 0..per_rail {
             let leaf = leaf_ids[rail * per_rail + j];
             let members = j * nodes / per_rail..(j + 1) * nodes / per_rail;
@@ -197,8 +227,48 @@ pub fn fat_tree(params: &FatTree) -> Result<Topology, TopologyError> {
             }
         }
     }
-    add_uplinks(&mut t, &downlinks, &spine_ids, nic_link, oversubscription)?;
-    Ok(t)
+    add_uplinks(t, &downlinks, &spine_ids, nic_link, rails.oversubscription)
+}
+
+/// Checks a rail network's parameters for `preset` and derives
+/// `(leaves, leaves per rail, spines)`: `leaves` (default one per rail)
+/// must be a positive multiple of `rails` with at most `nodes` per rail;
+/// `spines` defaults to `max(1, rails / 2)` capped at the uplinks of the
+/// largest leaf, or none for a single leaf.
+pub(crate) fn rail_shape(
+    preset: &str,
+    nodes: usize,
+    rails: usize,
+    leaves: Option<usize>,
+    spines: Option<usize>,
+    oversubscription: f64,
+) -> Result<(usize, usize, usize), TopologyError> {
+    let leaf_count = leaves.unwrap_or(rails);
+    if leaf_count == 0 || leaf_count % rails != 0 {
+        return Err(parameter(format!(
+            "{preset}: leaves must be a positive multiple of the {rails} rails, \
+             one or more leaves per rail; got {leaf_count}"
+        )));
+    }
+    let per_rail = leaf_count / rails;
+    if per_rail > nodes {
+        return Err(parameter(format!(
+            "{preset}: leaves gives {per_rail} leaves per rail but there are only {nodes} nodes"
+        )));
+    }
+    let max_downlinks = nodes.div_ceil(per_rail);
+    let default_spines = (rails / 2)
+        .max(1)
+        .min(uplink_count(max_downlinks, oversubscription));
+    let spine_count = spines.unwrap_or(if leaf_count > 1 { default_spines } else { 0 });
+    check_spines(
+        preset,
+        spine_count,
+        leaf_count,
+        max_downlinks,
+        oversubscription,
+    )?;
+    Ok((leaf_count, per_rail, spine_count))
 }
 
 /// What [`fat_tree`] builds from its parameters, once they are checked.
@@ -223,6 +293,7 @@ impl FatTreeShape {
         let &FatTree {
             nodes,
             gpus_per_node,
+            nics_per_gpu,
             style,
             leaves,
             spines,
@@ -232,6 +303,7 @@ impl FatTreeShape {
         let node = DgxNode {
             style,
             gpus: gpus_per_node,
+            nics_per_gpu,
         };
         if nodes == 0 {
             return Err(parameter("fat_tree: nodes must be at least 1"));
@@ -241,32 +313,20 @@ impl FatTreeShape {
                 "fat_tree: gpus_per_node must be 1..=8, got {gpus_per_node}"
             )));
         }
+        if !(1..=2).contains(&nics_per_gpu) {
+            return Err(parameter(format!(
+                "fat_tree: nics_per_gpu must be 1 or 2, got {nics_per_gpu}"
+            )));
+        }
         check_oversubscription("fat_tree", oversubscription)?;
         let nic = nic.unwrap_or(style.nic());
         check_network_kind("fat_tree", nic)?;
-        let leaf_count = leaves.unwrap_or(gpus_per_node);
-        if leaf_count == 0 || leaf_count % gpus_per_node != 0 {
-            return Err(parameter(format!(
-                "fat_tree: leaves must be a positive multiple of gpus_per_node ({gpus_per_node}), \
-                 one or more leaves per rail; got {leaf_count}"
-            )));
-        }
-        let per_rail = leaf_count / gpus_per_node;
-        if per_rail > nodes {
-            return Err(parameter(format!(
-                "fat_tree: leaves gives {per_rail} leaves per rail but there are only {nodes} nodes"
-            )));
-        }
-        let max_downlinks = nodes.div_ceil(per_rail);
-        let default_spines = (gpus_per_node / 2)
-            .max(1)
-            .min(uplink_count(max_downlinks, oversubscription));
-        let spine_count = spines.unwrap_or(if leaf_count > 1 { default_spines } else { 0 });
-        check_spines(
+        let (leaf_count, per_rail, spine_count) = rail_shape(
             "fat_tree",
-            spine_count,
-            leaf_count,
-            max_downlinks,
+            nodes,
+            node.nic_count(),
+            leaves,
+            spines,
             oversubscription,
         )?;
         let vertices = nodes
@@ -325,11 +385,27 @@ pub fn leaf_spine(params: &LeafSpine) -> Result<Topology, TopologyError> {
         t.add_link(host, card, pcie)?;
         nics.push(card);
     }
+    debug_assert_eq!(leaf_count, hosts.div_ceil(hosts_per_leaf));
+    add_leaves(&mut t, &nics, hosts_per_leaf, spines, nic, oversubscription)?;
+    Ok(t)
+}
+
+/// Adds the leaf-spine network of [`leaf_spine`] over `nics` (one per
+/// host): leaf `l` (`leaf<l>`) takes NICs `l·hosts_per_leaf ..`, then the
+/// spines `spine<s>` and the uplinks as the module docs deal them.
+pub(crate) fn add_leaves(
+    t: &mut Topology,
+    nics: &[VertexId],
+    hosts_per_leaf: usize,
+    spines: usize,
+    nic: LinkKind,
+    oversubscription: f64,
+) -> Result<(), TopologyError> {
     let switch = |name: String, kind: VertexKind| {
         Vertex::new(name, kind).with_forward_latency_ps(switch_latency_ps(nic))
     };
     let nic_link = Link::bundle(nic, 1);
-    let mut downlinks = Vec::with_capacity(leaf_count);
+    let mut downlinks = Vec::with_capacity(nics.len().div_ceil(hosts_per_leaf));
     for (l, members) in nics.chunks(hosts_per_leaf).enumerate() {
         let leaf = t.add_vertex(switch(format!("leaf{l}"), VertexKind::Leaf))?;
         for &card in members {
@@ -340,8 +416,7 @@ pub fn leaf_spine(params: &LeafSpine) -> Result<Topology, TopologyError> {
     let spine_ids = (0..spines)
         .map(|s| t.add_vertex(switch(format!("spine{s}"), VertexKind::Spine)))
         .collect::<Result<Vec<_>, _>>()?;
-    add_uplinks(&mut t, &downlinks, &spine_ids, nic_link, oversubscription)?;
-    Ok(t)
+    add_uplinks(t, &downlinks, &spine_ids, nic_link, oversubscription)
 }
 
 /// Checks `params` as [`leaf_spine`] documents and returns the number of
@@ -378,7 +453,7 @@ fn leaf_spine_leaves(params: &LeafSpine) -> Result<usize, TopologyError> {
 }
 
 /// Uplinks of a leaf with `downlinks` downlinks: `ceil(downlinks / o)`.
-fn uplink_count(downlinks: usize, oversubscription: f64) -> usize {
+pub(crate) fn uplink_count(downlinks: usize, oversubscription: f64) -> usize {
     (downlinks as f64 / oversubscription).ceil() as usize
 }
 
@@ -410,7 +485,8 @@ fn switch_latency_ps(nic: LinkKind) -> u64 {
     }
 }
 
-fn check_oversubscription(preset: &str, o: f64) -> Result<(), TopologyError> {
+/// Checks an oversubscription ratio is finite and at least 1.
+pub(crate) fn check_oversubscription(preset: &str, o: f64) -> Result<(), TopologyError> {
     if o.is_finite() && o >= 1.0 {
         Ok(())
     } else {
@@ -420,7 +496,8 @@ fn check_oversubscription(preset: &str, o: f64) -> Result<(), TopologyError> {
     }
 }
 
-fn check_network_kind(preset: &str, nic: LinkKind) -> Result<(), TopologyError> {
+/// Checks `nic` is a network link kind.
+pub(crate) fn check_network_kind(preset: &str, nic: LinkKind) -> Result<(), TopologyError> {
     if nic.is_network() {
         Ok(())
     } else {
@@ -433,7 +510,7 @@ fn check_network_kind(preset: &str, nic: LinkKind) -> Result<(), TopologyError> 
 
 /// Spines must exist when there are several leaves, and each must get a
 /// link: at most as many as the largest leaf (`max_downlinks`) has uplinks.
-fn check_spines(
+pub(crate) fn check_spines(
     preset: &str,
     spines: usize,
     leaves: usize,
@@ -443,7 +520,8 @@ fn check_spines(
     let max_uplinks = uplink_count(max_downlinks, oversubscription);
     if spines == 0 && leaves > 1 {
         Err(parameter(format!(
-            "{preset}: spines must be at least 1 when there are {leaves} leaves"
+            "{preset}: spines = 0 is only allowed with a single leaf (the leaf joins every \
+             host); with {leaves} leaves give at least 1 spine"
         )))
     } else if spines > max_uplinks {
         Err(parameter(format!(

@@ -1,5 +1,7 @@
-//! Preset topologies: DGX A100/H100 nodes, a PCIe box, a rail-optimised
-//! fat-tree of DGX nodes, an Ethernet/RoCE leaf-spine cluster, a ring and a
+//! Preset topologies: DGX A100/H100 and HGX H200/H20/B200/B300 nodes, a
+//! PCIe box, a rail-optimised fat-tree of such nodes, GB200/GB300 NVL72
+//! racks and clusters of them, an Ethernet/RoCE leaf-spine cluster, a
+//! cluster of multi-socket CPU hosts with a rank per core, a ring and a
 //! 2-D torus.
 //!
 //! Each preset is a function taking a parameter struct (with a `Default`)
@@ -22,8 +24,13 @@
 //! `node0/nvswitch`, `node0/pcie1`, `node0/socket0`, `leaf2`, `spine0`,
 //! `host4`, `host4/nic`, `gpu7`.
 //!
-//! - [`dgx`]: [`dgx_a100`], [`dgx_h100`], [`dgx_node`] and the node builder
+//! - [`dgx`]: [`dgx_a100`], [`dgx_h100`], [`dgx_node`] (any
+//!   [`NodeStyle`], one or two NICs per GPU) and the node builder
 //!   [`add_dgx_node`] the fat-tree reuses.
+//! - [`nvl72`]: [`nvl72_rack`] and [`nvl72_cluster`], GB200/GB300 NVL72
+//!   racks (72 GPUs in one NVLink domain) joined by a rail-optimised Clos.
+//! - [`cpu_cluster`](mod@cpu_cluster): hosts of CPU sockets with a rank per
+//!   core, sharing each socket's memory bandwidth, on a leaf-spine.
 //! - [`pcie_box`](mod@pcie_box): GPUs under PCIe switches under CPU sockets.
 //! - [`clos`]: [`fat_tree`] and [`leaf_spine`], two-level Clos networks,
 //!   and their rotations [`fat_tree_rotation`] and [`leaf_spine_rotation`].
@@ -39,14 +46,18 @@
 //! [`TopologyError::Symmetry`].
 
 pub mod clos;
+pub mod cpu_cluster;
 pub mod dgx;
 pub mod direct;
+pub mod nvl72;
 pub mod pcie_box;
 mod symmetry;
 
 pub use clos::{FatTree, LeafSpine, fat_tree, fat_tree_rotation, leaf_spine, leaf_spine_rotation};
+pub use cpu_cluster::{CpuCluster, CpuModel, cpu_cluster};
 pub use dgx::{DgxNode, DgxNodeIds, NodeStyle, add_dgx_node, dgx_a100, dgx_h100, dgx_node};
 pub use direct::{RingParams, Torus, ring, ring_rotation, torus2d, torus2d_rotation};
+pub use nvl72::{Nvl72Cluster, RackStyle, nvl72_cluster, nvl72_rack};
 pub use pcie_box::{PcieBox, pcie_box};
 
 use crate::TopologyError;

@@ -326,3 +326,38 @@ fn leaf_spine_rejects_nonsense_naming_the_parameter() {
         );
     }
 }
+
+#[test]
+fn fat_tree_with_two_nics_per_gpu_has_a_rail_per_nic() {
+    let params = FatTree {
+        nodes: 4,
+        gpus_per_node: 4,
+        nics_per_gpu: 2,
+        style: NodeStyle::B200,
+        nic: LinkKind::parse("ib_hdr"),
+        ..FatTree::default()
+    };
+    let t = fat_tree(&params).unwrap();
+    well_formed(&t);
+    // 8 rails, one leaf each; default spines max(1, 8 / 2) = 4, capped at
+    // a leaf's 4 uplinks. Node: 4 GPUs, 8 NICs, NVSwitch, 2 PCIe
+    // switches, 2 sockets = 17 vertices; 8 + 8 + 2 + 1 = 19 links.
+    assert_eq!(t.vertex_count(), 4 * 17 + 8 + 4);
+    assert_eq!(t.link_count(), 4 * 19 + 4 * 8 + 8 * 4);
+    // GPU 1's NICs 2 and 3 are rails 2 and 3 (2 x 200G per GPU).
+    assert_eq!(links_between(&t, "node2/nic3", "leaf3"), 1);
+    assert_eq!(links_between(&t, "node2/nic2", "leaf2"), 1);
+    assert_eq!(bandwidth(&t, "node2/nic3", "leaf3"), 25e9);
+    // It folds by one node like the one-NIC tree.
+    let placement = t.endpoints();
+    let r = fat_tree_rotation(&params, &t, &placement).unwrap();
+    assert_eq!(r.shift(), 4);
+    r.link_orbits(&t).unwrap();
+    // nics_per_gpu out of range names itself.
+    let err = fat_tree(&FatTree {
+        nics_per_gpu: 3,
+        ..params
+    })
+    .unwrap_err();
+    assert!(err.to_string().contains("nics_per_gpu"), "{err}");
+}
