@@ -241,8 +241,14 @@ pub struct RawTopology {
     pub nodes: Option<Spanned<i64>>,
     #[serde(default)]
     pub gpus_per_node: Option<Spanned<i64>>,
+    /// DGX/HGX nodes and fat-trees: NICs next to each GPU (1 or 2).
+    #[serde(default)]
+    pub nics_per_gpu: Option<Spanned<i64>>,
     #[serde(default)]
     pub style: Option<Spanned<String>>,
+    /// nvl72_cluster: NVL72 racks.
+    #[serde(default)]
+    pub racks: Option<Spanned<i64>>,
     #[serde(default)]
     pub leaves: Option<Spanned<i64>>,
     /// fat_tree: nodes one leaf of a rail holds (sets `leaves`).
@@ -270,6 +276,16 @@ pub struct RawTopology {
     pub hosts: Option<Spanned<i64>>,
     #[serde(default)]
     pub hosts_per_leaf: Option<Spanned<i64>>,
+    // CPU cluster (also hosts, sockets, smp_links, nic, hosts_per_leaf,
+    // spines, oversubscription).
+    /// The CPU model whose cores and memory are the defaults.
+    #[serde(default)]
+    pub cpu: Option<Spanned<String>>,
+    #[serde(default)]
+    pub cores_per_socket: Option<Spanned<i64>>,
+    /// Memory bandwidth per socket, GB/s.
+    #[serde(default)]
+    pub memory_gb_per_s: Option<Spanned<f64>>,
     // Ring and torus.
     #[serde(default)]
     pub gpus: Option<Spanned<i64>>,

@@ -48,8 +48,25 @@ pub const TOPOLOGY_RANKS_MAX: usize = 16384;
 
 /// The presets and the parameters each takes.
 const PRESETS: &[(&str, &[&str])] = &[
-    ("dgx_a100", &["gpus_per_node"]),
-    ("dgx_h100", &["gpus_per_node"]),
+    ("dgx_a100", &["gpus_per_node", "nics_per_gpu"]),
+    ("dgx_h100", &["gpus_per_node", "nics_per_gpu"]),
+    ("hgx_h200", &["gpus_per_node", "nics_per_gpu"]),
+    ("h20", &["gpus_per_node", "nics_per_gpu"]),
+    ("hgx_b200", &["gpus_per_node", "nics_per_gpu"]),
+    ("hgx_b300", &["gpus_per_node", "nics_per_gpu"]),
+    ("gb200_nvl72", &[]),
+    ("gb300_nvl72", &[]),
+    (
+        "nvl72_cluster",
+        &[
+            "racks",
+            "style",
+            "nic",
+            "leaves",
+            "spines",
+            "oversubscription",
+        ],
+    ),
     (
         "pcie_box",
         &[
@@ -65,6 +82,7 @@ const PRESETS: &[(&str, &[&str])] = &[
         &[
             "nodes",
             "gpus_per_node",
+            "nics_per_gpu",
             "style",
             "leaves",
             "nodes_per_leaf",
@@ -83,6 +101,21 @@ const PRESETS: &[(&str, &[&str])] = &[
             "oversubscription",
         ],
     ),
+    (
+        "cpu_cluster",
+        &[
+            "hosts",
+            "sockets",
+            "cpu",
+            "cores_per_socket",
+            "memory_gb_per_s",
+            "smp_links",
+            "nic",
+            "hosts_per_leaf",
+            "spines",
+            "oversubscription",
+        ],
+    ),
     ("ring", &["gpus", "kind", "links_per_pair"]),
     ("torus2d", &["x", "y", "kind", "links_per_pair"]),
     ("nvidia_smi", &["file", "nvlink", "pcie", "nic"]),
@@ -97,7 +130,12 @@ fn given(t: &RawTopology) -> Vec<(&'static str, Range<usize>)> {
     let all = [
         ("nodes", span(&t.nodes)),
         ("gpus_per_node", span(&t.gpus_per_node)),
+        ("nics_per_gpu", span(&t.nics_per_gpu)),
         ("style", span(&t.style)),
+        ("racks", span(&t.racks)),
+        ("cpu", span(&t.cpu)),
+        ("cores_per_socket", span(&t.cores_per_socket)),
+        ("memory_gb_per_s", span(&t.memory_gb_per_s)),
         ("leaves", span(&t.leaves)),
         ("nodes_per_leaf", span(&t.nodes_per_leaf)),
         ("spines", span(&t.spines)),
@@ -486,15 +524,85 @@ fn link_kind(
 
 /// A node style parameter, or its default.
 fn style(src: &Source, v: &Option<Spanned<String>>) -> Result<presets::NodeStyle, ScenarioError> {
-    match v.as_ref().map(|s| (s, s.get_ref().as_str())) {
-        None => Ok(presets::NodeStyle::H100),
-        Some((_, "h100")) => Ok(presets::NodeStyle::H100),
-        Some((_, "a100")) => Ok(presets::NodeStyle::A100),
-        Some((s, other)) => Err(src.at(
-            s,
-            format!("unknown node style `{other}`; expected \"a100\" or \"h100\""),
-        )),
+    let Some(v) = v else {
+        return Ok(presets::NodeStyle::H100);
+    };
+    presets::NodeStyle::parse(v.get_ref()).ok_or_else(|| {
+        let names: Vec<String> = presets::NodeStyle::ALL
+            .iter()
+            .map(|s| format!("\"{}\"", s.name()))
+            .collect();
+        src.at(
+            v,
+            format!(
+                "unknown node style `{}`; expected one of {}",
+                v.get_ref(),
+                names.join(", ")
+            ),
+        )
+    })
+}
+
+/// A rack style parameter (`gb200`, `gb300`), or GB200.
+fn rack_style(
+    src: &Source,
+    v: &Option<Spanned<String>>,
+) -> Result<presets::RackStyle, ScenarioError> {
+    let Some(v) = v else {
+        return Ok(presets::RackStyle::Gb200);
+    };
+    presets::RackStyle::parse(v.get_ref()).ok_or_else(|| {
+        src.at(
+            v,
+            format!(
+                "unknown rack style `{}`; expected \"gb200\" or \"gb300\"",
+                v.get_ref()
+            ),
+        )
+    })
+}
+
+/// A CPU model parameter (`xeon_8480`, `epyc_9654`), or the Xeon.
+fn cpu_model(
+    src: &Source,
+    v: &Option<Spanned<String>>,
+) -> Result<presets::CpuModel, ScenarioError> {
+    let Some(v) = v else {
+        return Ok(presets::CpuModel::Xeon8480);
+    };
+    presets::CpuModel::parse(v.get_ref()).ok_or_else(|| {
+        src.at(
+            v,
+            format!(
+                "unknown cpu `{}`; expected \"xeon_8480\" or \"epyc_9654\"",
+                v.get_ref()
+            ),
+        )
+    })
+}
+
+/// A spine count (0 allowed), or `None`; zero spines with more than one
+/// leaf is refused at the `spines` key, since only a single leaf joins
+/// every host without a spine.
+fn spines(
+    src: &Source,
+    v: &Option<Spanned<i64>>,
+    leaves: usize,
+) -> Result<Option<usize>, ScenarioError> {
+    let Some(v) = v else {
+        return Ok(None);
+    };
+    let n = src.count(v, "spines", 0, PRESET_COUNT_MAX)? as usize;
+    if n == 0 && leaves > 1 {
+        return Err(src.at(
+            v,
+            format!(
+                "spines = 0 needs a single leaf (it joins every host on its own), but there are \
+                 {leaves} leaves; give at least 1 spine or put every host on one leaf"
+            ),
+        ));
     }
+    Ok(Some(n))
 }
 
 /// A ratio parameter (at least 1), or 1.
@@ -524,15 +632,77 @@ type Built = (Result<Topology, TopologyError>, Option<Rotator>);
 
 fn presets_build(src: &Source, t: &RawTopology, preset: &str) -> Result<Built, ScenarioError> {
     let max = PRESET_COUNT_MAX;
+    let nics_per_gpu = count(src, &t.nics_per_gpu, "nics_per_gpu", 1, 2)?;
     Ok(match preset {
-        "dgx_a100" | "dgx_h100" => {
-            let style = if preset == "dgx_a100" {
-                presets::NodeStyle::A100
-            } else {
-                presets::NodeStyle::H100
+        "dgx_a100" | "dgx_h100" | "hgx_h200" | "h20" | "hgx_b200" | "hgx_b300" => {
+            let style = match preset {
+                "dgx_a100" => presets::NodeStyle::A100,
+                "dgx_h100" => presets::NodeStyle::H100,
+                "hgx_h200" => presets::NodeStyle::H200,
+                "h20" => presets::NodeStyle::H20,
+                "hgx_b200" => presets::NodeStyle::B200,
+                _ => presets::NodeStyle::B300,
             };
             let gpus = count(src, &t.gpus_per_node, "gpus_per_node", 8, 8)?;
-            (presets::dgx_node(&presets::DgxNode { style, gpus }), None)
+            let node = presets::DgxNode {
+                style,
+                gpus,
+                nics_per_gpu,
+            };
+            (presets::dgx_node(&node), None)
+        }
+        "gb200_nvl72" => (presets::nvl72_rack(presets::RackStyle::Gb200), None),
+        "gb300_nvl72" => (presets::nvl72_rack(presets::RackStyle::Gb300), None),
+        "nvl72_cluster" => {
+            let d = presets::Nvl72Cluster::default();
+            let leaves = match &t.leaves {
+                Some(v) => Some(src.count(v, "leaves", 1, max)? as usize),
+                None => d.leaves,
+            };
+            let nic = match &t.nic {
+                Some(_) => Some(link_kind(src, &t.nic, LinkKind::Smp)?),
+                None => d.nic,
+            };
+            let params = presets::Nvl72Cluster {
+                racks: count(src, &t.racks, "racks", d.racks, max)?,
+                style: rack_style(src, &t.style)?,
+                nic,
+                leaves,
+                spines: spines(src, &t.spines, leaves.unwrap_or(presets::nvl72::NVL72_GPUS))?,
+                oversubscription: oversubscription(src, &t.oversubscription)?,
+            };
+            (presets::nvl72_cluster(&params), None)
+        }
+        "cpu_cluster" => {
+            let d = presets::CpuCluster::default();
+            let hosts = count(src, &t.hosts, "hosts", d.hosts, max)?;
+            let hosts_per_leaf = count(
+                src,
+                &t.hosts_per_leaf,
+                "hosts_per_leaf",
+                d.hosts_per_leaf,
+                max,
+            )?;
+            let memory_bytes_per_s = match &t.memory_gb_per_s {
+                Some(v) => Some(src.number(v, "memory_gb_per_s", false)? * 1e9),
+                None => None,
+            };
+            let params = presets::CpuCluster {
+                hosts,
+                sockets: count(src, &t.sockets, "sockets", d.sockets, 8)?,
+                cpu: cpu_model(src, &t.cpu)?,
+                cores_per_socket: match &t.cores_per_socket {
+                    Some(v) => Some(src.count(v, "cores_per_socket", 1, 512)? as usize),
+                    None => None,
+                },
+                memory_bytes_per_s,
+                smp_links: count(src, &t.smp_links, "smp_links", d.smp_links as usize, 64)? as u32,
+                nic: link_kind(src, &t.nic, d.nic)?,
+                hosts_per_leaf,
+                spines: spines(src, &t.spines, hosts.div_ceil(hosts_per_leaf))?,
+                oversubscription: oversubscription(src, &t.oversubscription)?,
+            };
+            (presets::cpu_cluster(&params), None)
         }
         "pcie_box" => {
             let d = presets::PcieBox::default();
@@ -559,10 +729,6 @@ fn presets_build(src: &Source, t: &RawTopology, preset: &str) -> Result<Built, S
         }
         "fat_tree" => {
             let d = presets::FatTree::default();
-            let spines = match &t.spines {
-                Some(v) => Some(src.count(v, "spines", 1, max)? as usize),
-                None => d.spines,
-            };
             let nodes = count(src, &t.nodes, "nodes", d.nodes, max)?;
             let gpus_per_node = count(src, &t.gpus_per_node, "gpus_per_node", d.gpus_per_node, 8)?;
             let leaves = match (&t.leaves, &t.nodes_per_leaf) {
@@ -577,6 +743,8 @@ fn presets_build(src: &Source, t: &RawTopology, preset: &str) -> Result<Built, S
                 }
                 (None, None) => d.leaves,
             };
+            let rails = gpus_per_node * nics_per_gpu;
+            let spines = spines(src, &t.spines, leaves.unwrap_or(rails))?;
             let nic = match &t.nic {
                 Some(_) => Some(link_kind(src, &t.nic, LinkKind::Smp)?),
                 None => d.nic,
@@ -584,6 +752,7 @@ fn presets_build(src: &Source, t: &RawTopology, preset: &str) -> Result<Built, S
             let params = presets::FatTree {
                 nodes,
                 gpus_per_node,
+                nics_per_gpu,
                 style: if t.style.is_some() {
                     style(src, &t.style)?
                 } else {
@@ -603,16 +772,18 @@ fn presets_build(src: &Source, t: &RawTopology, preset: &str) -> Result<Built, S
         }
         "leaf_spine" => {
             let d = presets::LeafSpine::default();
+            let hosts = count(src, &t.hosts, "hosts", d.hosts, max)?;
+            let hosts_per_leaf = count(
+                src,
+                &t.hosts_per_leaf,
+                "hosts_per_leaf",
+                d.hosts_per_leaf,
+                max,
+            )?;
             let params = presets::LeafSpine {
-                hosts: count(src, &t.hosts, "hosts", d.hosts, max)?,
-                hosts_per_leaf: count(
-                    src,
-                    &t.hosts_per_leaf,
-                    "hosts_per_leaf",
-                    d.hosts_per_leaf,
-                    max,
-                )?,
-                spines: count(src, &t.spines, "spines", d.spines, max)?,
+                hosts,
+                hosts_per_leaf,
+                spines: spines(src, &t.spines, hosts.div_ceil(hosts_per_leaf))?.unwrap_or(d.spines),
                 nic: link_kind(src, &t.nic, d.nic)?,
                 oversubscription: oversubscription(src, &t.oversubscription)?,
             };

@@ -151,15 +151,16 @@ fn preset_mistakes_are_located() {
             "[topology]\npreset = \"dgx_z100\"\n",
             2,
             10,
-            "unknown preset `dgx_z100`; expected one of dgx_a100, dgx_h100, pcie_box, fat_tree, \
-             leaf_spine, ring, torus2d, nvidia_smi, explicit",
+            "unknown preset `dgx_z100`; expected one of dgx_a100, dgx_h100, hgx_h200, h20, \
+             hgx_b200, hgx_b300, gb200_nvl72, gb300_nvl72, nvl72_cluster, pcie_box, fat_tree, \
+             leaf_spine, cpu_cluster, ring, torus2d, nvidia_smi, explicit",
         ),
         (
             "[topology]\npreset = \"fat_tree\"\nx = 4\n",
             3,
             5,
-            "`x` does not apply to preset `fat_tree`; it takes: nodes, gpus_per_node, style, \
-             leaves, nodes_per_leaf, spines, oversubscription, nic",
+            "`x` does not apply to preset `fat_tree`; it takes: nodes, gpus_per_node, \
+             nics_per_gpu, style, leaves, nodes_per_leaf, spines, oversubscription, nic",
         ),
         (
             "[topology]\npreset = \"fat_tree\"\nnodes = 2\nnic = \"ib_qdr\"\n",
@@ -185,7 +186,7 @@ fn preset_mistakes_are_located() {
             "[topology]\npreset = \"fat_tree\"\nnodes = 2\ngpus_per_node = 2\nleaves = 3\n",
             2,
             10,
-            "leaves must be a positive multiple of gpus_per_node (2)",
+            "leaves must be a positive multiple of the 2 rails",
         ),
         (
             "[topology]\npreset = \"fat_tree\"\nnodes = 2\nnic = \"nvlink4\"\n",
@@ -221,6 +222,111 @@ fn preset_mistakes_are_located() {
     ];
     for &(topology, line, column, needle) in cases {
         assert_rejected(topology, line, column, needle);
+    }
+}
+
+#[test]
+fn new_preset_mistakes_are_located() {
+    let cases: &[(&str, usize, usize, &str)] = &[
+        (
+            "[topology]\npreset = \"hgx_b200\"\nnics_per_gpu = 3\n",
+            3,
+            16,
+            "nics_per_gpu must be between 1 and 2, got 3",
+        ),
+        (
+            "[topology]\npreset = \"gb200_nvl72\"\nracks = 2\n",
+            3,
+            9,
+            "`racks` does not apply to preset `gb200_nvl72`; it takes: nothing",
+        ),
+        (
+            "[topology]\npreset = \"nvl72_cluster\"\nracks = 0\n",
+            3,
+            9,
+            "racks must be between 1 and",
+        ),
+        (
+            "[topology]\npreset = \"nvl72_cluster\"\nstyle = \"gb100\"\n",
+            3,
+            9,
+            "unknown rack style `gb100`; expected \"gb200\" or \"gb300\"",
+        ),
+        (
+            "[topology]\npreset = \"nvl72_cluster\"\nspines = 0\n",
+            3,
+            10,
+            "spines = 0 needs a single leaf",
+        ),
+        (
+            "[topology]\npreset = \"fat_tree\"\nnodes = 2\nstyle = \"b200\"\n",
+            4,
+            9,
+            "unknown node style `b200`; expected one of \"a100\", \"h100\", \"hgx_h200\", \"h20\", \
+             \"hgx_b200\", \"hgx_b300\"",
+        ),
+        (
+            "[topology]\npreset = \"fat_tree\"\nnodes = 2\nspines = 0\n",
+            4,
+            10,
+            "spines = 0 needs a single leaf (it joins every host on its own), but there are 8 leaves",
+        ),
+        (
+            "[topology]\npreset = \"leaf_spine\"\nhosts = 4\nhosts_per_leaf = 2\nspines = 0\n",
+            5,
+            10,
+            "but there are 2 leaves; give at least 1 spine",
+        ),
+        (
+            "[topology]\npreset = \"cpu_cluster\"\ncpu = \"m2_ultra\"\n",
+            3,
+            7,
+            "unknown cpu `m2_ultra`; expected \"xeon_8480\" or \"epyc_9654\"",
+        ),
+        (
+            "[topology]\npreset = \"cpu_cluster\"\ncores_per_socket = 1000\n",
+            3,
+            20,
+            "cores_per_socket must be between 1 and 512",
+        ),
+        (
+            "[topology]\npreset = \"cpu_cluster\"\nmemory_gb_per_s = -3.0\n",
+            3,
+            19,
+            "memory_gb_per_s",
+        ),
+        (
+            "[topology]\npreset = \"cpu_cluster\"\nsockets = 9\n",
+            3,
+            11,
+            "sockets must be between 1 and 8",
+        ),
+        (
+            "[topology]\npreset = \"cpu_cluster\"\nnic = \"pcie6x16\"\n",
+            2,
+            10,
+            "cpu_cluster: nic must be a network link kind",
+        ),
+    ];
+    for &(topology, line, column, needle) in cases {
+        assert_rejected(topology, line, column, needle);
+    }
+}
+
+#[test]
+fn leaf_spine_with_one_leaf_and_no_spine_runs() {
+    let dir = temp_dir("one-leaf-no-spine");
+    let text = with_collective(
+        "[topology]\npreset = \"leaf_spine\"\nhosts = 4\nhosts_per_leaf = 4\nspines = 0\n",
+    );
+    let (code, stdout, stderr) = run_in(&dir, "one_leaf.toml", &text, &[]);
+    assert_eq!(code, Some(0), "{stderr}");
+    assert!(
+        stdout.contains("leaf_spine topology (9 vertices, 8 links)"),
+        "{stdout}"
+    );
+    for row in table_rows(&stdout) {
+        assert_eq!(wrong_of(row), "0", "{row}");
     }
 }
 
