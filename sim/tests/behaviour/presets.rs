@@ -25,6 +25,19 @@ const PRESETS: &[(&str, &str)] = &[
         "leaf_spine",
         "preset = \"leaf_spine\"\nhosts = 6\nhosts_per_leaf = 2\nspines = 2\nnic = \"roce100\"",
     ),
+    (
+        "hgx_b200_two_nics",
+        "preset = \"hgx_b200\"\ngpus_per_node = 4\nnics_per_gpu = 2",
+    ),
+    (
+        "fat_tree_hgx_b300",
+        "preset = \"fat_tree\"\nnodes = 2\ngpus_per_node = 2\nstyle = \"hgx_b300\"\nnics_per_gpu = 2",
+    ),
+    ("gb300_nvl72", "preset = \"gb300_nvl72\""),
+    (
+        "cpu_cluster",
+        "preset = \"cpu_cluster\"\nhosts = 3\nhosts_per_leaf = 2\ncores_per_socket = 2\nspines = 1",
+    ),
     ("ring", "preset = \"ring\"\ngpus = 5"),
     (
         "torus2d",
@@ -62,6 +75,83 @@ fn ring_and_tree_allreduce_are_correct_on_every_preset_in_both_models() {
                     assert_eq!(row.wrong, Some(0), "{name} {model} {algorithm} {row:?}");
                     assert!(row.time_ps > 0, "{name}: moving data takes time");
                 }
+            }
+        }
+    }
+}
+
+/// Each bundled scenario of the newer presets (`scenarios/presets/`), its
+/// topology's documented vertex and link counts, and its ranks.
+const BUNDLED: &[(&str, &str, usize)] = &[
+    (
+        "cpu_cluster",
+        "cpu_cluster topology (151 vertices, 150 links)",
+        144,
+    ),
+    (
+        "gb200_nvl72",
+        "gb200_nvl72 topology (181 vertices, 216 links)",
+        72,
+    ),
+    (
+        "gb300_nvl72",
+        "gb300_nvl72 topology (181 vertices, 288 links)",
+        72,
+    ),
+    ("h20", "h20 topology (23 vertices, 29 links)", 8),
+    ("hgx_b200", "hgx_b200 topology (23 vertices, 29 links)", 8),
+    (
+        "hgx_b300_fat_tree",
+        "fat_tree topology (80 vertices, 138 links)",
+        16,
+    ),
+    (
+        "hgx_h200_two_nics",
+        "hgx_h200 topology (31 vertices, 37 links)",
+        8,
+    ),
+    (
+        "leaf_spine_one_leaf",
+        "leaf_spine topology (9 vertices, 8 links)",
+        4,
+    ),
+    (
+        "nvl72_cluster_2racks",
+        "nvl72_cluster topology (436 vertices, 720 links)",
+        144,
+    ),
+];
+
+#[test]
+fn bundled_preset_scenarios_run_correctly_with_their_documented_counts() {
+    let dir = crate::support::repo_root().join("scenarios/presets");
+    let mut names: Vec<String> = std::fs::read_dir(&dir)
+        .expect("scenarios/presets exists")
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    let expected: Vec<String> = BUNDLED.iter().map(|(n, ..)| format!("{n}.toml")).collect();
+    assert_eq!(names, expected, "every bundled preset scenario is listed");
+    for &(name, description, ranks) in BUNDLED {
+        let path = format!("scenarios/presets/{name}.toml");
+        let out = crate::support::sim(&["run", &path]);
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(0), "{name}: {stderr}");
+        let header = format!("# {name}: {ranks} ranks,");
+        assert!(stdout.contains(&header), "{name}: {stdout}");
+        assert!(stdout.contains(description), "{name}: {stdout}");
+        let rows: Vec<&str> = stdout
+            .lines()
+            .filter(|l| !l.starts_with('#') && !l.trim().is_empty())
+            .collect();
+        assert!(!rows.is_empty(), "{name}: {stdout}");
+        for row in rows {
+            // `#wrong` is 0 with real data, N/A for a folded (phantom) run.
+            let wrong = row.split_whitespace().nth(8).expect("a #wrong column");
+            assert!(wrong == "0" || wrong == "N/A", "{name}: {row}");
+            if name != "hgx_b300_fat_tree" {
+                assert_eq!(wrong, "0", "{name}: {row}");
             }
         }
     }
