@@ -244,7 +244,7 @@ pub(crate) fn rail_shape(
     oversubscription: f64,
 ) -> Result<(usize, usize, usize), TopologyError> {
     let leaf_count = leaves.unwrap_or(rails);
-    if leaf_count == 0 || leaf_count % rails != 0 {
+    if leaf_count == 0 || !leaf_count.is_multiple_of(rails) {
         return Err(parameter(format!(
             "{preset}: leaves must be a positive multiple of the {rails} rails, \
              one or more leaves per rail; got {leaf_count}"

@@ -17,7 +17,7 @@
 //! gets no more than its share (a modelling simplification: a single core
 //! on a real socket can use more, up to its own load/store limit).
 //!
-//! The CPU models give the defaults ([M]: from the vendor's product page,
+//! The CPU models give the defaults (\[M\]: from the vendor's product page,
 //! named here but not re-read):
 //!
 //! | `cpu` | cores per socket | memory per socket | PCIe | inter-socket |
@@ -26,7 +26,7 @@
 //! | `epyc_9654` (AMD EPYC 9654) | 96 | 12 channels DDR5-4800 = 12 x 38.4 = 460.8 GB/s | Gen5 | 4 xGMI links, modelled as `smp` (32 GB/s each; Genoa's xGMI may run faster, not modelled) |
 //!
 //! Core, channel and link counts: Intel ARK "Intel Xeon Platinum 8480+
-//! Processor" and AMD "EPYC 9654" product pages [M]; the DDR5-4800 channel
+//! Processor" and AMD "EPYC 9654" product pages \[M\]; the DDR5-4800 channel
 //! rate is JEDEC's (4800 MT/s x 8 bytes). NCCL rates the Sapphire Rapids
 //! inter-socket path lower (`SRP_QPI_BW` 22 GB/s, `src/graph/topo.h:28`
 //! @ b91894bd), which applies to GPU traffic routed over it, not to these
@@ -257,10 +257,21 @@ mod tests {
     use super::*;
     use crate::presets::check::{bandwidth, links_between, well_formed};
 
+    /// (hosts, sockets, cores, hosts per leaf, spines, oversubscription,
+    /// leaf sizes)
+    type Case = (
+        usize,
+        usize,
+        usize,
+        usize,
+        Option<usize>,
+        f64,
+        &'static [usize],
+    );
+
     #[test]
     fn counts_follow_the_formula() {
-        // (hosts, sockets, cores, hosts per leaf, spines, oversubscription, leaf sizes)
-        let cases: [(usize, usize, usize, usize, Option<usize>, f64, &[usize]); 4] = [
+        let cases: [Case; 4] = [
             (4, 2, 3, 8, None, 1.0, &[4]),
             (5, 1, 36, 2, Some(1), 2.0, &[2, 2, 1]),
             (2, 4, 2, 1, None, 1.0, &[1, 1]),

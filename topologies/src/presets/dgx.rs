@@ -30,22 +30,22 @@
 //!
 //! The newer boards keep the DGX H100 layout (PCIe switches holding two
 //! GPUs and their NICs, two sockets) with these parts; a tag says where
-//! each fact was read ([ML]: an MLCommons inference-results system JSON,
-//! submitter-provided; [3P]: a third-party page, not NVIDIA; [S]: NCCL's
-//! source @ b91894bd; [A]: assumed, no source found):
+//! each fact was read (\[ML\]: an MLCommons inference-results system JSON,
+//! submitter-provided; \[3P\]: a third-party page, not NVIDIA; \[S\]: NCCL's
+//! source @ b91894bd; \[A\]: assumed, no source found):
 //!
 //! | style | GPU to NVSwitch | GPU and NIC PCIe | switch uplink | NIC |
 //! |---|---|---|---|---|
-//! | `hgx_h200` | 18 x NVLink 4 = 370.8 GB/s (NCCL SM90 20.6 per link [S]; "18x 4th Gen NVLink, 900GB/s" [ML] `inference_results_v4.1 closed/NVIDIA/systems/H200-SXM-141GBx8_TRT_MaxQ.json`) | Gen5 x16 ("PCIe Gen5 x16", same file) | Gen5 x16 | NDR 400 Gb/s ("10x 400Gbe Infiniband", same file) |
-//! | `h20` | 18 x NVLink 4 = 370.8 GB/s ("NVLink 900 GB/s" [3P] willitrunai.com, unanswered.io; 18 links [A], as H100, SM90 in NCCL) | Gen5 x16 [A] | Gen5 x16 [A] | NDR 400 Gb/s [A], as HGX H100 |
-//! | `hgx_b200` | 18 x NVLink 5 = 721.8 GB/s (NCCL `SM100_NVLINK_BW` 40.1, `topo.h:23` [S]; "18x 5th Gen NVLink, 14.4 TB/s aggregated" [ML] `inference_results_v6.0 closed/Nebius/systems/nebius_b200_n1.json`) | Gen5 x16 (same file) | Gen5 x16 | ConnectX-7 NDR 400 Gb/s (same file, 8 per node) |
-//! | `hgx_b300` | 18 x NVLink 5 = 721.8 GB/s ("NVLink5 1.8 TB/s per GPU" [3P] acecloud.ai, fibermall.com) | Gen6 x16 = 96 GB/s (ConnectX-8 "PCIe Gen6", 48 lanes with a built-in PCIe switch [3P] Hot Chips 2025 coverage, cloudnews.tech; the GPU-NIC switch is modelled as the PCIe switch vertex [A]) | Gen5 x16 (ConnectX-8 "Gen5 x16 to the CPU" [3P] same) | ConnectX-8 XDR 800 Gb/s ("800 Gb/s per GPU" [3P] acecloud.ai) |
+//! | `hgx_h200` | 18 x NVLink 4 = 370.8 GB/s (NCCL SM90 20.6 per link \[S\]; "18x 4th Gen NVLink, 900GB/s" \[ML\] `inference_results_v4.1 closed/NVIDIA/systems/H200-SXM-141GBx8_TRT_MaxQ.json`) | Gen5 x16 ("PCIe Gen5 x16", same file) | Gen5 x16 | NDR 400 Gb/s ("10x 400Gbe Infiniband", same file) |
+//! | `h20` | 18 x NVLink 4 = 370.8 GB/s ("NVLink 900 GB/s" \[3P\] willitrunai.com, unanswered.io; 18 links \[A\], as H100, SM90 in NCCL) | Gen5 x16 \[A\] | Gen5 x16 \[A\] | NDR 400 Gb/s \[A\], as HGX H100 |
+//! | `hgx_b200` | 18 x NVLink 5 = 721.8 GB/s (NCCL `SM100_NVLINK_BW` 40.1, `topo.h:23` \[S\]; "18x 5th Gen NVLink, 14.4 TB/s aggregated" \[ML\] `inference_results_v6.0 closed/Nebius/systems/nebius_b200_n1.json`) | Gen5 x16 (same file) | Gen5 x16 | ConnectX-7 NDR 400 Gb/s (same file, 8 per node) |
+//! | `hgx_b300` | 18 x NVLink 5 = 721.8 GB/s ("NVLink5 1.8 TB/s per GPU" \[3P\] acecloud.ai, fibermall.com) | Gen6 x16 = 96 GB/s (ConnectX-8 "PCIe Gen6", 48 lanes with a built-in PCIe switch \[3P\] Hot Chips 2025 coverage, cloudnews.tech; the GPU-NIC switch is modelled as the PCIe switch vertex \[A\]) | Gen5 x16 (ConnectX-8 "Gen5 x16 to the CPU" \[3P\] same) | ConnectX-8 XDR 800 Gb/s ("800 Gb/s per GPU" \[3P\] acecloud.ai) |
 //!
 //! Their PCIe switches forward with the Gen5 figure (no public figure for
 //! a Gen6 switch; the Gen5 one stands in for `hgx_b300`), and their
 //! sockets are joined as the DGX H100's (the DGX B200's Emerald Rapids
-//! Xeons also have four UPI 2.0 links [3P]; NCCL rates them higher,
-//! `ERP_QPI_BW` 40, `topo.h:29` [S], which the `smp` kind does not follow).
+//! Xeons also have four UPI 2.0 links \[3P\]; NCCL rates them higher,
+//! `ERP_QPI_BW` 40, `topo.h:29` \[S\], which the `smp` kind does not follow).
 //!
 //! **Two NICs per GPU.** [`DgxNode::nics_per_gpu`] = 2 puts two NICs next
 //! to each GPU, both under its PCIe switch (as 2 x 200G or 2 x 400G per GPU

@@ -15,19 +15,19 @@
 //! A rack is one NVLink domain of 72 GPUs, so NCCL treats it as one node
 //! (MNNVL fuses the rack's hosts into one system, `src/graph/topo.cc:1542-1579`,
 //! and a full NVL72 communicator has `nNodes = 1`, `src/init.cc:1176-1188`
-//! @ b91894bd). Facts, with a tag saying where each was read ([ML]: an
-//! MLCommons inference-results system JSON, submitter-provided; [3P]: a
-//! third-party page, not NVIDIA; [S]: NCCL's source @ b91894bd; [A]:
+//! @ b91894bd). Facts, with a tag saying where each was read (\[ML\]: an
+//! MLCommons inference-results system JSON, submitter-provided; \[3P\]: a
+//! third-party page, not NVIDIA; \[S\]: NCCL's source @ b91894bd; \[A\]:
 //! assumed):
 //!
 //! | part | model | source |
 //! |---|---|---|
-//! | GPUs | 72 per rack, 18 compute trays x 4 | 72 B200 + 36 Grace, 18 compute trays, 9 NVLink switch trays [3P] aiwiki.ai, setloop.io, datacrunch.io; "GBx platforms only have 4 GPUs per host" [S] `src/init.cc:773` |
-//! | NVLink | each GPU: one bundle of 18 NVLink 5 links (NCCL's 40.1 GB/s each, 721.8 GB/s) to the rack's `nvswitch` | 1.8 TB/s per GPU [3P]; NV18 between a tray's GPUs [ML] `inference_results_v6.1 closed/Crusoe/systems/GB200-NVL72_GB200-186GB_aarch64x16_Dynamo.json`; `SM100_NVLINK_BW` 40.1 [S] `src/graph/topo.h:23` |
-//! | NVLink switches | the 9 switch trays' chips are one `nvswitch` vertex, as in [`dgx`](super::dgx) (NCCL also joins every GPU to one NVS node, `topo.cc:617-621` [S]) | |
-//! | Grace | 2 per tray, each a `socket` vertex; GPU `i` on Grace `i / 2` by one `nvlink_c2c` link (450 GB/s per direction) | 2 superchips (1 Grace + 2 GPUs) per tray [3P]; NVLink-C2C 900 GB/s bidirectional [3P]; whether a Grace's two GPUs share that figure is not in the sources read [A: each GPU gets it] |
-//! | GB200 NIC | one ConnectX-7 400 Gb/s (`ib_ndr`) per GPU, PCIe Gen5 x16 to the GPU's Grace | 4 x 400G NICs per 4-GPU host, host link NVLink-C2C [ML] Crusoe file above; NIC under the CPU, reached GPU -> C2C -> CPU -> PCIe (NCCL's P2C path, `paths.cc:712-744` [S]) |
-//! | GB300 NIC | one ConnectX-8 800 Gb/s (`ib_xdr`) per GPU, PCIe Gen6 x16 to the GPU and Gen5 x16 to its Grace | "Gen6 x16 to the B300 GPU, Gen5 x16 to Grace" [3P] Hot Chips 2025 coverage (cloudnews.tech); 800 Gb/s per GPU [3P] acecloud.ai |
+//! | GPUs | 72 per rack, 18 compute trays x 4 | 72 B200 + 36 Grace, 18 compute trays, 9 NVLink switch trays \[3P\] aiwiki.ai, setloop.io, datacrunch.io; "GBx platforms only have 4 GPUs per host" \[S\] `src/init.cc:773` |
+//! | NVLink | each GPU: one bundle of 18 NVLink 5 links (NCCL's 40.1 GB/s each, 721.8 GB/s) to the rack's `nvswitch` | 1.8 TB/s per GPU \[3P\]; NV18 between a tray's GPUs \[ML\] `inference_results_v6.1 closed/Crusoe/systems/GB200-NVL72_GB200-186GB_aarch64x16_Dynamo.json`; `SM100_NVLINK_BW` 40.1 \[S\] `src/graph/topo.h:23` |
+//! | NVLink switches | the 9 switch trays' chips are one `nvswitch` vertex, as in [`dgx`](super::dgx) (NCCL also joins every GPU to one NVS node, `topo.cc:617-621` \[S\]) | |
+//! | Grace | 2 per tray, each a `socket` vertex; GPU `i` on Grace `i / 2` by one `nvlink_c2c` link (450 GB/s per direction) | 2 superchips (1 Grace + 2 GPUs) per tray \[3P\]; NVLink-C2C 900 GB/s bidirectional \[3P\]; whether a Grace's two GPUs share that figure is not in the sources read \[A: each GPU gets it\] |
+//! | GB200 NIC | one ConnectX-7 400 Gb/s (`ib_ndr`) per GPU, PCIe Gen5 x16 to the GPU's Grace | 4 x 400G NICs per 4-GPU host, host link NVLink-C2C \[ML\] Crusoe file above; NIC under the CPU, reached GPU -> C2C -> CPU -> PCIe (NCCL's P2C path, `paths.cc:712-744` \[S\]) |
+//! | GB300 NIC | one ConnectX-8 800 Gb/s (`ib_xdr`) per GPU, PCIe Gen6 x16 to the GPU and Gen5 x16 to its Grace | "Gen6 x16 to the B300 GPU, Gen5 x16 to Grace" \[3P\] Hot Chips 2025 coverage (cloudnews.tech); 800 Gb/s per GPU \[3P\] acecloud.ai |
 //!
 //! Names: `rack<r>/gpu<i>`, `rack<r>/grace<c>`, `rack<r>/nvswitch`,
 //! `rack<r>/nic<i>`, then `leaf<l>` and `spine<s>`. Ranks are rack-major:
