@@ -280,7 +280,7 @@ pub(super) fn network(
             return Err(src.at(
                 symmetry,
                 format!(
-                    "preset `{preset}` has no rotation; symmetry applies to fat_tree, leaf_spine, ring and torus2d"
+                    "preset `{preset}` has no rotation; symmetry applies to fat_tree, nvl72_cluster, leaf_spine, cpu_cluster, ring and torus2d"
                 ),
             ));
         };
@@ -671,7 +671,12 @@ fn presets_build(src: &Source, t: &RawTopology, preset: &str) -> Result<Built, S
                 spines: spines(src, &t.spines, leaves.unwrap_or(presets::nvl72::NVL72_GPUS))?,
                 oversubscription: oversubscription(src, &t.oversubscription)?,
             };
-            (presets::nvl72_cluster(&params), None)
+            (
+                presets::nvl72_cluster(&params),
+                Some(Box::new(move |t: &Topology, p: &[VertexId]| {
+                    presets::nvl72_cluster_rotation(&params, t, p)
+                })),
+            )
         }
         "cpu_cluster" => {
             let d = presets::CpuCluster::default();
@@ -702,7 +707,12 @@ fn presets_build(src: &Source, t: &RawTopology, preset: &str) -> Result<Built, S
                 spines: spines(src, &t.spines, hosts.div_ceil(hosts_per_leaf))?,
                 oversubscription: oversubscription(src, &t.oversubscription)?,
             };
-            (presets::cpu_cluster(&params), None)
+            (
+                presets::cpu_cluster(&params),
+                Some(Box::new(move |t: &Topology, p: &[VertexId]| {
+                    presets::cpu_cluster_rotation(&params, t, p)
+                })),
+            )
         }
         "pcie_box" => {
             let d = presets::PcieBox::default();

@@ -156,3 +156,45 @@ fn bundled_preset_scenarios_run_correctly_with_their_documented_counts() {
         }
     }
 }
+
+/// The `[topology]` of each rack and CPU cluster with a rotation, and a
+/// size that splits evenly over its ranks.
+const FOLDABLE: &[(&str, &str)] = &[
+    (
+        "preset = \"nvl72_cluster\"\nracks = 2\nmodel = \"flow\"",
+        "576K",
+    ),
+    (
+        "preset = \"cpu_cluster\"\nhosts = 4\nhosts_per_leaf = 2\ncores_per_socket = 4\nmodel = \"flow\"",
+        "64K",
+    ),
+];
+
+#[test]
+fn folded_rack_and_cpu_clusters_time_as_their_full_runs() {
+    let time = |topology: &str, bytes: &str, fold: bool| {
+        let text = format!(
+            "seed = 1\n[topology]\n{topology}\n{}\
+             [[collective]]\nkind = \"allreduce\"\nalgorithm = \"ring\"\n\
+             min_bytes = \"{bytes}\"\nmax_bytes = \"{bytes}\"\niters = 1\nwarmup = 0\nphantom = true\n",
+            if fold { "symmetry = \"fold\"\n" } else { "" }
+        );
+        let s = Scenario::parse(
+            Path::new("fold.toml"),
+            &text,
+            &algorithms::Registry::builtin(),
+        )
+        .unwrap_or_else(|e| panic!("{e}\n{text}"));
+        let rows = run_scenario(&s, &AlgoFilter::default(), Options::default(), |_| {
+            ControlFlow::Continue(())
+        })
+        .unwrap_or_else(|f| panic!("{text}: {:?}", f.1));
+        assert_eq!(rows.len(), 1);
+        rows[0].time_ps
+    };
+    for &(topology, bytes) in FOLDABLE {
+        let full = time(topology, bytes, false);
+        assert!(full > 0);
+        assert_eq!(time(topology, bytes, true), full, "{topology}");
+    }
+}

@@ -38,12 +38,14 @@
 //! out as [`leaf_spine`](super::leaf_spine)'s.
 
 use crate::TopologyError;
-use crate::graph::Topology;
+use crate::graph::{Topology, VertexId};
 use crate::kind::{DDR5_4800_CHANNEL_BYTES_PER_S, IbRate, Link, LinkKind};
+use crate::rotation::Rotation;
 use crate::vertex::{Vertex, VertexKind};
 
 use super::clos::{
-    add_leaves, check_network_kind, check_oversubscription, check_spines, uplink_count,
+    HostLayout, add_leaves, check_network_kind, check_oversubscription, check_spines,
+    host_rotation, uplink_count,
 };
 use super::{check_size, parameter};
 
@@ -153,63 +155,21 @@ impl Default for CpuCluster {
 /// Ranks are host-major: rank `h·S·C + s·C + c` is
 /// `host<h>/socket<s>/core<c>`.
 pub fn cpu_cluster(params: &CpuCluster) -> Result<Topology, TopologyError> {
+    let Shape {
+        cores,
+        memory,
+        spines,
+        ..
+    } = params.shape()?;
     let &CpuCluster {
         hosts,
         sockets,
-        cpu,
-        cores_per_socket,
-        memory_bytes_per_s,
         smp_links,
         nic,
         hosts_per_leaf,
-        spines,
         oversubscription,
+        ..
     } = params;
-    if hosts == 0 {
-        return Err(parameter("cpu_cluster: hosts must be at least 1"));
-    }
-    if !(1..=8).contains(&sockets) {
-        return Err(parameter(format!(
-            "cpu_cluster: sockets must be 1..=8, got {sockets}"
-        )));
-    }
-    let cores = cores_per_socket.unwrap_or(cpu.cores());
-    if !(1..=512).contains(&cores) {
-        return Err(parameter(format!(
-            "cpu_cluster: cores_per_socket must be 1..=512, got {cores}"
-        )));
-    }
-    let memory = memory_bytes_per_s.unwrap_or(cpu.memory_bytes_per_s());
-    if !(memory.is_finite() && memory > 0.0) {
-        return Err(parameter(format!(
-            "cpu_cluster: memory bandwidth must be a positive number, got {memory}"
-        )));
-    }
-    if smp_links == 0 {
-        return Err(parameter("cpu_cluster: smp_links must be at least 1"));
-    }
-    if hosts_per_leaf == 0 {
-        return Err(parameter("cpu_cluster: hosts_per_leaf must be at least 1"));
-    }
-    check_oversubscription("cpu_cluster", oversubscription)?;
-    check_network_kind("cpu_cluster", nic)?;
-    let leaves = hosts.div_ceil(hosts_per_leaf);
-    let max_downlinks = hosts.min(hosts_per_leaf);
-    let default_spines = 2.min(uplink_count(max_downlinks, oversubscription));
-    let spines = spines.unwrap_or(if leaves > 1 { default_spines } else { 0 });
-    check_spines(
-        "cpu_cluster",
-        spines,
-        leaves,
-        max_downlinks,
-        oversubscription,
-    )?;
-    let per_host = sockets * cores + sockets + 1;
-    let vertices = hosts
-        .checked_mul(per_host)
-        .and_then(|v| v.checked_add(leaves)?.checked_add(spines));
-    check_size("cpu_cluster", vertices)?;
-
     let mut t = Topology::new();
     let core_link = Link {
         bandwidth_bytes_per_s: memory / cores as f64,
@@ -250,6 +210,114 @@ pub fn cpu_cluster(params: &CpuCluster) -> Result<Topology, TopologyError> {
     }
     add_leaves(&mut t, &nics, hosts_per_leaf, spines, nic, oversubscription)?;
     Ok(t)
+}
+
+/// What [`cpu_cluster`] builds from its parameters, once they are checked.
+struct Shape {
+    /// Cores (ranks) per socket.
+    cores: usize,
+    /// Memory bandwidth per socket, bytes per second.
+    memory: f64,
+    /// Leaves.
+    leaves: usize,
+    /// Spines.
+    spines: usize,
+}
+
+impl CpuCluster {
+    /// Checks the parameters as [`cpu_cluster`] documents them; an error
+    /// names the parameter out of range.
+    fn shape(&self) -> Result<Shape, TopologyError> {
+        let &CpuCluster {
+            hosts,
+            sockets,
+            cpu,
+            cores_per_socket,
+            memory_bytes_per_s,
+            smp_links,
+            nic,
+            hosts_per_leaf,
+            spines,
+            oversubscription,
+        } = self;
+        if hosts == 0 {
+            return Err(parameter("cpu_cluster: hosts must be at least 1"));
+        }
+        if !(1..=8).contains(&sockets) {
+            return Err(parameter(format!(
+                "cpu_cluster: sockets must be 1..=8, got {sockets}"
+            )));
+        }
+        let cores = cores_per_socket.unwrap_or(cpu.cores());
+        if !(1..=512).contains(&cores) {
+            return Err(parameter(format!(
+                "cpu_cluster: cores_per_socket must be 1..=512, got {cores}"
+            )));
+        }
+        let memory = memory_bytes_per_s.unwrap_or(cpu.memory_bytes_per_s());
+        if !(memory.is_finite() && memory > 0.0) {
+            return Err(parameter(format!(
+                "cpu_cluster: memory bandwidth must be a positive number, got {memory}"
+            )));
+        }
+        if smp_links == 0 {
+            return Err(parameter("cpu_cluster: smp_links must be at least 1"));
+        }
+        if hosts_per_leaf == 0 {
+            return Err(parameter("cpu_cluster: hosts_per_leaf must be at least 1"));
+        }
+        check_oversubscription("cpu_cluster", oversubscription)?;
+        check_network_kind("cpu_cluster", nic)?;
+        let leaves = hosts.div_ceil(hosts_per_leaf);
+        let max_downlinks = hosts.min(hosts_per_leaf);
+        let default_spines = 2.min(uplink_count(max_downlinks, oversubscription));
+        let spines = spines.unwrap_or(if leaves > 1 { default_spines } else { 0 });
+        check_spines(
+            "cpu_cluster",
+            spines,
+            leaves,
+            max_downlinks,
+            oversubscription,
+        )?;
+        let per_host = sockets * cores + sockets + 1;
+        let vertices = hosts
+            .checked_mul(per_host)
+            .and_then(|v| v.checked_add(leaves)?.checked_add(spines));
+        check_size("cpu_cluster", vertices)?;
+        Ok(Shape {
+            cores,
+            memory,
+            leaves,
+            spines,
+        })
+    }
+}
+
+/// The rotation of a [`cpu_cluster`] built from `params` with ranks on
+/// `placement` (host-major), as
+/// [`leaf_spine_rotation`](super::leaf_spine_rotation) turns its hosts
+/// (each host with its cores, sockets and NIC): one leaf moves every rank
+/// on by one host (`sockets · cores` ranks), leaves and spines staying;
+/// several leaves by one leaf's hosts, leaf `l` to `l + 1`, spines
+/// staying. An error when `hosts_per_leaf` does not divide `hosts`.
+pub fn cpu_cluster_rotation(
+    params: &CpuCluster,
+    topology: &Topology,
+    placement: &[VertexId],
+) -> Result<Rotation, TopologyError> {
+    let shape = params.shape()?;
+    host_rotation(
+        &HostLayout {
+            preset: "cpu_cluster_rotation",
+            hosts: params.hosts,
+            hosts_per_leaf: params.hosts_per_leaf,
+            ranks_per_host: params.sockets * shape.cores,
+            leaves: shape.leaves,
+            spines: shape.spines,
+        },
+        topology,
+        placement,
+    )
 }
 
 #[cfg(test)]
@@ -346,6 +414,28 @@ mod tests {
         })
         .unwrap();
         assert_eq!(big.endpoints().len(), 288);
+    }
+
+    #[test]
+    fn hosts_rotate_with_their_cores() {
+        let params = CpuCluster {
+            hosts: 4,
+            cores_per_socket: Some(3),
+            hosts_per_leaf: 2,
+            ..CpuCluster::default()
+        };
+        let t = cpu_cluster(&params).unwrap();
+        let r = cpu_cluster_rotation(&params, &t, &t.endpoints()).unwrap();
+        // One leaf's hosts: 2 hosts x 2 sockets x 3 cores.
+        assert_eq!(r.shift(), 12);
+        let image = |name: &str| t.vertex(r.vertex(t.find(name).unwrap())).name.clone();
+        assert_eq!(image("host3/socket1/core2"), "host1/socket1/core2");
+        assert_eq!(image("leaf1"), "leaf0");
+        r.link_orbits(&t).unwrap();
+        let uneven = CpuCluster { hosts: 5, ..params };
+        let t = cpu_cluster(&uneven).unwrap();
+        let err = cpu_cluster_rotation(&uneven, &t, &t.endpoints()).unwrap_err();
+        assert!(err.to_string().contains("do not divide"), "{err}");
     }
 
     #[test]

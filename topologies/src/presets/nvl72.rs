@@ -36,9 +36,13 @@
 use crate::TopologyError;
 use crate::graph::{Topology, VertexId};
 use crate::kind::{IbRate, Link, LinkKind};
+use crate::rotation::Rotation;
 use crate::vertex::{Vertex, VertexKind};
 
-use super::clos::{Rails, add_rails, check_network_kind, check_oversubscription, rail_shape};
+use super::clos::{
+    RailLayout, Rails, add_rails, check_network_kind, check_oversubscription, rail_rotation,
+    rail_shape,
+};
 use super::{check_size, parameter};
 
 /// GPUs in one NVL72 rack.
@@ -212,48 +216,84 @@ impl Default for Nvl72Cluster {
 ///
 /// Ranks are rack-major: rank `72r + i` is `rack<r>/gpu<i>`.
 pub fn nvl72_cluster(params: &Nvl72Cluster) -> Result<Topology, TopologyError> {
-    let &Nvl72Cluster {
-        racks,
-        style,
-        nic,
-        leaves,
-        spines,
-        oversubscription,
-    } = params;
-    if racks == 0 {
-        return Err(parameter("nvl72_cluster: racks must be at least 1"));
-    }
-    check_oversubscription("nvl72_cluster", oversubscription)?;
-    let nic = nic.unwrap_or(style.nic());
-    check_network_kind("nvl72_cluster", nic)?;
-    let (leaf_count, per_rail, spine_count) = rail_shape(
-        "nvl72_cluster",
-        racks,
-        NVL72_GPUS,
-        leaves,
-        spines,
-        oversubscription,
-    )?;
-    let vertices = racks
-        .checked_mul(NVL72_RACK_VERTICES)
-        .and_then(|v| v.checked_add(leaf_count)?.checked_add(spine_count));
-    check_size("nvl72_cluster", vertices)?;
+    let (rails, _) = params.shape()?;
     let mut t = Topology::new();
-    let mut nics = Vec::with_capacity(racks);
-    for r in 0..racks {
-        nics.push(add_nvl72_rack(&mut t, &format!("rack{r}"), style)?.nics);
+    let mut nics = Vec::with_capacity(params.racks);
+    for r in 0..params.racks {
+        nics.push(add_nvl72_rack(&mut t, &format!("rack{r}"), params.style)?.nics);
     }
-    add_rails(
-        &mut t,
-        &nics,
-        &Rails {
+    add_rails(&mut t, &nics, &rails)?;
+    Ok(t)
+}
+
+impl Nvl72Cluster {
+    /// Checks the parameters as [`nvl72_cluster`] documents them; the rail
+    /// network and the number of leaves.
+    fn shape(&self) -> Result<(Rails, usize), TopologyError> {
+        let &Nvl72Cluster {
+            racks,
+            style,
+            nic,
+            leaves,
+            spines,
+            oversubscription,
+        } = self;
+        if racks == 0 {
+            return Err(parameter("nvl72_cluster: racks must be at least 1"));
+        }
+        check_oversubscription("nvl72_cluster", oversubscription)?;
+        let nic = nic.unwrap_or(style.nic());
+        check_network_kind("nvl72_cluster", nic)?;
+        let (leaf_count, per_rail, spine_count) = rail_shape(
+            "nvl72_cluster",
+            racks,
+            NVL72_GPUS,
+            leaves,
+            spines,
+            oversubscription,
+        )?;
+        let vertices = racks
+            .checked_mul(NVL72_RACK_VERTICES)
+            .and_then(|v| v.checked_add(leaf_count)?.checked_add(spine_count));
+        check_size("nvl72_cluster", vertices)?;
+        let rails = Rails {
             nic,
             per_rail,
             spines: spine_count,
             oversubscription,
+        };
+        Ok((rails, leaf_count))
+    }
+}
+
+/// The rotation of an [`nvl72_cluster`] built from `params` with ranks on
+/// `placement` (rack-major): the fat-tree's
+/// ([`fat_tree_rotation`](super::fat_tree_rotation)) with racks for nodes.
+/// With one leaf per rail it moves every rank on by one rack (72 ranks),
+/// the uplinks and spines turning with it; with `k` leaves per rail by
+/// `racks / k` racks. The same conditions apply (the spines divide a
+/// leaf's uplinks, which divide the racks; or `k` divides the racks), else
+/// a [`TopologyError::Symmetry`] says which fails.
+pub fn nvl72_cluster_rotation(
+    params: &Nvl72Cluster,
+    topology: &Topology,
+    placement: &[VertexId],
+) -> Result<Rotation, TopologyError> {
+    let (rails, leaves) = params.shape()?;
+    rail_rotation(
+        &RailLayout {
+            preset: "nvl72_cluster_rotation",
+            prefix: "rack",
+            nodes: params.racks,
+            ranks_per_node: NVL72_GPUS,
+            leaves,
+            per_rail: rails.per_rail,
+            spines: rails.spines,
+            oversubscription: params.oversubscription,
         },
-    )?;
-    Ok(t)
+        topology,
+        placement,
+    )
 }
 
 #[cfg(test)]
@@ -326,6 +366,30 @@ mod tests {
             (t.vertex_count(), t.link_count()),
             (181 + 72 + 1, 216 + 72 + 72)
         );
+    }
+
+    #[test]
+    fn a_cluster_rotates_by_one_rack_and_folds() {
+        let params = Nvl72Cluster {
+            racks: 4,
+            ..Nvl72Cluster::default()
+        };
+        let t = nvl72_cluster(&params).unwrap();
+        let r = nvl72_cluster_rotation(&params, &t, &t.endpoints()).unwrap();
+        assert_eq!(r.shift(), 72);
+        let image = |name: &str| t.vertex(r.vertex(t.find(name).unwrap())).name.clone();
+        assert_eq!(image("rack3/grace7"), "rack0/grace7");
+        assert_eq!(image("leaf5"), "leaf5");
+        r.link_orbits(&t).unwrap();
+        // Three racks over 2 spines: 3 uplinks per leaf, not a multiple.
+        let odd = Nvl72Cluster {
+            racks: 3,
+            spines: Some(2),
+            ..Nvl72Cluster::default()
+        };
+        let t = nvl72_cluster(&odd).unwrap();
+        let err = nvl72_cluster_rotation(&odd, &t, &t.endpoints()).unwrap_err();
+        assert!(err.to_string().contains("not a multiple"), "{err}");
     }
 
     #[test]

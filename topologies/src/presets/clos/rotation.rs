@@ -47,18 +47,71 @@ pub fn fat_tree_rotation(
     placement: &[VertexId],
 ) -> Result<Rotation, TopologyError> {
     let shape = FatTreeShape::of(params)?;
-    let (nodes, k, spines) = (params.nodes, shape.per_rail, shape.spines);
+    rail_rotation(
+        &RailLayout {
+            preset: "fat_tree_rotation",
+            prefix: "node",
+            nodes: params.nodes,
+            ranks_per_node: params.gpus_per_node,
+            leaves: shape.leaves,
+            per_rail: shape.per_rail,
+            spines: shape.spines,
+            oversubscription: params.oversubscription,
+        },
+        topology,
+        placement,
+    )
+}
+
+/// A rail-optimised Clos of alike nodes, as [`add_rails`](super::add_rails)
+/// builds it, for [`rail_rotation`].
+pub(crate) struct RailLayout {
+    /// The rotation's name, for errors.
+    pub preset: &'static str,
+    /// The node names' prefix (`node`, `rack`).
+    pub prefix: &'static str,
+    /// Nodes.
+    pub nodes: usize,
+    /// Ranks on each node.
+    pub ranks_per_node: usize,
+    /// Leaves in all.
+    pub leaves: usize,
+    /// Leaves per rail (`k`).
+    pub per_rail: usize,
+    /// Spines.
+    pub spines: usize,
+    /// Downlinks per uplink at each leaf.
+    pub oversubscription: f64,
+}
+
+/// The rotation of a rail network of alike nodes named
+/// `<prefix><n>/...`, as [`fat_tree_rotation`] documents it.
+pub(crate) fn rail_rotation(
+    layout: &RailLayout,
+    topology: &Topology,
+    placement: &[VertexId],
+) -> Result<Rotation, TopologyError> {
+    let &RailLayout {
+        preset,
+        prefix,
+        nodes,
+        ranks_per_node,
+        leaves,
+        per_rail: k,
+        spines,
+        oversubscription,
+    } = layout;
     let step = if k == 1 {
-        let u = uplink_count(nodes, params.oversubscription);
+        let u = uplink_count(nodes, oversubscription);
         if spines > 0 && !u.is_multiple_of(spines) {
             return Err(symmetry(format!(
-                "fat_tree_rotation: each leaf's {u} uplinks are not a multiple of the {spines} \
+                "{preset}: each leaf's {u} uplinks are not a multiple of the {spines} \
                  spines, so moving every uplink on by one does not move the spines on by one"
             )));
         }
         if spines > 0 && !nodes.is_multiple_of(u) {
             return Err(symmetry(format!(
-                "fat_tree_rotation: each leaf's {u} uplinks do not divide the {nodes} nodes, \
+                "{preset}: each leaf's {u} uplinks do not divide the {nodes} nodes, \
                  so a whole turn of the nodes does not bring the uplinks back"
             )));
         }
@@ -66,24 +119,21 @@ pub fn fat_tree_rotation(
     } else {
         if !nodes.is_multiple_of(k) {
             return Err(symmetry(format!(
-                "fat_tree_rotation: the {k} leaves per rail do not split the {nodes} nodes \
+                "{preset}: the {k} leaves per rail do not split the {nodes} nodes \
                  evenly, so the leaves are not alike"
             )));
         }
         nodes / k
     };
-    let what = format!(
-        "fat_tree with {nodes} nodes, {} leaves and {spines} spines",
-        shape.leaves
-    );
+    let what = format!("a rail network of {nodes} nodes, {leaves} leaves and {spines} spines");
     let vertices = vertex_map(topology, |name| {
-        if let Some((n, rest)) = indexed(name, "node")
+        if let Some((n, rest)) = indexed(name, prefix)
             && n < nodes
             && rest.starts_with('/')
         {
-            Ok(format!("node{}{rest}", (n + step) % nodes))
+            Ok(format!("{prefix}{}{rest}", (n + step) % nodes))
         } else if let Some((l, "")) = indexed(name, "leaf")
-            && l < shape.leaves
+            && l < leaves
         {
             Ok(format!("leaf{}", l / k * k + (l % k + 1) % k))
         } else if let Some((s, "")) = indexed(name, "spine")
@@ -92,14 +142,14 @@ pub fn fat_tree_rotation(
             let image = if k == 1 { (s + 1) % spines } else { s };
             Ok(format!("spine{image}"))
         } else {
-            Err(foreign("fat_tree_rotation", name, &what))
+            Err(foreign(preset, name, &what))
         }
     })?;
     let uplinks = if k == 1 { Uplinks::Next } else { Uplinks::Keep };
     rotation(
         topology,
         placement,
-        step * params.gpus_per_node,
+        step * ranks_per_node,
         vertices,
         uplinks,
     )
@@ -133,21 +183,67 @@ pub fn leaf_spine_rotation(
         spines,
         ..
     } = params;
+    host_rotation(
+        &HostLayout {
+            preset: "leaf_spine_rotation",
+            hosts,
+            hosts_per_leaf,
+            ranks_per_host: 1,
+            leaves,
+            spines,
+        },
+        topology,
+        placement,
+    )
+}
+
+/// Hosts named `host<h>` (with anything under `host<h>/`) on the leaf-spine
+/// [`add_leaves`](super::add_leaves) builds, for [`host_rotation`].
+pub(crate) struct HostLayout {
+    /// The rotation's name, for errors.
+    pub preset: &'static str,
+    /// Hosts.
+    pub hosts: usize,
+    /// Hosts per leaf.
+    pub hosts_per_leaf: usize,
+    /// Ranks on each host.
+    pub ranks_per_host: usize,
+    /// Leaves.
+    pub leaves: usize,
+    /// Spines.
+    pub spines: usize,
+}
+
+/// The rotation of hosts on a leaf-spine, as [`leaf_spine_rotation`]
+/// documents it (a host's ranks and vertices move with it).
+pub(crate) fn host_rotation(
+    layout: &HostLayout,
+    topology: &Topology,
+    placement: &[VertexId],
+) -> Result<Rotation, TopologyError> {
+    let &HostLayout {
+        preset,
+        hosts,
+        hosts_per_leaf,
+        ranks_per_host,
+        leaves,
+        spines,
+    } = layout;
     let step = if leaves == 1 {
         1
     } else if hosts.is_multiple_of(hosts_per_leaf) {
         hosts_per_leaf
     } else {
         return Err(symmetry(format!(
-            "leaf_spine_rotation: {hosts_per_leaf} hosts per leaf do not divide the {hosts} \
+            "{preset}: {hosts_per_leaf} hosts per leaf do not divide the {hosts} \
              hosts, so the last leaf is not like the others"
         )));
     };
-    let what = format!("leaf_spine with {hosts} hosts, {leaves} leaves and {spines} spines");
+    let what = format!("a leaf-spine of {hosts} hosts, {leaves} leaves and {spines} spines");
     let vertices = vertex_map(topology, |name| {
         if let Some((h, rest)) = indexed(name, "host")
             && h < hosts
-            && (rest.is_empty() || rest == "/nic")
+            && (rest.is_empty() || rest.starts_with('/'))
         {
             Ok(format!("host{}{rest}", (h + step) % hosts))
         } else if let Some((l, "")) = indexed(name, "leaf")
@@ -159,8 +255,14 @@ pub fn leaf_spine_rotation(
         {
             Ok(name.to_string())
         } else {
-            Err(foreign("leaf_spine_rotation", name, &what))
+            Err(foreign(preset, name, &what))
         }
     })?;
-    rotation(topology, placement, step, vertices, Uplinks::Keep)
+    rotation(
+        topology,
+        placement,
+        step * ranks_per_host,
+        vertices,
+        Uplinks::Keep,
+    )
 }
