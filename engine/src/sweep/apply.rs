@@ -8,13 +8,24 @@ use crate::scenario::{ScenarioError, Source};
 
 /// The topology presets whose node count the `nodes` axis sets, with the
 /// key that holds it.
-const NODE_KEYS: &[(&str, &str)] = &[("fat_tree", "nodes"), ("leaf_spine", "hosts")];
+const NODE_KEYS: &[(&str, &str)] = &[
+    ("fat_tree", "nodes"),
+    ("nvl72_cluster", "racks"),
+    ("leaf_spine", "hosts"),
+    ("cpu_cluster", "hosts"),
+];
 
 /// The presets that take `oversubscription`.
-const OVERSUBSCRIBED: &[&str] = &["fat_tree", "leaf_spine"];
+const OVERSUBSCRIBED: &[&str] = &["fat_tree", "nvl72_cluster", "leaf_spine", "cpu_cluster"];
 
 /// The presets that take `nic`.
-const WITH_NIC: &[&str] = &["fat_tree", "leaf_spine", "nvidia_smi"];
+const WITH_NIC: &[&str] = &[
+    "fat_tree",
+    "nvl72_cluster",
+    "leaf_spine",
+    "cpu_cluster",
+    "nvidia_smi",
+];
 
 /// Checks that `doc` has what `axis` varies: a preset with nodes, an
 /// oversubscription or a NIC, a lossy link fault.

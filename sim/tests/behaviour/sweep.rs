@@ -348,3 +348,38 @@ fn a_failed_point_keeps_its_row_and_sets_the_exit_status() {
     assert_eq!(merge_code, Some(5));
     assert_eq!(merged, csv);
 }
+
+#[test]
+fn the_nodes_axis_sets_racks_and_cpu_hosts() {
+    // (topology lines, nodes, ranks each point must have)
+    let cases = [
+        (
+            "preset = \"nvl72_cluster\"\nmodel = \"flow\"",
+            "[1, 2]",
+            ["72", "144"],
+        ),
+        (
+            "preset = \"cpu_cluster\"\ncores_per_socket = 2\nhosts_per_leaf = 1\nmodel = \"flow\"",
+            "[2, 3]",
+            ["8", "12"],
+        ),
+    ];
+    for (i, (topology, nodes, ranks)) in cases.into_iter().enumerate() {
+        let text = format!(
+            "seed = 1\n[topology]\n{topology}\n\
+             [[collective]]\nkind = \"allreduce\"\nalgorithm = \"ring\"\nmin_bytes = \"4K\"\n\
+             max_bytes = \"4K\"\nphantom = true\niters = 1\nwarmup = 0\n\
+             [sweep]\nnodes = {nodes}\n"
+        );
+        let path = scenario(&format!("sweep_nodes_{i}"), &text);
+        let out = path.with_extension("csv");
+        let (code, csv) = sweep_to(&path, &out, &[]);
+        assert_eq!(code, Some(0), "{topology}: {csv}");
+        // A `# sweep` line, the header, then a row per point.
+        let mut lines = csv.lines().filter(|l| !l.starts_with('#'));
+        let header: Vec<&str> = lines.next().unwrap().split(',').collect();
+        let column = header.iter().position(|h| *h == "ranks").unwrap();
+        let worlds: Vec<&str> = lines.map(|l| l.split(',').nth(column).unwrap()).collect();
+        assert_eq!(worlds, ranks, "{topology}: {csv}");
+    }
+}
