@@ -33,14 +33,16 @@
 //! 13-31: `SM70_NVLINK_BW` 20, `SM80_NVLINK_BW` 20, `SM90_NVLINK_BW` 20.6
 //! GB/s; `SM100_NVLINK_BW` 40.1 GB/s at v2.29.7-1, commit `b91894bd`;
 //! PCIe as `width x speed / 80` GB/s with speed 60, 120, 240 per lane for
-//! Gen3, 4, 5, `src/graph/topo.cc:393-396,451-460`), matched to a
+//! Gen3, 4, 5, `src/graph/topo.cc:393-396,451-460`, and 480 for Gen6 at
+//! v2.29.7-1, `src/graph/topo.cc:448`), matched to a
 //! generation by the datasheet pairing (V100 NVLink 2, A100 NVLink 3,
 //! H100 NVLink 4, B200 NVLink 5). The raw signalling rate is kept as a
 //! separate fact, [`LinkKind::signalling_bytes_per_s`]: each datasheet's
 //! total (bidirectional) NVLink bandwidth divided by the number of links
-//! and by two, and PCIe's `GT/s x 128/130 / 8` per lane; the difference is
-//! protocol overhead (packet headers, flow control, TLP and DLLP framing)
-//! that NCCL's figures account for. The
+//! and by two, and PCIe's `GT/s x 128/130 / 8` per lane (Gen6: `64 / 8`,
+//! its Flit mode has no line code); the difference is protocol overhead
+//! (packet headers, flow control, TLP and DLLP framing; Gen6's flit CRC
+//! and FEC) that NCCL's figures account for. The
 //! network kinds use the 4x-port data rate (InfiniBand) or line rate
 //! (Ethernet). `smp` is one Intel UPI 2.0 link: Intel quotes first-
 //! generation UPI at 10.4 GT/s as 20.8 GB/s per direction (2 bytes per
