@@ -98,10 +98,11 @@ fn node_bundle(topology: &Topology, gpus: &[VertexId]) -> Option<f64> {
     (bundle.is_finite() && bundle > 0.0).then_some(bundle)
 }
 
-/// The first node's NIC-local heads: for each NIC in order, the first GPU
-/// reaching it through PCIe switches only (PIX or PXB: NCCL's
-/// `net.localGpu`), each GPU once, with that path's bandwidth (the slower
-/// of the route and the NIC's network port), GB/s.
+/// The first node's NIC-local heads: for each NIC in order, the GPU
+/// reaching it through PCIe switches only (PIX before PXB, never across
+/// the network; NCCL's `net.localGpu`), a GPU not already a head first,
+/// each GPU once, with that path's bandwidth (the slower of the route and
+/// the NIC's network port), GB/s.
 fn nic_heads(topology: &Topology, router: &mut Router, machine: &Machine) -> Vec<(usize, f64)> {
     let gpus = first_node_gpus(machine);
     let mut heads: Vec<(usize, f64)> = Vec::new();
@@ -112,19 +113,25 @@ fn nic_heads(topology: &Topology, router: &mut Router, machine: &Machine) -> Vec
             .filter(|&l| topology.link(l).kind.is_network())
             .map(|l| topology.link(l).bandwidth_bytes_per_s / 1e9)
             .fold(f64::INFINITY, f64::min);
-        let local = gpus.iter().enumerate().find_map(|(i, &g)| {
-            let r = route(router, g, nic)?;
-            (path_type(topology, &r) <= PathType::Pxb).then(|| {
+        let mut local: Vec<(PathType, bool, usize, f64)> = gpus
+            .iter()
+            .enumerate()
+            .filter_map(|(i, &g)| {
+                let r = route(router, g, nic)?;
+                if r.iter().any(|&l| topology.link(l).kind.is_network()) {
+                    return None;
+                }
+                let t = path_type(topology, &r);
                 let bw = r
                     .iter()
                     .map(|&l| topology.link(l).bandwidth_bytes_per_s / 1e9)
                     .fold(port, f64::min);
-                (i, bw)
+                let taken = heads.iter().any(|&(h, _)| h == i);
+                (t <= PathType::Pxb).then_some((t, taken, i, bw))
             })
-        });
-        if let Some((i, bw)) = local
-            && !heads.iter().any(|&(h, _)| h == i)
-        {
+            .collect();
+        local.sort_by_key(|&(t, taken, i, _)| (taken, t, i));
+        if let Some(&(_, false, i, bw)) = local.first() {
             heads.push((i, bw));
         }
     }
