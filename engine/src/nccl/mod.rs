@@ -25,7 +25,7 @@
 //! wire bytes, and each channel's inter-node traffic pinned to its NIC.
 
 pub mod constants;
-mod env;
+pub(crate) mod env;
 pub mod heads;
 pub mod machine;
 pub mod model;

@@ -84,6 +84,10 @@ pub struct NcclRun {
     pub protocol: algorithms::nccl::Protocol,
     /// Channels used.
     pub channels: usize,
+    /// Head GPUs per node (NVLS, NVLS tree, CollNet direct; 0 otherwise).
+    pub heads: usize,
+    /// NCCL's algorithm.
+    pub algorithm: algorithms::nccl::NcclAlgorithm,
 }
 
 /// Why a point of a study did not produce a row: what the simulated
@@ -548,6 +552,8 @@ pub fn run_point(
         nccl: nccl.map(|choice| NcclRun {
             protocol: choice.protocol,
             channels: choice.channels,
+            heads: choice.heads,
+            algorithm: choice.algorithm,
         }),
     };
     Ok((row, detail))
