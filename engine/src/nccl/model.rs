@@ -35,7 +35,7 @@
 //!
 //! NCCL 2.29.7 ([`Rules::V2_29`]) adds NVLS, NVLS tree, CollNet direct and
 //! chain and PAT, and changes the ring and tree as listed there; its
-//! formulas for the new algorithms are in [`super::newer`]. In 2.21.5 the
+//! formulas for the new algorithms are in `newer.rs`. In 2.21.5 the
 //! choice is among Ring and Tree, as on a system without NVLink SHARP or
 //! SHARP switches.
 
