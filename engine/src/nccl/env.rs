@@ -227,7 +227,8 @@ impl NcclConfig {
             ("NCCL_MAX_NCHANNELS", &mut self.max_channels),
         ] {
             if let Some(v) = var(name) {
-                *slot = Some(channel_count(name, &v, 32)?);
+                // 2.29.7's MAXCHANNELS; 2.21.5 caps the count at its 32.
+                *slot = Some(channel_count(name, &v, 64)?);
                 applied.push(format!("{name}={v}"));
             }
         }

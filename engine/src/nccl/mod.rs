@@ -513,7 +513,8 @@ fn us_to_ps(us: f64) -> u64 {
 }
 
 /// `ncclTopoPostset`'s channel count: the graph's channels doubled, again
-/// on multi-node Hopper with fast rings below 16, then
+/// on multi-node Hopper or newer with fast rings below 16 (`connect.cc:474-476`
+/// @b91894bd), capped at the version's `MAXCHANNELS`, then
 /// `NCCL_MAX_NCHANNELS` and `NCCL_MIN_NCHANNELS` (`src/graph/connect.cc:443-472` @ab2b89c4).
 fn runtime_channels(
     graph: &Graph,
@@ -523,7 +524,7 @@ fn runtime_channels(
 ) -> usize {
     let max = constants.max_channels;
     let mut n = (2 * graph.channels).min(max);
-    if machine.compute_capability == 90
+    if machine.compute_capability >= 90
         && machine.node_count() > 1
         && graph.bw_intra > 45.0
         && n < 16

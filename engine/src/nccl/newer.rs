@@ -27,8 +27,8 @@
 //!   NVSwitch; NVLS and NVLS tree need NVLS support, a reduction the switch
 //!   does (allgather always), and outside allreduce at most 32 GPUs per
 //!   node; NVLS across nodes needs CollNet; NVLS tree needs several nodes;
-//!   PAT needs `ncclPatEnable`. PAT for reduce-scatter with an average
-//!   (NCCL skips it, `enqueue.cc:1917-1918`) is not distinguished.
+//!   PAT needs `ncclPatEnable` (the study also drops it for a
+//!   reduce-scatter average, as `enqueue.cc:1917-1918` does).
 //! - **Channels and threads** (`enqueue.cc:1977-2022`): NVLS runs
 //!   `nvlsChannels` CTAs (across nodes at most the communicator's
 //!   channels), CollNet direct reduces its channels in stages by heads,

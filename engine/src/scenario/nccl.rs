@@ -168,7 +168,8 @@ fn config(src: &Source, r: &RawNccl, mut config: NcclConfig) -> Result<NcclConfi
     if let Some(p) = &r.proto {
         config.set_proto(p.get_ref()).map_err(|e| src.at(p, e))?;
     }
-    let channels = |v: &Spanned<i64>, what: &str| src.count(v, what, 1, 32).map(|n| n as usize);
+    // Up to 2.29.7's MAXCHANNELS (64); 2.21.5 caps the count at its 32.
+    let channels = |v: &Spanned<i64>, what: &str| src.count(v, what, 1, 64).map(|n| n as usize);
     if let Some(v) = &r.min_nchannels {
         config.min_channels = Some(channels(v, "min_nchannels")?);
     }

@@ -325,6 +325,15 @@ pub fn select(
             config.allowed.restrict(spec.kind, a, r.is_some());
         }
         config.nvls_reduces = nvls_reduces(spec.op, spec.dtype);
+        // NCCL skips PAT for a reduce-scatter that scales (an average,
+        // `src/enqueue.cc:1917-1918` @b91894bd).
+        if spec.kind == algorithms::Collective::ReduceScatter
+            && spec.op == algorithms::ReduceOp::Avg
+        {
+            config
+                .allowed
+                .restrict(spec.kind, NcclAlgorithm::Pat, false);
+        }
         let bytes = count as u64 * spec.dtype.size_bytes() as u64;
         let n = spec.world_size as u64;
         let work = match spec.kind {
