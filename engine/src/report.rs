@@ -13,6 +13,10 @@
 
 use std::io::{self, Write};
 
+use algorithms::Collective;
+use algorithms::nccl::{NcclAlgorithm, Protocol};
+
+use crate::nccl::NcclSystem;
 use crate::study::Row;
 
 /// The table's column headers, two lines as nccl-tests prints them.
@@ -57,8 +61,14 @@ pub fn table_row(row: &Row) -> String {
         wrong_text(row),
         row.algorithm,
         if row.tuned { "*" } else { "" },
-        row.nccl
-            .map_or_else(String::new, |n| format!(" {} {}ch", n.protocol, n.channels))
+        row.nccl.map_or_else(String::new, |n| {
+            let heads = if n.heads > 0 {
+                format!(" {}h", n.heads)
+            } else {
+                String::new()
+            };
+            format!(" {} {}ch{heads}", n.protocol, n.channels)
+        })
     )
 }
 
@@ -140,6 +150,42 @@ pub fn csv_record(r: &Row) -> [String; CSV_HEADER.len()] {
         r.nccl.map_or_else(String::new, |n| n.protocol.to_string()),
         r.nccl.map_or_else(String::new, |n| n.channels.to_string()),
     ]
+}
+
+/// A comment line with NCCL's own predicted time of every algorithm and
+/// protocol it would consider for `row` (fastest first, `*` on the one that
+/// ran), for NCCL versions that model more than Ring and Tree; `None`
+/// otherwise, and for rows NCCL did not choose.
+pub fn nccl_table_line(row: &Row, system: &NcclSystem) -> Option<String> {
+    let ran = row.nccl?;
+    system.constants().newer?;
+    let collective: Collective = row.collective.parse().ok()?;
+    let table = system.table(collective, row.size_bytes);
+    let mut cells: Vec<(f64, NcclAlgorithm, Protocol)> = Vec::new();
+    for a in NcclAlgorithm::ALL {
+        for p in Protocol::ALL {
+            if let Some(t) = table[crate::nccl::model::a_index(a)][crate::nccl::model::p_index(p)] {
+                cells.push((t, a, p));
+            }
+        }
+    }
+    cells.sort_by(|x, y| x.0.total_cmp(&y.0));
+    let list: Vec<String> = cells
+        .iter()
+        .map(|&(t, a, p)| {
+            let mark = if a == ran.algorithm && p == ran.protocol {
+                "*"
+            } else {
+                ""
+            };
+            format!("{a}/{p} {t:.1}{mark}")
+        })
+        .collect();
+    Some(format!(
+        "#   NCCL {} predicts (us): {}\n",
+        system.version,
+        list.join(", ")
+    ))
 }
 
 /// A comment line comparing a row with the same point without link faults.

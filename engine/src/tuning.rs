@@ -1,7 +1,8 @@
 //! `NCCL_ALGO`: restricting the tuner's choice the way NCCL users do.
 //!
 //! NCCL reads a comma-separated list of algorithm names (case-insensitive);
-//! a leading `^` excludes the listed ones instead. NCCL's `ring` names our
+//! a leading `^` excludes the listed ones instead; NCCL 2.29 also takes
+//! per-function entries (`"ring;allreduce:tree,nvls;allgather:^pat"`). NCCL's `ring` names our
 //! ring family (the ring and, for broadcast and reduce, the pipelined
 //! chain, which is NCCL's ring for rooted collectives); `tree` names the
 //! double binary tree. Our own algorithm names are accepted too. When the
@@ -9,48 +10,97 @@
 //! all of them, as NCCL falls back for collectives an algorithm does not
 //! support. An algorithm named in the scenario always wins.
 
-use algorithms::{Algorithm, Registry};
+use algorithms::{Algorithm, Collective, Registry};
 
-/// Which algorithms the tuner may consider.
+use crate::nccl::env::{function_named, nccl_algorithm_named};
+use crate::nccl::registry_name;
+
+/// One `;`-separated entry of `NCCL_ALGO`.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct AlgoFilter {
+struct Clause {
+    /// The function it applies to (`None`: every function).
+    function: Option<Collective>,
     /// The names given, lower case: algorithm names or NCCL algorithm names
     /// ([`CollectiveAlgorithm::nccl_algorithm`](algorithms::CollectiveAlgorithm::nccl_algorithm)).
     named: Vec<String>,
     /// Whether the names exclude (`^...`) rather than include.
     exclude: bool,
+}
+
+/// Which algorithms the tuner may consider.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct AlgoFilter {
+    /// The entries, in order; a function's last prefixed entry wins over
+    /// the unprefixed first one (NCCL 2.29's rule).
+    clauses: Vec<Clause>,
     /// The text it was parsed from, for reports (`None`: no restriction).
     pub source: Option<String>,
 }
 
 impl AlgoFilter {
-    /// Parses an `NCCL_ALGO` value; every name must be an algorithm of
-    /// `registry` or the NCCL name of one.
+    /// Parses an `NCCL_ALGO` value: `;`-separated entries, each an
+    /// optional `function:` prefix (`allreduce`, `AllGather`, ...; only
+    /// the first entry may lack one) and a list of names, a leading `^`
+    /// excluding them. Every name must be an algorithm of `registry`, the
+    /// NCCL name of one, or one of NCCL's seven algorithms in any spelling
+    /// (`NVLSTree`, `nvls_tree`, `CollNetDirect`, `pat`, ...), which
+    /// names the registry's algorithms that run it, if any.
     pub fn parse(value: &str, registry: &Registry) -> Result<AlgoFilter, String> {
-        let (exclude, list) = match value.trim().strip_prefix('^') {
-            Some(rest) => (true, rest),
-            None => (false, value.trim()),
-        };
-        let mut named = Vec::new();
-        for name in list.split(',').map(str::trim).filter(|s| !s.is_empty()) {
-            let name = name.to_ascii_lowercase().replace('-', "_");
-            let known = registry
-                .iter()
-                .any(|a| a.name() == name || a.facts().nccl_algorithm() == Some(name.as_str()));
-            if !known {
-                return Err(format!(
-                    "NCCL_ALGO: unknown algorithm `{name}`; valid: {} (a leading ^ excludes)",
-                    valid_names(registry).join(", ")
-                ));
+        let mut clauses = Vec::new();
+        for (i, entry) in value.split(';').enumerate() {
+            let (function, list) = match entry.split_once(':') {
+                Some((p, l)) => {
+                    let f = function_named(p.trim()).ok_or_else(|| {
+                        format!(
+                            "NCCL_ALGO: unknown function `{}` in entry {}; valid: Broadcast, Reduce, AllGather, ReduceScatter, AllReduce",
+                            p.trim(),
+                            i + 1
+                        )
+                    })?;
+                    (Some(f), l)
+                }
+                None if i == 0 => (None, entry),
+                None => {
+                    return Err(format!(
+                        "NCCL_ALGO: entry {} `{}` has no `function:` prefix; only the first may lack one",
+                        i + 1,
+                        entry.trim()
+                    ));
+                }
+            };
+            let (exclude, list) = match list.trim().strip_prefix('^') {
+                Some(rest) => (true, rest),
+                None => (false, list.trim()),
+            };
+            let mut named = Vec::new();
+            for name in list.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+                let name = match nccl_algorithm_named(name) {
+                    Some(a) => registry_name(a).to_string(),
+                    None => name.to_ascii_lowercase().replace('-', "_"),
+                };
+                let known = nccl_algorithm_named(&name).is_some()
+                    || registry.iter().any(|a| {
+                        a.name() == name || a.facts().nccl_algorithm() == Some(name.as_str())
+                    });
+                if !known {
+                    return Err(format!(
+                        "NCCL_ALGO: unknown algorithm `{name}`; valid: {} (a leading ^ excludes)",
+                        valid_names(registry).join(", ")
+                    ));
+                }
+                named.push(name);
             }
-            named.push(name);
-        }
-        if named.is_empty() {
-            return Err(format!("NCCL_ALGO: `{value}` names no algorithm"));
+            if named.is_empty() {
+                return Err(format!("NCCL_ALGO: `{value}` names no algorithm"));
+            }
+            clauses.push(Clause {
+                function,
+                named,
+                exclude,
+            });
         }
         Ok(AlgoFilter {
-            named,
-            exclude,
+            clauses,
             source: Some(value.to_string()),
         })
     }
@@ -60,10 +110,20 @@ impl AlgoFilter {
         if self.source.is_none() {
             return true;
         }
-        let named = self.named.iter().any(|n| {
+        let collective = algorithm.collective();
+        let clause = self
+            .clauses
+            .iter()
+            .rev()
+            .find(|c| c.function == Some(collective))
+            .or_else(|| self.clauses.iter().find(|c| c.function.is_none()));
+        let Some(clause) = clause else {
+            return true;
+        };
+        let named = clause.named.iter().any(|n| {
             n == algorithm.name() || Some(n.as_str()) == algorithm.facts().nccl_algorithm()
         });
-        named != self.exclude
+        named != clause.exclude
     }
 
     /// The algorithms of `candidates` the tuner may consider; all of them
@@ -77,7 +137,7 @@ impl AlgoFilter {
 }
 
 /// The names `NCCL_ALGO` accepts: the NCCL names first, then every
-/// algorithm's, each once.
+/// algorithm's, each once (NCCL's seven names are accepted besides).
 fn valid_names(registry: &Registry) -> Vec<&str> {
     let mut names: Vec<&str> = registry
         .iter()
@@ -138,5 +198,32 @@ mod tests {
             7
         );
         assert_eq!(names(&mixed, Collective::Barrier), vec!["dissemination"]);
+    }
+
+    #[test]
+    fn nccls_newer_names_and_per_function_entries() {
+        let registry = Registry::builtin();
+        // NCCL's names parse whether or not the registry runs them yet.
+        for v in ["^nvls", "NVLSTree,ring", "^CollNetDirect,collnet_chain,PAT"] {
+            assert!(AlgoFilter::parse(v, &registry).is_ok(), "{v}");
+        }
+        let not_nvls = AlgoFilter::parse("^NVLS", &registry).unwrap();
+        assert!(names(&not_nvls, Collective::Allreduce).contains(&"nccl_ring".to_string()));
+        let split = AlgoFilter::parse("ring;allreduce:tree", &registry).unwrap();
+        assert_eq!(
+            names(&split, Collective::Allreduce),
+            vec!["tree", "nccl_tree"]
+        );
+        assert_eq!(
+            names(&split, Collective::Allgather),
+            names(
+                &AlgoFilter::parse("ring", &registry).unwrap(),
+                Collective::Allgather
+            )
+        );
+        let e = AlgoFilter::parse("ring;tree", &registry).unwrap_err();
+        assert!(e.contains("entry 2 `tree`"), "{e}");
+        let e = AlgoFilter::parse("allsum:ring", &registry).unwrap_err();
+        assert!(e.contains("unknown function `allsum`"), "{e}");
     }
 }

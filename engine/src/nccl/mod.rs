@@ -6,8 +6,15 @@
 //!   path types, GPU architecture).
 //! - [`search`]: NCCL's channel search, simplified: channels, their speed,
 //!   each channel's order through every node and its NIC.
+//! - [`heads`]: the NVLS and CollNet direct graphs: head GPUs and their
+//!   bandwidths.
 //! - [`model`]: NCCL's tuning model: predicted time per algorithm and
-//!   protocol, NCCL's choice, channels and threads per call.
+//!   protocol, NCCL's choice, channels and threads per call; `newer.rs`
+//!   adds 2.29.7's NVLS, NVLS tree, CollNet and PAT.
+//!
+//! The version is the scenario's, else 2.21.5, except on Blackwell GPUs
+//! (compute capability 10.0 and up), which only 2.29.7's tables know: there
+//! it defaults to 2.29.7 (and [`NcclSystem::describe`] says so).
 //!
 //! [`NcclSystem`] puts them together for one scenario: the
 //! [`ChannelPlan`] the `nccl_ring` and `nccl_tree` algorithms run on
@@ -18,8 +25,11 @@
 //! wire bytes, and each channel's inter-node traffic pinned to its NIC.
 
 pub mod constants;
+pub(crate) mod env;
+pub mod heads;
 pub mod machine;
 pub mod model;
+mod newer;
 pub mod search;
 
 use std::sync::Arc;
@@ -30,8 +40,10 @@ use algorithms::{Collective, Rank};
 use topologies::{Router, Topology, VertexId};
 
 pub use constants::{Constants, NcclVersion};
+pub use env::registry_name;
+pub use heads::HeadGraph;
 pub use machine::{Machine, PathType};
-pub use model::{Allowed, Choice, Communicator};
+pub use model::{Allowed, Choice, Communicator, Table};
 pub use search::Graph;
 
 /// The CPU vendor NCCL's model distinguishes.
@@ -70,8 +82,9 @@ impl Default for Launch {
 /// A scenario's `[nccl]` settings.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct NcclConfig {
-    /// The pinned NCCL version.
-    pub version: NcclVersion,
+    /// The pinned NCCL version (`None`: 2.21.5, or 2.29.7 on Blackwell
+    /// GPUs, which 2.21.5 does not know).
+    pub version: Option<NcclVersion>,
     /// The GPUs' compute capability x 10, if the scenario names the GPU
     /// (otherwise implied by the NVLink generation).
     pub compute_capability: Option<u32>,
@@ -85,6 +98,36 @@ pub struct NcclConfig {
     pub max_channels: Option<usize>,
     /// Process layout.
     pub launch: Launch,
+    /// `NCCL_NVLS_ENABLE`: `Some(false)` turns NVLS off; otherwise NVLS
+    /// runs where the hardware has it (an NVSwitch, compute capability
+    /// 9.0 or more).
+    pub nvls_enable: Option<bool>,
+    /// `NCCL_NVLS_NCHANNELS`: NVLS's CTAs (default 16 on Hopper, 24 on
+    /// Blackwell within one node, 32 across nodes), clamped to 1..64.
+    pub nvls_channels: Option<usize>,
+    /// `NCCL_COLLNET_ENABLE` (default off, as in NCCL).
+    pub collnet_enable: bool,
+    /// Whether the network's switches reduce (SHARP): CollNet, and NVLS
+    /// across nodes, need it. Until topologies carry an in-network
+    /// reduction capability this is the scenario's `[nccl] collnet =
+    /// true`.
+    pub network_reduces: bool,
+    /// `NCCL_PAT_ENABLE`: `Some(false)` turns PAT off; otherwise PAT runs
+    /// with one GPU per node (the only layout NCCL builds PAT's
+    /// connections for, `src/init.cc:1381` @b91894bd).
+    pub pat_enable: Option<bool>,
+}
+
+impl NcclConfig {
+    /// The version NCCL runs on GPUs of compute capability `cc` (x 10):
+    /// the pinned one, else 2.21.5 before Blackwell and 2.29.7 from it.
+    pub fn version_for(&self, cc: u32) -> NcclVersion {
+        self.version.unwrap_or(if cc >= 100 {
+            NcclVersion::V2_29_7
+        } else {
+            NcclVersion::V2_21_5
+        })
+    }
 }
 
 /// How a hop is classified for NCCL's per-hop latency.
@@ -113,10 +156,17 @@ impl HopClass {
 pub struct NcclSystem {
     /// The scenario's settings.
     pub config: NcclConfig,
+    /// The NCCL version modelled (the scenario's, or its default).
+    pub version: NcclVersion,
     /// The machine as NCCL sees it.
     pub machine: Machine,
     /// The ring graph NCCL's search finds.
     pub graph: Graph,
+    /// The NVLS graph (versions that model NVLS, NVSwitch machines).
+    pub nvls: Option<HeadGraph>,
+    /// The CollNet direct graph (versions that model CollNet, multi-node
+    /// NVSwitch machines with NIC-local GPUs).
+    pub collnet_direct: Option<HeadGraph>,
     /// The communicator's channels (`collChannels`).
     pub channels: usize,
     /// The channels' rings and trees.
@@ -133,9 +183,12 @@ impl NcclSystem {
         router: &mut Router,
         config: NcclConfig,
     ) -> NcclSystem {
-        let constants = config.version.constants();
         let machine = Machine::detect(topology, placement, config.compute_capability);
+        let version = config.version_for(machine.compute_capability);
+        let constants = version.constants();
         let graph = search::search(topology, router, &machine, constants);
+        let nvls = heads::nvls_graph(topology, router, &machine, constants);
+        let collnet_direct = heads::collnet_direct_graph(topology, router, &machine, constants);
         let channels = runtime_channels(&graph, &machine, &config, constants);
         let g = graph.channels.max(1);
         let rings = (0..channels)
@@ -164,8 +217,11 @@ impl NcclSystem {
         let nic = (0..channels).map(|c| graph.nic[c % g].clone()).collect();
         NcclSystem {
             config,
+            version,
             machine,
             graph,
+            nvls,
+            collnet_direct,
             channels,
             plan: Arc::new(ChannelPlan { rings, trees }),
             nic,
@@ -174,22 +230,87 @@ impl NcclSystem {
 
     /// The version's constants.
     pub fn constants(&self) -> &'static Constants {
-        self.config.version.constants()
+        self.version.constants()
     }
 
     /// The communicator NCCL's model prices calls on.
     pub fn communicator(&self) -> Communicator<'_> {
+        let k = self.constants();
+        let m = &self.machine;
+        let (ranks, nodes) = (m.placement.len(), m.node_count());
+        let newer = k.newer;
+        let collnet = newer.is_some_and(|n| {
+            self.config.collnet_enable
+                && self.config.network_reduces
+                && nodes >= n.collnet_min_nodes
+        });
+        let nvls_channels = match (self.config.nvls_channels, newer) {
+            (Some(c), _) => c.clamp(1, k.max_channels),
+            (None, Some(n)) if m.compute_capability >= 100 => {
+                n.nvls_channels[if nodes == 1 { 1 } else { 2 }]
+            }
+            (None, Some(n)) => n.nvls_channels[0],
+            (None, None) => 0,
+        };
         Communicator {
-            constants: self.constants(),
-            ranks: self.machine.placement.len(),
-            nodes: self.machine.node_count(),
-            compute_capability: self.machine.compute_capability,
+            constants: k,
+            ranks,
+            nodes,
+            compute_capability: m.compute_capability,
             amd_cpu: self.config.cpu == CpuVendor::Amd,
             ring: &self.graph,
-            tree_pattern: self.machine.ranks_per_node() == 1,
+            tree_pattern: m.ranks_per_node() == 1,
             channels: self.channels,
             allowed: self.config.allowed,
+            max_local_ranks: m.nodes.iter().map(|n| n.ranks.len()).max().unwrap_or(1),
+            nvls: self
+                .nvls
+                .as_ref()
+                .filter(|_| self.config.nvls_enable != Some(false)),
+            nvls_channels,
+            nvls_reduces: true,
+            collnet,
+            collnet_direct: self.collnet_direct.as_ref().filter(|_| collnet),
+            pat: newer.is_some_and(|n| {
+                m.compute_capability >= n.pat_min_compute_capability
+                    && self.config.pat_enable != Some(false)
+                    && ranks == nodes
+            }),
         }
+    }
+
+    /// The head GPUs of `algorithm` on every node, as ranks:
+    /// `heads[node][h]`, head `h` owning the `h`-th share of every chunk
+    /// (NVLS and NVLS tree: the NVLS graph's heads; CollNet direct: its
+    /// NIC-local heads; empty for the other algorithms). Nodes with fewer
+    /// GPUs than the first node's head index have no such head.
+    pub fn heads(&self, algorithm: NcclAlgorithm) -> Vec<Vec<Rank>> {
+        let graph = match algorithm {
+            NcclAlgorithm::Nvls | NcclAlgorithm::NvlsTree => self.nvls.as_ref(),
+            NcclAlgorithm::CollNetDirect => self.collnet_direct.as_ref(),
+            _ => None,
+        };
+        let Some(graph) = graph else {
+            return Vec::new();
+        };
+        self.machine
+            .nodes
+            .iter()
+            .map(|node| {
+                graph
+                    .heads
+                    .iter()
+                    .filter_map(|&h| node.ranks.get(h).copied())
+                    .collect()
+            })
+            .collect()
+    }
+
+    /// NCCL's predicted time of every algorithm and protocol for
+    /// `collective` on a buffer of `size_bytes` (as [`Self::choose`]
+    /// takes it), us, `None` where unavailable.
+    pub fn table(&self, collective: Collective, size_bytes: u64) -> Table {
+        self.communicator().table(collective, size_bytes)
     }
 
     /// NCCL's choice for `collective` on a buffer of `size_bytes` (the
@@ -230,7 +351,16 @@ impl NcclSystem {
             model::a_index(framing.algorithm),
             model::p_index(framing.protocol),
         );
-        let mut us = k.hop_latency_us[class.index()][a][p];
+        // 2.29.7 charges the tree's network row with one rank per node
+        // (`tuning.cc:357` @b91894bd).
+        let one_per_node = self.machine.ranks_per_node() == 1
+            && self.machine.nodes.iter().all(|n| n.ranks.len() == 1);
+        let row = if class == HopClass::Net && k.rules == constants::Rules::V2_29 && one_per_node {
+            0
+        } else {
+            a
+        };
+        let mut us = k.hop_latency_us[class.index()][row][p];
         if framing.algorithm == NcclAlgorithm::Ring
             && class != HopClass::Net
             && self.machine.node_count() > 1
@@ -251,24 +381,43 @@ impl NcclSystem {
         let m = &self.machine;
         let cc = m.compute_capability;
         let g = &self.graph;
+        let k = self.constants();
         let cpu = match self.config.cpu {
             CpuVendor::Intel => "Intel",
             CpuVendor::Amd => "AMD",
         };
-        let names = |allowed: &[bool], all: &[&str]| {
-            all.iter()
-                .zip(allowed)
-                .filter(|(_, on)| **on)
-                .map(|(n, _)| *n)
-                .collect::<Vec<_>>()
-                .join(",")
-        };
+        let modelled = if k.newer.is_some() { 7 } else { 2 };
+        let algorithms = NcclAlgorithm::ALL[..modelled]
+            .iter()
+            .filter(|&&a| {
+                self.config
+                    .allowed
+                    .algorithms
+                    .iter()
+                    .any(|f| f[model::a_index(a)])
+            })
+            .map(|a| a.name())
+            .collect::<Vec<_>>()
+            .join(",");
+        let protocols = ["LL", "LL128", "Simple"]
+            .iter()
+            .zip(&self.config.allowed.protocols)
+            .filter(|(_, on)| **on)
+            .map(|(n, _)| *n)
+            .collect::<Vec<_>>()
+            .join(",");
         let intra = if g.intra_nvlink { "NVLink" } else { "PCI" };
         let assumed = if self.config.compute_capability.is_none() && !m.has_nvlink {
             " (assumed: no NVLink tells the GPU; set [nccl] gpu)"
         } else {
             ""
         };
+        let version_note =
+            if self.config.version.is_none() && self.version != NcclVersion::default() {
+                " (the default on Blackwell GPUs: 2.21.5 has no Blackwell tables)"
+            } else {
+                ""
+            };
         let inter = if m.node_count() > 1 {
             format!(", NICs reached by {}", g.inter.name())
         } else {
@@ -282,11 +431,16 @@ impl NcclSystem {
         } else {
             String::new()
         };
+        let newer = if k.newer.is_some() {
+            self.describe_newer()
+        } else {
+            String::new()
+        };
         format!(
-            "NCCL {} model: {} ranks on {} nodes, compute capability {}.{}{assumed}, {cpu} CPUs; \
-             search: {} channels x {:.1} GB/s ({intra} inside nodes{inter}); {} channels at run time; \
-             algorithms {}, protocols {}{launch}",
-            self.config.version,
+            "NCCL {}{version_note} model: {} ranks on {} nodes, compute capability {}.{}{assumed}, {cpu} CPUs; \
+             search: {} channels x {:.1} GB/s ({intra} inside nodes{inter}); {} channels at run time{newer}; \
+             algorithms {algorithms}, protocols {protocols}{launch}",
+            self.version,
             m.placement.len(),
             m.node_count(),
             cc / 10,
@@ -294,9 +448,38 @@ impl NcclSystem {
             g.channels,
             g.bw_intra,
             self.channels,
-            names(&self.config.allowed.algorithms, &["Tree", "Ring"]),
-            names(&self.config.allowed.protocols, &["LL", "LL128", "Simple"]),
         )
+    }
+
+    /// The NVLS, CollNet and PAT part of [`Self::describe`].
+    fn describe_newer(&self) -> String {
+        let c = self.communicator();
+        let nvls = match (&self.nvls, self.config.nvls_enable) {
+            (_, Some(false)) => "off (NCCL_NVLS_ENABLE=0)".to_string(),
+            (Some(g), _) => format!(
+                "{} heads x {:.1} GB/s ({:.1} across nodes), {} channels",
+                g.channels(),
+                g.bw_intra,
+                g.bw_inter,
+                c.nvls_channels
+            ),
+            (None, _) => "none (needs an NVSwitch and compute capability 9.0+)".to_string(),
+        };
+        let collnet = match (c.collnet, &self.collnet_direct) {
+            (true, Some(g)) => format!("on, direct with {} heads", g.channels()),
+            (true, None) => "on, chain only (no NVSwitch)".to_string(),
+            (false, _) if !self.config.collnet_enable => "off (NCCL_COLLNET_ENABLE=0)".to_string(),
+            (false, _) if !self.config.network_reduces => {
+                "off (the network does not reduce: [nccl] collnet)".to_string()
+            }
+            (false, _) => "off (one node)".to_string(),
+        };
+        let pat = if c.pat {
+            "on"
+        } else {
+            "off (needs one GPU per node)"
+        };
+        format!("; NVLS: {nvls}; CollNet: {collnet}; PAT: {pat}")
     }
 
     /// The NICs a message of `channel` from `src` to `dst` crosses, when
@@ -330,7 +513,8 @@ fn us_to_ps(us: f64) -> u64 {
 }
 
 /// `ncclTopoPostset`'s channel count: the graph's channels doubled, again
-/// on multi-node Hopper with fast rings below 16, then
+/// on multi-node Hopper or newer with fast rings below 16 (`connect.cc:474-476`
+/// @b91894bd), capped at the version's `MAXCHANNELS`, then
 /// `NCCL_MAX_NCHANNELS` and `NCCL_MIN_NCHANNELS` (`src/graph/connect.cc:443-472` @ab2b89c4).
 fn runtime_channels(
     graph: &Graph,
@@ -340,7 +524,7 @@ fn runtime_channels(
 ) -> usize {
     let max = constants.max_channels;
     let mut n = (2 * graph.channels).min(max);
-    if machine.compute_capability == 90
+    if machine.compute_capability >= 90
         && machine.node_count() > 1
         && graph.bw_intra > 45.0
         && n < 16
@@ -393,95 +577,4 @@ fn tree_of(order: &[Vec<Rank>], t: u8, one_per_node: bool, n: usize) -> Vec<Tree
         }
     }
     tree
-}
-
-/// Parses an `NCCL_ALGO`/`NCCL_PROTO`-style list: names separated by
-/// commas, any case, a leading `^` excluding them instead. `names` are the
-/// names NCCL knows, the first `N` of them modelled; the result says which
-/// of those are allowed.
-fn parse_list<const N: usize>(
-    what: &str,
-    value: &str,
-    names: &[&str],
-) -> Result<[bool; N], String> {
-    let (exclude, list) = match value.trim().strip_prefix('^') {
-        Some(rest) => (true, rest),
-        None => (false, value.trim()),
-    };
-    let mut named = [false; N];
-    let mut any = false;
-    for token in list.split(',').map(str::trim).filter(|t| !t.is_empty()) {
-        let Some(i) = names.iter().position(|n| n.eq_ignore_ascii_case(token)) else {
-            return Err(format!(
-                "{what}: unknown name `{token}`; valid: {} (a leading ^ excludes)",
-                names.join(", ")
-            ));
-        };
-        any = true;
-        if i < N {
-            named[i] = true;
-        }
-    }
-    if !any {
-        return Err(format!("{what}: `{value}` names nothing"));
-    }
-    Ok(named.map(|n| n != exclude))
-}
-
-impl NcclConfig {
-    /// Applies an `NCCL_ALGO` value: `Tree`, `Ring` (NCCL's other names,
-    /// `CollNetDirect`, `CollNetChain`, `NVLS`, `NVLSTree`, are accepted
-    /// and are never available in the model).
-    pub fn set_algo(&mut self, value: &str) -> Result<(), String> {
-        let names = [
-            "Tree",
-            "Ring",
-            "CollNetDirect",
-            "CollNetChain",
-            "NVLS",
-            "NVLSTree",
-        ];
-        self.allowed.algorithms = parse_list::<2>("NCCL_ALGO", value, &names)?;
-        Ok(())
-    }
-
-    /// Applies an `NCCL_PROTO` value: `LL`, `LL128`, `Simple`.
-    pub fn set_proto(&mut self, value: &str) -> Result<(), String> {
-        self.allowed.protocols = parse_list::<3>("NCCL_PROTO", value, &["LL", "LL128", "Simple"])?;
-        Ok(())
-    }
-
-    /// Applies NCCL's environment variables from `var` (a lookup such as
-    /// `std::env::var`): `NCCL_PROTO`, `NCCL_MIN_NCHANNELS`,
-    /// `NCCL_MAX_NCHANNELS` (`NCCL_ALGO` restricts every tuner, so the
-    /// study takes it as an [`AlgoFilter`](crate::tuning::AlgoFilter)).
-    /// Returns the ones it applied, as `NAME=value`.
-    pub fn apply_env(
-        &mut self,
-        var: impl Fn(&str) -> Option<String>,
-    ) -> Result<Vec<String>, String> {
-        let mut applied = Vec::new();
-        if let Some(v) = var("NCCL_PROTO") {
-            self.set_proto(&v)?;
-            applied.push(format!("NCCL_PROTO={v}"));
-        }
-        for (name, slot) in [
-            ("NCCL_MIN_NCHANNELS", &mut self.min_channels),
-            ("NCCL_MAX_NCHANNELS", &mut self.max_channels),
-        ] {
-            if let Some(v) = var(name) {
-                let n: usize = v
-                    .trim()
-                    .parse()
-                    .ok()
-                    .filter(|n| (1..=32).contains(n))
-                    .ok_or_else(|| {
-                        format!("{name}: `{v}` is not a channel count between 1 and 32")
-                    })?;
-                *slot = Some(n);
-                applied.push(format!("{name}={v}"));
-            }
-        }
-        Ok(applied)
-    }
 }

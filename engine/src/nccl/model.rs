@@ -33,13 +33,17 @@
 //!   (`enqueue.cc:1566-1619`); the call's bytes are then dealt to channels
 //!   in aligned pieces of at least `ceil16(bytes / nc)` (`enqueue.cc:431-489,834`).
 //!
-//! NVLS, NVLS tree and CollNet are not modelled: the choice is among Ring
-//! and Tree, as on a system without NVLink SHARP or SHARP switches.
+//! NCCL 2.29.7 ([`Rules::V2_29`]) adds NVLS, NVLS tree, CollNet direct and
+//! chain and PAT, and changes the ring and tree as listed there; its
+//! formulas for the new algorithms are in `newer.rs`. In 2.21.5 the
+//! choice is among Ring and Tree, as on a system without NVLink SHARP or
+//! SHARP switches.
 
 use algorithms::Collective;
 use algorithms::nccl::{NcclAlgorithm, Protocol};
 
-use super::constants::Constants;
+use super::constants::{Constants, Rules};
+use super::heads::HeadGraph;
 use super::machine::PathType;
 use super::search::Graph;
 
@@ -56,22 +60,57 @@ pub struct Communicator<'a> {
     pub compute_capability: u32,
     /// Whether the CPUs are AMD's (NCCL's network overhead and LL caps).
     pub amd_cpu: bool,
-    /// The ring graph (the tree uses the same channels).
+    /// The ring graph (the tree, PAT and CollNet chain use the same
+    /// channels).
     pub ring: &'a Graph,
     /// Whether the tree is NCCL's plain TREE pattern (one rank per node).
     pub tree_pattern: bool,
     /// The communicator's channels (`collChannels`).
     pub channels: usize,
     /// Which algorithms and protocols are allowed (`NCCL_ALGO`,
-    /// `NCCL_PROTO`).
+    /// `NCCL_PROTO`, and what the caller can run).
     pub allowed: Allowed,
+    /// The most GPUs on one node (`maxLocalRanks`).
+    pub max_local_ranks: usize,
+    /// The NVLS graph when NVLS is supported (`nvlsSupport`: an NVSwitch,
+    /// `NCCL_NVLS_ENABLE`, a version that models it).
+    pub nvls: Option<&'a HeadGraph>,
+    /// NVLS compute channels (`nvlsChannels`).
+    pub nvls_channels: usize,
+    /// Whether the call's reduction and element type are ones NVLS
+    /// reduces in the switch (`ncclNvlsSupported`; allgather always is).
+    pub nvls_reduces: bool,
+    /// Whether CollNet is supported (`NCCL_COLLNET_ENABLE`, a network that
+    /// reduces, enough nodes, a version that models it).
+    pub collnet: bool,
+    /// The CollNet direct graph (`None`: no NVSwitch, or no CollNet).
+    pub collnet_direct: Option<&'a HeadGraph>,
+    /// Whether PAT is enabled (`ncclPatEnable`).
+    pub pat: bool,
+}
+
+/// NCCL's functions, in NCCL's order (`src/include/nccl_common.h`):
+/// Broadcast, Reduce, AllGather, ReduceScatter, AllReduce.
+pub const FUNCTIONS: [Collective; 5] = [
+    Collective::Broadcast,
+    Collective::Reduce,
+    Collective::Allgather,
+    Collective::ReduceScatter,
+    Collective::Allreduce,
+];
+
+/// Index of a collective among NCCL's [`FUNCTIONS`] (collectives NCCL
+/// has no function for share AllReduce's row).
+pub fn f_index(c: Collective) -> usize {
+    FUNCTIONS.iter().position(|&f| f == c).unwrap_or(4)
 }
 
 /// The algorithms and protocols `NCCL_ALGO` and `NCCL_PROTO` allow.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Allowed {
-    /// Tree, Ring.
-    pub algorithms: [bool; 2],
+    /// `algorithms[function][algorithm]`, by NCCL's function order
+    /// ([`FUNCTIONS`]) and algorithm order ([`NcclAlgorithm::ALL`]).
+    pub algorithms: [[bool; 7]; 5],
     /// LL, LL128, Simple.
     pub protocols: [bool; 3],
 }
@@ -79,13 +118,33 @@ pub struct Allowed {
 impl Default for Allowed {
     fn default() -> Self {
         Allowed {
-            algorithms: [true; 2],
+            algorithms: [[true; 7]; 5],
             protocols: [true; 3],
         }
     }
 }
 
-/// NCCL's choice for one call.
+impl Allowed {
+    /// Whether `a` is allowed for `c`.
+    pub fn algorithm(&self, c: Collective, a: NcclAlgorithm) -> bool {
+        self.algorithms[f_index(c)][a_index(a)]
+    }
+
+    /// Disallows `a` for `c` unless `keep`.
+    pub fn restrict(&mut self, c: Collective, a: NcclAlgorithm, keep: bool) {
+        self.algorithms[f_index(c)][a_index(a)] &= keep;
+    }
+}
+
+/// NCCL's choice for one call: what the algorithm that runs it needs.
+///
+/// For the algorithms of the other kinds: `channels` is the call's
+/// channel count (NVLS: NCCL's `nvlsChannels`, the CTAs; NVLS tree the
+/// same; CollNet direct: channels after NCCL's staged reduction), `heads`
+/// the head GPUs per node NVLS, NVLS tree and CollNet direct split every
+/// chunk among ([`NcclSystem::heads`](super::NcclSystem::heads) names
+/// them), `chunk_bytes` the pipeline unit (NVLS: NCCL's chunk after its
+/// size steps; PAT: after its halving).
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Choice {
     /// The algorithm.
@@ -98,20 +157,32 @@ pub struct Choice {
     pub chunk_bytes: u64,
     /// Threads per channel.
     pub threads: u32,
+    /// Head GPUs per node (NVLS, NVLS tree, CollNet direct; 0 otherwise).
+    pub heads: usize,
     /// The time NCCL's model predicts, us.
     pub predicted_us: f64,
 }
 
+/// NCCL's predicted time of every algorithm and protocol for one call,
+/// us: `time[algorithm][protocol]` in NCCL's orders, `None` where
+/// unavailable (what `NCCL_DEBUG_SUBSYS=TUNING` lists per function).
+pub type Table = [[Option<f64>; 3]; 7];
+
 /// Index of an algorithm in NCCL's tables.
-pub(super) fn a_index(a: NcclAlgorithm) -> usize {
+pub fn a_index(a: NcclAlgorithm) -> usize {
     match a {
         NcclAlgorithm::Tree => 0,
         NcclAlgorithm::Ring => 1,
+        NcclAlgorithm::CollNetDirect => 2,
+        NcclAlgorithm::CollNetChain => 3,
+        NcclAlgorithm::Nvls => 4,
+        NcclAlgorithm::NvlsTree => 5,
+        NcclAlgorithm::Pat => 6,
     }
 }
 
 /// Index of a protocol in NCCL's tables.
-pub(super) fn p_index(p: Protocol) -> usize {
+pub fn p_index(p: Protocol) -> usize {
     match p {
         Protocol::Ll => 0,
         Protocol::Ll128 => 1,
@@ -119,24 +190,37 @@ pub(super) fn p_index(p: Protocol) -> usize {
     }
 }
 
+/// The 24th column of 2.29.7's `treeCorrectionFactor` (256 MiB to 512
+/// MiB), which only its NVLS tree correction reads
+/// (`src/graph/tuning.cc:581-585,596` @b91894bd).
+const TREE_CORRECTION_256M: [f64; 3] = [1.0, 1.0, 0.9];
+
 /// NCCL's `log2i`: floor(log2 x), 0 for 0.
-fn log2i(x: u64) -> usize {
+pub(super) fn log2i(x: u64) -> usize {
     if x == 0 { 0 } else { x.ilog2() as usize }
 }
 
 impl Communicator<'_> {
-    /// Row of the per-architecture tables: Volta 0, Ampere 1, Hopper 2.
-    fn arch(&self) -> usize {
-        match self.compute_capability {
+    /// Row of the per-architecture tables: Volta 0, Ampere 1, Hopper 2,
+    /// Blackwell 3 (in versions that have the row).
+    pub(super) fn arch(&self) -> usize {
+        let row = match self.compute_capability {
+            c if c >= 100 => 3,
             c if c >= 90 => 2,
             c if c >= 80 => 1,
             _ => 0,
-        }
+        };
+        row.min(self.constants.arch_rows - 1)
     }
 
     /// Column of the per-node-count tables: 1, 2, 3+ nodes.
-    fn node_column(&self) -> usize {
+    pub(super) fn node_column(&self) -> usize {
         (self.nodes - 1).min(2)
+    }
+
+    /// Ranks per node as NCCL's float `ppn`.
+    pub(super) fn ppn(&self) -> f64 {
+        self.ranks as f64 / self.nodes as f64
     }
 
     /// The LL cap `llMaxBw`.
@@ -149,16 +233,22 @@ impl Communicator<'_> {
         self.constants.ll_max_bw[row][self.node_column()]
     }
 
-    /// Whether LL128 is enabled by default (`tuning.cc:305-317`).
+    /// Whether LL128 is enabled by default (`tuning.cc:305-317` @ab2b89c4:
+    /// cc 7.0, 8.0, 9.0 only; `tuning.cc:479-495` @b91894bd: any cc from
+    /// 7.0).
     fn ll128_enabled(&self) -> bool {
         let cc = self.compute_capability;
         let inter_ok =
             self.ring.inter <= PathType::Pxb || (cc >= 90 && self.ring.inter <= PathType::Pxn);
-        matches!(cc, 70 | 80 | 90) && self.ring.intra_nvlink && inter_ok
+        let arch_ok = match self.constants.rules {
+            Rules::V2_21 => matches!(cc, 70 | 80 | 90),
+            Rules::V2_29 => cc >= 70,
+        };
+        arch_ok && self.ring.intra_nvlink && inter_ok
     }
 
     /// Steps of a ring collective (`nsteps`).
-    fn ring_steps(&self, collective: Collective) -> usize {
+    pub(super) fn ring_steps(&self, collective: Collective) -> usize {
         let n = self.ranks;
         match collective {
             Collective::Allreduce => 2 * (n - 1),
@@ -167,25 +257,51 @@ impl Communicator<'_> {
         }
     }
 
-    /// Steps across nodes (`nInterSteps`).
+    /// Steps across nodes (`nInterSteps`): ring allreduce crosses
+    /// `2 x nNodes` times in 2.21.5, `2 x (nNodes - 1)` in 2.29.7.
     fn inter_steps(&self, collective: Collective) -> usize {
         let nodes = self.nodes;
         match collective {
-            Collective::Allreduce if nodes > 1 => 2 * nodes,
+            Collective::Allreduce if nodes > 1 => match self.constants.rules {
+                Rules::V2_21 => 2 * nodes,
+                Rules::V2_29 => 2 * (nodes - 1),
+            },
             Collective::Allreduce => 0,
             Collective::Allgather | Collective::ReduceScatter => nodes - 1,
             _ => nodes,
         }
     }
 
-    /// The hardware row of intra-node steps: NVLINK or PCI.
-    fn intra_hw(&self) -> usize {
+    /// The hardware row of the ring graph's intra-node steps: NVLINK or
+    /// PCI.
+    pub(super) fn intra_hw(&self) -> usize {
         if self.ring.intra_nvlink { 0 } else { 1 }
+    }
+
+    /// The per-step network latency of `a` (`interLat`): 2.29.7 uses the
+    /// tree's row with one rank per node ("latencies are fully exposed",
+    /// `tuning.cc:357` @b91894bd).
+    pub(super) fn inter_latency(&self, a: NcclAlgorithm, p: Protocol) -> f64 {
+        let row = if self.constants.rules == Rules::V2_29 && self.ranks == self.nodes {
+            NcclAlgorithm::Tree
+        } else {
+            a
+        };
+        self.constants.hop_latency_us[2][a_index(row)][p_index(p)]
     }
 
     /// The bandwidth table entry, GB/s, before the enable masks (0 when
     /// the collective has no such algorithm).
     pub fn bandwidth(&self, collective: Collective, a: NcclAlgorithm, p: Protocol) -> f64 {
+        match a {
+            NcclAlgorithm::Tree | NcclAlgorithm::Ring => self.ring_tree_bandwidth(collective, a, p),
+            _ => self.newer_bandwidth(collective, a, p),
+        }
+    }
+
+    /// The ring's and the tree's bandwidth (`tuning.cc:157-223` @ab2b89c4,
+    /// `:285-352` @b91894bd).
+    fn ring_tree_bandwidth(&self, collective: Collective, a: NcclAlgorithm, p: Protocol) -> f64 {
         if a == NcclAlgorithm::Tree && collective != Collective::Allreduce {
             return 0.0;
         }
@@ -197,16 +313,20 @@ impl Communicator<'_> {
         } else {
             self.ring.bw_inter
         };
-        let ppn = self.ranks as f64 / self.nodes as f64;
+        let ppn = self.ppn();
         let mut bus = n_ch * per_channel;
         match (a, p) {
             (NcclAlgorithm::Ring, Protocol::Ll) => bus = f64::min(self.ll_max(), 0.5 * bus),
             (NcclAlgorithm::Ring, Protocol::Ll128) => {
-                let eff = if ppn < 2.0 { 0.7 } else { 0.92 };
+                let eff = if ppn < 2.0 && k.rules == Rules::V2_21 {
+                    0.7
+                } else {
+                    0.92
+                };
                 bus = f64::min(bus * eff, n_ch * k.ring_ll128_per_channel[ci][ni]);
             }
             (NcclAlgorithm::Ring, Protocol::Simple) => {}
-            (NcclAlgorithm::Tree, _) => {
+            (_, _) => {
                 bus = f64::min(bus * 0.92, n_ch * k.tree_per_channel[ci][ni]);
                 match p {
                     Protocol::Ll => bus = f64::min(bus / 3.8, self.ll_max()),
@@ -227,17 +347,18 @@ impl Communicator<'_> {
         }
         match a {
             NcclAlgorithm::Ring => bus * self.ranks as f64 / self.ring_steps(collective) as f64,
-            NcclAlgorithm::Tree => bus * 0.5,
+            _ => bus * 0.5,
         }
     }
 
-    /// The latency table entry, us (`tuning.cc:225-263`).
+    /// The latency table entry, us (`tuning.cc:225-263` @ab2b89c4,
+    /// `:353-402` @b91894bd).
     pub fn latency(&self, collective: Collective, a: NcclAlgorithm, p: Protocol) -> f64 {
         let k = self.constants;
         let (ai, pi) = (a_index(a), p_index(p));
         let base = k.base_latency_us[ai][pi];
         let intra = k.hop_latency_us[self.intra_hw()][ai][pi];
-        let inter = k.hop_latency_us[2][ai][pi];
+        let inter = self.inter_latency(a, p);
         match a {
             NcclAlgorithm::Ring
                 if matches!(collective, Collective::Broadcast | Collective::Reduce) =>
@@ -267,7 +388,18 @@ impl Communicator<'_> {
                 base + 2.0
                     * ((per_node - 1) as f64 * intra + log2i(self.nodes as u64) as f64 * inter)
             }
+            _ => self.newer_latency(collective, a, p),
         }
+    }
+
+    /// Whether `(a, p)` may run `collective` here: `NCCL_ALGO`,
+    /// `NCCL_PROTO`, the LL128 rule, and the new algorithms' per-call
+    /// filters.
+    fn enabled(&self, collective: Collective, a: NcclAlgorithm, p: Protocol) -> bool {
+        self.allowed.algorithm(collective, a)
+            && self.allowed.protocols[p_index(p)]
+            && (p != Protocol::Ll128 || self.ll128_enabled())
+            && self.newer_available(collective, a)
     }
 
     /// The predicted time of `(a, p)` for `bytes` (NCCL's `nBytes`), us,
@@ -280,13 +412,22 @@ impl Communicator<'_> {
         bytes: u64,
     ) -> Option<f64> {
         let mut bw = self.bandwidth(collective, a, p);
-        let enabled = self.allowed.algorithms[a_index(a)]
-            && self.allowed.protocols[p_index(p)]
-            && (p != Protocol::Ll128 || self.ll128_enabled());
-        if !enabled || bw <= 0.0 {
+        if !self.enabled(collective, a, p) || bw <= 0.0 {
             return None;
         }
         Some(self.raw_time_us(collective, a, p, bytes, &mut bw))
+    }
+
+    /// NCCL's predicted time of every algorithm and protocol for
+    /// `collective` of `bytes` ([`Table`]).
+    pub fn table(&self, collective: Collective, bytes: u64) -> Table {
+        let mut table = [[None; 3]; 7];
+        for a in NcclAlgorithm::ALL {
+            for p in Protocol::ALL {
+                table[a_index(a)][p_index(p)] = self.time_us(collective, a, p, bytes);
+            }
+        }
+        table
     }
 
     /// `lat + bytes / (1000 bw)` with the size corrections, for a
@@ -300,10 +441,21 @@ impl Communicator<'_> {
         bw: &mut f64,
     ) -> f64 {
         let mut lat = self.latency(collective, a, p);
-        if a == NcclAlgorithm::Tree {
-            let k = log2i(bytes >> 6);
+        let k = log2i(bytes >> 6);
+        if a == NcclAlgorithm::Tree && k < 23 {
+            *bw *= self.constants.tree_correction[p_index(p)][k];
+        }
+        // 2.29.7 corrects NVLS tree allreduce on Blackwell with x86 CPUs
+        // too, over 24 sizes (`tuning.cc:595-596` @b91894bd; both CPU
+        // vendors modelled are x86).
+        if a == NcclAlgorithm::NvlsTree
+            && collective == Collective::Allreduce
+            && self.compute_capability >= 100
+        {
             if k < 23 {
                 *bw *= self.constants.tree_correction[p_index(p)][k];
+            } else if k == 23 {
+                *bw *= TREE_CORRECTION_256M[p_index(p)];
             }
         }
         if a == NcclAlgorithm::Ring
@@ -319,7 +471,8 @@ impl Communicator<'_> {
 
     /// NCCL's choice for `collective` of `bytes` (`nBytes`: the whole
     /// buffer for allgather and reduce-scatter), split as `work_bytes`
-    /// per rank in elements of `elem_bytes`.
+    /// per rank in elements of `elem_bytes`: the strict minimum over the
+    /// available cells, scanned in NCCL's order.
     pub fn choose(
         &self,
         collective: Collective,
@@ -328,7 +481,7 @@ impl Communicator<'_> {
         elem_bytes: u64,
     ) -> Choice {
         let mut best: Option<(NcclAlgorithm, Protocol, f64)> = None;
-        for a in [NcclAlgorithm::Tree, NcclAlgorithm::Ring] {
+        for a in NcclAlgorithm::ALL {
             for p in Protocol::ALL {
                 if let Some(t) = self.time_us(collective, a, p, bytes)
                     && best.is_none_or(|(_, _, b)| t < b)
@@ -337,8 +490,10 @@ impl Communicator<'_> {
                 }
             }
         }
-        // Nothing allowed: NCCL restores the ring entries (`ringbdw`,
-        // `tuning.cc:322-336`), before its enable rules.
+        // Nothing allowed: NCCL 2.21 restores the ring entries (`ringbdw`,
+        // `tuning.cc:322-336` @ab2b89c4), before its enable rules. 2.29.7
+        // fails the call instead (`enqueue.cc:1960-1973` @b91894bd); the
+        // model runs the same ring then, so that a run still happens.
         let (algorithm, protocol, predicted_us) = best.unwrap_or_else(|| {
             let mut fallback = (NcclAlgorithm::Ring, Protocol::Simple, f64::INFINITY);
             for p in Protocol::ALL {
@@ -353,20 +508,33 @@ impl Communicator<'_> {
             fallback
         });
         let (nc, threads) = self.channels_and_threads(algorithm, protocol, bytes);
+        let channels = match algorithm {
+            NcclAlgorithm::Tree | NcclAlgorithm::Ring | NcclAlgorithm::Pat => {
+                self.channels_used(protocol, nc, threads, work_bytes, elem_bytes)
+            }
+            // Split evenly over their channels (`enqueue.cc`'s CollNet and
+            // NVLS scheduling).
+            _ => nc,
+        };
         Choice {
             algorithm,
             protocol,
             chunk_bytes: self.chunk_bytes(collective, algorithm, protocol, bytes, nc),
-            channels: self.channels_used(protocol, nc, threads, work_bytes, elem_bytes),
+            channels,
             threads,
+            heads: self.heads(algorithm),
             predicted_us,
         }
     }
 
-    /// `getChannnelThreadInfo`: channels and threads for `bytes`.
+    /// `getChannnelThreadInfo`: channels and threads for `bytes`
+    /// (`enqueue.cc:1566-1619` @ab2b89c4, `:1977-2022` @b91894bd).
     pub fn channels_and_threads(&self, a: NcclAlgorithm, p: Protocol, bytes: u64) -> (usize, u32) {
         let k = self.constants;
         let pi = p_index(p);
+        if let Some(shape) = self.newer_channels_and_threads(a, p, bytes) {
+            return shape;
+        }
         let mut nt = k.max_threads[pi];
         if a == NcclAlgorithm::Ring
             && p == Protocol::Simple
@@ -389,16 +557,23 @@ impl Communicator<'_> {
         if p == Protocol::Simple {
             nt += if a == NcclAlgorithm::Ring { 32 } else { 128 };
         }
+        // "Tree now uses all threads always" (`enqueue.cc:2019` @b91894bd).
+        if let (Rules::V2_29, Some(newer)) = (k.rules, k.newer)
+            && a == NcclAlgorithm::Tree
+        {
+            nt = newer.max_threads_all;
+        }
         (nc, nt.max(96))
     }
 
     /// NCCL's chunk size for a call (`computeCollChunkInfo`,
-    /// `src/enqueue.cc:1722-1776` @ab2b89c4): the protocol's step payload
-    /// (ring Simple: a 2-step slice, the unit that moves; broadcast and
-    /// reduce one step), except the tree's LL128, halved while the call
-    /// is short of `(1 + log2 nodes + ppn/10) x 64 / ppn` chunks per
-    /// channel (down to 128 KiB), then of a quarter of that (down to 32
-    /// KiB), so that small calls still pipeline through the tree.
+    /// `src/enqueue.cc:1722-1776` @ab2b89c4, `:2138-2193` @b91894bd): the
+    /// protocol's step payload (ring Simple: a 2-step slice, the unit that
+    /// moves; broadcast and reduce one step), except the tree's LL128,
+    /// halved while the call is short of `(1 + log2 nodes + ppn/10) x 64 /
+    /// ppn` chunks per channel (down to 128 KiB), then of a quarter of
+    /// that (down to 32 KiB), so that small calls still pipeline through
+    /// the tree; the newer algorithms' rules are in `newer.rs`.
     pub fn chunk_bytes(
         &self,
         collective: Collective,
@@ -410,11 +585,12 @@ impl Communicator<'_> {
         let chunk = match a {
             NcclAlgorithm::Ring => p.ring_pipeline(collective).0,
             NcclAlgorithm::Tree => p.tree_pipeline().0,
+            _ => return self.newer_chunk_bytes(collective, a, bytes, channels),
         };
         if !(a == NcclAlgorithm::Tree && p == Protocol::Ll128) {
             return chunk;
         }
-        let ppn = self.ranks as f64 / self.nodes as f64;
+        let ppn = self.ppn();
         let steps = 1.0 + log2i(self.nodes as u64) as f64 + 0.1 * ppn;
         let per = |chunk: u64| (bytes / (channels.max(1) as u64 * chunk)) as f64;
         let mut chunk = chunk;

@@ -9,7 +9,8 @@
 //! NIC: NCCL's PXN). Searching at a per-channel speed `s`, every channel
 //! takes `s` from every link direction it crosses (GPU to GPU routes, GPU
 //! to NIC routes, the NIC's network port both ways), and channels are
-//! added while the links have room, at most 16.
+//! added while the links have room, at most `MAXCHANNELS / 2` (16 in
+//! 2.21.5, 32 in 2.29.7).
 //!
 //! As in NCCL, speeds are tried from the largest the links allow
 //! (`maxBw`, the best GPU-to-NIC or GPU-to-GPU path; `totalBw`, a GPU's
@@ -27,7 +28,9 @@
 //! search and agree on the minimum); NCCL's timeout-bounded relaxation
 //! steps (`sameChannels`, cross-NIC rings, raising `typeInter` step by
 //! step) collapse into "PIX exit first, PXN otherwise"; the tree graph is
-//! the ring graph (NCCL searches it separately at the same channel count).
+//! the ring graph (NCCL searches it separately at the same channel count),
+//! and so are the PAT graph (NCCL's tree graph) and the CollNet chain
+//! graph. The NVLS and CollNet direct graphs are in [`super::heads`].
 
 use std::collections::HashMap;
 
@@ -137,8 +140,15 @@ pub fn search(
         hops: HashMap::new(),
     };
     let multi_node = machine.node_count() > 1 && !view.nics.is_empty();
-    let hopper = machine.compute_capability >= 90;
-    let speeds = constants.speeds[usize::from(hopper) * 2 + usize::from(multi_node)];
+    // Speed arrays by architecture: before Hopper, Hopper, Blackwell
+    // (`search.cc:1087-1095` @b91894bd; 2.21.5's Blackwell entries are
+    // its Hopper arrays).
+    let arch = match machine.compute_capability {
+        c if c >= 100 => 2,
+        c if c >= 90 => 1,
+        _ => 0,
+    };
+    let speeds = constants.speeds[arch * 2 + usize::from(multi_node)];
     let local = if multi_node {
         search_net(&mut view, speeds, constants)
     } else {

@@ -15,7 +15,7 @@ use toml::Spanned;
 use super::ScenarioError;
 use super::raw::{RawNccl, RawScenario};
 use super::validate::Source;
-use crate::nccl::{CpuVendor, NcclConfig, NcclSystem, NcclVersion};
+use crate::nccl::{CpuVendor, Machine, NcclConfig, NcclSystem, NcclVersion};
 use crate::network::NetworkConfig;
 
 /// What picks the algorithm of a collective that names none.
@@ -97,11 +97,13 @@ pub(super) fn nccl(
         ));
     }
     let config = config(src, spanned.get_ref(), default_config(raw))?;
+    check_version(src, spanned.get_ref(), &config, network)?;
     Ok((tuner, Some(config)))
 }
 
-/// The settings when `[nccl]` says nothing: NCCL 2.21.5, one process per
-/// GPU, the CPU of the preset (the DGX A100's are AMD EPYC).
+/// The settings when `[nccl]` says nothing: NCCL 2.21.5 (2.29.7 on
+/// Blackwell GPUs), one process per GPU, the CPU of the preset (the DGX
+/// A100's are AMD EPYC).
 fn default_config(raw: &RawScenario) -> NcclConfig {
     let topology = raw.topology.as_ref().map(|t| t.get_ref());
     let preset = topology.map(|t| t.preset.get_ref().as_str());
@@ -125,7 +127,7 @@ fn default_config(raw: &RawScenario) -> NcclConfig {
 /// `[nccl]` over `config`.
 fn config(src: &Source, r: &RawNccl, mut config: NcclConfig) -> Result<NcclConfig, ScenarioError> {
     if let Some(v) = &r.version {
-        config.version = NcclVersion::parse(v.get_ref()).ok_or_else(|| {
+        config.version = Some(NcclVersion::parse(v.get_ref()).ok_or_else(|| {
             let known: Vec<&str> = NcclVersion::ALL.iter().map(|v| v.name()).collect();
             src.at(
                 v,
@@ -135,7 +137,7 @@ fn config(src: &Source, r: &RawNccl, mut config: NcclConfig) -> Result<NcclConfi
                     known.join(", ")
                 ),
             )
-        })?;
+        })?);
     }
     if let Some(g) = &r.gpu {
         let name = g.get_ref().to_ascii_lowercase();
@@ -166,7 +168,8 @@ fn config(src: &Source, r: &RawNccl, mut config: NcclConfig) -> Result<NcclConfi
     if let Some(p) = &r.proto {
         config.set_proto(p.get_ref()).map_err(|e| src.at(p, e))?;
     }
-    let channels = |v: &Spanned<i64>, what: &str| src.count(v, what, 1, 32).map(|n| n as usize);
+    // Up to 2.29.7's MAXCHANNELS (64); 2.21.5 caps the count at its 32.
+    let channels = |v: &Spanned<i64>, what: &str| src.count(v, what, 1, 64).map(|n| n as usize);
     if let Some(v) = &r.min_nchannels {
         config.min_channels = Some(channels(v, "min_nchannels")?);
     }
@@ -179,7 +182,64 @@ fn config(src: &Source, r: &RawNccl, mut config: NcclConfig) -> Result<NcclConfi
     if let Some(v) = &r.launch_us {
         config.launch.launch_us = src.number(v, "launch_us", true)?;
     }
+    if let Some(v) = &r.nvls_enable {
+        let n = src.count(v, "nvls_enable", 0, 2)?;
+        config
+            .set_nvls_enable(&n.to_string())
+            .map_err(|e| src.at(v, e))?;
+    }
+    if let Some(v) = &r.pat_enable {
+        let n = src.count(v, "pat_enable", 0, 2)?;
+        config
+            .set_pat_enable(&n.to_string())
+            .map_err(|e| src.at(v, e))?;
+    }
+    if let Some(v) = &r.collnet_enable {
+        config.collnet_enable = src.count(v, "collnet_enable", 0, 1)? == 1;
+    }
+    if let Some(v) = &r.collnet {
+        config.network_reduces = *v.get_ref();
+    }
+    if let Some(v) = &r.nvls_nchannels {
+        config.nvls_channels = Some(src.count(v, "nvls_nchannels", 1, 64)? as usize);
+    }
     Ok(config)
+}
+
+/// Refuses a pinned NCCL version whose tables do not know the GPUs (2.21.5
+/// on Blackwell), at the `version` key.
+fn check_version(
+    src: &Source,
+    r: &RawNccl,
+    config: &NcclConfig,
+    network: &NetworkConfig,
+) -> Result<(), ScenarioError> {
+    let (Some(pinned), Some(key), NetworkConfig::Topology(t)) =
+        (config.version, &r.version, network)
+    else {
+        return Ok(());
+    };
+    let cc = config
+        .compute_capability
+        .unwrap_or_else(|| Machine::detect(&t.topology, &t.placement, None).compute_capability);
+    if pinned.supports(cc) {
+        return Ok(());
+    }
+    let supporting: Vec<&str> = NcclVersion::ALL
+        .iter()
+        .filter(|v| v.supports(cc))
+        .map(|v| v.name())
+        .collect();
+    Err(src.at(
+        key,
+        format!(
+            "NCCL {pinned} does not know these GPUs (compute capability {}.{}, Blackwell): its tuning tables stop at Hopper; \
+             use version = \"{}\" or leave version out",
+            cc / 10,
+            cc % 10,
+            supporting.join("\" or \"")
+        ),
+    ))
 }
 
 /// The NCCL system of every collective's rank count on `network`.

@@ -76,6 +76,16 @@ pub struct RawNccl {
     pub gpus_per_process: Option<Spanned<i64>>,
     #[serde(default)]
     pub launch_us: Option<Spanned<f64>>,
+    #[serde(default)]
+    pub nvls_enable: Option<Spanned<i64>>,
+    #[serde(default)]
+    pub nvls_nchannels: Option<Spanned<i64>>,
+    #[serde(default)]
+    pub collnet_enable: Option<Spanned<i64>>,
+    #[serde(default)]
+    pub collnet: Option<Spanned<bool>>,
+    #[serde(default)]
+    pub pat_enable: Option<Spanned<i64>>,
 }
 
 /// `[rdma]`: the RDMA reliable transport's parameters, named as NCCL's

@@ -19,6 +19,7 @@ use std::ops::ControlFlow;
 use std::rc::Rc;
 
 use algorithms::collective::{self, defined_output};
+use algorithms::nccl::NcclAlgorithm;
 use algorithms::tuner;
 use algorithms::{
     Algorithm, CollectiveError, CostModel, DType, FabricError, Params, Payload, Time,
@@ -83,6 +84,10 @@ pub struct NcclRun {
     pub protocol: algorithms::nccl::Protocol,
     /// Channels used.
     pub channels: usize,
+    /// Head GPUs per node (NVLS, NVLS tree, CollNet direct; 0 otherwise).
+    pub heads: usize,
+    /// NCCL's algorithm.
+    pub algorithm: algorithms::nccl::NcclAlgorithm,
 }
 
 /// Why a point of a study did not produce a row: what the simulated
@@ -246,6 +251,21 @@ pub fn cost_model(scenario: &Scenario) -> CostModel {
     }
 }
 
+/// Whether NVLS reduces `op` on `dtype` in the switch
+/// (`ncclNvlsSupported`, `src/include/device.h:565-581` @b91894bd: sum,
+/// min and max on 32- and 64-bit integers, sum only on floats; the
+/// simulator has no 16-bit floats).
+fn nvls_reduces(op: algorithms::ReduceOp, dtype: algorithms::DType) -> bool {
+    use algorithms::{DType, ReduceOp};
+    matches!(
+        (op, dtype),
+        (
+            ReduceOp::Sum,
+            DType::F32 | DType::F64 | DType::I32 | DType::I64
+        ) | (ReduceOp::Min | ReduceOp::Max, DType::I32 | DType::I64)
+    )
+}
+
 /// What [`select`] decided for one size.
 #[derive(Clone, Debug)]
 pub struct Selection {
@@ -293,10 +313,27 @@ pub fn select(
             Some(a) => (a.facts().nccl_algorithm() == Some(name)).then(|| a.clone()),
             None => nccl_named(name).filter(|a| filter.allows(a)),
         };
-        let (tree, ring) = (candidate("tree"), candidate("ring"));
+        // What the registry can run of each of NCCL's algorithms: NCCL's
+        // choice is the fastest among those (its next choice when the
+        // fastest cannot run here).
+        let runnable: Vec<Option<Algorithm>> = NcclAlgorithm::ALL
+            .iter()
+            .map(|&a| candidate(crate::nccl::registry_name(a)))
+            .collect();
         let mut config = system.communicator();
-        config.allowed.algorithms[0] &= tree.is_some();
-        config.allowed.algorithms[1] &= ring.is_some();
+        for (&a, r) in NcclAlgorithm::ALL.iter().zip(&runnable) {
+            config.allowed.restrict(spec.kind, a, r.is_some());
+        }
+        config.nvls_reduces = nvls_reduces(spec.op, spec.dtype);
+        // NCCL skips PAT for a reduce-scatter that scales (an average,
+        // `src/enqueue.cc:1917-1918` @b91894bd).
+        if spec.kind == algorithms::Collective::ReduceScatter
+            && spec.op == algorithms::ReduceOp::Avg
+        {
+            config
+                .allowed
+                .restrict(spec.kind, NcclAlgorithm::Pat, false);
+        }
         let bytes = count as u64 * spec.dtype.size_bytes() as u64;
         let n = spec.world_size as u64;
         let work = match spec.kind {
@@ -306,8 +343,8 @@ pub fn select(
         let choice = config.choose(spec.kind, bytes, work, spec.dtype.size_bytes() as u64);
         // NCCL falls back to its ring when nothing is allowed.
         let algorithm = match choice.algorithm {
-            algorithms::nccl::NcclAlgorithm::Tree => tree,
-            algorithms::nccl::NcclAlgorithm::Ring => ring.or_else(|| nccl_named("ring")),
+            NcclAlgorithm::Ring => runnable[1].clone().or_else(|| nccl_named("ring")),
+            a => runnable[crate::nccl::model::a_index(a)].clone(),
         }?;
         let params = Params {
             protocol: choice.protocol,
@@ -524,6 +561,8 @@ pub fn run_point(
         nccl: nccl.map(|choice| NcclRun {
             protocol: choice.protocol,
             channels: choice.channels,
+            heads: choice.heads,
+            algorithm: choice.algorithm,
         }),
     };
     Ok((row, detail))

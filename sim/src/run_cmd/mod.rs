@@ -244,7 +244,11 @@ impl Study<'_> {
                         .as_deref()
                         .map(|t| trouble_lines(row.size_bytes, detail, t))
                         .unwrap_or_default();
-                    format!("{}{compared}{troubles}{note}", table_row(row))
+                    let predicted = scenario
+                        .nccl_system(row.ranks)
+                        .and_then(|system| engine::report::nccl_table_line(row, system))
+                        .unwrap_or_default();
+                    format!("{}{predicted}{compared}{troubles}{note}", table_row(row))
                 }
                 Progress::Failed(point, detail) => {
                     // The study stops after a failure anyway: its report is
