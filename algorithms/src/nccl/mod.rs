@@ -11,6 +11,10 @@
 //!   ring in its channel's order.
 //! - [`tree`]: `nccl_tree` (allreduce): per channel, chunks reduced up the
 //!   channel's tree and broadcast down it, both directions at once.
+//! - [`pat`]: `nccl_pat` (allgather, reduce-scatter): NCCL's Parallel
+//!   Aggregated Trees on the tree graph's channels.
+//! - [`p2p`]: `nccl_sendrecv`: a send and a receive the way NCCL's p2p
+//!   path runs them (parts per channel, LL or Simple by size, p2p chunks).
 //!
 //! An algorithm here reads the protocol and the number of channels from
 //! [`Params::protocol`](crate::Params::protocol) and
@@ -19,6 +23,8 @@
 //! launch cost before it starts.
 
 pub mod framed;
+pub mod p2p;
+pub mod pat;
 pub mod plan;
 pub mod protocol;
 pub mod ring;
@@ -32,14 +38,30 @@ use std::fmt;
 
 use crate::fabric::Fabric;
 
-/// The two NCCL algorithms this crate runs, in NCCL's order (its tuner
-/// scans Tree before Ring).
+/// NCCL's algorithms, in NCCL's order (`NCCL_ALGO_*` in
+/// `src/include/plugin/nccl_tuner.h` @b91894bd, v2.29.7-1; its tuner scans
+/// them in this order and keeps the first of equal times).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum NcclAlgorithm {
     /// NCCL's tree (allreduce only): reduce up, broadcast down.
     Tree,
     /// NCCL's ring.
     Ring,
+    /// CollNet direct: every GPU scatters to the node's heads, which reduce
+    /// through the network switches (SHARP) and broadcast back.
+    CollNetDirect,
+    /// CollNet chain: a chain inside the node whose top reduces through the
+    /// network switches (SHARP).
+    CollNetChain,
+    /// NVLink SHARP: reductions inside the NVSwitch (multimem loads and
+    /// stores), across nodes with the network's SHARP.
+    Nvls,
+    /// NVLS inside each node, NCCL's double binary tree between the nodes'
+    /// heads.
+    NvlsTree,
+    /// Parallel Aggregated Trees (allgather and reduce-scatter, one GPU per
+    /// node): a Bruck-like exchange over peers at distance 2^d.
+    Pat,
 }
 
 impl NcclAlgorithm {
@@ -48,8 +70,24 @@ impl NcclAlgorithm {
         match self {
             NcclAlgorithm::Tree => "Tree",
             NcclAlgorithm::Ring => "Ring",
+            NcclAlgorithm::CollNetDirect => "CollNetDirect",
+            NcclAlgorithm::CollNetChain => "CollNetChain",
+            NcclAlgorithm::Nvls => "NVLS",
+            NcclAlgorithm::NvlsTree => "NVLSTree",
+            NcclAlgorithm::Pat => "PAT",
         }
     }
+
+    /// Every algorithm, in NCCL's order.
+    pub const ALL: [NcclAlgorithm; 7] = [
+        NcclAlgorithm::Tree,
+        NcclAlgorithm::Ring,
+        NcclAlgorithm::CollNetDirect,
+        NcclAlgorithm::CollNetChain,
+        NcclAlgorithm::Nvls,
+        NcclAlgorithm::NvlsTree,
+        NcclAlgorithm::Pat,
+    ];
 }
 
 impl fmt::Display for NcclAlgorithm {

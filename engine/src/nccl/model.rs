@@ -107,6 +107,11 @@ pub(super) fn a_index(a: NcclAlgorithm) -> usize {
     match a {
         NcclAlgorithm::Tree => 0,
         NcclAlgorithm::Ring => 1,
+        NcclAlgorithm::CollNetDirect => 2,
+        NcclAlgorithm::CollNetChain => 3,
+        NcclAlgorithm::Nvls => 4,
+        NcclAlgorithm::NvlsTree => 5,
+        NcclAlgorithm::Pat => 6,
     }
 }
 
@@ -224,10 +229,13 @@ impl Communicator<'_> {
                     bus *= 0.85;
                 }
             }
+            // Not modelled here: never chosen (`choose` scans Tree and Ring).
+            _ => return 0.0,
         }
         match a {
             NcclAlgorithm::Ring => bus * self.ranks as f64 / self.ring_steps(collective) as f64,
             NcclAlgorithm::Tree => bus * 0.5,
+            _ => 0.0,
         }
     }
 
@@ -267,6 +275,8 @@ impl Communicator<'_> {
                 base + 2.0
                     * ((per_node - 1) as f64 * intra + log2i(self.nodes as u64) as f64 * inter)
             }
+            // Not modelled here: never chosen (`choose` scans Tree and Ring).
+            _ => f64::INFINITY,
         }
     }
 
@@ -409,7 +419,7 @@ impl Communicator<'_> {
     ) -> u64 {
         let chunk = match a {
             NcclAlgorithm::Ring => p.ring_pipeline(collective).0,
-            NcclAlgorithm::Tree => p.tree_pipeline().0,
+            _ => p.tree_pipeline().0,
         };
         if !(a == NcclAlgorithm::Tree && p == Protocol::Ll128) {
             return chunk;

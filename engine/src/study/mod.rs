@@ -287,6 +287,13 @@ pub fn select(
     };
     let nccl_pick = |only: Option<&Algorithm>| {
         let system = system?;
+        // NCCL's model times Tree and Ring only; it has no time for p2p
+        // (`NCCL_NUM_FUNCTIONS` excludes SendRecv, `src/include/nccl_common.h:59`
+        // @b91894bd). Anything else named runs with the scenario's parameters.
+        let modelled = |a: &Algorithm| matches!(a.facts().nccl_algorithm(), Some("tree" | "ring"));
+        if spec.kind == algorithms::Collective::SendRecv || only.is_some_and(|a| !modelled(a)) {
+            return None;
+        }
         // The named algorithm alone, or the registry's of each kind that
         // the filter allows.
         let candidate = |name: &str| match only {
@@ -307,7 +314,7 @@ pub fn select(
         // NCCL falls back to its ring when nothing is allowed.
         let algorithm = match choice.algorithm {
             algorithms::nccl::NcclAlgorithm::Tree => tree,
-            algorithms::nccl::NcclAlgorithm::Ring => ring.or_else(|| nccl_named("ring")),
+            _ => ring.or_else(|| nccl_named("ring")),
         }?;
         let params = Params {
             protocol: choice.protocol,
