@@ -54,9 +54,7 @@ pub fn dimensions(n: usize) -> usize {
 /// `2^(d+1)` with `t + 2^d ≤ n - 1`, increasing.
 pub fn offsets(n: usize, d: usize) -> impl Iterator<Item = usize> {
     let hop = 1usize << d;
-    (0..n)
-        .step_by(hop << 1)
-        .take_while(move |&t| t + hop < n)
+    (0..n).step_by(hop << 1).take_while(move |&t| t + hop < n)
 }
 
 /// How blocks become messages: pieces per block and items per message.
@@ -85,9 +83,7 @@ impl Packing {
             pieces: usize::try_from(bytes.div_ceil(chunk))
                 .unwrap_or(usize::MAX)
                 .min(largest),
-            per_message: usize::try_from(chunk / bytes)
-                .unwrap_or(usize::MAX)
-                .max(1),
+            per_message: usize::try_from(chunk / bytes).unwrap_or(usize::MAX).max(1),
         }
     }
 
@@ -145,7 +141,16 @@ pub(crate) fn allgather_steps(
         let (to, from) = ((r + hop) % n, (r + n - hop) % n);
         // The block a rank `at` holds at offset `t` came from `at - t`.
         let held = |at: Rank, t: usize| block((at + n - t) % n);
-        exchange_dimension(&mut steps, n, d, packing, (to, from), &held, Combine::Copy, r);
+        exchange_dimension(
+            &mut steps,
+            n,
+            d,
+            packing,
+            (to, from),
+            &held,
+            Combine::Copy,
+            r,
+        );
     }
     steps
 }
@@ -218,7 +223,10 @@ fn exchange_dimension(
     // block index, whichever rank holds it.
     let ours = part(me, to);
     let theirs = part(from, from);
-    steps.extend(ours.zip(theirs).map(|(send, recv)| Step::exchange(send, recv, combine)));
+    steps.extend(
+        ours.zip(theirs)
+            .map(|(send, recv)| Step::exchange(send, recv, combine)),
+    );
 }
 
 /// The modelled time of a PAT call on `n` ranks under ideal links with
@@ -254,7 +262,8 @@ pub(crate) fn cost_ps(
                 let full = (blocks / a) as u64;
                 let rest = blocks % a;
                 let tail = if rest > 0 { message(rest * largest) } else { 0 };
-                full.saturating_mul(message(a * largest)).saturating_add(tail)
+                full.saturating_mul(message(a * largest))
+                    .saturating_add(tail)
             }
         })
         .fold(0, u64::saturating_add)

@@ -114,9 +114,15 @@ pub async fn run<F: Fabric>(
         Protocol::Simple => chunk,
         _ => protocol.step_payload_bytes(),
     };
-    let unit = usize::try_from(unit_bytes / elem).unwrap_or(usize::MAX).max(1);
-    let part_bytes = bytes.div_ceil(channels as u64).next_multiple_of(PART_ALIGN_BYTES);
-    let part = usize::try_from(part_bytes / elem).unwrap_or(usize::MAX).max(1);
+    let unit = usize::try_from(unit_bytes / elem)
+        .unwrap_or(usize::MAX)
+        .max(1);
+    let part_bytes = bytes
+        .div_ceil(channels as u64)
+        .next_multiple_of(PART_ALIGN_BYTES);
+    let part = usize::try_from(part_bytes / elem)
+        .unwrap_or(usize::MAX)
+        .max(1);
     let count = buf.len();
     let ranges: Vec<_> = (0..channels)
         .map(|c| (c.saturating_mul(part)).min(count)..(c + 1).saturating_mul(part).min(count))
@@ -132,7 +138,11 @@ pub async fn run<F: Fabric>(
             tag: channel_tag(params.tag, c),
             unit,
         };
-        stream(Framed::new(fabric, framing), buf.extract(range.clone()), channel)
+        stream(
+            Framed::new(fabric, framing),
+            buf.extract(range.clone()),
+            channel,
+        )
     });
     let outputs = join_all(runs).await;
     for (range, output) in ranges.into_iter().zip(outputs) {
@@ -212,7 +222,12 @@ impl CollectiveAlgorithm for SendRecv {
         Box::pin(async move { run(&fabric, buf, op, params).await })
     }
 
-    fn reference(&self, inputs: &[Payload], _op: ReduceOp, _params: &Params) -> Option<Vec<Payload>> {
+    fn reference(
+        &self,
+        inputs: &[Payload],
+        _op: ReduceOp,
+        _params: &Params,
+    ) -> Option<Vec<Payload>> {
         Some(movement_reference(Collective::SendRecv, inputs, 0))
     }
 

@@ -59,7 +59,10 @@ pub fn chunk_bytes(collective: Collective, bytes: u64, channels: usize) -> u64 {
         32
     };
     let mut chunk = Protocol::Simple.step_payload_bytes();
-    while chunk.saturating_mul(channels.max(1) as u64).saturating_mul(k) > bytes
+    while chunk
+        .saturating_mul(channels.max(1) as u64)
+        .saturating_mul(k)
+        > bytes
         && chunk > MIN_CHUNK_BYTES
     {
         chunk /= 2;
@@ -199,7 +202,8 @@ macro_rules! nccl_pat_algorithm {
                 let per_rank = (1..=64usize)
                     .map(|c| {
                         let share = largest.div_ceil(c);
-                        (c as u64).saturating_mul(Packing::new(share, elem_bytes, chunk).messages(n))
+                        (c as u64)
+                            .saturating_mul(Packing::new(share, elem_bytes, chunk).messages(n))
                     })
                     .max()
                     .unwrap_or(0);

@@ -203,7 +203,11 @@ impl ChannelSlice {
     }
 
     /// Copies the channel's buffer back into `buf`.
-    pub(crate) fn scatter(&self, buf: &mut Payload, channel: &Payload) -> Result<(), CollectiveError> {
+    pub(crate) fn scatter(
+        &self,
+        buf: &mut Payload,
+        channel: &Payload,
+    ) -> Result<(), CollectiveError> {
         let mut at = 0;
         for part in &self.parts {
             buf.copy_from(part.clone(), &channel.extract(at..at + part.len()))?;

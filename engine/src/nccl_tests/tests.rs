@@ -430,7 +430,11 @@ fn rows_that_cannot_run_are_outcomes_not_errors() {
         "{why}"
     );
     // hypercube: every row not simulated, the table kept.
-    let hypercube = parse(&CONCATENATED.replace("sendrecv_perf", "hypercube_perf"), None).unwrap();
+    let hypercube = parse(
+        &CONCATENATED.replace("sendrecv_perf", "hypercube_perf"),
+        None,
+    )
+    .unwrap();
     let p = predictor.predict(&hypercube[2], &AlgoFilter::default());
     assert!(
         p.outcomes

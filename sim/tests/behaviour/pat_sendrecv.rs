@@ -50,7 +50,11 @@ fn a_sendrecv_row_has_busbw_equal_to_algbw_and_the_closed_form_time() {
         assert_eq!(row.wrong, Some(0), "{row:?}");
         assert_eq!(row.algbw_gb_per_s, row.busbw_gb_per_s, "{row:?}");
         assert_eq!((row.redop, row.root), ("none", None));
-        assert_eq!(row.count as u64 * 4, row.size_bytes, "count: the whole buffer");
+        assert_eq!(
+            row.count as u64 * 4,
+            row.size_bytes,
+            "count: the whole buffer"
+        );
     }
     // The tuner's choice is the direct send, exactly alpha + n/B.
     for row in &rows[..6] {
