@@ -120,3 +120,88 @@ fn nccl_pat_and_nccl_sendrecv_run_exactly_on_a_dgx_h100_node() {
     }
     assert!(crate::support::sum_links(&usage, |l| l.bytes) > 0);
 }
+
+/// A 4-node fat-tree (32 GPUs) at the flow level, with its rotation by
+/// one node.
+fn fat_tree_4() -> engine::network::NetworkConfig {
+    use engine::network::{ModelLevel, NetworkConfig, TopologyConfig};
+    use std::sync::Arc;
+    use topologies::presets;
+    let params = presets::FatTree {
+        nodes: 4,
+        ..presets::FatTree::default()
+    };
+    let topology = Arc::new(presets::fat_tree(&params).unwrap());
+    let placement: Arc<[_]> = topology.endpoints().into();
+    let rotation = presets::fat_tree_rotation(&params, &topology, &placement).unwrap();
+    let mut config = TopologyConfig::new(topology, placement, ModelLevel::Flow, 7);
+    config.rotation = Some(Arc::new(rotation));
+    NetworkConfig::Topology(config)
+}
+
+/// Every rank's finishing time and the link counters of a phantom call.
+fn timed(
+    config: engine::WorldConfig,
+    algorithm: &algorithms::Algorithm,
+    count: usize,
+) -> (Vec<u64>, Vec<(u64, u64)>) {
+    use algorithms::{DType, Fabric, Params, Payload, ReduceOp};
+    let exec = engine::run(config, |fabric| async move {
+        let mut buf = Payload::phantom(DType::F32, count);
+        let params = Params {
+            chunk_bytes: 64 << 10,
+            ..Params::default()
+        };
+        algorithm
+            .run(&fabric, &mut buf, ReduceOp::Sum, &params)
+            .await
+            .unwrap();
+        fabric.now().as_ps()
+    });
+    assert!(exec.deadlock.is_none());
+    let times = exec.outputs.iter().map(|t| t.unwrap()).collect();
+    let links = exec
+        .link_usage
+        .as_deref()
+        .unwrap()
+        .iter()
+        .map(|l| (l.bytes, l.busy_ps))
+        .collect();
+    (times, links)
+}
+
+/// The catalogue's PAT and direct sendrecv on a fat-tree: the folded run
+/// (one node simulated) gives every rank's time and every link's counters
+/// of the full run. (The NCCL variants fold on ideal links, see
+/// `fold::exactly_the_rotation_symmetric_algorithms_fold`; on a topology
+/// their framed sends take per-channel routes that do not follow the
+/// rotation, for `nccl_ring` as for them.)
+#[test]
+fn pat_and_sendrecv_fold_by_node_exactly() {
+    use algorithms::{Collective, catalogue_algorithm};
+    let ranks = 32;
+    for (collective, name) in [
+        (Collective::Allgather, "pat"),
+        (Collective::ReduceScatter, "pat"),
+        (Collective::SendRecv, "direct"),
+    ] {
+        let algorithm = catalogue_algorithm(collective, name);
+        assert!(algorithm.folds_by(8, &algorithms::Params::default()));
+        // Small (aggregated) and large (pieces) blocks.
+        for count in [ranks * 64, ranks * 65_536] {
+            let full = engine::WorldConfig::new(ranks, fat_tree_4());
+            let mut folded = engine::WorldConfig::new(ranks, fat_tree_4());
+            engine::fold::fold(&mut folded, 8).unwrap();
+            let (full_times, full_links) = timed(full, &algorithm, count);
+            let (folded_times, folded_links) = timed(folded, &algorithm, count);
+            assert_eq!(folded_times.len(), 8);
+            for (r, t) in full_times.iter().enumerate() {
+                assert_eq!(*t, folded_times[r % 8], "{collective} {name} rank {r}");
+            }
+            assert_eq!(
+                full_links, folded_links,
+                "{collective} {name} count {count}"
+            );
+        }
+    }
+}
