@@ -35,6 +35,7 @@ fn check_exit_status_says_verified_deadlock_or_wrong_result() {
     for (name, status) in [
         ("ring_ok", 0),
         ("pat_ok", 0),
+        ("sendrecv_ok", 0),
         ("mismatched_order", 3),
         ("buggy_ring", 4),
     ] {
