@@ -248,3 +248,19 @@ impl CollectiveAlgorithm for SendRecv {
         (n as u64).saturating_mul(bytes.div_ceil(unit).saturating_add(64))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn chunks_and_protocols_follow_nccls_rules() {
+        assert_eq!(chunk_bytes(1, true, false), 512 << 10);
+        assert_eq!(chunk_bytes(1, false, false), 128 << 10);
+        assert_eq!(chunk_bytes(2, true, false), 128 << 10);
+        assert_eq!(chunk_bytes(2, true, true), 256 << 10);
+        assert_eq!(protocol(16_384, 1), Protocol::Ll);
+        assert_eq!(protocol(16_385, 1), Protocol::Simple);
+        assert_eq!(protocol(32_768, 2), Protocol::Ll);
+    }
+}

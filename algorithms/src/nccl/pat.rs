@@ -48,7 +48,8 @@ use crate::schedule;
 /// (`src/enqueue.cc:2191,2193` @b91894bd).
 pub const MIN_CHUNK_BYTES: u64 = 65_536;
 
-/// NCCL's PAT chunk for a call of `bytes` (the whole collective) on
+/// NCCL's PAT chunk for a call of `bytes` (the whole buffer:
+/// `ncclFuncMaxSendRecvCount` elements, `src/enqueue.cc:2035` @b91894bd) on
 /// `channels` channels: Simple's step (512 KiB), halved while
 /// `chunk · channels · k > bytes` and `chunk > 64 KiB`, `k` = 32 for
 /// allgather, 16 for reduce-scatter (`src/enqueue.cc:2190-2193` @b91894bd).
@@ -223,3 +224,29 @@ nccl_pat_algorithm!(
     Collective::ReduceScatter,
     "NCCL's PAT reduce-scatter on every tree channel (see the module docs)."
 );
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_chunk_halves_down_to_64_kib_for_small_calls() {
+        // 2 channels: allgather keeps 512 KiB from 32 MiB up.
+        assert_eq!(chunk_bytes(Collective::Allgather, 32 << 20, 2), 512 << 10);
+        assert_eq!(
+            chunk_bytes(Collective::Allgather, (32 << 20) - 1, 2),
+            256 << 10
+        );
+        // Reduce-scatter's divisor is 16: 512 KiB from 16 MiB up.
+        assert_eq!(
+            chunk_bytes(Collective::ReduceScatter, 16 << 20, 2),
+            512 << 10
+        );
+        assert_eq!(
+            chunk_bytes(Collective::ReduceScatter, 8 << 20, 2),
+            256 << 10
+        );
+        // Never below 64 KiB.
+        assert_eq!(chunk_bytes(Collective::Allgather, 1024, 2), MIN_CHUNK_BYTES);
+    }
+}

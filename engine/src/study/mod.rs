@@ -689,7 +689,7 @@ mod tests {
     fn symbolic_inputs_are_checked_against_each_algorithms_own_tree() {
         for op in [ReduceOp::Min, ReduceOp::Avg] {
             let rows = rows(&symbolic(op, ""));
-            assert_eq!(rows.len(), 9 * 3, "9 reducing pairs, sizes 4, 32, 256");
+            assert_eq!(rows.len(), 10 * 3, "10 reducing pairs, sizes 4, 32, 256");
             for row in &rows {
                 assert_eq!(row.dtype, "sym");
                 assert_eq!(row.wrong, Some(0), "{row:?}");
