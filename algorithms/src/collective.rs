@@ -17,6 +17,7 @@
 //! | gather | block `r` | root's whole buffer |
 //! | scatter | root's whole buffer | block `r` |
 //! | barrier | nothing | nothing |
+//! | sendrecv | whole buffer, sent to rank `r+1` | whole buffer: rank `r-1`'s input |
 //!
 //! [`Algorithm::run_out_of_place`](crate::Algorithm::run_out_of_place)
 //! wraps these for callers with separate input and output buffers (the
@@ -98,6 +99,9 @@ named_enum! {
         Gather = "gather",
         /// Rank `r` ends with the root's block `r`.
         Scatter = "scatter",
+        /// Rank `r` sends its buffer to `r+1` and receives `r-1`'s into it
+        /// (nccl-tests' `sendrecv_perf`: a ring shift of whole buffers).
+        SendRecv = "sendrecv",
     }
 }
 
@@ -112,7 +116,12 @@ impl Collective {
                 (n - 1.0) / n
             }
             Collective::Gather | Collective::Scatter => (n - 1.0) / n,
-            Collective::Broadcast | Collective::Reduce | Collective::Barrier => 1.0,
+            // sendrecv_perf: busbw = algbw (nccl-tests `src/sendrecv.cu`
+            // @f476f4a17af7).
+            Collective::Broadcast
+            | Collective::Reduce
+            | Collective::Barrier
+            | Collective::SendRecv => 1.0,
         }
     }
 
@@ -184,7 +193,8 @@ pub fn defined_output(
         Collective::Allreduce
         | Collective::Allgather
         | Collective::Broadcast
-        | Collective::Alltoall => 0..count,
+        | Collective::Alltoall
+        | Collective::SendRecv => 0..count,
         Collective::ReduceScatter | Collective::Scatter => block_range(count, n, rank),
         Collective::Reduce | Collective::Gather if rank == root => 0..count,
         Collective::Reduce | Collective::Gather | Collective::Barrier => 0..0,
@@ -192,7 +202,8 @@ pub fn defined_output(
 }
 
 /// What every rank's buffer must hold after a collective that only moves
-/// data (allgather, broadcast, alltoall, gather, scatter, barrier), given
+/// data (allgather, broadcast, alltoall, gather, scatter, barrier,
+/// sendrecv), given
 /// every rank's buffer before it. Parts outside [`defined_output`] keep the
 /// input.
 pub fn movement_reference(collective: Collective, inputs: &[Payload], root: Rank) -> Vec<Payload> {
@@ -214,6 +225,7 @@ pub fn movement_reference(collective: Collective, inputs: &[Payload], root: Rank
                     (0..n).for_each(|j| place(block(j), &inputs[j], block(j)))
                 }
                 Collective::Scatter => place(block(r), &inputs[root], block(r)),
+                Collective::SendRecv => place(0..count, &inputs[(r + n - 1) % n], 0..count),
                 _ => {}
             }
             out

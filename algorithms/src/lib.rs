@@ -38,9 +38,13 @@
 //!   items: `FORMULA`, `run`, `cost_ps`, `reference` and a unit struct
 //!   implementing [`CollectiveAlgorithm`] with them:
 //!   [`allreduce`], [`reduce_scatter`], [`allgather`], [`broadcast`],
-//!   [`reduce`], [`alltoall`], [`barrier`], [`gather`], [`scatter`].
-//! - [`nccl`]: NCCL's protocols and channels, and the `nccl_ring` and
-//!   `nccl_tree` algorithms that run a collective the way NCCL does.
+//!   [`reduce`], [`alltoall`], [`barrier`], [`gather`], [`scatter`],
+//!   [`sendrecv`].
+//! - [`pat`]: the Parallel Aggregated Trees arithmetic the PAT allgather
+//!   and reduce-scatter share (offsets per dimension, packing, order).
+//! - [`nccl`]: NCCL's protocols and channels, and the `nccl_ring`,
+//!   `nccl_tree`, `nccl_pat` and `nccl_sendrecv` algorithms that run a
+//!   collective the way NCCL does.
 //! - [`tuner`]: picks an algorithm and chunk size from the cost model.
 //! - Private helpers shared by several algorithms: `binomial` (binomial
 //!   tree arithmetic), `fold` (the non-power-of-two fold), `schedule`
@@ -74,6 +78,7 @@ pub mod gather;
 pub mod group;
 pub mod layout;
 pub mod nccl;
+pub mod pat;
 pub mod payload;
 pub mod reduce;
 pub mod reduce_scatter;
@@ -81,6 +86,7 @@ pub mod reference;
 pub mod registry;
 pub mod scatter;
 mod schedule;
+pub mod sendrecv;
 pub mod symbolic;
 pub mod tuner;
 

@@ -95,7 +95,7 @@ impl Registry {
     pub fn builtin() -> Registry {
         use crate::{
             allgather, allreduce, alltoall, barrier, broadcast, gather, nccl, reduce,
-            reduce_scatter, scatter,
+            reduce_scatter, scatter, sendrecv,
         };
         let mut registry = Registry::new();
         let catalogue = [
@@ -106,9 +106,11 @@ impl Registry {
             Algorithm::builtin(allreduce::hierarchical::Hierarchical),
             Algorithm::builtin(reduce_scatter::ring::Ring),
             Algorithm::builtin(reduce_scatter::recursive_halving::RecursiveHalving),
+            Algorithm::builtin(reduce_scatter::pat::Pat),
             Algorithm::builtin(allgather::ring::Ring),
             Algorithm::builtin(allgather::recursive_doubling::RecursiveDoubling),
             Algorithm::builtin(allgather::bruck::Bruck),
+            Algorithm::builtin(allgather::pat::Pat),
             Algorithm::builtin(broadcast::binomial::Binomial),
             Algorithm::builtin(broadcast::chain::Chain),
             Algorithm::builtin(reduce::binomial::Binomial),
@@ -120,12 +122,16 @@ impl Registry {
             Algorithm::builtin(gather::linear::Linear),
             Algorithm::builtin(scatter::binomial::Binomial),
             Algorithm::builtin(scatter::linear::Linear),
+            Algorithm::builtin(sendrecv::direct::Direct),
             Algorithm::builtin(nccl::ring::Allreduce),
             Algorithm::builtin(nccl::tree::Allreduce),
             Algorithm::builtin(nccl::ring::Allgather),
             Algorithm::builtin(nccl::ring::ReduceScatter),
             Algorithm::builtin(nccl::ring::Broadcast),
             Algorithm::builtin(nccl::ring::Reduce),
+            Algorithm::builtin(nccl::pat::Allgather),
+            Algorithm::builtin(nccl::pat::ReduceScatter),
+            Algorithm::builtin(nccl::p2p::SendRecv),
         ];
         for algorithm in catalogue {
             registry
@@ -276,15 +282,17 @@ mod tests {
     }
 
     #[test]
-    fn the_catalogue_has_its_27_algorithms_with_distinct_wire_ids() {
+    fn the_catalogue_has_its_33_algorithms_with_distinct_wire_ids() {
         let registry = Registry::builtin();
-        // 21 of the research catalogue, 6 of NCCL's (nccl_ring for five
-        // collectives, nccl_tree for allreduce).
-        assert_eq!(registry.len(), 27);
+        // 24 of the research catalogue (PAT for allgather and
+        // reduce-scatter, the direct sendrecv among them), 9 of NCCL's
+        // (nccl_ring for five collectives, nccl_tree for allreduce,
+        // nccl_pat for two, nccl_sendrecv).
+        assert_eq!(registry.len(), 33);
         let mut ids: Vec<u16> = registry.iter().map(Algorithm::wire_id).collect();
         ids.sort_unstable();
         ids.dedup();
-        assert_eq!(ids.len(), 27);
+        assert_eq!(ids.len(), 33);
         assert!(registry.iter().all(Algorithm::is_builtin));
         let ring = registry.get(Collective::Allreduce, "Ring").expect("ring");
         assert_eq!(ring.name(), "ring");

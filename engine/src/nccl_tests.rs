@@ -53,7 +53,7 @@ use algorithms::Collective;
 pub enum Test {
     /// A collective the simulator runs.
     Collective(Collective),
-    /// A test with no collective here (`sendrecv`, `hypercube`): its rows
+    /// A test with no collective here (`hypercube`): its rows
     /// are read and checked, not simulated.
     Unsupported(&'static str),
 }
@@ -73,7 +73,7 @@ const TESTS: [(&str, Test, bool); 10] = [
     ("alltoall", Test::Collective(Collective::Alltoall), true),
     ("gather", Test::Collective(Collective::Gather), true),
     ("scatter", Test::Collective(Collective::Scatter), true),
-    ("sendrecv", Test::Unsupported("sendrecv"), false),
+    ("sendrecv", Test::Collective(Collective::SendRecv), false),
     ("hypercube", Test::Unsupported("hypercube"), true),
 ];
 
@@ -111,7 +111,7 @@ impl Test {
 }
 
 impl fmt::Display for Test {
-    /// The simulator's collective name, or the test's (`sendrecv`).
+    /// The simulator's collective name, or the test's (`hypercube`).
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Test::Collective(c) => write!(f, "{c}"),

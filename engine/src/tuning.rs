@@ -189,7 +189,7 @@ mod tests {
         assert!(
             AlgoFilter::parse("collnet", &registry)
                 .unwrap_err()
-                .contains("valid: ring, tree")
+                .contains("valid: pat, ring, tree")
         );
         assert!(AlgoFilter::parse(" , ", &registry).is_err());
         // No restriction, or one that leaves none: every algorithm.

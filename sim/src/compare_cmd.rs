@@ -38,7 +38,7 @@ pub struct CompareArgs {
     /// The collective of tables the log does not name (no `# Collective
     /// test starting` line or `*_perf` command line before them):
     /// all_reduce, all_gather, reduce_scatter, broadcast, reduce,
-    /// alltoall, gather, scatter (or the simulator's names).
+    /// alltoall, gather, scatter, sendrecv (or the simulator's names).
     #[arg(long, value_name = "NAME", value_parser = parse_test)]
     pub collective: Option<Test>,
 }

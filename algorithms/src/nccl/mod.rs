@@ -11,6 +11,10 @@
 //!   ring in its channel's order.
 //! - [`tree`]: `nccl_tree` (allreduce): per channel, chunks reduced up the
 //!   channel's tree and broadcast down it, both directions at once.
+//! - [`pat`]: `nccl_pat` (allgather, reduce-scatter): NCCL's Parallel
+//!   Aggregated Trees on the tree graph's channels.
+//! - [`p2p`]: `nccl_sendrecv`: a send and a receive the way NCCL's p2p
+//!   path runs them (parts per channel, LL or Simple by size, p2p chunks).
 //!
 //! An algorithm here reads the protocol and the number of channels from
 //! [`Params::protocol`](crate::Params::protocol) and
@@ -19,6 +23,8 @@
 //! launch cost before it starts.
 
 pub mod framed;
+pub mod p2p;
+pub mod pat;
 pub mod plan;
 pub mod protocol;
 pub mod ring;

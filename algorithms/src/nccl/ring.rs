@@ -139,11 +139,31 @@ pub async fn run<F: Fabric>(
 
 /// Where channel `c`'s buffer comes from in the call's buffer: the
 /// ranges, in order, whose concatenation it is.
-struct ChannelSlice {
+pub(crate) struct ChannelSlice {
     parts: Vec<Range<usize>>,
 }
 
 impl ChannelSlice {
+    /// Channel `c` of `channels`: block `c` of every rank's block, the
+    /// ranks' blocks in `order`.
+    pub(crate) fn blocked(
+        order: &[Rank],
+        c: usize,
+        channels: usize,
+        count: usize,
+        n: usize,
+    ) -> ChannelSlice {
+        let parts = order
+            .iter()
+            .map(|&r| {
+                let block = block_range(count, n, r);
+                let sub = block_range(block.len(), channels, c);
+                block.start + sub.start..block.start + sub.end
+            })
+            .collect();
+        ChannelSlice { parts }
+    }
+
     /// Channel `c` of `channels`: block `c` of the buffer, or (`blocked`)
     /// block `c` of every rank's block, in the channel's ring order.
     fn new(
@@ -154,19 +174,12 @@ impl ChannelSlice {
         n: usize,
         blocked: bool,
     ) -> ChannelSlice {
-        let parts = if blocked {
-            plan.ring(c)
-                .iter()
-                .map(|&r| {
-                    let block = block_range(count, n, r);
-                    let sub = block_range(block.len(), channels, c);
-                    block.start + sub.start..block.start + sub.end
-                })
-                .collect()
-        } else {
-            vec![block_range(count, channels, c)]
-        };
-        ChannelSlice { parts }
+        if blocked {
+            return ChannelSlice::blocked(plan.ring(c), c, channels, count, n);
+        }
+        ChannelSlice {
+            parts: vec![block_range(count, channels, c)],
+        }
     }
 
     /// Elements in the channel's buffer.
@@ -175,7 +188,7 @@ impl ChannelSlice {
     }
 
     /// The channel's buffer, copied out of `buf`.
-    fn gather(&self, buf: &Payload) -> Payload {
+    pub(crate) fn gather(&self, buf: &Payload) -> Payload {
         if let [only] = self.parts.as_slice() {
             return buf.extract(only.clone());
         }
@@ -190,7 +203,11 @@ impl ChannelSlice {
     }
 
     /// Copies the channel's buffer back into `buf`.
-    fn scatter(&self, buf: &mut Payload, channel: &Payload) -> Result<(), CollectiveError> {
+    pub(crate) fn scatter(
+        &self,
+        buf: &mut Payload,
+        channel: &Payload,
+    ) -> Result<(), CollectiveError> {
         let mut at = 0;
         for part in &self.parts {
             buf.copy_from(part.clone(), &channel.extract(at..at + part.len()))?;
@@ -199,8 +216,9 @@ impl ChannelSlice {
         Ok(())
     }
 
-    /// The channel buffer's segments, one per ring position.
-    fn segments(&self) -> Vec<Range<usize>> {
+    /// The channel buffer's segments, one per ring position (per rank of
+    /// the order given to [`ChannelSlice::blocked`]).
+    pub(crate) fn segments(&self) -> Vec<Range<usize>> {
         let mut at = 0;
         self.parts
             .iter()

@@ -106,7 +106,10 @@ fn a_concatenated_session_gives_each_test_its_table() {
             "broadcast"
         ]
     );
-    assert_eq!(tables[2].test, Test::Unsupported("sendrecv"));
+    assert_eq!(tables[2].test, Test::Collective(Collective::SendRecv));
+    // sendrecv_perf's count is the whole buffer (busbw = algbw).
+    let sr = &tables[2].rows[0];
+    assert_eq!((sr.size_bytes, sr.count), (1024, 256));
     for t in &tables {
         assert_eq!(t.rows.len(), 6, "{}", t.test);
         assert_eq!(t.world.map(|w| w.ranks), Some(8), "{}", t.test);
@@ -218,7 +221,11 @@ fn test_names_are_binaries_or_collectives() {
             Some(Test::Collective(Collective::Allgather)),
         ),
         ("allgather", Some(Test::Collective(Collective::Allgather))),
-        ("sendrecv_perf", Some(Test::Unsupported("sendrecv"))),
+        (
+            "sendrecv_perf",
+            Some(Test::Collective(Collective::SendRecv)),
+        ),
+        ("hypercube_perf", Some(Test::Unsupported("hypercube"))),
         ("barrier", None),
         ("foo_perf", None),
     ] {
@@ -422,16 +429,31 @@ fn rows_that_cannot_run_are_outcomes_not_errors() {
         why.contains("8 ranks") && why.contains("w.toml has 4 ranks"),
         "{why}"
     );
-    // sendrecv: every row not simulated, the table kept.
-    let p = predictor.predict(&tables[2], &AlgoFilter::default());
+    // hypercube: every row not simulated, the table kept.
+    // (The sendrecv table renamed: hypercube_perf's count is per rank.)
+    let renamed: Vec<String> = CONCATENATED
+        .replace("sendrecv_perf", "hypercube_perf")
+        .lines()
+        .enumerate()
+        .map(|(i, line)| {
+            let fields: Vec<&str> = line.split_whitespace().collect();
+            let row = (71..78).contains(&i) && fields.len() > 2;
+            match fields.first().and_then(|f| f.parse::<u64>().ok()) {
+                Some(size) if row => line.replacen(fields[1], &(size / 32).to_string(), 1),
+                _ => line.to_string(),
+            }
+        })
+        .collect();
+    let hypercube = parse(&renamed.join("\n"), None).unwrap();
+    let p = predictor.predict(&hypercube[2], &AlgoFilter::default());
     assert!(
         p.outcomes
             .iter()
             .all(|o| matches!(o, Outcome::NotSimulated(_)))
     );
-    let text = Comparison::new(&tables[2], p).text("s.log");
+    let text = Comparison::new(&hypercube[2], p).text("s.log");
     assert!(
-        text.contains("not simulated: the simulator has no sendrecv test"),
+        text.contains("not simulated: the simulator has no hypercube test"),
         "{text}"
     );
     assert!(text.contains("6 rows left out, lines"), "{text}");

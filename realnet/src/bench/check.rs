@@ -97,6 +97,7 @@ pub fn count_wrong(
             .map(|j| (block(j), Source::Copied(j, block(rank).start)))
             .collect(),
         Collective::Scatter => vec![(block(rank), Source::Copied(root, block(rank).start))],
+        Collective::SendRecv => vec![(0..count, Source::Copied((rank + n - 1) % n, 0))],
         Collective::Gather | Collective::Barrier => Vec::new(),
     };
     let mut wrong = 0u64;

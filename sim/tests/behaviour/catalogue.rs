@@ -352,9 +352,11 @@ catalogue_tests! {
     allreduce_hierarchical: Allreduce, "hierarchical";
     reduce_scatter_ring: ReduceScatter, "ring";
     reduce_scatter_recursive_halving: ReduceScatter, "recursive_halving";
+    reduce_scatter_pat: ReduceScatter, "pat";
     allgather_ring: Allgather, "ring";
     allgather_recursive_doubling: Allgather, "recursive_doubling";
     allgather_bruck: Allgather, "bruck";
+    allgather_pat: Allgather, "pat";
     broadcast_binomial: Broadcast, "binomial";
     broadcast_chain: Broadcast, "chain";
     reduce_binomial: Reduce, "binomial";
@@ -366,6 +368,7 @@ catalogue_tests! {
     gather_linear: Gather, "linear";
     scatter_binomial: Scatter, "binomial";
     scatter_linear: Scatter, "linear";
+    sendrecv_direct: SendRecv, "direct";
 }
 
 #[test]
@@ -431,13 +434,16 @@ fn no_rank_leaves_a_barrier_before_the_last_one_enters() {
 
 /// The NCCL algorithms, checked against the order-independent reference
 /// on integers (their reduction order follows the fabric's channels).
-const NCCL_TESTED: [(Collective, &str); 6] = [
+const NCCL_TESTED: [(Collective, &str); 9] = [
     (Collective::Allreduce, "nccl_ring"),
     (Collective::Allreduce, "nccl_tree"),
     (Collective::Allgather, "nccl_ring"),
     (Collective::ReduceScatter, "nccl_ring"),
     (Collective::Broadcast, "nccl_ring"),
     (Collective::Reduce, "nccl_ring"),
+    (Collective::Allgather, "nccl_pat"),
+    (Collective::ReduceScatter, "nccl_pat"),
+    (Collective::SendRecv, "nccl_sendrecv"),
 ];
 
 /// Cases for an NCCL algorithm: integer types, counts up to several of
@@ -484,7 +490,7 @@ mod nccl_algorithms {
         #![proptest_config(ProptestConfig { cases: 24, ..ProptestConfig::default() })]
 
         #[test]
-        fn match_the_exact_reference(case in nccl_case_strategy(), which in 0usize..6) {
+        fn match_the_exact_reference(case in nccl_case_strategy(), which in 0usize..NCCL_TESTED.len()) {
             let (collective, name) = NCCL_TESTED[which];
             check_reference(&catalogue_algorithm(collective, name), &case);
         }

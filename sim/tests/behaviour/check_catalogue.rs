@@ -182,6 +182,12 @@ entries! {
     allgather_nccl_ring: Allgather "nccl_ring", NCCL_CASES;
     broadcast_nccl_ring: Broadcast "nccl_ring", NCCL_CASES;
     reduce_nccl_ring: Reduce "nccl_ring", NCCL_CASES;
+    allgather_pat: Allgather "pat", PAT_CASES;
+    reduce_scatter_pat: ReduceScatter "pat", PAT_CASES;
+    sendrecv_direct: SendRecv "direct", EVERY_CASE;
+    allgather_nccl_pat: Allgather "nccl_pat", NCCL_CASES;
+    reduce_scatter_nccl_pat: ReduceScatter "nccl_pat", NCCL_CASES;
+    sendrecv_nccl_sendrecv: SendRecv "nccl_sendrecv", NCCL_CASES;
 }
 
 /// The NCCL algorithms run two channels at once (the rank-order plan of a
@@ -192,6 +198,22 @@ const NCCL_CASES: &[(usize, &[Buffering])] = &[(2, ALL_BUFFERING), (3, &[Bufferi
 /// beyond the checker's bound on 3 ranks (178,838 schedules, incomplete):
 /// 2 ranks only.
 const NCCL_RING_CASES: &[(usize, &[Buffering])] = &[(2, ALL_BUFFERING)];
+
+/// PAT's per-piece messages on 4 ranks in 2 chunks interleave beyond the
+/// checker's bound (about 400,000 schedules, incomplete): 2 and 3 ranks
+/// here, 4 ranks in one chunk below.
+const PAT_CASES: &[(usize, &[Buffering])] = &[(2, ALL_BUFFERING), (3, ALL_BUFFERING)];
+
+#[test]
+fn pat_on_four_ranks_in_one_chunk() {
+    for collective in [Collective::Allgather, Collective::ReduceScatter] {
+        verify_chunked(
+            &catalogue_algorithm(collective, "pat"),
+            &[(4, &[Buffering::Unbounded])],
+            |_| Some(vec![1]),
+        );
+    }
+}
 
 #[test]
 fn every_catalogue_entry_is_checked() {

@@ -32,7 +32,13 @@ fn check_saving(name: &str, save: &Path) -> Output {
 #[test]
 fn check_exit_status_says_verified_deadlock_or_wrong_result() {
     let dir = temp_dir("check-cli-status");
-    for (name, status) in [("ring_ok", 0), ("mismatched_order", 3), ("buggy_ring", 4)] {
+    for (name, status) in [
+        ("ring_ok", 0),
+        ("pat_ok", 0),
+        ("sendrecv_ok", 0),
+        ("mismatched_order", 3),
+        ("buggy_ring", 4),
+    ] {
         let cex = dir.join(format!("{name}.cex.toml"));
         let out = check_saving(name, &cex);
         assert_eq!(

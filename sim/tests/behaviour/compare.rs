@@ -85,7 +85,7 @@ fn an_allreduce_log_is_compared_size_by_size_with_a_csv() {
 }
 
 #[test]
-fn a_concatenated_session_reports_each_test_and_the_unsupported_one() {
+fn a_concatenated_session_reports_each_test_sendrecv_included() {
     let scenario = write("session", "dgx_h100.toml", DGX_H100);
     let log = format!("{FIXTURES}/concatenated.txt");
     let (status, stdout, stderr) = compare(&[&log, &scenario]);
@@ -93,20 +93,17 @@ fn a_concatenated_session_reports_each_test_and_the_unsupported_one() {
     for section in [
         "# allreduce: ",
         "# reduce_scatter: ",
+        "# sendrecv: ",
         "# alltoall: ",
         "# broadcast: ",
     ] {
         assert!(stdout.contains(section), "{section}\n{stdout}");
     }
     assert!(
-        stdout.contains("# not simulated: the simulator has no sendrecv test"),
-        "{stdout}"
-    );
-    assert!(
         stdout.contains("# note: half is simulated as uint8"),
         "{stdout}"
     );
-    assert_eq!(stdout.matches("# median |error|: ").count(), 4, "{stdout}");
+    assert_eq!(stdout.matches("# median |error|: ").count(), 5, "{stdout}");
     assert!(
         stdout.contains("# median |error| (all collectives): "),
         "{stdout}"

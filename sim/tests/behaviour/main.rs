@@ -27,6 +27,7 @@ mod links_timeline;
 mod loss_scenarios;
 mod network_models;
 mod output_files;
+mod pat_sendrecv;
 mod presets;
 mod real_bench;
 mod real_catalogue;
