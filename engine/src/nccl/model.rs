@@ -344,8 +344,6 @@ impl Communicator<'_> {
                     bus *= 0.85;
                 }
             }
-            // Not modelled here: never chosen (`choose` scans Tree and Ring).
-            _ => return 0.0,
         }
         match a {
             NcclAlgorithm::Ring => bus * self.ranks as f64 / self.ring_steps(collective) as f64,
