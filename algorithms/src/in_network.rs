@@ -52,10 +52,11 @@ pub fn check_group(rank: Rank, group: &[Rank], world_size: usize) -> Result<usiz
             )));
         }
     }
-    group
-        .iter()
-        .position(|&r| r == rank)
-        .ok_or_else(|| refuse(format!("rank {rank} is not in its in-network reduction's group {group:?}")))
+    group.iter().position(|&r| r == rank).ok_or_else(|| {
+        refuse(format!(
+            "rank {rank} is not in its in-network reduction's group {group:?}"
+        ))
+    })
 }
 
 #[cfg(test)]
@@ -73,7 +74,10 @@ mod tests {
         // (1e8 + -1e8) + 1 = 1 in f32, whereas 1e8 + (-1e8 + 1) = 0.
         assert_eq!(got.as_slice::<f32>(), Some(&[1.0f32, 6.0][..]));
         assert!(reduce_in_member_order([].iter(), ReduceOp::Sum).is_none());
-        let odd = [Payload::from_vec(vec![1.0f32]), Payload::from_vec(vec![1.0f32, 2.0])];
+        let odd = [
+            Payload::from_vec(vec![1.0f32]),
+            Payload::from_vec(vec![1.0f32, 2.0]),
+        ];
         assert!(reduce_in_member_order(odd.iter(), ReduceOp::Sum).is_none());
     }
 

@@ -126,6 +126,9 @@ impl Registry {
             Algorithm::builtin(nccl::ring::ReduceScatter),
             Algorithm::builtin(nccl::ring::Broadcast),
             Algorithm::builtin(nccl::ring::Reduce),
+            Algorithm::builtin(nccl::nvls::Allreduce),
+            Algorithm::builtin(nccl::collnet::Direct),
+            Algorithm::builtin(nccl::collnet::Chain),
         ];
         for algorithm in catalogue {
             registry
@@ -276,15 +279,16 @@ mod tests {
     }
 
     #[test]
-    fn the_catalogue_has_its_27_algorithms_with_distinct_wire_ids() {
+    fn the_catalogue_has_its_30_algorithms_with_distinct_wire_ids() {
         let registry = Registry::builtin();
-        // 21 of the research catalogue, 6 of NCCL's (nccl_ring for five
-        // collectives, nccl_tree for allreduce).
-        assert_eq!(registry.len(), 27);
+        // 21 of the research catalogue, 9 of NCCL's (nccl_ring for five
+        // collectives, nccl_tree, nccl_nvls, nccl_collnet_direct and
+        // nccl_collnet_chain for allreduce).
+        assert_eq!(registry.len(), 30);
         let mut ids: Vec<u16> = registry.iter().map(Algorithm::wire_id).collect();
         ids.sort_unstable();
         ids.dedup();
-        assert_eq!(ids.len(), 27);
+        assert_eq!(ids.len(), 30);
         assert!(registry.iter().all(Algorithm::is_builtin));
         let ring = registry.get(Collective::Allreduce, "Ring").expect("ring");
         assert_eq!(ring.name(), "ring");

@@ -11,6 +11,11 @@
 //!   ring in its channel's order.
 //! - [`tree`]: `nccl_tree` (allreduce): per channel, chunks reduced up the
 //!   channel's tree and broadcast down it, both directions at once.
+//! - [`nvls`]: `nccl_nvls` (allreduce): every chunk reduced by the NVSwitch
+//!   and multicast back ([`Fabric::reduce_in_network`]).
+//! - [`collnet`]: `nccl_collnet_direct` and `nccl_collnet_chain`
+//!   (allreduce): in-node scatter or chain, across nodes SHARP switches
+//!   ([`Fabric::reduce_in_network`]).
 //!
 //! An algorithm here reads the protocol and the number of channels from
 //! [`Params::protocol`](crate::Params::protocol) and
@@ -18,7 +23,9 @@
 //! NCCL does is the engine's NCCL model, which also charges each call's
 //! launch cost before it starts.
 
+pub mod collnet;
 pub mod framed;
+pub mod nvls;
 pub mod plan;
 pub mod protocol;
 pub mod ring;

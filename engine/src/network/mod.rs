@@ -256,6 +256,18 @@ pub fn flow_id(src: Rank, dst: Rank, world_size: usize) -> u64 {
     (src as u64) * (world_size as u64) + dst as u64
 }
 
+/// The flow of an in-network reduction's legs between `member` and
+/// `switch` (`up`: towards the switch), among `world_size` ranks: above
+/// every rank pair's flow and every framed channel's, one per member,
+/// switch and direction, so a member's legs go one after another. Its
+/// remainder modulo `world_size²` names the member as both ends (for
+/// transport failures).
+pub fn leg_flow(member: Rank, switch: VertexId, up: bool, world_size: usize) -> u64 {
+    let n = world_size as u64;
+    let above = (1u64 << 17) + 2 * switch.index() as u64 + u64::from(up);
+    above * n * n + flow_id(member, member, world_size)
+}
+
 /// Which network a run simulates.
 #[derive(Clone, Debug)]
 pub enum NetworkConfig {
@@ -508,6 +520,66 @@ impl Network {
         }
     }
 
+    /// Sends message `message` of `bytes` along the route from vertex
+    /// `from` to vertex `to` on flow `flow` (a leg of an in-network
+    /// reduction, between a rank and its reducing switch; see
+    /// [`leg_flow`]). The ideal links have no vertices: callers ask
+    /// [`Network::reducing_switch`] first, which refuses them.
+    #[allow(clippy::too_many_arguments)]
+    pub fn send_leg(
+        &mut self,
+        now: Time,
+        message: MessageId,
+        from: VertexId,
+        to: VertexId,
+        bytes: u64,
+        flow: u64,
+        queue: &mut EventQueue,
+    ) -> Result<Sent, OutOfTime> {
+        match self {
+            Network::Ideal(_) => Ok(Sent::ArrivesAt(now)),
+            Network::Packet(r) => {
+                let t = r.leg_transfer(message, from, to, bytes, flow);
+                r.model.start(now, t, queue).map(|()| Sent::InFlight)
+            }
+            Network::Flow(r) => {
+                let t = r.leg_transfer(message, from, to, bytes, flow);
+                r.model.start(now, t, queue).map(|()| Sent::InFlight)
+            }
+        }
+    }
+
+    /// The switch that reduces in the network for `group` (see
+    /// [`crate::in_network`]), or why there is none, naming the ranks.
+    pub fn reducing_switch(&self, group: &[Rank]) -> Result<VertexId, String> {
+        match self {
+            Network::Ideal(_) => Err(format!(
+                "{}: the ideal links model no switch; run it on a topology with one                  (an NVSwitch of NVLink 4 or newer, e.g. dgx_h100, or fat_tree/leaf_spine                  with sharp = true)",
+                algorithms::in_network::NO_SWITCH_REASON
+            )),
+            Network::Packet(r) => r.reducing_switch(group),
+            Network::Flow(r) => r.reducing_switch(group),
+        }
+    }
+
+    /// The vertex `rank` runs on (`None` on the ideal links).
+    pub fn placement(&self, rank: Rank) -> Option<VertexId> {
+        match self {
+            Network::Ideal(_) => None,
+            Network::Packet(r) => Some(r.placement[rank]),
+            Network::Flow(r) => Some(r.placement[rank]),
+        }
+    }
+
+    /// The forwarding latency of vertex `v`, ps (0 on the ideal links).
+    pub fn forward_latency_ps(&self, v: VertexId) -> u64 {
+        match self {
+            Network::Ideal(_) => 0,
+            Network::Packet(r) => r.forward_latency_ps(v),
+            Network::Flow(r) => r.forward_latency_ps(v),
+        }
+    }
+
     /// Schedules the config's link faults (none on ideal links, which
     /// validation only allows on topologies).
     pub fn schedule_changes(
@@ -644,6 +716,78 @@ impl<M> Routed<M> {
             Some(canonical) => timeline.unfold(canonical),
             None => timeline,
         }
+    }
+
+    /// The transfer of an in-network reduction's leg from `a` to `b`.
+    fn leg_transfer(
+        &self,
+        message: MessageId,
+        a: VertexId,
+        b: VertexId,
+        bytes: u64,
+        flow: u64,
+    ) -> Transfer {
+        Transfer {
+            message,
+            bytes,
+            route: self.route(a, b, flow),
+            flow,
+            path: None,
+        }
+    }
+
+    /// The forwarding latency of vertex `v`, ps.
+    fn forward_latency_ps(&self, v: VertexId) -> u64 {
+        let router = self
+            .router
+            .lock()
+            .expect("a run never panics while routing");
+        router.topology().vertex(v).forward_latency_ps
+    }
+
+    /// See [`Network::reducing_switch`].
+    fn reducing_switch(&self, group: &[Rank]) -> Result<VertexId, String> {
+        if self.folded_links.is_some() {
+            return Err(format!(
+                "{}: a folded run cannot reduce in the network; run it unfolded                  (symmetry = \"routes\" or none)",
+                algorithms::in_network::NO_SWITCH_REASON
+            ));
+        }
+        let mut router = self
+            .router
+            .lock()
+            .expect("a run never panics while routing");
+        let topology = Arc::clone(router.topology());
+        let mut best: Option<(usize, VertexId)> = None;
+        for v in topology.vertex_ids() {
+            if !topology.reduces_in_network(v) {
+                continue;
+            }
+            let nvswitch = topology.vertex(v).kind == topologies::VertexKind::NvSwitch;
+            let mut farthest = 0;
+            let serves = group.iter().all(|&m| {
+                let flow = leg_flow(m, v, true, self.world_size);
+                match router.route(self.placement[m], v, flow) {
+                    Ok(route) => {
+                        farthest = farthest.max(route.len());
+                        !nvswitch
+                            || route.iter().all(|&l| {
+                                matches!(topology.link(l).kind, topologies::LinkKind::NvLink { .. })
+                            })
+                    }
+                    Err(_) => false,
+                }
+            });
+            if serves && best.is_none_or(|(d, _)| farthest < d) {
+                best = Some((farthest, v));
+            }
+        }
+        best.map(|(_, v)| v).ok_or_else(|| {
+            format!(
+                "{}: no switch that reduces serves ranks {group:?} (an NVSwitch serves the                  GPUs it reaches over NVLink alone; InfiniBand switches reduce with                  sharp = true)",
+                algorithms::in_network::NO_SWITCH_REASON
+            )
+        })
     }
 
     /// The router's route from `a` to `b` for `flow`.
