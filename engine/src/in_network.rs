@@ -349,7 +349,7 @@ mod tests {
         let fat = |sharp: bool| {
             let mut t = presets::fat_tree(&presets::FatTree {
                 nodes: 2,
-                gpus_per_node: 2,
+                gpus_per_node: 4,
                 ..presets::FatTree::default()
             })
             .unwrap();
@@ -358,19 +358,21 @@ mod tests {
             }
             t
         };
+        // Nodes of 4, so the chain's order (4, 3, 2, 1 up) and the heads'
+        // (1, 2, 3, 4) give different float sums.
         let params = Params {
-            ranks_per_node: 2,
+            ranks_per_node: 4,
             chunk_bytes: 1024,
             ..Params::default()
         };
-        let inputs = inputs(4, 1000);
+        let inputs = inputs(8, 1000);
         for (name, shape) in [
             ("nccl_collnet_direct", collnet::CollNetShape::Direct),
             ("nccl_collnet_chain", collnet::CollNetShape::Chain),
         ] {
             let expected = collnet::reference(&inputs, ReduceOp::Sum, &params, shape);
             let (outputs, _) = run(
-                world(fat(true), 4, ModelLevel::Flow),
+                world(fat(true), 8, ModelLevel::Flow),
                 &algorithm(name),
                 &inputs,
                 &params,
@@ -379,7 +381,7 @@ mod tests {
                 assert_eq!(out.count_wrong(&expected[r]), 0, "{name} rank {r}");
             }
             // Without SHARP: refused, naming the ranks.
-            let exec = crate::run(world(fat(false), 4, ModelLevel::Flow), |f| {
+            let exec = crate::run(world(fat(false), 8, ModelLevel::Flow), |f| {
                 let mut buf = inputs[f.rank()].clone();
                 let a = algorithm(name);
                 async move { a.run(&f, &mut buf, ReduceOp::Sum, &params).await.err() }
@@ -390,7 +392,7 @@ mod tests {
                 .expect("rank 0 is refused");
             let text = error.to_string();
             assert!(
-                text.contains("no switch that reduces serves ranks [0, 2]"),
+                text.contains("no switch that reduces serves ranks [0, 4]"),
                 "{text}"
             );
         }
