@@ -55,6 +55,7 @@ trait ErasedFabric {
         payload: Payload,
         op: ReduceOp,
     ) -> FabricFuture<'a, Payload>;
+    fn erased_can_reduce_in_network(&self, group: &[Rank]) -> Result<(), FabricError>;
 }
 
 impl<F: Fabric> ErasedFabric for F {
@@ -104,6 +105,10 @@ impl<F: Fabric> ErasedFabric for F {
         op: ReduceOp,
     ) -> FabricFuture<'a, Payload> {
         smallbox::smallbox!(self.reduce_in_network(group, tag, payload, op))
+    }
+
+    fn erased_can_reduce_in_network(&self, group: &[Rank]) -> Result<(), FabricError> {
+        self.can_reduce_in_network(group)
     }
 }
 
@@ -183,6 +188,10 @@ impl Fabric for AnyFabric<'_> {
 
     fn channel_plan(&self) -> Option<Arc<ChannelPlan>> {
         self.inner.erased_channel_plan()
+    }
+
+    fn can_reduce_in_network(&self, group: &[Rank]) -> Result<(), FabricError> {
+        self.inner.erased_can_reduce_in_network(group)
     }
 
     async fn reduce_in_network(

@@ -269,6 +269,19 @@ pub trait Fabric {
         None
     }
 
+    /// Whether [`Fabric::reduce_in_network`] would serve `group`: `Ok`, or
+    /// the refusal it would fail with. Algorithms ask before sending
+    /// anything, so a fabric without a reducing switch refuses a call
+    /// cleanly on every rank (no message left behind). The default
+    /// refuses, like [`Fabric::reduce_in_network`]'s.
+    fn can_reduce_in_network(&self, group: &[Rank]) -> Result<(), FabricError> {
+        let _ = group;
+        Err(FabricError::NoInNetworkReduction {
+            rank: self.rank(),
+            reason: crate::in_network::NO_SWITCH_REASON.to_string(),
+        })
+    }
+
     /// Reduces `payload` of every member of `group` in a switch of the
     /// network (NVSwitch NVLink SHARP, InfiniBand SHARP) and returns the
     /// result to each: every member of `group` (global ranks, distinct,

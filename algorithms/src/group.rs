@@ -81,6 +81,16 @@ impl<F: Fabric> Fabric for Group<'_, F> {
     }
 
     /// The group's ranks are local: they become global before the
+    /// underlying fabric answers.
+    fn can_reduce_in_network(&self, group: &[Rank]) -> Result<(), FabricError> {
+        let global = group
+            .iter()
+            .map(|&r| self.global(r))
+            .collect::<Result<Vec<Rank>, FabricError>>()?;
+        self.fabric.can_reduce_in_network(&global)
+    }
+
+    /// The group's ranks are local: they become global before the
     /// underlying fabric reduces.
     async fn reduce_in_network(
         &self,

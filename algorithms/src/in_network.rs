@@ -32,12 +32,10 @@ pub fn reduce_in_member_order<'a>(
     Some(acc)
 }
 
-/// Checks a group handed to
-/// [`Fabric::reduce_in_network`](crate::Fabric::reduce_in_network) by
-/// `rank` among `world_size` ranks: members in range, distinct, `rank`
-/// among them; returns `rank`'s index in the group.
-pub fn check_group(rank: Rank, group: &[Rank], world_size: usize) -> Result<usize, FabricError> {
-    let refuse = |reason: String| FabricError::NoInNetworkReduction { rank, reason };
+/// Checks a group named by `rank` among `world_size` ranks: members in
+/// range and distinct (not necessarily `rank` among them: see
+/// [`Fabric::can_reduce_in_network`](crate::Fabric::can_reduce_in_network)).
+pub fn check_members(rank: Rank, group: &[Rank], world_size: usize) -> Result<(), FabricError> {
     if let Some(&peer) = group.iter().find(|&&r| r >= world_size) {
         return Err(FabricError::PeerOutOfRange {
             rank,
@@ -45,18 +43,31 @@ pub fn check_group(rank: Rank, group: &[Rank], world_size: usize) -> Result<usiz
             world_size,
         });
     }
-    for (i, r) in group.iter().enumerate() {
-        if group[..i].contains(r) {
-            return Err(refuse(format!(
-                "rank {r} appears twice in the in-network reduction's group {group:?}"
-            )));
-        }
+    match (1..group.len()).find(|&i| group[..i].contains(&group[i])) {
+        Some(i) => Err(FabricError::NoInNetworkReduction {
+            rank,
+            reason: format!(
+                "rank {} appears twice in the in-network reduction's group {group:?}",
+                group[i]
+            ),
+        }),
+        None => Ok(()),
     }
-    group.iter().position(|&r| r == rank).ok_or_else(|| {
-        refuse(format!(
-            "rank {rank} is not in its in-network reduction's group {group:?}"
-        ))
-    })
+}
+
+/// Checks a group handed to
+/// [`Fabric::reduce_in_network`](crate::Fabric::reduce_in_network) by
+/// `rank` among `world_size` ranks: [`check_members`], and `rank` among
+/// them; returns `rank`'s index in the group.
+pub fn check_group(rank: Rank, group: &[Rank], world_size: usize) -> Result<usize, FabricError> {
+    check_members(rank, group, world_size)?;
+    group
+        .iter()
+        .position(|&r| r == rank)
+        .ok_or_else(|| FabricError::NoInNetworkReduction {
+            rank,
+            reason: format!("rank {rank} is not in its in-network reduction's group {group:?}"),
+        })
 }
 
 #[cfg(test)]
@@ -84,6 +95,7 @@ mod tests {
     #[test]
     fn groups_are_checked() {
         assert_eq!(check_group(2, &[0, 2, 3], 4), Ok(1));
+        assert_eq!(check_members(1, &[0, 2, 3], 4), Ok(()));
         assert!(matches!(
             check_group(1, &[0, 2], 4),
             Err(FabricError::NoInNetworkReduction { .. })

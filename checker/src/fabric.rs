@@ -19,7 +19,7 @@ use std::pin::Pin;
 use std::rc::Rc;
 use std::task::{Context, Poll};
 
-use algorithms::in_network::{check_group, reduce_in_member_order};
+use algorithms::in_network::{check_group, check_members, reduce_in_member_order};
 use algorithms::{Fabric, FabricError, Payload, Rank, ReduceOp, Shape, Tag, Time, Work};
 use futures_util::future::try_join_all;
 
@@ -130,6 +130,11 @@ impl Fabric for CheckFabric {
     /// Local work completes at once: the checker does not model time.
     async fn compute(&self, _work: Work) -> Result<(), FabricError> {
         Ok(())
+    }
+
+    /// Every group is served (see the module docs).
+    fn can_reduce_in_network(&self, group: &[Rank]) -> Result<(), FabricError> {
+        check_members(self.rank, group, self.world_size)
     }
 
     /// The switch as messages between the members (see the module docs):

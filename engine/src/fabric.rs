@@ -155,6 +155,20 @@ impl Fabric for SimFabric {
         world.config.nccl.as_ref().map(|n| Arc::clone(&n.plan))
     }
 
+    /// Whether the topology has a switch that reduces for `group` (see
+    /// [`crate::in_network`]).
+    fn can_reduce_in_network(&self, group: &[Rank]) -> Result<(), FabricError> {
+        algorithms::in_network::check_members(self.rank, group, self.world_size)?;
+        self.world
+            .borrow_mut()
+            .switch_of(group)
+            .map(|_| ())
+            .map_err(|reason| FabricError::NoInNetworkReduction {
+                rank: self.rank,
+                reason,
+            })
+    }
+
     /// The group's switch reduces (see [`crate::in_network`]): on a
     /// topology with a switch that reduces and reaches every member; the
     /// ideal links and folded runs refuse.

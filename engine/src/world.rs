@@ -537,14 +537,7 @@ impl World {
         payload: Payload,
         op: ReduceOp,
     ) -> Result<u64, String> {
-        let switch = match self.in_network.cached_switch(group) {
-            Some(known) => known.clone(),
-            None => {
-                let found = self.network.reducing_switch(group);
-                self.in_network.cache_switch(group, found.clone());
-                found
-            }
-        }?;
+        let switch = self.switch_of(group)?;
         let ticket = self.in_network.open_call(rank, group, tag);
         let leg = Leg {
             group: group.into(),
@@ -554,6 +547,19 @@ impl World {
         };
         self.send_leg(rank, leg, payload, 0);
         Ok(ticket)
+    }
+
+    /// The switch that reduces for `group`, or why none does (looked up
+    /// once per group).
+    pub fn switch_of(&mut self, group: &[Rank]) -> Result<topologies::VertexId, String> {
+        match self.in_network.cached_switch(group) {
+            Some(known) => known.clone(),
+            None => {
+                let found = self.network.reducing_switch(group);
+                self.in_network.cache_switch(group, found.clone());
+                found
+            }
+        }
     }
 
     /// Puts a leg of an in-network reduction on its route: up from its

@@ -3,8 +3,8 @@
 //! the network's switches (InfiniBand SHARP, through
 //! [`Fabric::reduce_in_network`]).
 //!
-//! Nodes are `Params::ranks_per_node` (`p`) consecutive ranks; it must
-//! divide the world size. NCCL's side of SHARP is "send to peer nRanks,
+//! Nodes are `Params::ranks_per_node` (`p`) consecutive ranks (all ranks
+//! one node when it does not divide the world size). NCCL's side of SHARP is "send to peer nRanks,
 //! receive from peer nRanks" (`src/graph/connect.cc:65,200` @b91894bd);
 //! here that is one in-network reduction among one rank of every node.
 //!
@@ -59,25 +59,19 @@ pub enum CollNetShape {
     Chain,
 }
 
-/// The node layout of a call: ranks per node and this rank's node and
-/// local rank.
-fn layout<F: Fabric>(
-    fabric: &F,
-    buf: &Payload,
-    params: &Params,
-) -> Result<(usize, usize, usize), CollectiveError> {
-    let n = fabric.world_size();
-    let p = params.ranks_per_node;
-    if p == 0 || n % p != 0 {
-        return Err(CollectiveError::InvalidCount {
-            collective: Collective::Allreduce,
-            count: buf.len(),
-            world_size: n,
-            why: "CollNet needs ranks_per_node to divide the world size",
-        });
-    }
+/// The node layout of a call: ranks per node (all ranks form one node
+/// when `Params::ranks_per_node` does not divide the world size, as in the
+/// reference), this rank's node and local rank.
+fn layout<F: Fabric>(fabric: &F, params: &Params) -> (usize, usize, usize) {
+    let p = nodes_of(fabric.world_size(), params);
     let r = fabric.rank();
-    Ok((p, r / p, r % p))
+    (p, r / p, r % p)
+}
+
+/// Ranks per node among `n` (see [`layout`]).
+fn nodes_of(n: usize, params: &Params) -> usize {
+    let p = params.ranks_per_node;
+    if p == 0 || !n.is_multiple_of(p) { n } else { p }
 }
 
 /// The units of `range`'s elements sent to the switches.
@@ -131,8 +125,12 @@ pub async fn run_direct<F: Fabric>(
     if reduction_is_trivial(fabric, buf, op)? {
         return Ok(());
     }
-    let (p, node, local) = layout(fabric, buf, params)?;
+    let (p, node, local) = layout(fabric, params);
     let n = fabric.world_size();
+    // Every group asked on every rank, so all refuse alike, before sending.
+    for h in 0..p {
+        fabric.can_reduce_in_network(&heads(n, p, h))?;
+    }
     let dtype = buf.shape().dtype;
     let blocks = (0..p).map(|h| {
         let range = block_range(buf.len(), p, h);
@@ -214,8 +212,9 @@ pub async fn run_chain<F: Fabric>(
     if reduction_is_trivial(fabric, buf, op)? {
         return Ok(());
     }
-    let (p, node, local) = layout(fabric, buf, params)?;
+    let (p, node, local) = layout(fabric, params);
     let n = fabric.world_size();
+    fabric.can_reduce_in_network(&heads(n, p, 0))?;
     let dtype = buf.shape().dtype;
     let parts = unit_ranges(0..buf.len(), dtype.size_bytes(), params);
     let tag = params.tag;
@@ -274,8 +273,7 @@ pub fn reference(
     shape: CollNetShape,
 ) -> Vec<Payload> {
     let n = inputs.len();
-    let p = params.ranks_per_node.max(1);
-    let p = if n % p == 0 { p } else { n };
+    let p = nodes_of(n, params);
     let node = |nd: usize| -> Order {
         let ranks: Vec<usize> = match shape {
             CollNetShape::Direct => (0..p).map(|j| nd * p + j).collect(),

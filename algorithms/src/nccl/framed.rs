@@ -64,6 +64,10 @@ impl<F: Fabric> Fabric for Framed<'_, F> {
         self.fabric.channel_plan()
     }
 
+    fn can_reduce_in_network(&self, group: &[Rank]) -> Result<(), FabricError> {
+        self.fabric.can_reduce_in_network(group)
+    }
+
     fn reduce_in_network(
         &self,
         group: &[Rank],

@@ -75,6 +75,7 @@ pub async fn run<F: Fabric>(
     }
     let n = fabric.world_size();
     let group: Vec<Rank> = (0..n).collect();
+    fabric.can_reduce_in_network(&group)?;
     let unit_bytes = params.chunk_bytes.clamp(1, NVLS_CHUNK_BYTES);
     let ranges = units(buf.len(), buf.shape().dtype.size_bytes(), unit_bytes);
     let tag = params.tag.phase(0);
