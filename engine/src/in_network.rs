@@ -399,25 +399,46 @@ mod tests {
     }
 
     #[test]
-    fn the_ideal_links_and_an_nvlink3_switch_refuse_clearly() {
-        let ideal = NetworkConfig::Ideal(LinkSpec::new(1_000, 1e9).unwrap());
+    fn nvls_on_ideal_links_takes_the_closed_form_time() {
+        // 1 us, 10 GB/s per link; 3 chunks of 128 KiB on 4 ranks.
+        let spec = LinkSpec::new(1_000_000, 1e10).unwrap();
+        let (chunks, chunk_bytes) = (3u64, 128 * 1024u64);
+        let inputs = inputs(4, (chunks * chunk_bytes / 4) as usize);
+        let (outputs, end) = run(
+            WorldConfig::new(4, NetworkConfig::Ideal(spec)),
+            &algorithm("nccl_nvls"),
+            &inputs,
+            &Params::default(),
+        );
+        let expected = nvls::reference(&inputs, ReduceOp::Sum, &Params::default());
+        assert!(
+            outputs
+                .iter()
+                .zip(&expected)
+                .all(|(o, e)| o.count_wrong(e) == 0)
+        );
+        let c = spec.serialization_ps(chunk_bytes);
+        assert_eq!(end, (chunks + 1) * c + 2 * spec.latency_ps);
+    }
+
+    #[test]
+    fn an_nvlink3_switch_refuses_clearly() {
         let a100 = world(presets::dgx_a100().unwrap(), 2, ModelLevel::Flow);
-        for config in [WorldConfig::new(2, ideal), a100] {
-            let exec = crate::run(config, |f| async move {
-                f.reduce_in_network(
-                    &[0, 1],
-                    Tag(0),
-                    Payload::phantom(DType::F32, 4),
-                    ReduceOp::Sum,
-                )
-                .await
-            });
-            match &exec.outputs[1] {
-                Some(Err(FabricError::NoInNetworkReduction { rank: 1, reason })) => {
-                    assert!(reason.starts_with(algorithms::in_network::NO_SWITCH_REASON));
-                }
-                other => panic!("{other:?}"),
+        let exec = crate::run(a100, |f| async move {
+            f.reduce_in_network(
+                &[0, 1],
+                Tag(0),
+                Payload::phantom(DType::F32, 4),
+                ReduceOp::Sum,
+            )
+            .await
+        });
+        match &exec.outputs[1] {
+            Some(Err(FabricError::NoInNetworkReduction { rank: 1, reason })) => {
+                assert!(reason.starts_with(algorithms::in_network::NO_SWITCH_REASON));
+                assert!(reason.contains("ranks [0, 1]"), "{reason}");
             }
+            other => panic!("{other:?}"),
         }
     }
 }

@@ -23,9 +23,7 @@ use crate::nccl::NcclSystem;
 use crate::network::flow::FlowEvent;
 use crate::network::packet::PacketEvent;
 use crate::network::packet::Stall;
-use crate::network::{
-    LinkUsage, NetEvent, Network, NetworkConfig, Sent, TransportTimeout, leg_flow,
-};
+use crate::network::{LinkUsage, NetEvent, Network, NetworkConfig, Sent, TransportTimeout};
 use crate::slab::Slab;
 use crate::trace::{Span, SpanKind, TraceLog};
 
@@ -552,6 +550,13 @@ impl World {
     /// The switch that reduces for `group`, or why none does (looked up
     /// once per group).
     pub fn switch_of(&mut self, group: &[Rank]) -> Result<topologies::VertexId, String> {
+        if self.config.fold.is_some() {
+            return Err(format!(
+                "{}: a folded run cannot reduce in the network; run it unfolded \
+                 (no symmetry = \"fold\")",
+                algorithms::in_network::NO_SWITCH_REASON
+            ));
+        }
         match self.in_network.cached_switch(group) {
             Some(known) => known.clone(),
             None => {
@@ -575,11 +580,6 @@ impl World {
                 .expect("a result comes down from its group's switch"),
         };
         let up = matches!(leg.way, Way::Up { .. });
-        let at = self
-            .network
-            .placement(member)
-            .expect("only topologies have switches");
-        let (from, to) = if up { (at, switch) } else { (switch, at) };
         let message = self.in_flight.insert(Message {
             src: member,
             dst: member,
@@ -591,11 +591,15 @@ impl World {
         });
         self.traffic.messages += 1;
         self.traffic.bytes += bytes;
-        let flow = leg_flow(member, switch, up, self.config.world_size);
-        match self
-            .network
-            .send_leg(self.now, message, from, to, bytes, flow, &mut self.queue)
-        {
+        match self.network.send_leg(
+            self.now,
+            message,
+            member,
+            switch,
+            up,
+            bytes,
+            &mut self.queue,
+        ) {
             Ok(Sent::ArrivesAt(at)) => self.queue.schedule(at, EventKind::Deliver { message }),
             Ok(Sent::InFlight) => {}
             Err(_) => self.out_of_time = true,

@@ -520,30 +520,33 @@ impl Network {
         }
     }
 
-    /// Sends message `message` of `bytes` along the route from vertex
-    /// `from` to vertex `to` on flow `flow` (a leg of an in-network
-    /// reduction, between a rank and its reducing switch; see
-    /// [`leg_flow`]). The ideal links have no vertices: callers ask
-    /// [`Network::reducing_switch`] first, which refuses them.
+    /// Sends message `message` of `bytes` between rank `member` and the
+    /// reducing switch `switch`, towards it when `up` (a leg of an
+    /// in-network reduction, on its own flow, see [`leg_flow`]): along the
+    /// router's route on a topology, on the member's own link to the
+    /// switch on the ideal links.
     #[allow(clippy::too_many_arguments)]
     pub fn send_leg(
         &mut self,
         now: Time,
         message: MessageId,
-        from: VertexId,
-        to: VertexId,
+        member: Rank,
+        switch: VertexId,
+        up: bool,
         bytes: u64,
-        flow: u64,
         queue: &mut EventQueue,
     ) -> Result<Sent, OutOfTime> {
         match self {
-            Network::Ideal(_) => Ok(Sent::ArrivesAt(now)),
+            Network::Ideal(links) => links
+                .transmit_leg(now, member, up, bytes)
+                .map(Sent::ArrivesAt)
+                .ok_or(OutOfTime),
             Network::Packet(r) => {
-                let t = r.leg_transfer(message, from, to, bytes, flow);
+                let t = r.leg_transfer(message, member, switch, up, bytes);
                 r.model.start(now, t, queue).map(|()| Sent::InFlight)
             }
             Network::Flow(r) => {
-                let t = r.leg_transfer(message, from, to, bytes, flow);
+                let t = r.leg_transfer(message, member, switch, up, bytes);
                 r.model.start(now, t, queue).map(|()| Sent::InFlight)
             }
         }
@@ -553,21 +556,10 @@ impl Network {
     /// [`crate::in_network`]), or why there is none, naming the ranks.
     pub fn reducing_switch(&self, group: &[Rank]) -> Result<VertexId, String> {
         match self {
-            Network::Ideal(_) => Err(format!(
-                "{}: the ideal links model no switch; run it on a topology with one                  (an NVSwitch of NVLink 4 or newer, e.g. dgx_h100, or fat_tree/leaf_spine                  with sharp = true)",
-                algorithms::in_network::NO_SWITCH_REASON
-            )),
+            // The ideal links' one switch (see [`crate::links`]).
+            Network::Ideal(_) => Ok(VertexId::new(0)),
             Network::Packet(r) => r.reducing_switch(group),
             Network::Flow(r) => r.reducing_switch(group),
-        }
-    }
-
-    /// The vertex `rank` runs on (`None` on the ideal links).
-    pub fn placement(&self, rank: Rank) -> Option<VertexId> {
-        match self {
-            Network::Ideal(_) => None,
-            Network::Packet(r) => Some(r.placement[rank]),
-            Network::Flow(r) => Some(r.placement[rank]),
         }
     }
 
@@ -718,15 +710,19 @@ impl<M> Routed<M> {
         }
     }
 
-    /// The transfer of an in-network reduction's leg from `a` to `b`.
+    /// The transfer of an in-network reduction's leg between `member`
+    /// and `switch`.
     fn leg_transfer(
         &self,
         message: MessageId,
-        a: VertexId,
-        b: VertexId,
+        member: Rank,
+        switch: VertexId,
+        up: bool,
         bytes: u64,
-        flow: u64,
     ) -> Transfer {
+        let at = self.placement[member];
+        let (a, b) = if up { (at, switch) } else { (switch, at) };
+        let flow = leg_flow(member, switch, up, self.world_size);
         Transfer {
             message,
             bytes,
@@ -747,12 +743,6 @@ impl<M> Routed<M> {
 
     /// See [`Network::reducing_switch`].
     fn reducing_switch(&self, group: &[Rank]) -> Result<VertexId, String> {
-        if self.folded_links.is_some() {
-            return Err(format!(
-                "{}: a folded run cannot reduce in the network; run it unfolded                  (symmetry = \"routes\" or none)",
-                algorithms::in_network::NO_SWITCH_REASON
-            ));
-        }
         let mut router = self
             .router
             .lock()
@@ -784,7 +774,9 @@ impl<M> Routed<M> {
         }
         best.map(|(_, v)| v).ok_or_else(|| {
             format!(
-                "{}: no switch that reduces serves ranks {group:?} (an NVSwitch serves the                  GPUs it reaches over NVLink alone; InfiniBand switches reduce with                  sharp = true)",
+                "{}: no switch that reduces serves ranks {group:?} (an NVSwitch serves the \
+                 GPUs it reaches over NVLink alone; InfiniBand switches reduce with \
+                 sharp = true)",
                 algorithms::in_network::NO_SWITCH_REASON
             )
         })
