@@ -431,13 +431,16 @@ fn no_rank_leaves_a_barrier_before_the_last_one_enters() {
 
 /// The NCCL algorithms, checked against the order-independent reference
 /// on integers (their reduction order follows the fabric's channels).
-const NCCL_TESTED: [(Collective, &str); 6] = [
+const NCCL_TESTED: [(Collective, &str); 9] = [
     (Collective::Allreduce, "nccl_ring"),
     (Collective::Allreduce, "nccl_tree"),
     (Collective::Allgather, "nccl_ring"),
     (Collective::ReduceScatter, "nccl_ring"),
     (Collective::Broadcast, "nccl_ring"),
     (Collective::Reduce, "nccl_ring"),
+    (Collective::Allreduce, "nccl_nvls"),
+    (Collective::Allreduce, "nccl_collnet_direct"),
+    (Collective::Allreduce, "nccl_collnet_chain"),
 ];
 
 /// Cases for an NCCL algorithm: integer types, counts up to several of
@@ -484,7 +487,7 @@ mod nccl_algorithms {
         #![proptest_config(ProptestConfig { cases: 24, ..ProptestConfig::default() })]
 
         #[test]
-        fn match_the_exact_reference(case in nccl_case_strategy(), which in 0usize..6) {
+        fn match_the_exact_reference(case in nccl_case_strategy(), which in 0usize..9) {
             let (collective, name) = NCCL_TESTED[which];
             check_reference(&catalogue_algorithm(collective, name), &case);
         }

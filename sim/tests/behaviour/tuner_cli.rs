@@ -100,10 +100,13 @@ fn nccl_algo_restricts_the_tuner() {
         "{stdout}"
     );
 
-    let (code, _, stderr) = run_with_env(AUTO, Some("nvls"));
+    let (code, _, stderr) = run_with_env(AUTO, Some("bogus"));
     assert_eq!(code, Some(2));
     assert!(
-        stderr.contains("NCCL_ALGO: unknown algorithm `nvls`; valid: ring, tree"),
+        stderr.contains(
+            "NCCL_ALGO: unknown algorithm `bogus`; valid: collnet_chain, collnet_direct, nvls, \
+             ring, tree"
+        ),
         "{stderr}"
     );
 }
