@@ -178,7 +178,7 @@ fn preset_mistakes_are_located() {
             "[topology]\npreset = \"fat_tree\"\nnodes = 2\nsharp = 1\n",
             4,
             9,
-            "sharp",
+            "invalid type: integer `1`, expected a boolean",
         ),
         (
             "[topology]\npreset = \"fat_tree\"\nnodes = 2\nnic = \"ib_qdr\"\n",
