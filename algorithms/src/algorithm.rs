@@ -216,9 +216,9 @@ pub trait CollectiveAlgorithm: Send + Sync + 'static {
     }
 
     /// Whether it needs a switch that reduces in the network
-    /// ([`Fabric::reduce_in_network`](crate::Fabric::reduce_in_network):
-    /// NVLS, CollNet): fabrics without one (the ideal links, real
-    /// transports) refuse it with their reason.
+    /// ([`Fabric::reduce_in_network`]: NVLS, CollNet): fabrics without
+    /// one (real transports, topologies without such a switch) refuse it
+    /// with their reason.
     fn reduces_in_network(&self) -> bool {
         false
     }

@@ -156,7 +156,7 @@ impl Fabric for SimFabric {
     }
 
     /// Whether the topology has a switch that reduces for `group` (see
-    /// [`crate::in_network`]).
+    /// the `in_network` module).
     fn can_reduce_in_network(&self, group: &[Rank]) -> Result<(), FabricError> {
         algorithms::in_network::check_members(self.rank, group, self.world_size)?;
         self.world
@@ -169,9 +169,9 @@ impl Fabric for SimFabric {
             })
     }
 
-    /// The group's switch reduces (see [`crate::in_network`]): on a
-    /// topology with a switch that reduces and reaches every member; the
-    /// ideal links and folded runs refuse.
+    /// The group's switch reduces (see the `in_network` module): on a
+    /// topology with a switch that reduces and reaches every member, or on
+    /// the ideal links' one switch; folded runs refuse.
     async fn reduce_in_network(
         &self,
         group: &[Rank],

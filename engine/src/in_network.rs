@@ -312,7 +312,7 @@ mod tests {
         let topology = presets::dgx_h100().unwrap();
         let gpu = topology.find("node0/gpu0").unwrap();
         let up = topology.out_links(gpu)[0];
-        let link = topology.link(up).clone();
+        let link = *topology.link(up);
         let switch = topology.find("node0/nvswitch").unwrap();
         let forward = topology.vertex(switch).forward_latency_ps;
         let (chunks, chunk_bytes) = (4u64, 128 * 1024u64);

@@ -9,7 +9,7 @@
 //! is created the first time it carries a message: a run holds state only
 //! for the pairs that talk.
 //!
-//! For in-network reductions ([`crate::in_network`]) the ideal links also
+//! For in-network reductions (the `in_network` module) the ideal links also
 //! give every rank a full-duplex link of the same parameters to one
 //! switch that reduces every group at once (no forwarding latency): a leg
 //! of `b` bytes is timed like a message on that link

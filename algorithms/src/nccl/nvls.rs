@@ -56,7 +56,8 @@ pub(crate) fn units(len: usize, elem: usize, unit_bytes: u64) -> Vec<Range<usize
         .unwrap_or(usize::MAX)
         .max(1);
     if len == 0 {
-        return vec![0..0];
+        let empty: Range<usize> = 0..0;
+        return vec![empty];
     }
     (0..len.div_ceil(per))
         .map(|u| u * per..((u + 1) * per).min(len))
