@@ -214,6 +214,14 @@ pub trait CollectiveAlgorithm: Send + Sync + 'static {
     fn runs_nccl_channels(&self) -> bool {
         false
     }
+
+    /// Whether it needs a switch that reduces in the network
+    /// ([`Fabric::reduce_in_network`]: NVLS, CollNet): fabrics without
+    /// one (real transports, topologies without such a switch) refuse it
+    /// with their reason.
+    fn reduces_in_network(&self) -> bool {
+        false
+    }
 }
 
 /// The four methods of a catalogue algorithm that its module's items

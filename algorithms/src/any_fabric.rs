@@ -20,6 +20,7 @@ use std::sync::Arc;
 use smallbox::SmallBox;
 use smallbox::space::S16;
 
+use crate::dtype::ReduceOp;
 use crate::fabric::{Fabric, FabricError, Rank, Tag, Time, Work};
 use crate::nccl::{ChannelPlan, Framing};
 use crate::payload::{Payload, Shape};
@@ -47,6 +48,14 @@ trait ErasedFabric {
         framing: Framing,
     ) -> FabricFuture<'_, ()>;
     fn erased_channel_plan(&self) -> Option<Arc<ChannelPlan>>;
+    fn erased_reduce_in_network<'a>(
+        &'a self,
+        group: &'a [Rank],
+        tag: Tag,
+        payload: Payload,
+        op: ReduceOp,
+    ) -> FabricFuture<'a, Payload>;
+    fn erased_can_reduce_in_network(&self, group: &[Rank]) -> Result<(), FabricError>;
 }
 
 impl<F: Fabric> ErasedFabric for F {
@@ -86,6 +95,20 @@ impl<F: Fabric> ErasedFabric for F {
 
     fn erased_channel_plan(&self) -> Option<Arc<ChannelPlan>> {
         self.channel_plan()
+    }
+
+    fn erased_reduce_in_network<'a>(
+        &'a self,
+        group: &'a [Rank],
+        tag: Tag,
+        payload: Payload,
+        op: ReduceOp,
+    ) -> FabricFuture<'a, Payload> {
+        smallbox::smallbox!(self.reduce_in_network(group, tag, payload, op))
+    }
+
+    fn erased_can_reduce_in_network(&self, group: &[Rank]) -> Result<(), FabricError> {
+        self.can_reduce_in_network(group)
     }
 }
 
@@ -165,5 +188,21 @@ impl Fabric for AnyFabric<'_> {
 
     fn channel_plan(&self) -> Option<Arc<ChannelPlan>> {
         self.inner.erased_channel_plan()
+    }
+
+    fn can_reduce_in_network(&self, group: &[Rank]) -> Result<(), FabricError> {
+        self.inner.erased_can_reduce_in_network(group)
+    }
+
+    async fn reduce_in_network(
+        &self,
+        group: &[Rank],
+        tag: Tag,
+        payload: Payload,
+        op: ReduceOp,
+    ) -> Result<Payload, FabricError> {
+        self.inner
+            .erased_reduce_in_network(group, tag, payload, op)
+            .await
     }
 }

@@ -10,6 +10,7 @@ use std::fmt;
 use std::future::Future;
 use std::sync::Arc;
 
+use crate::dtype::ReduceOp;
 use crate::nccl::{ChannelPlan, Framing};
 use crate::payload::{Payload, Shape};
 
@@ -166,6 +167,15 @@ pub enum FabricError {
         /// What timed out, naming the link or connection.
         reason: String,
     },
+    /// The fabric cannot reduce in the network for this group (no switch
+    /// that reduces serves it, or the back-end has no switches at all).
+    #[error("rank {rank}: {reason}")]
+    NoInNetworkReduction {
+        /// The rank that asked.
+        rank: Rank,
+        /// Why, naming the ranks or the back-end.
+        reason: String,
+    },
     /// A transport-level failure that the back-end describes in words
     /// (a dead peer, a timed-out link, a corrupt frame).
     #[error("rank {rank}: {reason}")]
@@ -257,6 +267,48 @@ pub trait Fabric {
     /// lets algorithms fall back to [`ChannelPlan::rank_order`].
     fn channel_plan(&self) -> Option<Arc<ChannelPlan>> {
         None
+    }
+
+    /// Whether [`Fabric::reduce_in_network`] would serve `group`: `Ok`, or
+    /// the refusal it would fail with. Algorithms ask before sending
+    /// anything, so a fabric without a reducing switch refuses a call
+    /// cleanly on every rank (no message left behind). The default
+    /// refuses, like [`Fabric::reduce_in_network`]'s.
+    fn can_reduce_in_network(&self, group: &[Rank]) -> Result<(), FabricError> {
+        let _ = group;
+        Err(FabricError::NoInNetworkReduction {
+            rank: self.rank(),
+            reason: crate::in_network::NO_SWITCH_REASON.to_string(),
+        })
+    }
+
+    /// Reduces `payload` of every member of `group` in a switch of the
+    /// network (NVSwitch NVLink SHARP, InfiniBand SHARP) and returns the
+    /// result to each: every member of `group` (global ranks, distinct,
+    /// this rank among them, the same list on every member) calls it with
+    /// the same `tag` and a payload of the same shape; the switch combines
+    /// the contributions in member order, `((m0 ⊕ m1) ⊕ m2) ⊕ ...`
+    /// ([`crate::in_network::reduce_in_member_order`]), so results are
+    /// deterministic, and multicasts the result back. Calls of one group
+    /// and tag match in call order. [`ReduceOp::Avg`] is not divided: the
+    /// caller divides.
+    ///
+    /// The default refuses with [`FabricError::NoInNetworkReduction`]:
+    /// real transports (threads, shared memory, TCP, verbs) have no switch
+    /// that reduces.
+    fn reduce_in_network(
+        &self,
+        group: &[Rank],
+        tag: Tag,
+        payload: Payload,
+        op: ReduceOp,
+    ) -> impl Future<Output = Result<Payload, FabricError>> {
+        let _ = (group, tag, payload, op);
+        let rank = self.rank();
+        std::future::ready(Err(FabricError::NoInNetworkReduction {
+            rank,
+            reason: crate::in_network::NO_SWITCH_REASON.to_string(),
+        }))
     }
 }
 

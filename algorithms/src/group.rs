@@ -2,6 +2,7 @@
 //! can run a collective among some ranks only (the ranks of one node, one
 //! rank per node) with ranks renumbered `0..members`.
 
+use crate::dtype::ReduceOp;
 use crate::fabric::{Fabric, FabricError, Rank, Tag, Time, Work};
 use crate::nccl::Framing;
 use crate::payload::{Payload, Shape};
@@ -77,5 +78,33 @@ impl<F: Fabric> Fabric for Group<'_, F> {
     ) -> Result<(), FabricError> {
         let to = self.global(to)?;
         self.fabric.send_framed(to, tag, payload, framing).await
+    }
+
+    /// The group's ranks are local: they become global before the
+    /// underlying fabric answers.
+    fn can_reduce_in_network(&self, group: &[Rank]) -> Result<(), FabricError> {
+        let global = group
+            .iter()
+            .map(|&r| self.global(r))
+            .collect::<Result<Vec<Rank>, FabricError>>()?;
+        self.fabric.can_reduce_in_network(&global)
+    }
+
+    /// The group's ranks are local: they become global before the
+    /// underlying fabric reduces.
+    async fn reduce_in_network(
+        &self,
+        group: &[Rank],
+        tag: Tag,
+        payload: Payload,
+        op: ReduceOp,
+    ) -> Result<Payload, FabricError> {
+        let global = group
+            .iter()
+            .map(|&r| self.global(r))
+            .collect::<Result<Vec<Rank>, FabricError>>()?;
+        self.fabric
+            .reduce_in_network(&global, tag, payload, op)
+            .await
     }
 }

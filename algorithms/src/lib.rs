@@ -19,6 +19,7 @@
 //!   inputs each output combines, and in which order.
 //! - [`layout`]: how a buffer splits into per-rank blocks.
 //! - [`group`]: a [`Fabric`] over a subset of ranks, for hierarchical algorithms.
+//! - [`in_network`]: what in-network reduction ([`Fabric::reduce_in_network`]) shares across back-ends.
 //! - [`cost`]: the alpha-beta-gamma [`CostModel`].
 //! - [`reference`](mod@reference): sequential references and reduction [`Order`](reference::Order)s.
 //! - [`error`], with [`CollectiveError`], what a failed collective returns.
@@ -76,6 +77,7 @@ pub mod fabric;
 mod fold;
 pub mod gather;
 pub mod group;
+pub mod in_network;
 pub mod layout;
 pub mod nccl;
 pub mod pat;

@@ -23,6 +23,9 @@ struct Network {
     /// Sends and receives so far: a round of polls that changes nothing
     /// here and finishes no rank is a deadlock.
     moves: Cell<u64>,
+    /// Receives waiting for a message, woken by every send (so futures
+    /// joined under a combinator that polls only woken ones progress).
+    waiting: RefCell<Vec<Waker>>,
 }
 
 /// One rank of an in-process, single-threaded world: sends are eager and
@@ -60,16 +63,22 @@ impl Fabric for TestFabric<'_> {
             .or_default()
             .push_back(payload);
         self.network.moves.set(self.network.moves.get() + 1);
+        for w in self.network.waiting.borrow_mut().drain(..) {
+            w.wake();
+        }
         Ok(())
     }
 
     async fn recv(&self, from: Rank, tag: Tag, expect: Shape) -> Result<Payload, FabricError> {
         let key = (from, self.rank, tag);
-        let payload = std::future::poll_fn(|_| {
+        let payload = std::future::poll_fn(|cx| {
             let mut queues = self.network.queues.borrow_mut();
             match queues.get_mut(&key).and_then(VecDeque::pop_front) {
                 Some(p) => Poll::Ready(p),
-                None => Poll::Pending,
+                None => {
+                    self.network.waiting.borrow_mut().push(cx.waker().clone());
+                    Poll::Pending
+                }
             }
         })
         .await;
@@ -88,6 +97,37 @@ impl Fabric for TestFabric<'_> {
 
     async fn compute(&self, _work: Work) -> Result<(), FabricError> {
         Ok(())
+    }
+
+    /// Every group is served: the switch as each member's contribution
+    /// sent to every other member, folded in member order by each (as
+    /// the model checker does).
+    fn can_reduce_in_network(&self, _group: &[Rank]) -> Result<(), FabricError> {
+        Ok(())
+    }
+
+    async fn reduce_in_network(
+        &self,
+        group: &[Rank],
+        tag: Tag,
+        payload: Payload,
+        op: ReduceOp,
+    ) -> Result<Payload, FabricError> {
+        for &r in group.iter().filter(|&&r| r != self.rank) {
+            self.send(r, tag, payload.clone()).await?;
+        }
+        let mut parts = Vec::with_capacity(group.len());
+        for &r in group {
+            parts.push(if r == self.rank {
+                payload.clone()
+            } else {
+                self.recv(r, tag, payload.shape()).await?
+            });
+        }
+        Ok(
+            algorithms::in_network::reduce_in_member_order(parts.iter(), op)
+                .expect("contributions of one shape"),
+        )
     }
 }
 

@@ -403,4 +403,28 @@ mod tests {
         assert_eq!(replayed.saved, Verdict::WrongResult);
         std::fs::remove_dir_all(&dir).unwrap();
     }
+
+    /// The algorithms that reduce in the network are verified on 2 to 4
+    /// ranks: their contributions ordered every way, the switch's
+    /// member-order result is each algorithm's reference.
+    #[test]
+    fn in_network_algorithms_are_verified_on_small_worlds() {
+        let registry = Registry::builtin();
+        // CollNet on 4 ranks is 2 nodes of 2 (the checker's ranks_per_node).
+        for (name, sizes) in [
+            ("nccl_nvls", &[2, 3][..]),
+            ("nccl_collnet_direct", &[4][..]),
+            ("nccl_collnet_chain", &[4][..]),
+        ] {
+            let algorithm = registry
+                .get(Collective::Allreduce, name)
+                .expect("in the catalogue");
+            let report = Check::of(&algorithm)
+                .world_sizes(sizes)
+                .counts(&[2])
+                .run()
+                .unwrap();
+            assert_eq!(report.verdict, Verdict::Verified, "{name}");
+        }
+    }
 }

@@ -2,6 +2,16 @@
 //! Sends and receives become operations in the checked [`World`]; they
 //! complete only when the checker's choices make them (a delivery, a freed
 //! slot, a notice that the peer stopped).
+//!
+//! An in-network reduction ([`Fabric::reduce_in_network`]) is checked as
+//! the switch behaves towards the members: each member's contribution is a
+//! message to every other member with the call's tag (deliveries the
+//! checker orders like any other), and each member, once it has every
+//! contribution, combines them in member order
+//! ([`reduce_in_member_order`]), as the switch does. So an algorithm's
+//! software part (who contributes what, when, with which tag) is checked;
+//! a call's tag must not also carry point-to-point messages between the
+//! members.
 
 use std::cell::RefCell;
 use std::future::Future;
@@ -9,7 +19,9 @@ use std::pin::Pin;
 use std::rc::Rc;
 use std::task::{Context, Poll};
 
-use algorithms::{Fabric, FabricError, Payload, Rank, Shape, Tag, Time, Work};
+use algorithms::in_network::{check_group, check_members, reduce_in_member_order};
+use algorithms::{Fabric, FabricError, Payload, Rank, ReduceOp, Shape, Tag, Time, Work};
+use futures_util::future::try_join_all;
 
 use super::world::{OpId, OpState, World};
 
@@ -118,6 +130,42 @@ impl Fabric for CheckFabric {
     /// Local work completes at once: the checker does not model time.
     async fn compute(&self, _work: Work) -> Result<(), FabricError> {
         Ok(())
+    }
+
+    /// Every group is served (see the module docs).
+    fn can_reduce_in_network(&self, group: &[Rank]) -> Result<(), FabricError> {
+        check_members(self.rank, group, self.world_size)
+    }
+
+    /// The switch as messages between the members (see the module docs):
+    /// sends and receives posted at once, so no buffering deadlocks them.
+    async fn reduce_in_network(
+        &self,
+        group: &[Rank],
+        tag: Tag,
+        payload: Payload,
+        op: ReduceOp,
+    ) -> Result<Payload, FabricError> {
+        check_group(self.rank, group, self.world_size)?;
+        let shape = payload.shape();
+        let others = || group.iter().copied().filter(|&r| r != self.rank);
+        let sends = try_join_all(others().map(|r| self.send(r, tag, payload.clone())));
+        let recvs = try_join_all(group.iter().map(|&r| {
+            let own = (r == self.rank).then(|| payload.clone());
+            async move {
+                match own {
+                    Some(p) => Ok(p),
+                    None => self.recv(r, tag, shape).await,
+                }
+            }
+        }));
+        let (sent, parts) = futures_util::future::join(sends, recvs).await;
+        sent?;
+        let parts = parts?;
+        reduce_in_member_order(parts.iter(), op).ok_or_else(|| FabricError::Transport {
+            rank: self.rank,
+            reason: format!("the in-network reduction of group {group:?} tag {tag} got no result"),
+        })
     }
 }
 

@@ -14,7 +14,7 @@ use std::task::{Context, Poll};
 use std::sync::Arc;
 
 use algorithms::nccl::{ChannelPlan, Framing};
-use algorithms::{Fabric, FabricError, Payload, Rank, Shape, Tag, Time, Work};
+use algorithms::{Fabric, FabricError, Payload, Rank, ReduceOp, Shape, Tag, Time, Work};
 
 use crate::trace::{Span, SpanKind};
 use crate::world::World;
@@ -155,6 +155,42 @@ impl Fabric for SimFabric {
         world.config.nccl.as_ref().map(|n| Arc::clone(&n.plan))
     }
 
+    /// Whether the topology has a switch that reduces for `group` (see
+    /// the `in_network` module).
+    fn can_reduce_in_network(&self, group: &[Rank]) -> Result<(), FabricError> {
+        algorithms::in_network::check_members(self.rank, group, self.world_size)?;
+        self.world
+            .borrow_mut()
+            .switch_of(group)
+            .map(|_| ())
+            .map_err(|reason| FabricError::NoInNetworkReduction {
+                rank: self.rank,
+                reason,
+            })
+    }
+
+    /// The group's switch reduces (see the `in_network` module): on a
+    /// topology with a switch that reduces and reaches every member, or on
+    /// the ideal links' one switch; folded runs refuse.
+    async fn reduce_in_network(
+        &self,
+        group: &[Rank],
+        tag: Tag,
+        payload: Payload,
+        op: ReduceOp,
+    ) -> Result<Payload, FabricError> {
+        ReduceInNetwork {
+            fabric: self,
+            group,
+            tag,
+            op,
+            payload: Some(payload),
+            ticket: None,
+            posted: Time::ZERO,
+        }
+        .await
+    }
+
     async fn compute(&self, work: Work) -> Result<(), FabricError> {
         let bytes = match work {
             Work::Reduce { bytes } => bytes,
@@ -270,6 +306,59 @@ impl Drop for Recv<'_> {
             && let Ok(mut world) = self.fabric.world.try_borrow_mut()
         {
             world.remove_wait(self.fabric.rank, id);
+        }
+    }
+}
+
+/// One rank's in-network reduction: sends its contribution on the first
+/// poll, then waits for the switch's result.
+struct ReduceInNetwork<'a> {
+    fabric: &'a SimFabric,
+    group: &'a [Rank],
+    tag: Tag,
+    op: ReduceOp,
+    payload: Option<Payload>,
+    ticket: Option<u64>,
+    posted: Time,
+}
+
+impl Future for ReduceInNetwork<'_> {
+    type Output = Result<Payload, FabricError>;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let rank = self.fabric.rank;
+        let ticket = match self.ticket {
+            Some(t) => t,
+            None => {
+                let member =
+                    algorithms::in_network::check_group(rank, self.group, self.fabric.world_size)?;
+                let payload = self.payload.take().expect("taken once, on the first poll");
+                self.posted = self.fabric.now();
+                let started =
+                    self.fabric.world.borrow_mut().start_reduce_in_network(
+                        rank, member, self.group, self.tag, payload, self.op,
+                    );
+                let t =
+                    started.map_err(|reason| FabricError::NoInNetworkReduction { rank, reason })?;
+                self.ticket = Some(t);
+                t
+            }
+        };
+        let arrived = self.fabric.world.borrow_mut().in_network.poll_call(
+            rank,
+            self.group,
+            self.tag,
+            ticket,
+            cx.waker(),
+        );
+        match arrived {
+            None => Poll::Pending,
+            Some(Ok(result)) => {
+                let bytes = result.shape().bytes();
+                self.fabric.record(SpanKind::Recv, None, bytes, self.posted);
+                Poll::Ready(Ok(result))
+            }
+            Some(Err(reason)) => Poll::Ready(Err(FabricError::Transport { rank, reason })),
         }
     }
 }

@@ -47,6 +47,7 @@ pub mod event;
 pub mod executor;
 pub mod fabric;
 pub mod fold;
+mod in_network;
 pub mod link_report;
 pub mod links;
 pub mod nccl;

@@ -8,6 +8,12 @@
 //! in the order they were posted, and arrive in that order. A link's state
 //! is created the first time it carries a message: a run holds state only
 //! for the pairs that talk.
+//!
+//! For in-network reductions (the `in_network` module) the ideal links also
+//! give every rank a full-duplex link of the same parameters to one
+//! switch that reduces every group at once (no forwarding latency): a leg
+//! of `b` bytes is timed like a message on that link
+//! ([`IdealLinks::transmit_leg`]).
 
 use rustc_hash::FxHashMap as HashMap;
 
@@ -32,6 +38,9 @@ pub struct IdealLinks {
     /// When each used link becomes free. Only looked up, never iterated,
     /// so its order cannot reach any output.
     free_at: HashMap<(u32, u32), Time>,
+    /// When each rank's link to (`true`) or from the switch becomes free;
+    /// only looked up.
+    leg_free_at: HashMap<(u32, bool), Time>,
     stats: LinkStats,
 }
 
@@ -41,6 +50,7 @@ impl IdealLinks {
         IdealLinks {
             spec,
             free_at: HashMap::default(),
+            leg_free_at: HashMap::default(),
             stats: LinkStats::default(),
         }
     }
@@ -58,6 +68,25 @@ impl IdealLinks {
             self.stats.links_used += 1;
             Time::ZERO
         });
+        let start = now.max(*free_at);
+        let done = start.checked_plus_ps(self.spec.serialization_ps(bytes))?;
+        *free_at = done;
+        self.stats.messages += 1;
+        self.stats.bytes += bytes;
+        done.checked_plus_ps(self.spec.latency_ps)
+    }
+
+    /// Puts a leg of `bytes` on `rank`'s link to (`up`) or from the
+    /// switch at `now` and returns when it arrives (`None` past the end of
+    /// virtual time).
+    pub fn transmit_leg(&mut self, now: Time, rank: Rank, up: bool, bytes: u64) -> Option<Time> {
+        let free_at = self
+            .leg_free_at
+            .entry((rank as u32, up))
+            .or_insert_with(|| {
+                self.stats.links_used += 1;
+                Time::ZERO
+            });
         let start = now.max(*free_at);
         let done = start.checked_plus_ps(self.spec.serialization_ps(bytes))?;
         *free_at = done;

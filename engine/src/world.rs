@@ -13,10 +13,11 @@ use rustc_hash::FxHashMap as HashMap;
 use std::task::Waker;
 
 use algorithms::nccl::Framing;
-use algorithms::{Payload, Rank, Shape, Tag, Time};
+use algorithms::{Payload, Rank, ReduceOp, Shape, Tag, Time};
 
 use crate::deadlock::StuckMessage;
 use crate::event::{EventKind, EventQueue, MessageId};
+use crate::in_network::{InNetwork, Leg, Way};
 use crate::links::LinkStats;
 use crate::nccl::NcclSystem;
 use crate::network::flow::FlowEvent;
@@ -156,8 +157,12 @@ struct Message {
     payload: Payload,
     sent_at: Time,
     /// Latency still to add once the network has delivered it (NCCL's
-    /// per-hop latency beyond the links'), ps.
+    /// per-hop latency beyond the links'; a reducing switch's forwarding
+    /// latency), ps.
     extra_ps: u64,
+    /// Set for a leg of an in-network reduction (see
+    /// [`crate::in_network`]); `dst` is then the member.
+    leg: Option<Box<Leg>>,
 }
 
 /// A receive that is waiting for a message.
@@ -223,6 +228,8 @@ pub(crate) struct World {
     broken: HashMap<(Rank, Rank), TransportTimeout>,
     /// Every transport failure of the run, in the order they happened.
     pub transport_timeouts: Vec<TransportTimeout>,
+    /// The in-network reductions under way.
+    pub in_network: InNetwork,
 }
 
 /// A zero-cost synchronisation of every rank: the simulator's own, outside
@@ -266,6 +273,7 @@ impl World {
             last_activity: Time::ZERO,
             broken: HashMap::default(),
             transport_timeouts: Vec::new(),
+            in_network: InNetwork::default(),
         };
         for &(rank, at) in &world.config.faults.crashes.clone() {
             if at == Time::ZERO {
@@ -320,6 +328,7 @@ impl World {
             payload,
             sent_at: self.now,
             extra_ps: 0,
+            leg: None,
         });
         if src != dst {
             self.traffic.messages += 1;
@@ -485,6 +494,10 @@ impl World {
             .remove(message)
             .expect("a delivery names a message in flight");
         self.last_activity = self.now;
+        if let Some(leg) = m.leg {
+            self.leg_arrived(m.dst, *leg, m.payload);
+            return;
+        }
         if let Some(trace) = &mut self.trace {
             trace.push_span(Span {
                 rank: m.src,
@@ -505,6 +518,124 @@ impl World {
         for w in &self.waits[dst] {
             if w.from == src && w.tag == m.tag {
                 w.waker.wake_by_ref();
+            }
+        }
+    }
+
+    /// Starts `rank`'s in-network reduction of `payload` among `group`
+    /// (checked by the caller: `rank` is member `member`): its
+    /// contribution leaves for the group's switch. Returns the call's
+    /// ticket, or why no switch reduces for the group.
+    pub fn start_reduce_in_network(
+        &mut self,
+        rank: Rank,
+        member: usize,
+        group: &[Rank],
+        tag: Tag,
+        payload: Payload,
+        op: ReduceOp,
+    ) -> Result<u64, String> {
+        let switch = self.switch_of(group)?;
+        let ticket = self.in_network.open_call(rank, group, tag);
+        let leg = Leg {
+            group: group.into(),
+            tag,
+            ticket,
+            way: Way::Up { member, op, switch },
+        };
+        self.send_leg(rank, leg, payload, 0);
+        Ok(ticket)
+    }
+
+    /// The switch that reduces for `group`, or why none does (looked up
+    /// once per group).
+    pub fn switch_of(&mut self, group: &[Rank]) -> Result<topologies::VertexId, String> {
+        if self.config.fold.is_some() {
+            return Err(format!(
+                "{}: a folded run cannot reduce in the network; run it unfolded \
+                 (no symmetry = \"fold\")",
+                algorithms::in_network::NO_SWITCH_REASON
+            ));
+        }
+        match self.in_network.cached_switch(group) {
+            Some(known) => known.clone(),
+            None => {
+                let found = self.network.reducing_switch(group);
+                self.in_network.cache_switch(group, found.clone());
+                found
+            }
+        }
+    }
+
+    /// Puts a leg of an in-network reduction on its route: up from its
+    /// member to its switch, or down from the switch to `member`.
+    fn send_leg(&mut self, member: Rank, leg: Leg, payload: Payload, extra_ps: u64) {
+        let bytes = payload.shape().bytes();
+        let switch = match leg.way {
+            Way::Up { switch, .. } => switch,
+            Way::Down { .. } => self
+                .in_network
+                .cached_switch(&leg.group)
+                .and_then(|s| s.clone().ok())
+                .expect("a result comes down from its group's switch"),
+        };
+        let up = matches!(leg.way, Way::Up { .. });
+        let message = self.in_flight.insert(Message {
+            src: member,
+            dst: member,
+            tag: leg.tag,
+            payload,
+            sent_at: self.now,
+            extra_ps,
+            leg: Some(Box::new(leg)),
+        });
+        self.traffic.messages += 1;
+        self.traffic.bytes += bytes;
+        match self.network.send_leg(
+            self.now,
+            message,
+            member,
+            switch,
+            up,
+            bytes,
+            &mut self.queue,
+        ) {
+            Ok(Sent::ArrivesAt(at)) => self.queue.schedule(at, EventKind::Deliver { message }),
+            Ok(Sent::InFlight) => {}
+            Err(_) => self.out_of_time = true,
+        }
+    }
+
+    /// A leg has arrived: a contribution at its switch (the last one of
+    /// its ticket sends the result down to every member, each after the
+    /// switch's forwarding latency), or a result at its member.
+    fn leg_arrived(&mut self, member: Rank, leg: Leg, payload: Payload) {
+        match leg.way {
+            Way::Up { .. } => {
+                let Some(reduced) = self.in_network.contribution_arrived(&leg, payload) else {
+                    return;
+                };
+                let latency = self.network.forward_latency_ps(reduced.switch);
+                for &m in &leg.group {
+                    let (payload, error) = match &reduced.result {
+                        Ok(p) => (p.clone(), None),
+                        Err(e) => (Payload::phantom(algorithms::DType::U8, 0), Some(e.clone())),
+                    };
+                    let down = Leg {
+                        group: leg.group.clone(),
+                        tag: leg.tag,
+                        ticket: leg.ticket,
+                        way: Way::Down { error },
+                    };
+                    self.send_leg(m, down, payload, latency);
+                }
+            }
+            Way::Down { ref error } => {
+                let result = match error {
+                    None => Ok(payload),
+                    Some(e) => Err(e.clone()),
+                };
+                self.in_network.result_arrived(member, &leg, result);
             }
         }
     }

@@ -493,6 +493,15 @@ mod tests {
                 options.dtype = DType::I32;
                 options.op = ReduceOp::Max;
                 for (rank, rows) in bench_on_threads(n, &options).into_iter().enumerate() {
+                    if e.facts().reduces_in_network() {
+                        // Threads have no switch that reduces: refused.
+                        let error = rows.expect_err("refused on threads");
+                        assert!(
+                            error.contains(algorithms::in_network::NO_SWITCH_REASON),
+                            "rank {rank}: {error}"
+                        );
+                        continue;
+                    }
                     let rows = rows.unwrap_or_else(|e| panic!("rank {rank}: {e}"));
                     assert!(!rows.is_empty());
                     for r in rows {

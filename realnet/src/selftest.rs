@@ -2,9 +2,12 @@
 //! run on one rank's [`Endpoint`] and checked against its reference.
 //!
 //! Each transport's tests call it on every rank (threads or processes) to
-//! show that the algorithm code runs unchanged and correct on it.
+//! show that the algorithm code runs unchanged and correct on it. An
+//! algorithm that needs a switch that reduces in the network (NVLS,
+//! CollNet) must be refused with [`NO_SWITCH_REASON`] instead.
 
 use algorithms::collective::{defined_output, exact_reference};
+use algorithms::in_network::NO_SWITCH_REASON;
 use algorithms::{Collective, Params, Payload, ReduceOp, Registry};
 
 use crate::call::CallId;
@@ -54,9 +57,17 @@ pub fn run_registry<E: Endpoint>(
                 .map_err(|e| format!("{what}: {e}"))?;
             seq += 1;
             let mut buf = inputs[rank].clone();
-            fabric
-                .block_on(algorithm.run(fabric, &mut buf, ReduceOp::Sum, params))
-                .map_err(|e| format!("{what}: {e}"))?;
+            let ran = fabric.block_on(algorithm.run(fabric, &mut buf, ReduceOp::Sum, params));
+            if algorithm.facts().reduces_in_network() {
+                // No real transport has a switch that reduces: refused, at
+                // once and cleanly, on every rank.
+                match ran {
+                    Err(e) if e.to_string().contains(NO_SWITCH_REASON) => continue,
+                    Err(e) => return Err(format!("{what}: refused for another reason: {e}")),
+                    Ok(()) => return Err(format!("{what}: ran without a reducing switch")),
+                }
+            }
+            ran.map_err(|e| format!("{what}: {e}"))?;
             if collective == Collective::Barrier {
                 continue;
             }

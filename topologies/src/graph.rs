@@ -189,6 +189,38 @@ impl Topology {
             .collect()
     }
 
+    /// Whether vertex `v` reduces data in the network (see
+    /// [`crate::vertex`], *In-network reduction*): an NVSwitch whose
+    /// links are all NVLink 4 or newer (NVLink SHARP), or a switch marked
+    /// [`Vertex::sharp`](crate::Vertex::sharp).
+    pub fn reduces_in_network(&self, v: VertexId) -> bool {
+        let vertex = &self.graph[v];
+        if vertex.sharp {
+            return true;
+        }
+        if vertex.kind != crate::VertexKind::NvSwitch {
+            return false;
+        }
+        let mut links = self.graph.edges(v).peekable();
+        links.peek().is_some()
+            && links.all(|e| {
+                matches!(e.weight().kind, crate::LinkKind::NvLink { generation } if generation >= 4)
+            })
+    }
+
+    /// Marks every leaf and spine switch as SHARP-capable (it reduces in
+    /// the network); returns how many it marked.
+    pub fn enable_sharp(&mut self) -> usize {
+        let mut marked = 0;
+        for v in self.graph.node_weights_mut() {
+            if matches!(v.kind, crate::VertexKind::Leaf | crate::VertexKind::Spine) {
+                v.sharp = true;
+                marked += 1;
+            }
+        }
+        marked
+    }
+
     /// The vertex named `name`.
     pub fn find(&self, name: &str) -> Option<VertexId> {
         self.names.get(name).copied()
@@ -205,6 +237,34 @@ mod tests {
     use super::*;
     use crate::kind::LinkKind;
     use crate::vertex::VertexKind;
+
+    #[test]
+    fn nvswitches_of_nvlink4_and_sharp_switches_reduce_in_the_network() {
+        let reducing = |t: &Topology| -> Vec<String> {
+            t.vertex_ids()
+                .filter(|&v| t.reduces_in_network(v))
+                .map(|v| t.vertex(v).name.clone())
+                .collect()
+        };
+        let h100 = crate::presets::dgx_h100().unwrap();
+        assert_eq!(reducing(&h100), ["node0/nvswitch"]);
+        // NVLink 3 (A100): no NVLink SHARP.
+        assert!(reducing(&crate::presets::dgx_a100().unwrap()).is_empty());
+        let mut fat = crate::presets::fat_tree(&crate::presets::FatTree {
+            nodes: 2,
+            style: crate::presets::NodeStyle::A100,
+            ..crate::presets::FatTree::default()
+        })
+        .unwrap();
+        assert!(reducing(&fat).is_empty());
+        let switches = fat
+            .vertex_ids()
+            .filter(|&v| matches!(fat.vertex(v).kind, VertexKind::Leaf | VertexKind::Spine))
+            .count();
+        assert!(switches > 0);
+        assert_eq!(fat.enable_sharp(), switches);
+        assert_eq!(reducing(&fat).len(), switches);
+    }
 
     #[test]
     fn links_are_two_directions_with_dense_ids() {

@@ -16,6 +16,18 @@
 //!
 //! Leaf and spine vertices default to the InfiniBand figure; presets with
 //! Ethernet switches set [`ETHERNET_SWITCH_LATENCY_PS`] per vertex.
+//!
+//! # In-network reduction
+//! Some switches reduce the data crossing them
+//! ([`Topology::reduces_in_network`](crate::Topology::reduces_in_network)):
+//! an NVSwitch of the third generation or later (NVLink SHARP, the switch of
+//! NVLink 4 and 5 GPUs: NCCL's NVLS needs an NVSwitch and compute capability
+//! 9.0 or more, `src/graph/search.cc:1063` @b91894bd) and an InfiniBand
+//! leaf or spine marked [`Vertex::sharp`] (SHARP aggregation, which a
+//! scenario switches on with `sharp = true`). The model reduces at line
+//! rate: the switch adds no time beyond its forwarding latency (NVIDIA
+//! publishes no reduction rate or latency of its own for either; NCCL's
+//! tuner models SHARP only through its per-algorithm `hwLat`).
 
 /// What a vertex is. Ranks run on [`VertexKind::Gpu`] and
 /// [`VertexKind::Cpu`] vertices; the others only carry traffic.
@@ -128,6 +140,9 @@ pub struct Vertex {
     /// Time from a packet's last byte arriving to it being ready to leave
     /// on the next link (switching / store-and-forward latency), in ps.
     pub forward_latency_ps: u64,
+    /// An InfiniBand switch with SHARP: it reduces in the network (see the
+    /// module docs; NVSwitches derive the capability from their links).
+    pub sharp: bool,
 }
 
 impl Vertex {
@@ -139,6 +154,7 @@ impl Vertex {
             kind,
             forwards: kind.forwards_by_default(),
             forward_latency_ps: 0,
+            sharp: false,
         }
     }
 

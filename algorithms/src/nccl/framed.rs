@@ -4,6 +4,7 @@
 
 use std::sync::Arc;
 
+use crate::dtype::ReduceOp;
 use crate::fabric::{Fabric, FabricError, Rank, Tag, Time, Work};
 use crate::nccl::{ChannelPlan, Framing};
 use crate::payload::{Payload, Shape};
@@ -61,5 +62,19 @@ impl<F: Fabric> Fabric for Framed<'_, F> {
 
     fn channel_plan(&self) -> Option<Arc<ChannelPlan>> {
         self.fabric.channel_plan()
+    }
+
+    fn can_reduce_in_network(&self, group: &[Rank]) -> Result<(), FabricError> {
+        self.fabric.can_reduce_in_network(group)
+    }
+
+    fn reduce_in_network(
+        &self,
+        group: &[Rank],
+        tag: Tag,
+        payload: Payload,
+        op: ReduceOp,
+    ) -> impl std::future::Future<Output = Result<Payload, FabricError>> {
+        self.fabric.reduce_in_network(group, tag, payload, op)
     }
 }

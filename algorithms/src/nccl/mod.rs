@@ -15,6 +15,11 @@
 //!   Aggregated Trees on the tree graph's channels.
 //! - [`p2p`]: `nccl_sendrecv`: a send and a receive the way NCCL's p2p
 //!   path runs them (parts per channel, LL or Simple by size, p2p chunks).
+//! - [`nvls`]: `nccl_nvls` (allreduce): every chunk reduced by the NVSwitch
+//!   and multicast back ([`Fabric::reduce_in_network`]).
+//! - [`collnet`]: `nccl_collnet_direct` and `nccl_collnet_chain`
+//!   (allreduce): in-node scatter or chain, across nodes SHARP switches
+//!   ([`Fabric::reduce_in_network`]).
 //!
 //! An algorithm here reads the protocol and the number of channels from
 //! [`Params::protocol`](crate::Params::protocol) and
@@ -22,9 +27,11 @@
 //! NCCL does is the engine's NCCL model, which also charges each call's
 //! launch cost before it starts.
 
+pub mod collnet;
 pub mod framed;
 pub mod p2p;
 pub mod pat;
+pub mod nvls;
 pub mod plan;
 pub mod protocol;
 pub mod ring;

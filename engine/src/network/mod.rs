@@ -256,6 +256,18 @@ pub fn flow_id(src: Rank, dst: Rank, world_size: usize) -> u64 {
     (src as u64) * (world_size as u64) + dst as u64
 }
 
+/// The flow of an in-network reduction's legs between `member` and
+/// `switch` (`up`: towards the switch), among `world_size` ranks: above
+/// every rank pair's flow and every framed channel's, one per member,
+/// switch and direction, so a member's legs go one after another. Its
+/// remainder modulo `world_size²` names the member as both ends (for
+/// transport failures).
+pub fn leg_flow(member: Rank, switch: VertexId, up: bool, world_size: usize) -> u64 {
+    let n = world_size as u64;
+    let above = (1u64 << 17) + 2 * switch.index() as u64 + u64::from(up);
+    above * n * n + flow_id(member, member, world_size)
+}
+
 /// Which network a run simulates.
 #[derive(Clone, Debug)]
 pub enum NetworkConfig {
@@ -508,6 +520,58 @@ impl Network {
         }
     }
 
+    /// Sends message `message` of `bytes` between rank `member` and the
+    /// reducing switch `switch`, towards it when `up` (a leg of an
+    /// in-network reduction, on its own flow, see [`leg_flow`]): along the
+    /// router's route on a topology, on the member's own link to the
+    /// switch on the ideal links.
+    #[allow(clippy::too_many_arguments)]
+    pub fn send_leg(
+        &mut self,
+        now: Time,
+        message: MessageId,
+        member: Rank,
+        switch: VertexId,
+        up: bool,
+        bytes: u64,
+        queue: &mut EventQueue,
+    ) -> Result<Sent, OutOfTime> {
+        match self {
+            Network::Ideal(links) => links
+                .transmit_leg(now, member, up, bytes)
+                .map(Sent::ArrivesAt)
+                .ok_or(OutOfTime),
+            Network::Packet(r) => {
+                let t = r.leg_transfer(message, member, switch, up, bytes);
+                r.model.start(now, t, queue).map(|()| Sent::InFlight)
+            }
+            Network::Flow(r) => {
+                let t = r.leg_transfer(message, member, switch, up, bytes);
+                r.model.start(now, t, queue).map(|()| Sent::InFlight)
+            }
+        }
+    }
+
+    /// The switch that reduces in the network for `group` (see
+    /// [`crate::in_network`]), or why there is none, naming the ranks.
+    pub fn reducing_switch(&self, group: &[Rank]) -> Result<VertexId, String> {
+        match self {
+            // The ideal links' one switch (see [`crate::links`]).
+            Network::Ideal(_) => Ok(VertexId::new(0)),
+            Network::Packet(r) => r.reducing_switch(group),
+            Network::Flow(r) => r.reducing_switch(group),
+        }
+    }
+
+    /// The forwarding latency of vertex `v`, ps (0 on the ideal links).
+    pub fn forward_latency_ps(&self, v: VertexId) -> u64 {
+        match self {
+            Network::Ideal(_) => 0,
+            Network::Packet(r) => r.forward_latency_ps(v),
+            Network::Flow(r) => r.forward_latency_ps(v),
+        }
+    }
+
     /// Schedules the config's link faults (none on ideal links, which
     /// validation only allows on topologies).
     pub fn schedule_changes(
@@ -644,6 +708,78 @@ impl<M> Routed<M> {
             Some(canonical) => timeline.unfold(canonical),
             None => timeline,
         }
+    }
+
+    /// The transfer of an in-network reduction's leg between `member`
+    /// and `switch`.
+    fn leg_transfer(
+        &self,
+        message: MessageId,
+        member: Rank,
+        switch: VertexId,
+        up: bool,
+        bytes: u64,
+    ) -> Transfer {
+        let at = self.placement[member];
+        let (a, b) = if up { (at, switch) } else { (switch, at) };
+        let flow = leg_flow(member, switch, up, self.world_size);
+        Transfer {
+            message,
+            bytes,
+            route: self.route(a, b, flow),
+            flow,
+            path: None,
+        }
+    }
+
+    /// The forwarding latency of vertex `v`, ps.
+    fn forward_latency_ps(&self, v: VertexId) -> u64 {
+        let router = self
+            .router
+            .lock()
+            .expect("a run never panics while routing");
+        router.topology().vertex(v).forward_latency_ps
+    }
+
+    /// See [`Network::reducing_switch`].
+    fn reducing_switch(&self, group: &[Rank]) -> Result<VertexId, String> {
+        let mut router = self
+            .router
+            .lock()
+            .expect("a run never panics while routing");
+        let topology = Arc::clone(router.topology());
+        let mut best: Option<(usize, VertexId)> = None;
+        for v in topology.vertex_ids() {
+            if !topology.reduces_in_network(v) {
+                continue;
+            }
+            let nvswitch = topology.vertex(v).kind == topologies::VertexKind::NvSwitch;
+            let mut farthest = 0;
+            let serves = group.iter().all(|&m| {
+                let flow = leg_flow(m, v, true, self.world_size);
+                match router.route(self.placement[m], v, flow) {
+                    Ok(route) => {
+                        farthest = farthest.max(route.len());
+                        !nvswitch
+                            || route.iter().all(|&l| {
+                                matches!(topology.link(l).kind, topologies::LinkKind::NvLink { .. })
+                            })
+                    }
+                    Err(_) => false,
+                }
+            });
+            if serves && best.is_none_or(|(d, _)| farthest < d) {
+                best = Some((farthest, v));
+            }
+        }
+        best.map(|(_, v)| v).ok_or_else(|| {
+            format!(
+                "{}: no switch that reduces serves ranks {group:?} (an NVSwitch serves the \
+                 GPUs it reaches over NVLink alone; InfiniBand switches reduce with \
+                 sharp = true)",
+                algorithms::in_network::NO_SWITCH_REASON
+            )
+        })
     }
 
     /// The router's route from `a` to `b` for `flow`.

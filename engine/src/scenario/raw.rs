@@ -270,6 +270,10 @@ pub struct RawTopology {
     pub oversubscription: Option<Spanned<f64>>,
     #[serde(default)]
     pub nic: Option<Spanned<String>>,
+    /// fat_tree, leaf_spine: the InfiniBand leaves and spines reduce in
+    /// the network (SHARP).
+    #[serde(default)]
+    pub sharp: Option<Spanned<bool>>,
     // PCIe box.
     #[serde(default)]
     pub sockets: Option<Spanned<i64>>,

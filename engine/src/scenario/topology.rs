@@ -89,6 +89,7 @@ const PRESETS: &[(&str, &[&str])] = &[
             "spines",
             "oversubscription",
             "nic",
+            "sharp",
         ],
     ),
     (
@@ -99,6 +100,7 @@ const PRESETS: &[(&str, &[&str])] = &[
             "spines",
             "nic",
             "oversubscription",
+            "sharp",
         ],
     ),
     (
@@ -141,6 +143,7 @@ fn given(t: &RawTopology) -> Vec<(&'static str, Range<usize>)> {
         ("spines", span(&t.spines)),
         ("oversubscription", span(&t.oversubscription)),
         ("nic", span(&t.nic)),
+        ("sharp", span(&t.sharp)),
         ("sockets", span(&t.sockets)),
         ("switches_per_socket", span(&t.switches_per_socket)),
         ("gpus_per_switch", span(&t.gpus_per_switch)),
@@ -483,7 +486,27 @@ fn build(
         "nvidia_smi" => return Ok((nvidia_smi(src, spanned)?, None)),
         _ => presets_build(src, t, preset)?,
     };
-    let topology = built.map_err(|e| src.at(&t.preset, e.to_string()))?;
+    let mut topology = built.map_err(|e| src.at(&t.preset, e.to_string()))?;
+    if let Some(sharp) = &t.sharp
+        && *sharp.get_ref()
+    {
+        let kinds: Vec<LinkKind> = topology
+            .link_ids()
+            .map(|l| topology.link(l).kind)
+            .filter(|k| k.is_network())
+            .collect();
+        if let Some(other) = kinds.iter().find(|k| !matches!(k, LinkKind::InfiniBand(_))) {
+            return Err(src.at(
+                sharp,
+                format!(
+                    "sharp = true needs InfiniBand switches (SHARP is an InfiniBand feature); \
+                     this {preset}'s network links are {other}: set nic to an InfiniBand kind \
+                     (ib_hdr, ib_ndr, ib_xdr) or drop sharp"
+                ),
+            ));
+        }
+        topology.enable_sharp();
+    }
     Ok((topology, rotator))
 }
 

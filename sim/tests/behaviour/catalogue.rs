@@ -444,6 +444,9 @@ const NCCL_TESTED: [(Collective, &str); 9] = [
     (Collective::Allgather, "nccl_pat"),
     (Collective::ReduceScatter, "nccl_pat"),
     (Collective::SendRecv, "nccl_sendrecv"),
+    (Collective::Allreduce, "nccl_nvls"),
+    (Collective::Allreduce, "nccl_collnet_direct"),
+    (Collective::Allreduce, "nccl_collnet_chain"),
 ];
 
 /// Cases for an NCCL algorithm: integer types, counts up to several of

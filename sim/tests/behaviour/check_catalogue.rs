@@ -188,7 +188,18 @@ entries! {
     allgather_nccl_pat: Allgather "nccl_pat", NCCL_CASES;
     reduce_scatter_nccl_pat: ReduceScatter "nccl_pat", NCCL_CASES;
     sendrecv_nccl_sendrecv: SendRecv "nccl_sendrecv", NCCL_CASES;
+    allreduce_nccl_nvls: Allreduce "nccl_nvls", NVLS_CASES;
+    allreduce_nccl_collnet_direct: Allreduce "nccl_collnet_direct", COLLNET_CASES;
+    allreduce_nccl_collnet_chain: Allreduce "nccl_collnet_chain", COLLNET_CASES;
 }
+
+/// NVLS: every rank's contribution to every other (the checker's switch,
+/// see `checker::fabric`): 2 ranks under every buffering, 3 unbounded.
+const NVLS_CASES: &[(usize, &[Buffering])] = &[(2, ALL_BUFFERING), (3, &[Buffering::Unbounded])];
+
+/// CollNet: 2 ranks (one node) under every buffering; 4 ranks (the
+/// checker's 2 nodes of 2) unbounded.
+const COLLNET_CASES: &[(usize, &[Buffering])] = &[(2, ALL_BUFFERING), (4, &[Buffering::Unbounded])];
 
 /// The NCCL algorithms run two channels at once (the rank-order plan of a
 /// fabric without hardware): 2 ranks under every buffering, 3 unbounded.

@@ -202,3 +202,56 @@ fn sizes_too_large_for_memory_are_refused_before_anything_runs() {
         assert!(!stderr.contains("panicked"), "-e {max}: {stderr}");
     }
 }
+
+/// NVLS and CollNet need a switch that reduces in the network: thread
+/// ranks refuse them with that reason, in `sim bench` and `sim run
+/// --fabric`, exiting non-zero without a panic.
+#[test]
+fn in_network_algorithms_are_refused_on_real_fabrics() {
+    for algorithm in ["nccl_nvls", "nccl_collnet_direct", "nccl_collnet_chain"] {
+        let out = sim_env(
+            &[
+                "bench",
+                "--fabric",
+                "threads",
+                "--ranks",
+                "2",
+                "-b",
+                "64",
+                "-e",
+                "64",
+                "-n",
+                "1",
+                "-w",
+                "0",
+                "--algorithm",
+                algorithm,
+            ],
+            &[],
+        );
+        let stderr = text(&out.stderr);
+        assert!(!out.status.success(), "{algorithm}: {stderr}");
+        assert!(!stderr.contains("panicked"), "{stderr}");
+        assert!(
+            stderr.contains(algorithms::in_network::NO_SWITCH_REASON),
+            "{algorithm}: {stderr}"
+        );
+    }
+    let dir = temp_dir("real-nvls");
+    let path = dir.join("nvls.toml");
+    std::fs::write(
+        &path,
+        "world_size = 2\n[links]\nlatency_us = 1\nbandwidth_gb_per_s = 10\n\
+         [[collective]]\nkind = \"allreduce\"\nalgorithm = \"nccl_nvls\"\nmin_bytes = 64\n\
+         max_bytes = 64\n",
+    )
+    .unwrap();
+    let out = sim_env(&["run", path.to_str().unwrap(), "--fabric", "threads"], &[]);
+    let stderr = text(&out.stderr);
+    assert!(!out.status.success(), "{stderr}");
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    assert!(
+        stderr.contains(algorithms::in_network::NO_SWITCH_REASON),
+        "{stderr}"
+    );
+}

@@ -71,6 +71,9 @@ impl CollectiveAlgorithm for Forward {
     fn runs_nccl_channels(&self) -> bool {
         self.inner.facts().runs_nccl_channels()
     }
+    fn reduces_in_network(&self) -> bool {
+        self.inner.facts().reduces_in_network()
+    }
 }
 
 /// The new name of a catalogue algorithm.
@@ -131,7 +134,7 @@ fn unrenamed(mut rows: Vec<Row>) -> Vec<Row> {
 
 const IDEAL: &str = "seed = 5\nworld_size = 6\n[links]\nlatency_us = 2.0\nbandwidth_gb_per_s = 20.0\n[compute]\nreduce_gb_per_s = 100.0\n";
 
-const FAT_TREE: &str = "seed = 5\n[topology]\npreset = \"fat_tree\"\nnodes = 2\ngpus_per_node = 4\nstyle = \"h100\"\nnic = \"ib_ndr\"\nspines = 2\nmodel = \"flow\"\n";
+const FAT_TREE: &str = "seed = 5\n[topology]\npreset = \"fat_tree\"\nnodes = 2\ngpus_per_node = 4\nstyle = \"h100\"\nnic = \"ib_ndr\"\nspines = 2\nsharp = true\nmodel = \"flow\"\n";
 
 #[test]
 fn every_catalogue_algorithm_runs_the_same_through_the_public_interface() {

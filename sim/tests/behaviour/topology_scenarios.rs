@@ -160,7 +160,26 @@ fn preset_mistakes_are_located() {
             3,
             5,
             "`x` does not apply to preset `fat_tree`; it takes: nodes, gpus_per_node, \
-             nics_per_gpu, style, leaves, nodes_per_leaf, spines, oversubscription, nic",
+             nics_per_gpu, style, leaves, nodes_per_leaf, spines, oversubscription, nic, sharp",
+        ),
+        (
+            "[topology]\npreset = \"dgx_h100\"\nsharp = true\n",
+            3,
+            9,
+            "`sharp` does not apply to preset `dgx_h100`; it takes: gpus_per_node, nics_per_gpu",
+        ),
+        (
+            "[topology]\npreset = \"leaf_spine\"\nhosts = 4\nsharp = true\n",
+            4,
+            9,
+            "sharp = true needs InfiniBand switches (SHARP is an InfiniBand feature); this \
+             leaf_spine's network links are roce200",
+        ),
+        (
+            "[topology]\npreset = \"fat_tree\"\nnodes = 2\nsharp = 1\n",
+            4,
+            9,
+            "invalid type: integer `1`, expected a boolean",
         ),
         (
             "[topology]\npreset = \"fat_tree\"\nnodes = 2\nnic = \"ib_qdr\"\n",
