@@ -157,15 +157,11 @@ fn nvls_tree_latency_is_25_plus_41_8_per_tree_level() {
 
 #[test]
 fn collnet_needs_enabling_and_a_reducing_network_then_direct_is_44_us() {
-    let off = on("fat_tree", "nodes = 2", "collnet = true");
+    let off = on("fat_tree", "nodes = 2\nsharp = true", "");
     assert!(system(&off).communicator().table(AR, 1 << 20)[2][2].is_none());
     let no_sharp = on("fat_tree", "nodes = 2", "collnet_enable = 1");
     assert!(system(&no_sharp).communicator().table(AR, 1 << 20)[2][2].is_none());
-    let s = on(
-        "fat_tree",
-        "nodes = 2",
-        "collnet_enable = 1\ncollnet = true",
-    );
+    let s = on("fat_tree", "nodes = 2\nsharp = true", "collnet_enable = 1");
     let sys = system(&s);
     let c = sys.communicator();
     // 2 x (3.7 + 0.4 x 7) + 31 and 2 x 7 x 2.8 + 30.

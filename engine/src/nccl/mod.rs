@@ -108,9 +108,8 @@ pub struct NcclConfig {
     /// `NCCL_COLLNET_ENABLE` (default off, as in NCCL).
     pub collnet_enable: bool,
     /// Whether the network's switches reduce (SHARP): CollNet, and NVLS
-    /// across nodes, need it. Until topologies carry an in-network
-    /// reduction capability this is the scenario's `[nccl] collnet =
-    /// true`.
+    /// across nodes, need it. [`NcclSystem::build`] sets it from the
+    /// topology (`[topology] sharp = true`).
     pub network_reduces: bool,
     /// `NCCL_PAT_ENABLE`: `Some(false)` turns PAT off; otherwise PAT runs
     /// with one GPU per node (the only layout NCCL builds PAT's
@@ -181,8 +180,14 @@ impl NcclSystem {
         topology: &Topology,
         placement: &[VertexId],
         router: &mut Router,
-        config: NcclConfig,
+        mut config: NcclConfig,
     ) -> NcclSystem {
+        // SHARP: a network switch (not an NVSwitch, which is NVLS's) that
+        // reduces in the network (`[topology] sharp = true`).
+        config.network_reduces = topology.vertex_ids().any(|v| {
+            topology.vertex(v).kind != topologies::VertexKind::NvSwitch
+                && topology.reduces_in_network(v)
+        });
         let machine = Machine::detect(topology, placement, config.compute_capability);
         let version = config.version_for(machine.compute_capability);
         let constants = version.constants();
@@ -326,9 +331,33 @@ impl NcclSystem {
     }
 
     /// NCCL's base latency of a call (`baseLat`), ps.
+    ///
+    /// The steps that reduce in a switch carry no framed hop to charge, so
+    /// their latency is charged here, once per call, as NCCL's model counts
+    /// it (`tuning.cc:387-396` @b91894bd): NVLS pays the NVLink row in
+    /// place of a base latency, and the network row across nodes; CollNet
+    /// pays the network row (its in-node hops are framed and charged per
+    /// hop).
     pub fn call_latency_ps(&self, algorithm: NcclAlgorithm, protocol: Protocol) -> u64 {
+        let k = self.constants();
         let (a, p) = (model::a_index(algorithm), model::p_index(protocol));
-        us_to_ps(self.constants().base_latency_us[a][p])
+        let (nvlink, net) = (HopClass::NvLink.index(), HopClass::Net.index());
+        let multi_node = self.machine.node_count() > 1;
+        let switch_us = match algorithm {
+            NcclAlgorithm::Nvls => {
+                k.hop_latency_us[nvlink][a][p]
+                    + if multi_node {
+                        k.hop_latency_us[net][a][p]
+                    } else {
+                        0.0
+                    }
+            }
+            NcclAlgorithm::CollNetDirect | NcclAlgorithm::CollNetChain => {
+                k.hop_latency_us[net][a][p]
+            }
+            _ => 0.0,
+        };
+        us_to_ps(k.base_latency_us[a][p] + switch_us)
     }
 
     /// How late `rank`'s kernel starts when one process drives several
@@ -470,7 +499,7 @@ impl NcclSystem {
             (true, None) => "on, chain only (no NVSwitch)".to_string(),
             (false, _) if !self.config.collnet_enable => "off (NCCL_COLLNET_ENABLE=0)".to_string(),
             (false, _) if !self.config.network_reduces => {
-                "off (the network does not reduce: [nccl] collnet)".to_string()
+                "off (the network does not reduce: [topology] sharp = false)".to_string()
             }
             (false, _) => "off (one node)".to_string(),
         };

@@ -197,9 +197,6 @@ fn config(src: &Source, r: &RawNccl, mut config: NcclConfig) -> Result<NcclConfi
     if let Some(v) = &r.collnet_enable {
         config.collnet_enable = src.count(v, "collnet_enable", 0, 1)? == 1;
     }
-    if let Some(v) = &r.collnet {
-        config.network_reduces = *v.get_ref();
-    }
     if let Some(v) = &r.nvls_nchannels {
         config.nvls_channels = Some(src.count(v, "nvls_nchannels", 1, 64)? as usize);
     }

@@ -83,8 +83,6 @@ pub struct RawNccl {
     #[serde(default)]
     pub collnet_enable: Option<Spanned<i64>>,
     #[serde(default)]
-    pub collnet: Option<Spanned<bool>>,
-    #[serde(default)]
     pub pat_enable: Option<Spanned<i64>>,
 }
 
