@@ -352,6 +352,14 @@ pub fn select(
             _ => bytes,
         };
         let choice = config.choose(spec.kind, bytes, work, spec.dtype.size_bytes() as u64);
+        // A named algorithm NCCL's model cannot run here (NVLS on a version
+        // or machine without it) runs as named, with the scenario's
+        // parameters, never silently as another algorithm.
+        if only.is_some_and(|a| {
+            a.facts().nccl_algorithm() != Some(crate::nccl::registry_name(choice.algorithm))
+        }) {
+            return None;
+        }
         // NCCL falls back to its ring when nothing is allowed.
         let algorithm = match choice.algorithm {
             NcclAlgorithm::Ring => runnable[1].clone().or_else(|| nccl_named("ring")),
