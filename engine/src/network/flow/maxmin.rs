@@ -19,12 +19,20 @@
 //!
 //! # Cost
 //! With `E` the number of (flow, link) incidences in the component, the
-//! search is `O(E)` and the filling `O(E log E)`: a binary heap holds
-//! candidate shares, each freeze pushes one new candidate per link of the
-//! frozen flow, and outdated candidates are skipped when popped. A link's
-//! flow list is scanned once by the search and at most once by the
-//! filling. [`MaxMin::work`] counts the incidences visited, so tests can
-//! check that unrelated components stay untouched.
+//! search is `O(E)` and the filling `O(E log E)` at worst: a binary heap
+//! holds each link's share as a lower bound (its *key*). A freeze makes
+//! the shares of the frozen flow's other links grow (in exact arithmetic),
+//! so their keys stay valid bounds and nothing is pushed; only a share
+//! that rounding made smaller than its key is pushed at once. A popped key
+//! that is no longer the link's share is pushed again with the share; a
+//! popped key equal to the share is the smallest share of all (every
+//! other key bounds its link's share from below), so the links saturate
+//! in exactly the order, and with exactly the arithmetic, of pushing every
+//! changed share (what this module did first; a tree allreduce on 512
+//! GPUs spent half its run in those pushes and pops). A link's flow list
+//! is scanned once by the search and at most once by the filling.
+//! [`MaxMin::work`] counts the incidences visited, so tests can check
+//! that unrelated components stay untouched.
 
 use std::cmp::Ordering;
 use std::collections::BinaryHeap;
@@ -80,6 +88,8 @@ struct LinkScratch {
     unfrozen: u32,
     /// Capacity not yet given to frozen flows.
     capacity_left: f64,
+    /// The share of its live heap entry, at most its current share.
+    key: f64,
 }
 
 /// Scratch state of the allocator, kept between calls so that a
@@ -220,8 +230,9 @@ impl MaxMin {
             let scratch = &mut self.link[i];
             scratch.capacity_left = capacity;
             if scratch.unfrozen > 0 {
+                scratch.key = capacity / f64::from(scratch.unfrozen);
                 self.heap.push(Candidate {
-                    share: capacity / f64::from(scratch.unfrozen),
+                    share: scratch.key,
                     link: l,
                 });
             }
@@ -231,9 +242,20 @@ impl MaxMin {
         let mut level = 0.0f64;
         while let Some(Candidate { share, link }) = self.heap.pop() {
             let i = link as usize;
-            let n = self.link[i].unfrozen;
-            if n == 0 || share != self.link[i].capacity_left / f64::from(n) {
-                continue; // Outdated: a newer candidate for this link exists.
+            let scratch = self.link[i];
+            let n = scratch.unfrozen;
+            if n == 0 || share.to_bits() != scratch.key.to_bits() {
+                continue; // Saturated, or replaced by a smaller key.
+            }
+            let current = scratch.capacity_left / f64::from(n);
+            if share != current {
+                // A stale lower bound: the link's share grew since.
+                self.link[i].key = current;
+                self.heap.push(Candidate {
+                    share: current,
+                    link,
+                });
+                continue;
             }
             level = level.max(share);
             for &f in links[i].flows() {
@@ -249,10 +271,16 @@ impl MaxMin {
                     other.capacity_left = (other.capacity_left - level).max(0.0);
                     other.unfrozen -= 1;
                     if other.unfrozen > 0 && j != i {
-                        self.heap.push(Candidate {
-                            share: other.capacity_left / f64::from(other.unfrozen),
-                            link: m.index() as u32,
-                        });
+                        let grown = other.capacity_left / f64::from(other.unfrozen);
+                        if grown < other.key {
+                            // Rounding made it smaller: its key must
+                            // still bound it.
+                            other.key = grown;
+                            self.heap.push(Candidate {
+                                share: grown,
+                                link: m.index() as u32,
+                            });
+                        }
                     }
                 }
             }
