@@ -93,12 +93,15 @@
 //! rates of its connected component, which for a tree is every active
 //! flow of the run (each rank's egress link carries its flows to parent
 //! and children, so the tree's flows form one component). Measured on two
-//! shared cores (`tools/bench_trees.sh`, flow model, fat-tree of DGX
-//! H100-style nodes): `tree` at 64 GPUs and 32 GiB went from 21 s and 820
-//! MiB to the same time and 19 MiB; at 512 GPUs and 1 GiB from 365 MiB to
-//! 39 MiB, with 13 % less CPU time; `nccl_tree` (16 channels) at 512 GPUs
-//! and 1 GiB takes about 5 minutes. Runs of 512 to 2048 GPUs at 32 GiB stay
-//! out of reach of a minute until trees fold.
+//! heavily shared cores (flow model, fat-tree of DGX H100-style nodes, CPU
+//! time since the wall clock was not to be trusted; `tools/bench_trees.sh`
+//! runs the points): `tree` at 64 GPUs and 32 GiB went from 21.5 s and
+//! 818 MiB to 16.2 s and 19 MiB, at 512 GPUs and 1 GiB from 18.0 s and
+//! 357 MiB to 15.7 s and 39 MiB, with the same output to the byte;
+//! `nccl_tree` (16 channels) at 512 GPUs and 1 GiB took 312 s and 89 MiB.
+//! The time grows with both the messages and the component each one
+//! recomputes, so 512 to 2048 GPUs at 32 GiB stay out of reach of a minute
+//! until trees fold.
 
 use std::sync::Arc;
 
