@@ -79,7 +79,10 @@ TOML
             status=0
             timeout "$limit" /usr/bin/time -f '%e %M' -o "$work/time" \
                 "$sim" run "$scenario" > "$work/out" 2> "$work/err" || status=$?
-            read -r wall rss_kb < "$work/time" 2>/dev/null || { wall="-"; rss_kb=0; }
+            wall="-"; rss="-"
+            if read -r w kb < "$work/time" 2>/dev/null && [[ -n "${kb:-}" ]]; then
+                wall="$w"; rss="$((kb / 1024))"
+            fi
             # The result row: size, count, dtype, op, root, time (us), ...
             simulated="$(awk '$1 ~ /^[0-9]+$/ && NF >= 6 { print $6 }' "$work/out" | tail -n 1)"
             case "$status" in
@@ -88,7 +91,7 @@ TOML
                 *) what="exit $status: $(head -c 300 "$work/err" | tr '\n' ' ')" ;;
             esac
             printf '%-10s %6d %8s %10s %10s %14s %s\n' "$algorithm" $((n * 8)) "$size" \
-                "$wall" "$((rss_kb / 1024))" "${simulated:--}" "$what"
+                "$wall" "$rss" "${simulated:--}" "$what"
         done
     done
 done

@@ -389,6 +389,96 @@ mod tests {
         assert_eq!(r, vec![0.0; 3]);
     }
 
+    /// Progressive filling as first written: every changed share pushed,
+    /// outdated candidates skipped when popped. The rates, bit for bit,
+    /// that the keyed filling must reproduce.
+    fn eager_rates(capacity: &[f64], routes: &[Vec<u32>]) -> Vec<f64> {
+        let mut link_flows = vec![Vec::new(); capacity.len()];
+        for (f, r) in routes.iter().enumerate() {
+            for &l in r {
+                link_flows[l as usize].push(f as u32);
+            }
+        }
+        let mut left = capacity.to_vec();
+        let mut unfrozen: Vec<u32> = link_flows.iter().map(|f| f.len() as u32).collect();
+        let mut rate = vec![f64::NAN; routes.len()];
+        let mut heap = BinaryHeap::new();
+        for (l, &n) in unfrozen.iter().enumerate() {
+            if n > 0 {
+                let share = left[l] / f64::from(n);
+                heap.push(Candidate {
+                    share,
+                    link: l as u32,
+                });
+            }
+        }
+        let mut level = 0.0f64;
+        while let Some(Candidate { share, link }) = heap.pop() {
+            let i = link as usize;
+            let n = unfrozen[i];
+            if n == 0 || share != left[i] / f64::from(n) {
+                continue;
+            }
+            level = level.max(share);
+            for &f in &link_flows[i] {
+                if !rate[f as usize].is_nan() {
+                    continue;
+                }
+                rate[f as usize] = level;
+                for &j in &routes[f as usize] {
+                    let j = j as usize;
+                    left[j] = (left[j] - level).max(0.0);
+                    unfrozen[j] -= 1;
+                    if unfrozen[j] > 0 && j != i {
+                        let share = left[j] / f64::from(unfrozen[j]);
+                        heap.push(Candidate {
+                            share,
+                            link: j as u32,
+                        });
+                    }
+                }
+            }
+        }
+        rate
+    }
+
+    #[test]
+    fn keyed_filling_gives_the_eager_fillings_rates_bit_for_bit() {
+        // SplitMix64: random but fixed instances, with capacities that
+        // are not powers of two (so shares round) and links shared by
+        // many flows, some crossed twice.
+        let mut state = 0x9e37_79b9_7f4a_7c15u64;
+        let mut next = move |bound: u64| {
+            state = state.wrapping_add(0x9e37_79b9_7f4a_7c15);
+            let mut z = state;
+            z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+            z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+            (z ^ (z >> 31)) % bound
+        };
+        let mut compared = 0;
+        for _ in 0..300 {
+            let links = 2 + next(30) as usize;
+            let capacity: Vec<f64> = (0..links)
+                .map(|_| 1e9 * (1.0 + next(1000) as f64 / 7.0) / 3.0)
+                .collect();
+            let flows = 1 + next(60) as usize;
+            let routes: Vec<Vec<u32>> = (0..flows)
+                .map(|_| {
+                    (0..1 + next(5))
+                        .map(|_| next(links as u64) as u32)
+                        .collect()
+                })
+                .collect();
+            let want = eager_rates(&capacity, &routes);
+            let slices: Vec<&[u32]> = routes.iter().map(Vec::as_slice).collect();
+            let (got, _) = rates(&capacity, &slices);
+            let bits = |v: &[f64]| v.iter().map(|r| r.to_bits()).collect::<Vec<u64>>();
+            assert_eq!(bits(&got), bits(&want), "{capacity:?} {routes:?}");
+            compared += flows;
+        }
+        assert!(compared > 3000, "{compared}");
+    }
+
     #[test]
     fn only_the_seeded_component_is_visited() {
         // Link 0 carries 100 flows; link 1 one flow. Seeding link 1 alone
