@@ -57,6 +57,51 @@
 //! Symmetric routes are a modelling choice: ECMP then sends the rotated
 //! copies of a flow over rotated paths (a perfectly spread hash), where
 //! the unfolded default hashes each flow independently.
+//!
+//! **Uneven sizes.** A size whose elements do not split into equal
+//! per-rank blocks cannot fold exactly: the first `count mod N` blocks
+//! hold one element more, so the ranks of an orbit send messages of
+//! different sizes and no rotation maps the run onto itself (a receive of
+//! the wrong size would fail in the folded run). Validation refuses such a
+//! size and names the nearest sizes that fold (multiples of `N` ranks
+//! times the element size) and the unfolded run as the alternative.
+//!
+//! **Trees do not fold, and why.** The double binary tree (`tree`) and
+//! NCCL's tree (`nccl_tree`, and everything `tuner = "nccl"` runs) are not
+//! rank-shift symmetric, so a folded run refuses them, saying what to do
+//! instead:
+//!
+//! - `tree` is NCCL's `ncclGetBtree` over ranks in order: rank `i`'s
+//!   partners depend on its lowest set bit, so no shift of the ranks maps
+//!   the tree onto itself (only ranks in the same position of isomorphic
+//!   subtrees behave alike, and only while their parents' timelines do).
+//! - `nccl_tree` (and NCCL's rings) have a symmetry, but not a shift: a
+//!   channel enters each node at its own GPU and NIC, so the map that
+//!   turns every node's GPUs by one *together with the channels* (and the
+//!   rails) carries the run onto itself. Folding by it (one GPU per node
+//!   simulated) needs what this module does not have yet: a rank map that
+//!   is a permutation within nodes rather than a shift, a receiver view
+//!   that also turns the channel of a message's tag and framing, channel
+//!   counts that the turn maps onto themselves (NCCL's two node-level
+//!   trees alternate over channels, so the turn must map even channels to
+//!   even ones) and a rotation of the rail-optimised fat-tree that turns
+//!   the leaves with the GPUs.
+//!
+//! Unfolded, their cost is what the engine spends per message: each rank
+//! streams its tree program (no per-rank list of `O(chunks)` operations),
+//! and in the flow model every flow start or end recomputes the max-min
+//! rates of its connected component, which for a tree is every active
+//! flow of the run (each rank's egress link carries its flows to parent
+//! and children, so the tree's flows form one component). Measured on two
+//! heavily shared cores (flow model, fat-tree of DGX H100-style nodes, CPU
+//! time since the wall clock was not to be trusted; `tools/bench_trees.sh`
+//! runs the points): `tree` at 64 GPUs and 32 GiB went from 21.5 s and
+//! 818 MiB to 16.2 s and 19 MiB, at 512 GPUs and 1 GiB from 18.0 s and
+//! 357 MiB to 15.7 s and 39 MiB, with the same output to the byte;
+//! `nccl_tree` (16 channels) at 512 GPUs and 1 GiB took 312 s and 89 MiB.
+//! The time grows with both the messages and the component each one
+//! recomputes, so 512 to 2048 GPUs at 32 GiB stay out of reach of a minute
+//! until trees fold.
 
 use std::sync::Arc;
 

@@ -127,9 +127,8 @@ pub async fn run<F: Fabric>(
     let shape = buf.shape();
     let n = fabric.world_size();
     let plan = Plan::new(shape.count, n, shape.dtype.size_bytes(), params);
-    let ops = program(&plan, fabric.rank());
     let mut sends = Vec::new();
-    for step in ops {
+    for step in Program::new(&plan, fabric.rank()) {
         match step {
             Op::Send {
                 to,
@@ -172,8 +171,8 @@ pub fn cost_ps(model: &CostModel, n: usize, count: usize, dtype: DType, params: 
         return 0;
     }
     let plan = Plan::new(count, n, dtype.size_bytes(), params);
-    let programs: Vec<Vec<Op>> = (0..n).map(|r| program(&plan, r)).collect();
-    Evaluation::new(model, &plan, dtype.size_bytes() as u64).run(&programs)
+    let programs: Vec<Program> = (0..n).map(|r| Program::new(&plan, r)).collect();
+    Evaluation::new(model, &plan, dtype.size_bytes() as u64).run(programs)
 }
 
 /// Every rank's buffer after the call: half `t` folded in tree `t`'s
@@ -385,34 +384,98 @@ enum Op {
 }
 
 /// The sequential program of rank `rank`: every group of operations at its
-/// planned time (see the module docs), earliest first.
-fn program(plan: &Plan, rank: Rank) -> Vec<Op> {
-    let n = plan.world_size;
-    let places = [Place::new(n, 0, rank), Place::new(n, 1, rank)];
-    let mut timed: Vec<(usize, Op)> = Vec::new();
-    let mut at = |key: usize, group: Vec<Op>| timed.extend(group.into_iter().map(|op| (key, op)));
-    for c in 0..plan.chunks {
-        for (t, place) in (0..2u8).zip(places) {
-            let height = plan.heights[usize::from(t)];
+/// planned time (see the module docs), earliest first; ties in order of
+/// chunk, then tree, then up before down.
+///
+/// Generated as it runs: a program has `O(K)` operations, and at 32 GiB in
+/// 512 KiB chunks holding every rank's at once took gigabytes. It merges
+/// four streams of groups (up and down, per tree), each in chunk order
+/// with planned times two units apart, so the next group is always the
+/// head of one stream: the order is the stable sort of all groups by
+/// planned time, without the sort.
+struct Program {
+    plan: Plan,
+    places: [Place; 2],
+    /// The next chunk of each stream (`2·tree + down`); `plan.chunks` once
+    /// it is exhausted (at once for the down stream of a root).
+    next: [usize; 4],
+    /// The operations of the current group not yet returned, last first.
+    pending: Vec<Op>,
+}
+
+impl Program {
+    fn new(plan: &Plan, rank: Rank) -> Program {
+        let n = plan.world_size;
+        let places = [Place::new(n, 0, rank), Place::new(n, 1, rank)];
+        let mut next = [0; 4];
+        for (t, place) in places.iter().enumerate() {
+            if place.node.parent.is_none() {
+                next[2 * t + 1] = plan.chunks;
+            }
+        }
+        Program {
+            plan: *plan,
+            places,
+            next,
+            pending: Vec::with_capacity(8),
+        }
+    }
+
+    /// The planned time of stream `s`'s group for chunk `c`.
+    fn key(&self, s: usize, c: usize) -> usize {
+        let t = s / 2;
+        let (height, depth) = (self.plan.heights[t], self.places[t].depth);
+        let offset = if s.is_multiple_of(2) {
+            height - depth
+        } else {
+            height + depth
+        };
+        self.plan.key(c, offset)
+    }
+
+    /// Appends the next group's operations to `pending` (reversed);
+    /// `false` once every stream is exhausted.
+    fn next_group(&mut self) -> bool {
+        let chunks = self.plan.chunks;
+        let Some(s) = (0..4)
+            .filter(|&s| self.next[s] < chunks)
+            .min_by_key(|&s| (self.key(s, self.next[s]), self.next[s], s))
+        else {
+            return false;
+        };
+        let c = self.next[s];
+        self.next[s] += 1;
+        let (tree, node) = ((s / 2) as u8, self.places[s / 2].node);
+        if s.is_multiple_of(2) {
             let up = Up {
-                node: place.node,
-                tree: t,
+                node,
+                tree,
                 chunk: c,
-                window: plan.window,
-                chunks: plan.chunks,
+                window: self.plan.window,
+                chunks,
             };
-            at(plan.key(c, height - place.depth), up.ops());
-            if place.node.parent.is_some() {
-                at(
-                    plan.key(c, height + place.depth),
-                    down_chunk(place.node, t, c),
-                );
+            up.ops(&mut self.pending);
+        } else {
+            down_chunk(node, tree, c, &mut self.pending);
+        }
+        self.pending.reverse();
+        true
+    }
+}
+
+impl Iterator for Program {
+    type Item = Op;
+
+    fn next(&mut self) -> Option<Op> {
+        loop {
+            if let Some(op) = self.pending.pop() {
+                return Some(op);
+            }
+            if !self.next_group() {
+                return None;
             }
         }
     }
-    // Stable, so each group stays whole and in generation order on ties.
-    timed.sort_by_key(|&(key, _)| key);
-    timed.into_iter().map(|(_, op)| op).collect()
 }
 
 /// A rank's place in one tree: its node and depth (root 0).
@@ -478,11 +541,10 @@ impl Up {
     /// goes to the parent, or at the root the complete chunk goes down to
     /// the children; finally each child gets a credit for this chunk if it
     /// has a chunk `chunk + W` to send.
-    fn ops(self) -> Vec<Op> {
+    fn ops(self, ops: &mut Vec<Op>) {
         let Up {
             node, tree, chunk, ..
         } = self;
-        let mut ops = Vec::new();
         let recv = |from, chunk, action| Op::Recv {
             from,
             tree,
@@ -510,27 +572,26 @@ impl Up {
         if chunk + self.window < self.chunks {
             ops.extend(node.children().map(|to| send(to, true)));
         }
-        ops
     }
 }
 
 /// The broadcast-down of chunk `chunk` of tree `tree` at a non-root `node`:
-/// receive the final chunk from the parent and forward it to the children.
-fn down_chunk(node: Node, tree: u8, chunk: usize) -> Vec<Op> {
+/// receive the final chunk from the parent and forward it to the children
+/// (appended to `ops`).
+fn down_chunk(node: Node, tree: u8, chunk: usize, ops: &mut Vec<Op>) {
     let from = node.parent.expect("only non-roots receive from above");
-    let mut ops = vec![Op::Recv {
+    ops.push(Op::Recv {
         from,
         tree,
         chunk,
         action: Action::Copy,
-    }];
+    });
     ops.extend(node.children().map(|to| Op::Send {
         to,
         tree,
         chunk,
         credit: false,
     }));
-    ops
 }
 
 /// Posts every queued send, in order (sends are eager, so this is quick).
@@ -596,14 +657,15 @@ impl<'a> Evaluation<'a> {
     /// the rank blocked on its stream, so every operation is visited once.
     /// The result does not depend on the order ranks run in: each link has
     /// one sender, which uses it in program order.
-    fn run(mut self, programs: &[Vec<Op>]) -> u64 {
+    fn run(mut self, mut programs: Vec<Program>) -> u64 {
         let n = programs.len();
         let mut clock = vec![0u64; n];
-        let mut pc = vec![0usize; n];
+        // Each rank's operation in progress (the next one to run).
+        let mut current: Vec<Option<Op>> = programs.iter_mut().map(Iterator::next).collect();
         let mut ready: VecDeque<Rank> = (0..n).collect();
         let mut blocked: HashMap<(Rank, Rank, u8), Rank> = HashMap::new();
         while let Some(r) = ready.pop_front() {
-            while let Some(&op) = programs[r].get(pc[r]) {
+            while let Some(op) = current[r] {
                 let Some(t) = self.advance(r, clock[r], op) else {
                     if let Op::Recv {
                         from, tree, action, ..
@@ -614,7 +676,7 @@ impl<'a> Evaluation<'a> {
                     break;
                 };
                 clock[r] = t;
-                pc[r] += 1;
+                current[r] = programs[r].next();
                 if let Op::Send {
                     to, tree, credit, ..
                 } = op
@@ -625,7 +687,7 @@ impl<'a> Evaluation<'a> {
             }
         }
         assert!(
-            (0..n).all(|r| pc[r] == programs[r].len()),
+            current.iter().all(Option::is_none),
             "tree schedule must not deadlock"
         );
         clock.into_iter().max().unwrap_or(0)
@@ -770,6 +832,60 @@ mod tests {
                         cost_ps(&model, n, count, DType::F32, &params),
                         want,
                         "n={n}"
+                    );
+                }
+            }
+        }
+    }
+
+    /// The program as first written: every group generated in order of
+    /// chunk, tree and direction, then stably sorted by planned time.
+    fn sorted_program(plan: &Plan, rank: Rank) -> Vec<Op> {
+        let n = plan.world_size;
+        let mut timed: Vec<(usize, Op)> = Vec::new();
+        for c in 0..plan.chunks {
+            for t in 0..2u8 {
+                let place = Place::new(n, t, rank);
+                let height = plan.heights[usize::from(t)];
+                let mut group = Vec::new();
+                Up {
+                    node: place.node,
+                    tree: t,
+                    chunk: c,
+                    window: plan.window,
+                    chunks: plan.chunks,
+                }
+                .ops(&mut group);
+                let key = plan.key(c, height - place.depth);
+                timed.extend(group.drain(..).map(|op| (key, op)));
+                if place.node.parent.is_some() {
+                    down_chunk(place.node, t, c, &mut group);
+                    let key = plan.key(c, height + place.depth);
+                    timed.extend(group.drain(..).map(|op| (key, op)));
+                }
+            }
+        }
+        timed.sort_by_key(|&(key, _)| key);
+        timed.into_iter().map(|(_, op)| op).collect()
+    }
+
+    #[test]
+    fn generated_programs_are_the_stably_sorted_groups() {
+        for n in [2, 3, 5, 8, 13, 16, 24] {
+            for (chunks, slots) in [(1, 8), (3, 8), (20, 8), (20, 2), (7, 1)] {
+                let params = Params {
+                    chunk_bytes: 4,
+                    slots,
+                    ..Params::default()
+                };
+                let plan = Plan::new(2 * chunks, n, 4, &params);
+                assert_eq!(plan.chunks, chunks);
+                for rank in 0..n {
+                    let lazy: Vec<Op> = Program::new(&plan, rank).collect();
+                    assert_eq!(
+                        lazy,
+                        sorted_program(&plan, rank),
+                        "n={n} K={chunks} rank={rank}"
                     );
                 }
             }

@@ -74,8 +74,10 @@ pub(super) fn nccl(
             "nccl" if fold.is_some() => {
                 return Err(src.at(
                     t,
-                    "tuner = \"nccl\" cannot fold: NCCL's rings and trees are not the same on every rank shifted; \
-                     drop symmetry = \"fold\" or use tuner = \"alpha_beta\"",
+                    "tuner = \"nccl\" cannot fold: NCCL's rings and trees are not the same on every rank shifted \
+                     (each channel enters a node at its own GPU and NIC, so the run's symmetry turns every node's \
+                     GPUs together with the channels, and a folded run only shifts ranks); drop symmetry = \"fold\" \
+                     to simulate every rank, or use tuner = \"alpha_beta\" with an algorithm that folds",
                 ));
             }
             "nccl" => TunerModel::Nccl,

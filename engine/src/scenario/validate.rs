@@ -342,10 +342,12 @@ fn check_foldable(
             match a.facts().rotation_symmetry() {
                 RotationSymmetry::None => {
                     return at_algorithm(format!(
-                        "{} {} does not do the same on every rank shifted (its partners are not a rotation); \
-                         ring-like algorithms fold",
+                        "{} {} does not do the same on every rank shifted (its partners are not a rotation), \
+                         so it cannot fold; drop symmetry = \"fold\" to simulate every rank, or name an \
+                         algorithm that folds ({})",
                         c.kind.name(),
-                        a.name()
+                        a.name(),
+                        FOLDING_EXAMPLES
                     ));
                 }
                 RotationSymmetry::WholeNodes if !shift.is_multiple_of(c.ranks_per_node) => {
@@ -373,13 +375,39 @@ fn check_foldable(
                 Some(span),
                 format!(
                     "{why}: every size must split into equal blocks, but {size} B is {} elements, \
-                     not a multiple of {world_size} ranks",
-                    size / elem
+                     not a multiple of {world_size} ranks; {}",
+                    size / elem,
+                    foldable_sizes(size, world_size as u64, elem)
                 ),
             ));
         }
     }
     Ok(())
+}
+
+/// The catalogue's allreduces that fold, named in refusals.
+const FOLDING_EXAMPLES: &str = "allreduce ring or hierarchical, allgather ring or bruck, \
+     reduce_scatter ring, alltoall pairwise or bruck";
+
+/// What to do instead of an uneven `size` in a folded run: the nearest
+/// sizes that split into `ranks` equal blocks of `elem`-byte elements, or
+/// the unfolded run. Blocks of different sizes would give the ranks of an
+/// orbit different messages (the first `count mod ranks` blocks hold one
+/// element more), so no rotation maps the run onto itself: an uneven size
+/// cannot fold exactly.
+fn foldable_sizes(size: u64, ranks: u64, elem: u64) -> String {
+    let unit = ranks.saturating_mul(elem);
+    let below = size / unit * unit;
+    let above = below.saturating_add(unit);
+    let nearest = if below == 0 {
+        format!("the smallest size that folds is {above} B")
+    } else {
+        format!("the nearest sizes that fold are {below} B and {above} B")
+    };
+    format!(
+        "{nearest} (multiples of {ranks} ranks x {elem} B; with step_factor, a min_bytes that is \
+         one keeps every size one), or drop symmetry = \"fold\" to simulate this size on every rank"
+    )
 }
 
 /// Validates `[links]`: ideal links, with a world size of its own.

@@ -383,6 +383,56 @@ fn scenario_folds_that_cannot_hold_are_located_errors() {
     );
 }
 
+#[test]
+fn uneven_sizes_trees_and_nccl_are_refused_saying_what_to_do_instead() {
+    let ring = "kind = \"allreduce\"\nalgorithm = \"ring\"\n";
+    // 32 ranks of 4-byte floats: sizes fold in multiples of 128 B.
+    let uneven = scenario_text(4, "fold", ring, "").replace("\"64K\"", "\"65540\"");
+    let err = parse(&uneven).unwrap_err();
+    assert!(
+        err.contains("f.toml:12:13")
+            && err.contains("16385 elements, not a multiple of 32 ranks")
+            && err.contains("the nearest sizes that fold are 65536 B and 65664 B")
+            && err.contains("drop symmetry = \"fold\""),
+        "{err}"
+    );
+    let tiny = scenario_text(4, "fold", ring, "").replace("\"64K\"", "100");
+    let err = parse(&tiny).unwrap_err();
+    assert!(
+        err.contains("the smallest size that folds is 128 B"),
+        "{err}"
+    );
+    // The size named is one that folds, and the run is the full run's.
+    let named = scenario_text(4, "fold", ring, "").replace("\"64K\"", "65664");
+    assert_eq!(
+        times(&named),
+        times(&named.replace("\"fold\"", "\"routes\"")),
+        "the suggested size folds exactly"
+    );
+    // The trees are not rotations of themselves: refused at the
+    // algorithm, naming what folds.
+    for tree in ["tree", "nccl_tree"] {
+        let collective = format!("kind = \"allreduce\"\nalgorithm = \"{tree}\"\n");
+        let err = parse(&scenario_text(4, "fold", &collective, "")).unwrap_err();
+        assert!(
+            err.contains("f.toml:11:13")
+                && err.contains(&format!("allreduce {tree} does not do the same"))
+                && err.contains("drop symmetry = \"fold\" to simulate every rank")
+                && err.contains("allreduce ring or hierarchical"),
+            "{err}"
+        );
+    }
+    // NCCL's tuner: its channels turn GPUs inside the node, not ranks.
+    let nccl = format!("tuner = \"nccl\"\n{}", scenario_text(4, "fold", ring, ""));
+    let err = parse(&nccl).unwrap_err();
+    assert!(
+        err.contains("f.toml:1:9")
+            && err.contains("turns every node's GPUs together with the channels")
+            && err.contains("tuner = \"alpha_beta\""),
+        "{err}"
+    );
+}
+
 /// What one catalogue entry's run on 32 ranks of ideal links gives: each
 /// rank's finish time, or a description of how it failed.
 fn catalogue_run(algorithm: &Algorithm, folded: bool) -> Result<Vec<Time>, String> {

@@ -1,0 +1,97 @@
+#!/usr/bin/env bash
+# Tree allreduce at scale: wall time and peak memory of `sim run` for the
+# catalogue's double binary tree (`tree`) and NCCL's tree (`nccl_tree`) on
+# a rail-optimised fat-tree of DGX H100-style nodes (IB NDR, flow model),
+# phantom payloads, one timed call per point.
+#
+#   tools/bench_trees.sh                      # 512 and 2048 GPUs at 32 GiB, both trees
+#   tools/bench_trees.sh --nodes "8 64" --sizes "1G 32G" --algorithms tree
+#   tools/bench_trees.sh --timeout 120        # give up on a point after 120 s
+#
+# Options: --sim PATH (default: target/release/sim, built with
+# `cargo build --release -p sim`), --nodes "N..." (8 GPUs each; default
+# "64 256"), --sizes "S..." (default "32G"), --algorithms "A..." (default
+# "tree nccl_tree"), --model flow|packet (default flow), --timeout SECONDS
+# (default 900; a point that takes longer is reported as such).
+#
+# Prints one line per point: algorithm, GPUs, bytes, wall seconds, peak
+# RSS (MiB), the simulated time of the call (us), and the exit status.
+# Needs GNU time at /usr/bin/time and coreutils' timeout.
+set -euo pipefail
+
+root="$(cd "$(dirname "$0")/.." && pwd)"
+sim="$root/target/release/sim"
+nodes="64 256"
+sizes="32G"
+algorithms="tree nccl_tree"
+model="flow"
+limit=900
+while [[ $# -gt 0 ]]; do
+    case "$1" in
+        --sim) sim="$2"; shift 2 ;;
+        --nodes) nodes="$2"; shift 2 ;;
+        --sizes) sizes="$2"; shift 2 ;;
+        --algorithms) algorithms="$2"; shift 2 ;;
+        --model) model="$2"; shift 2 ;;
+        --timeout) limit="$2"; shift 2 ;;
+        -h|--help) sed -n '2,19p' "$0"; exit 0 ;;
+        *) echo "error: unknown option $1 (see --help)" >&2; exit 2 ;;
+    esac
+done
+if [[ ! -x "$sim" ]]; then
+    echo "error: no sim binary at $sim; run \`cargo build --release -p sim\` or pass --sim" >&2
+    exit 2
+fi
+if [[ ! -x /usr/bin/time ]]; then
+    echo "error: GNU time (/usr/bin/time) is needed for the peak memory" >&2
+    exit 2
+fi
+
+work="$(mktemp -d)"
+trap 'rm -rf "$work"' EXIT
+
+printf '%-10s %6s %8s %10s %10s %14s %s\n' algorithm gpus bytes "wall (s)" "rss (MiB)" "simulated (us)" status
+for algorithm in $algorithms; do
+    for n in $nodes; do
+        for size in $sizes; do
+            scenario="$work/${algorithm}_${n}_${size}.toml"
+            cat > "$scenario" <<TOML
+name = "bench_${algorithm}_${n}_${size}"
+seed = 1
+
+[topology]
+preset = "fat_tree"
+nodes = $n
+gpus_per_node = 8
+style = "h100"
+nic = "ib_ndr"
+model = "$model"
+
+[[collective]]
+kind = "allreduce"
+algorithm = "$algorithm"
+min_bytes = "$size"
+max_bytes = "$size"
+iters = 1
+warmup = 0
+phantom = true
+TOML
+            status=0
+            timeout "$limit" /usr/bin/time -f '%e %M' -o "$work/time" \
+                "$sim" run "$scenario" > "$work/out" 2> "$work/err" || status=$?
+            wall="-"; rss="-"
+            if read -r w kb < "$work/time" 2>/dev/null && [[ -n "${kb:-}" ]]; then
+                wall="$w"; rss="$((kb / 1024))"
+            fi
+            # The result row: size, count, dtype, op, root, time (us), ...
+            simulated="$(awk '$1 ~ /^[0-9]+$/ && NF >= 6 { print $6 }' "$work/out" | tail -n 1)"
+            case "$status" in
+                0) what="ok" ;;
+                124) what="timed out after ${limit} s"; wall=">$limit" ;;
+                *) what="exit $status: $(head -c 300 "$work/err" | tr '\n' ' ')" ;;
+            esac
+            printf '%-10s %6d %8s %10s %10s %14s %s\n' "$algorithm" $((n * 8)) "$size" \
+                "$wall" "$rss" "${simulated:--}" "$what"
+        done
+    done
+done
