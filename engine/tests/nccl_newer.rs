@@ -338,60 +338,37 @@ fn version_2_21_5_has_only_ring_and_tree() {
     assert!(!sys.describe().contains("NVLS"), "{}", sys.describe());
 }
 
-/// A registry entry that runs NCCL's NVLS on NCCL's channels (a fixture:
-/// `select` only reads its facts; nothing runs it here).
-struct NvlsFixture;
-
-impl algorithms::CollectiveAlgorithm for NvlsFixture {
-    fn name(&self) -> &str {
-        "fixture_nvls"
-    }
-    fn collective(&self) -> Collective {
-        Collective::Allreduce
-    }
-    fn run<'a>(
-        &'a self,
-        _fabric: algorithms::AnyFabric<'a>,
-        _buf: &'a mut algorithms::Payload,
-        _op: algorithms::ReduceOp,
-        _params: &'a algorithms::Params,
-    ) -> algorithms::Running<'a> {
-        Box::pin(async { Ok(()) })
-    }
-    fn nccl_algorithm(&self) -> Option<&str> {
-        Some("nvls")
-    }
-    fn runs_nccl_channels(&self) -> bool {
-        true
-    }
-}
-
 #[test]
-fn select_runs_nvls_only_when_the_registry_has_it_else_nccls_next_choice() {
-    let text = "seed = 1\n[topology]\npreset = \"dgx_h100\"\nmodel = \"flow\"\n[nccl]\nversion = \"2.29.7\"\n\
-                [[collective]]\nkind = \"allreduce\"\nmin_bytes = \"1G\"\nmax_bytes = \"1G\"\nphantom = true\n";
+fn select_runs_nccl_nvls_when_nccl_picks_it_else_nccls_next_choice() {
+    let text = |nccl: &str| {
+        format!(
+            "seed = 1\n[topology]\npreset = \"dgx_h100\"\nmodel = \"flow\"\n[nccl]\nversion = \"2.29.7\"\n{nccl}\n\
+             [[collective]]\nkind = \"allreduce\"\nmin_bytes = \"1G\"\nmax_bytes = \"1G\"\nphantom = true\n"
+        )
+    };
     let count = (1usize << 30) / 4;
-    let with_nvls = Registry::builtin().with(NvlsFixture).unwrap();
-    let s = Scenario::parse(Path::new("n.toml"), text, &with_nvls).unwrap();
+    let registry = Registry::builtin();
+    let s = scenario(&text(""));
     let filter = engine::tuning::AlgoFilter::default();
     let pick = engine::study::select(&s, &s.collectives[0], &filter, count);
-    assert_eq!(pick.algorithm.name(), "fixture_nvls");
+    assert_eq!(pick.algorithm.name(), "nccl_nvls");
     let choice = pick.nccl.expect("NCCL's choice");
     assert_eq!((choice.algorithm, choice.heads), (NcclAlgorithm::Nvls, 8));
     assert_eq!(
         (pick.params.channels, pick.params.chunk_bytes),
         (16, 131_072)
     );
-    // Excluded by NCCL_ALGO, or absent from the registry: NCCL's next
-    // choice, the same either way.
-    let not_nvls = engine::tuning::AlgoFilter::parse("^nvls", &with_nvls).unwrap();
+    // Excluded by NCCL_ALGO, or turned off by NCCL_NVLS_ENABLE: NCCL's
+    // next choice, the same either way.
+    let not_nvls = engine::tuning::AlgoFilter::parse("^nvls", &registry).unwrap();
     let next = engine::study::select(&s, &s.collectives[0], &not_nvls, count);
-    let builtin = scenario(text);
-    let without = engine::study::select(&builtin, &builtin.collectives[0], &filter, count);
-    for pick in [&next, &without] {
+    let off = scenario(&text("nvls_enable = 0"));
+    let disabled = engine::study::select(&off, &off.collectives[0], &filter, count);
+    for pick in [&next, &disabled] {
         let choice = pick.nccl.expect("NCCL's choice");
         assert_ne!(choice.algorithm, NcclAlgorithm::Nvls);
         assert!(pick.algorithm.facts().runs_nccl_channels());
+        assert_ne!(pick.algorithm.name(), "nccl_nvls");
     }
-    assert_eq!(next.nccl, without.nccl);
+    assert_eq!(next.nccl, disabled.nccl);
 }

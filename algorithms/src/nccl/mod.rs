@@ -29,9 +29,9 @@
 
 pub mod collnet;
 pub mod framed;
+pub mod nvls;
 pub mod p2p;
 pub mod pat;
-pub mod nvls;
 pub mod plan;
 pub mod protocol;
 pub mod ring;
