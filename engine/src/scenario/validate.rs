@@ -358,6 +358,16 @@ fn check_foldable(
                 }
                 RotationSymmetry::WholeNodes | RotationSymmetry::Any => {}
             }
+            if a.facts().runs_nccl_channels() {
+                return at_algorithm(format!(
+                    "{} {} sends each channel through that channel's own NIC, and a shift of ranks \
+                     does not carry those routes onto each other, so it cannot fold exactly; drop \
+                     symmetry = \"fold\" to simulate every rank, or name an algorithm that folds ({})",
+                    c.kind.name(),
+                    a.name(),
+                    FOLDING_EXAMPLES
+                ));
+            }
         }
         let elem = c.dtype.size_bytes() as u64;
         if let Some(&size) = c
