@@ -492,7 +492,7 @@ impl NcclSystem {
                 g.bw_inter,
                 c.nvls_channels
             ),
-            (None, _) => "none (needs an NVSwitch and compute capability 9.0+)".to_string(),
+            (None, _) => "none (needs an NVSwitch, compute capability 9.0+ and, across nodes, a GPU on each NIC's PCIe switch)".to_string(),
         };
         let collnet = match (c.collnet, &self.collnet_direct) {
             (true, Some(g)) => format!("on, direct with {} heads", g.channels()),
