@@ -379,10 +379,10 @@ pub fn select(
         })
     };
     if let Some(algorithm) = &spec.algorithm {
-        // The NCCL model chooses only among its ring and tree here; other
-        // NCCL algorithms (NVLS, CollNet) run as named.
+        // A named NCCL algorithm runs with NCCL's protocol, channels, chunk
+        // and latencies where NCCL's model can run it (see `nccl_pick`),
+        // otherwise as named.
         if algorithm.facts().runs_nccl_channels()
-            && matches!(algorithm.facts().nccl_algorithm(), Some("tree" | "ring"))
             && let Some(selection) = nccl_pick(Some(algorithm))
         {
             return selection;
