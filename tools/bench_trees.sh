@@ -77,17 +77,23 @@ warmup = 0
 phantom = true
 TOML
             status=0
-            timeout "$limit" /usr/bin/time -f '%e %M' -o "$work/time" \
-                "$sim" run "$scenario" > "$work/out" 2> "$work/err" || status=$?
+            # `timeout` runs under `time` and signals `sim` itself (its own
+            # child), so a point that runs out of time leaves no process
+            # behind; `time` still reports the peak of what it waited for.
+            /usr/bin/time -f '%e %M' -o "$work/time" \
+                timeout --kill-after=10 "$limit" "$sim" run "$scenario" \
+                > "$work/out" 2> "$work/err" || status=$?
             wall="-"; rss="-"
-            if read -r w kb < "$work/time" 2>/dev/null && [[ -n "${kb:-}" ]]; then
+            # GNU time writes "Command exited with non-zero status N" first
+            # when the command failed: the figures are on the last line.
+            if read -r w kb < <(tail -n 1 "$work/time") 2>/dev/null && [[ -n "${kb:-}" ]]; then
                 wall="$w"; rss="$((kb / 1024))"
             fi
             # The result row: size, count, dtype, op, root, time (us), ...
             simulated="$(awk '$1 ~ /^[0-9]+$/ && NF >= 6 { print $6 }' "$work/out" | tail -n 1)"
             case "$status" in
                 0) what="ok" ;;
-                124) what="timed out after ${limit} s"; wall=">$limit" ;;
+                124|137) what="timed out after ${limit} s"; wall=">$limit" ;;
                 *) what="exit $status: $(head -c 300 "$work/err" | tr '\n' ' ')" ;;
             esac
             printf '%-10s %6d %8s %10s %10s %14s %s\n' "$algorithm" $((n * 8)) "$size" \

@@ -36,6 +36,30 @@
 //! - **Zero-byte messages** need no bandwidth: when their turn in the pair
 //!   comes they are delivered after the idle latency.
 //!
+//! # Successors
+//! A pipelined collective sends chunk after chunk on each pair: when a
+//! flow ends, the pair's next message often starts at once on exactly the
+//! same route. The links then carry the same multiset of routes as
+//! before, and max-min filling depends on nothing else (a flow's rate is
+//! the level at which the first of its links saturates; links saturate in
+//! the order of their shares, ties by link id, and each freeze subtracts
+//! the same level whichever flow it is; the flow ids and list orders only
+//! name the flows), so every rate stays the same to the bit and the
+//! successor's is its predecessor's. Such a successor therefore *inherits*
+//! the rate and marks no link dirty: the instant's `Reallocate` still
+//! fires where it would have (so the batching of the instant is
+//! unchanged), skips the filling when nothing else changed, and schedules
+//! the successor's `Finish` as the recomputation would have. When other
+//! changes of the instant reach the successor's component, the filling
+//! computes its rate as always; one it does not reach had no other
+//! change (an ended or started flow marks its own links, which belong to
+//! every component it touched), so the inherited rate is its max-min
+//! rate. Only the order in which finishes at one and the same picosecond
+//! are queued can differ from recomputing everything; the tests compare
+//! both ways (`FlowNetwork::with_successors_inheriting(false)`) on random
+//! instances and on tree allreduces, times and counters equal to the
+//! picosecond and the byte.
+//!
 //! # Link faults
 //! [`FlowNetwork::schedule_changes`] schedules [`LinkChange`]s, one `Change`
 //! event each, before the run (or at least not before the current time).
@@ -205,6 +229,14 @@ pub struct FlowNetwork {
     allocator: MaxMin,
     /// Scratch: the latest allocation.
     rates: Vec<(u32, f64)>,
+    /// Whether a message that takes over its pair's route from the flow
+    /// that just ended skips the recomputation (see [Successors]).
+    ///
+    /// [Successors]: self#successors
+    successors_inherit: bool,
+    /// Flows started as successors since the last recomputation, with
+    /// the rate they inherit, in the order they started.
+    inherited: Vec<(u32, f64)>,
     /// A shared empty route for free slots.
     no_route: Route,
     usage: Vec<LinkUsage>,
@@ -244,6 +276,8 @@ impl FlowNetwork {
             reallocate_pending: false,
             allocator: MaxMin::new(links),
             rates: Vec::new(),
+            successors_inherit: true,
+            inherited: Vec::new(),
             no_route: Arc::from(Vec::new()),
             usage: vec![LinkUsage::default(); links],
             sample_links,
@@ -269,7 +303,7 @@ impl FlowNetwork {
         if pair.head == NONE {
             pair.head = slot;
             pair.tail = slot;
-            self.activate_head(now, transfer.flow, queue, None)
+            self.activate_head(now, transfer.flow, queue, None, None)
         } else {
             let tail = pair.tail;
             pair.tail = slot;
@@ -323,6 +357,15 @@ impl FlowNetwork {
         self
     }
 
+    /// The same, with successors inheriting their predecessor's rate
+    /// (`true`, the default) or every flow change recomputed (`false`,
+    /// the reference the shortcut is tested against; see
+    /// [Successors](self#successors)).
+    pub fn with_successors_inheriting(mut self, on: bool) -> FlowNetwork {
+        self.successors_inherit = on;
+        self
+    }
+
     /// The link traffic per time bin recorded so far, if asked for.
     pub fn take_timeline(&mut self) -> Option<LinkTimeline> {
         self.timeline.take()
@@ -373,12 +416,17 @@ impl FlowNetwork {
 
     /// Starts the pair's oldest message; messages that need no bandwidth
     /// complete at once and the next one starts.
+    ///
+    /// With `inherit`, the head is the successor of a flow that just
+    /// ended on the same route at that rate (checked by the caller) and
+    /// inherits it (see [Successors](self#successors)).
     fn activate_head(
         &mut self,
         now: Time,
         pair: u64,
         queue: &mut EventQueue,
         mut delivered: Option<&mut Vec<MessageId>>,
+        inherit: Option<f64>,
     ) -> Result<(), OutOfTime> {
         loop {
             let head = self.pairs[&pair].head;
@@ -394,7 +442,10 @@ impl FlowNetwork {
                     self.links[l.index()].flows.push(head);
                     self.link_changed(now, l, true);
                 }
-                self.mark_dirty(now, &route, queue);
+                match inherit {
+                    Some(rate) => self.inherited.push((head, rate)),
+                    None => self.mark_dirty(now, &route, queue),
+                }
                 return Ok(());
             }
             self.complete(now, head, queue, delivered.as_deref_mut())?;
@@ -418,7 +469,8 @@ impl FlowNetwork {
         }
         slot.remaining_bytes = 0.0;
         let (bytes, route) = (slot.bytes, slot.route.clone());
-        if slot.rate_bytes_per_s > 0.0 {
+        let rate = slot.rate_bytes_per_s;
+        if rate > 0.0 {
             slot.rate_bytes_per_s = 0.0;
             let busy = Busy {
                 links: &mut self.links,
@@ -438,10 +490,37 @@ impl FlowNetwork {
             usage.units += 1;
             self.link_changed(now, l, false);
         }
-        self.mark_dirty(now, &route, queue);
+        let inherit = self.successor_inherits(flow, rate).then_some(rate);
+        if inherit.is_some() {
+            // Nothing to recompute, but the instant's recomputation (which
+            // schedules the successor's finish) keeps its place.
+            self.request_reallocation(now, queue);
+        } else {
+            self.mark_dirty(now, &route, queue);
+        }
         let pair = self.slots[flow as usize].pair;
         self.complete(now, flow, queue, delivered.as_deref_mut())?;
-        self.activate_head(now, pair, queue, delivered)
+        self.activate_head(now, pair, queue, delivered, inherit)
+    }
+
+    /// Whether the next message of `flow`'s pair that needs bandwidth
+    /// (those before it need none and complete at once) takes over its
+    /// links as they are: it crosses exactly the same route, and `flow`
+    /// had a positive `rate` (see [Successors](self#successors)).
+    fn successor_inherits(&self, flow: u32, rate: f64) -> bool {
+        if !self.successors_inherit || rate <= 0.0 {
+            return false;
+        }
+        let route = &self.slots[flow as usize].route;
+        let mut next = self.slots[flow as usize].next;
+        while next != NONE {
+            let slot = &self.slots[next as usize];
+            if slot.bytes > 0 && !slot.route.is_empty() {
+                return slot.route[..] == route[..];
+            }
+            next = slot.next;
+        }
+        false
     }
 
     /// Delivers the pair's head message `id` (its bytes are sent), frees
@@ -489,6 +568,11 @@ impl FlowNetwork {
     /// instant handles them all.
     fn mark_dirty(&mut self, now: Time, route: &[LinkId], queue: &mut EventQueue) {
         self.dirty.extend(route.iter().map(|l| l.index() as u32));
+        self.request_reallocation(now, queue);
+    }
+
+    /// Schedules the one recomputation of this instant, if not yet done.
+    fn request_reallocation(&mut self, now: Time, queue: &mut EventQueue) {
         if !self.reallocate_pending {
             self.reallocate_pending = true;
             queue.schedule(now, net(FlowEvent::Reallocate));
@@ -502,13 +586,25 @@ impl FlowNetwork {
         self.reallocate_pending = false;
         self.reallocations += 1;
         let slots = &self.slots;
-        self.allocator.allocate(
-            &self.dirty,
-            &self.links,
-            |f| &slots[f as usize].route[..],
-            &mut self.rates,
-        );
+        if self.dirty.is_empty() {
+            self.rates.clear();
+        } else {
+            self.allocator.allocate(
+                &self.dirty,
+                &self.links,
+                |f| &slots[f as usize].route[..],
+                &mut self.rates,
+            );
+        }
         self.dirty.clear();
+        // Successors the recomputation did not reach keep their
+        // predecessor's rate, which their component still has.
+        let mut inherited = std::mem::take(&mut self.inherited);
+        if !self.rates.is_empty() {
+            inherited.retain(|&(f, _)| !self.allocator.reached(f));
+        }
+        self.rates.extend(inherited.drain(..));
+        self.inherited = inherited;
         for &(flow, rate) in &self.rates {
             let slot = &mut self.slots[flow as usize];
             if rate == slot.rate_bytes_per_s {

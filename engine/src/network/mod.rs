@@ -318,6 +318,12 @@ pub struct TopologyConfig {
     /// flow cross each link direction per crossing of its orbit (`None`
     /// when every link moves with every step: all 1).
     pub folded_weights: Option<Arc<[u32]>>,
+    /// Flow level: a message that takes over its pair's route from the
+    /// flow that just ended inherits its rate without a recomputation
+    /// (`true`, the default; exact, see
+    /// [`flow`'s Successors](flow#successors)); `false` recomputes every
+    /// change, the reference the tests compare it with.
+    pub flow_successors_inherit: bool,
 }
 
 impl TopologyConfig {
@@ -355,6 +361,7 @@ impl TopologyConfig {
             rotation: None,
             folded_links: None,
             folded_weights: None,
+            flow_successors_inherit: true,
         }
     }
 }
@@ -469,7 +476,8 @@ impl Network {
                     })),
                     ModelLevel::Flow => Network::Flow(Box::new(Routed {
                         model: flow::FlowNetwork::new(topology, sample_links)
-                            .with_timeline(t.timeline_bin_ps),
+                            .with_timeline(t.timeline_bin_ps)
+                            .with_successors_inheriting(t.flow_successors_inherit),
                         router,
                         placement,
                         world_size,

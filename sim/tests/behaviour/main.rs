@@ -18,6 +18,7 @@ mod determinism;
 mod ethernet_transport;
 mod failure_exits;
 mod faults;
+mod flow_successors;
 mod fold;
 mod golden;
 mod input_fuzz;

@@ -154,6 +154,12 @@ impl MaxMin {
         rates.extend(self.flows.iter().map(|&f| (f, self.rate[f as usize])));
     }
 
+    /// Whether the latest [`MaxMin::allocate`] reached flow `f` (gave it
+    /// a rate).
+    pub fn reached(&self, f: u32) -> bool {
+        self.flow_mark.get(f as usize) == Some(&self.epoch)
+    }
+
     /// Starts a new call: marks of earlier calls become stale.
     fn next_epoch(&mut self) {
         if self.epoch == u32::MAX {

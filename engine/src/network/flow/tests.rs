@@ -509,3 +509,77 @@ fn times_past_the_end_are_errors() {
     d.send(u64::MAX - 1, 0, &links, 0);
     assert_eq!(d.run(), Err(OutOfTime));
 }
+
+/// SplitMix64 numbers below `bound`: random but fixed instances.
+fn split_mix(seed: u64) -> impl FnMut(u64) -> u64 {
+    let mut state = seed;
+    move |bound: u64| {
+        state = state.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = state;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        (z ^ (z >> 31)) % bound
+    }
+}
+
+#[test]
+fn successors_inheriting_their_rate_time_what_recomputing_everything_times() {
+    // Random chains whose pairs send queues of messages over sub-ranges
+    // of the chain (mostly one route per pair, sometimes another), at
+    // few distinct start times so that many things happen at one
+    // picosecond; some links halve or go down and up. Arrivals and every
+    // link's counters must be the same to the picosecond and the byte
+    // with the shortcut as without.
+    let mut next = split_mix(0x5eed);
+    let mut inherited_work_saved = 0u64;
+    for instance in 0..200 {
+        let links = 2 + next(6) as usize;
+        let bandwidths: Vec<f64> = (0..links)
+            .map(|_| 1e9 * (1.0 + next(1000) as f64 / 7.0) / 3.0)
+            .collect();
+        let (topo, chain_links) = chain(&bandwidths, 100 + next(1000));
+        let pairs = 1 + next(8);
+        let mut sends = Vec::new();
+        for pair in 0..pairs {
+            let from = next(links as u64) as usize;
+            let to = from + 1 + next((links - from) as u64) as usize;
+            for _ in 0..1 + next(12) {
+                let (from, to) = if next(8) == 0 {
+                    let other = next(links as u64) as usize;
+                    (other, other + 1)
+                } else {
+                    (from, to)
+                };
+                let bytes = [0, 1000, 4096, 12_345, 65_536][next(5) as usize];
+                sends.push((next(4) * 50_000, bytes, from..to, pair));
+            }
+        }
+        let changes: Vec<(u64, LinkId, f64)> = (0..next(3))
+            .map(|_| {
+                let link = chain_links[next(links as u64) as usize];
+                (next(8) * 25_000, link, [0.0, 0.5, 1.0][next(3) as usize])
+            })
+            .collect();
+        let run = |inherit: bool| {
+            let mut d = Driver::new(&topo, false);
+            d.net = FlowNetwork::new(topo.clone(), false).with_successors_inheriting(inherit);
+            for (at, bytes, range, pair) in &sends {
+                d.send(*at, *bytes, &chain_links[range.clone()], *pair);
+            }
+            d.change(&changes);
+            d.run().unwrap();
+            let mut arrivals = d.delivered.clone();
+            arrivals.sort_by_key(|&(_, m)| m);
+            let work: u64 = d.reallocations.iter().map(|&(_, w)| w).sum();
+            (arrivals, d.net.usage().to_vec(), work)
+        };
+        let (arrivals, usage, work) = run(true);
+        let (want_arrivals, want_usage, want_work) = run(false);
+        assert_eq!(arrivals, want_arrivals, "instance {instance}");
+        assert_eq!(usage, want_usage, "instance {instance}");
+        assert!(work <= want_work, "instance {instance}");
+        inherited_work_saved += want_work - work;
+    }
+    // The shortcut did fire.
+    assert!(inherited_work_saved > 1000, "{inherited_work_saved}");
+}
