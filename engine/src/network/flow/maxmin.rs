@@ -29,7 +29,10 @@
 //! other key bounds its link's share from below), so the links saturate
 //! in exactly the order, and with exactly the arithmetic, of pushing every
 //! changed share (what this module did first; a tree allreduce on 512
-//! GPUs spent half its run in those pushes and pops). A link's flow list
+//! GPUs spent half its run in those pushes and pops). The filling stops
+//! as soon as every flow is frozen: the links still in the heap then have
+//! no unfrozen flow, and popping them would only skip them (in a tree
+//! allreduce most links are no bottleneck and would be popped that way). A link's flow list
 //! is scanned once by the search and at most once by the filling.
 //! [`MaxMin::work`] counts the incidences visited, so tests can check
 //! that unrelated components stay untouched.
@@ -246,7 +249,12 @@ impl MaxMin {
         // Shares only grow as flows freeze (in exact arithmetic); `level`
         // keeps rounding from ever giving a later flow less, or zero.
         let mut level = 0.0f64;
-        while let Some(Candidate { share, link }) = self.heap.pop() {
+        // Once every flow is frozen, what the heap still holds are links
+        // without unfrozen flows, each popped only to be skipped: stop.
+        let mut unfrozen_flows = self.flows.len();
+        while unfrozen_flows > 0
+            && let Some(Candidate { share, link }) = self.heap.pop()
+        {
             let i = link as usize;
             let scratch = self.link[i];
             let n = scratch.unfrozen;
@@ -270,6 +278,7 @@ impl MaxMin {
                     continue;
                 }
                 self.rate[f as usize] = level;
+                unfrozen_flows -= 1;
                 for &m in route(f) {
                     self.work += 1;
                     let j = m.index();
