@@ -77,11 +77,12 @@ warmup = 0
 phantom = true
 TOML
             status=0
-            # `timeout` runs under `time` and signals `sim` itself (its own
-            # child), so a point that runs out of time leaves no process
-            # behind; `time` still reports the peak of what it waited for.
+            # `timeout` runs under `time` and kills `sim` itself (its own
+            # child) with SIGKILL: `sim run` treats SIGTERM as "stop after
+            # the current row", and a point is one row, so SIGTERM would
+            # leave it running to the end.
             /usr/bin/time -f '%e %M' -o "$work/time" \
-                timeout --kill-after=10 "$limit" "$sim" run "$scenario" \
+                timeout --signal=KILL "$limit" "$sim" run "$scenario" \
                 > "$work/out" 2> "$work/err" || status=$?
             wall="-"; rss="-"
             # GNU time writes "Command exited with non-zero status N" first
@@ -93,7 +94,7 @@ TOML
             simulated="$(awk '$1 ~ /^[0-9]+$/ && NF >= 6 { print $6 }' "$work/out" | tail -n 1)"
             case "$status" in
                 0) what="ok" ;;
-                124|137) what="timed out after ${limit} s"; wall=">$limit" ;;
+                124|137) what="timed out after ${limit} s"; wall=">$limit"; rss="-" ;;
                 *) what="exit $status: $(head -c 300 "$work/err" | tr '\n' ' ')" ;;
             esac
             printf '%-10s %6d %8s %10s %10s %14s %s\n' "$algorithm" $((n * 8)) "$size" \
