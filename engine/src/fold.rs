@@ -92,16 +92,53 @@
 //! and in the flow model every flow start or end recomputes the max-min
 //! rates of its connected component, which for a tree is every active
 //! flow of the run (each rank's egress link carries its flows to parent
-//! and children, so the tree's flows form one component). Measured on two
-//! heavily shared cores (flow model, fat-tree of DGX H100-style nodes, CPU
-//! time since the wall clock was not to be trusted; `tools/bench_trees.sh`
-//! runs the points): `tree` at 64 GPUs and 32 GiB went from 21.5 s and
-//! 818 MiB to 16.2 s and 19 MiB, at 512 GPUs and 1 GiB from 18.0 s and
-//! 357 MiB to 15.7 s and 39 MiB, with the same output to the byte;
-//! `nccl_tree` (16 channels) at 512 GPUs and 1 GiB took 312 s and 89 MiB.
-//! The time grows with both the messages and the component each one
-//! recomputes, so 512 to 2048 GPUs at 32 GiB stay out of reach of a minute
-//! until trees fold.
+//! and children, so the tree's flows form one component). Profiled
+//! (`perf`, release `sim`, `tree` at 512 GPUs and 1 GiB, flow model):
+//! 58% of the run was the max-min filling (35% `MaxMin::allocate`, 23%
+//! its heap's pops), the rest spread over the world's delivery, the
+//! futures and the tree programs (2-5% each). Two exact savings went in:
+//!
+//! - **Successors inherit their rate** (see the flow model's
+//!   [Successors](crate::network::flow#successors)): a message that
+//!   takes over its pair's route from the flow that just ended keeps its
+//!   rate without a recomputation. Tested against recomputing every
+//!   change (random instances, `tree`, `pat`, `nccl_tree`, `nccl_pat`,
+//!   `tuner = "nccl"`: every rank's finish and every link counter equal).
+//!   It pays little for trees: a rank posts chunk `c + 1` to its parent
+//!   only once both children's chunk `c + 1` arrived, which is rarely
+//!   before chunk `c` has left (12% less CPU time at 512 GPUs, 1 GiB).
+//! - **The filling stops once every flow is frozen**: most links of a
+//!   tree are no bottleneck, and were popped from the heap only to be
+//!   skipped (with the above, 27% less CPU time: 13.3 s to 9.7 s).
+//!
+//! Both give the same output to the byte (`cmp` against the binary
+//! before them). What they do not change is the count: the time grows
+//! with the messages (`2·K` chunks per rank and tree, `K` = size / 2 /
+//! chunk) times the flows each recomputation visits, so 512 to 2048 GPUs
+//! at 32 GiB (32 768 chunks per half) stay out of reach of a minute.
+//! Measured with `tools/bench_trees.sh` (release `sim`, fat-tree of DGX
+//! H100-style nodes, IB NDR, flow model, phantom payloads; before and
+//! after run at the same time on a shared 2-core machine, load about 10,
+//! so wall times are pessimistic; simulated times identical):
+//!
+//! BENCH_TABLE
+//!
+//! What would reach the target, and what it needs:
+//! - **Folding by the channel turn** (`nccl_tree`, `tuner = "nccl"`): the
+//!   four items listed above.
+//! - **Exact steady-state skipping** (a pipeline whose whole state repeats
+//!   shifted by one chunk period): the flow model's state can be compared
+//!   (flows, remaining bytes, pending events relative to now), but the
+//!   ranks' programs are `async` functions whose state lives in their
+//!   futures; skipping needs each program's position as data (as the
+//!   tree's generated program already almost is: a `Program` iterator
+//!   per rank) and the world's pending receives and timers as data, so
+//!   that "the same state, one chunk later" can be checked, never
+//!   assumed.
+//! - **Identical-subtree collapsing** for `tree`: ranks in the same
+//!   position of isomorphic subtrees share a timeline only while their
+//!   parents' do, and on a fat-tree their links are shared with other
+//!   subtrees; it needs the same per-rank state as data to verify.
 
 use std::sync::Arc;
 

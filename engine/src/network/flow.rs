@@ -603,7 +603,7 @@ impl FlowNetwork {
         if !self.rates.is_empty() {
             inherited.retain(|&(f, _)| !self.allocator.reached(f));
         }
-        self.rates.extend(inherited.drain(..));
+        self.rates.append(&mut inherited);
         self.inherited = inherited;
         for &(flow, rate) in &self.rates {
             let slot = &mut self.slots[flow as usize];

@@ -64,8 +64,14 @@ fn run(
     exec
 }
 
+/// A link direction's bytes, flows, busy time and most flows at once.
+type Counters = (u64, u64, u64, u64);
+
+/// One scenario row: size, time, end of the run, every link's counters.
+type RowFacts = (u64, u64, Time, Vec<Counters>);
+
 /// The counters that a flow run sets, per link direction.
-fn counters(usage: &[LinkUsage]) -> Vec<(u64, u64, u64, u64)> {
+fn counters(usage: &[LinkUsage]) -> Vec<Counters> {
     usage
         .iter()
         .map(|u| (u.bytes, u.units, u.busy_ps, u.max_queue))
@@ -103,7 +109,7 @@ fn tree_and_pat_time_the_same_with_successors_inheriting() {
 
 /// `(size, time, end, link counters)` of every row of `text` run with or
 /// without the shortcut.
-fn scenario_rows(text: &str, inherit: bool) -> Vec<(u64, u64, Time, Vec<(u64, u64, u64, u64)>)> {
+fn scenario_rows(text: &str, inherit: bool) -> Vec<RowFacts> {
     let path = std::path::Path::new("f.toml");
     let mut scenario = engine::scenario::Scenario::parse(path, text, &Registry::builtin()).unwrap();
     let NetworkConfig::Topology(t) = &mut scenario.network else {
