@@ -251,3 +251,35 @@ fn a_real_calibration_writes_its_measurements_and_bounded_residuals() {
         c.link_spec().unwrap();
     }
 }
+
+#[test]
+fn a_calibrated_scenario_gets_the_fitted_links_and_refuses_links_beside_them() {
+    let dir = temp_dir("calibrated-scenario");
+    let cal = calibration_file(&dir, FabricKind::Shm, |c| {
+        c.model.injection_gb_per_s = Some(3.0);
+    });
+    let path = dir.join("s.toml");
+    let registry = algorithms::Registry::builtin();
+    let text = VALIDATED.replace("CAL", &cal);
+    let s = engine::scenario::Scenario::parse(&path, &text, &registry).unwrap();
+    let loaded = s.calibration.as_ref().unwrap();
+    let engine::network::NetworkConfig::Ideal(link) = s.network else {
+        panic!("ideal links");
+    };
+    assert_eq!(link, loaded.calibration.link_spec().unwrap());
+    assert_eq!(link.injection_bytes_per_s, Some(3e9));
+    assert!(s.input_files.contains(&dir.join(&cal)));
+    assert!(s.to_string().contains("calibrated on shm"), "{s}");
+    // [links] beside [calibration]: refused where [calibration] is.
+    let both = format!("{text}\n[links]\nlatency_us = 1\nbandwidth_gb_per_s = 1\n");
+    let e = engine::scenario::Scenario::parse(&path, &both, &registry)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("s.toml:3:1") && e.contains("remove [links]"), "{e}");
+    // A file that is not there is named, at the `file` value.
+    let missing = VALIDATED.replace("CAL", "nowhere.toml");
+    let e = engine::scenario::Scenario::parse(&path, &missing, &registry)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("s.toml:4:8") && e.contains("nowhere.toml"), "{e}");
+}
