@@ -5,16 +5,21 @@
 //! The ideal links with an overhead `o`, latency `L`, pair bandwidth `B`
 //! and per-rank rate `I` (see `engine::links`) give the probes these
 //! times, which the fit inverts step by step:
-//! - ping-pong of `b` bytes: `o + L + b/B`; a least-squares line through
-//!   the sizes, weighted by `1/t²` (relative errors, as the sizes span
-//!   six decades), gives `o + L` and `B`;
+//! - a shift of `b` bytes (every rank sends to the next and receives from
+//!   the previous at once, as a collective's steps do): `o + L + b/B`; a
+//!   least-squares line through the sizes, weighted by `1/t²` (relative
+//!   errors, as the sizes span six decades), gives `o + L` and `B`. The
+//!   ping-pong (two ranks busy, the others idle) has the same form; it is
+//!   fitted only without shifts, and otherwise shows in the residuals how
+//!   much faster a lone pair is than a busy job;
 //! - a stream of `k` small messages: `k o` plus constants; the slope
 //!   between two counts gives `o`, and `L` is the ping-pong intercept
 //!   less `o`;
 //! - flows to `p` peers at once: `o + L + (p-1) b/I + b/B` when the
-//!   rank's rate `I` is what limits them, which gives `I` at each large
-//!   size (the median is kept); flows that show no shared limit (`I` above
-//!   `p B`) leave `I` unset;
+//!   rank's rate `I` (at least `B`) is what limits them, `o + L + p b/I`
+//!   when `I` is below `B`; that gives `I` at each large size (the median
+//!   is kept); flows that show no shared limit (`I` above `p B`) leave `I`
+//!   unset;
 //! - a reduction of `b` bytes: `b/R`; the median of `b/t` over the sizes
 //!   of each element type.
 
@@ -51,15 +56,27 @@ pub enum FitError {
 
 /// Fits the model to `samples` taken on `world_size` ranks.
 pub fn fit(samples: &[Sample], world_size: usize) -> Result<FittedModel, FitError> {
-    let pings: Vec<(f64, f64)> = samples
-        .iter()
-        .filter_map(|s| match s.probe {
-            Probe::PingPong { bytes } => Some((bytes as f64, s.time_ps as f64)),
-            _ => None,
-        })
-        .collect();
+    let points = |shift: bool| -> Vec<(f64, f64)> {
+        samples
+            .iter()
+            .filter_map(|s| match (s.probe, shift) {
+                (Probe::Shift { bytes }, true) | (Probe::PingPong { bytes }, false) => {
+                    Some((bytes as f64, s.time_ps as f64))
+                }
+                _ => None,
+            })
+            .collect()
+    };
+    let shifts = points(true);
+    let pings = if shifts.len() >= 2 {
+        shifts
+    } else {
+        points(false)
+    };
     if pings.len() < 2 {
-        return Err(FitError::Missing("ping-pongs at two sizes or more"));
+        return Err(FitError::Missing(
+            "shifts or ping-pongs at two sizes or more",
+        ));
     }
     let (intercept_ps, slope_ps_per_byte) = weighted_line(&pings);
     if slope_ps_per_byte <= 0.0 {
@@ -153,11 +170,17 @@ fn injection_rate(
         .filter_map(|s| match s.probe {
             Probe::Flows { bytes } => {
                 let b = bytes as f64;
-                let shared_ps = s.time_ps as f64 - overhead_ps - latency_ps - b * 1e12 / bandwidth;
-                Some(if shared_ps > 0.0 {
-                    (peers - 1.0) * b * 1e12 / shared_ps
-                } else {
+                let after_ps = s.time_ps as f64 - overhead_ps - latency_ps;
+                let shared_ps = after_ps - b * 1e12 / bandwidth;
+                let above_pair = (peers - 1.0) * b * 1e12 / shared_ps;
+                Some(if shared_ps <= 0.0 {
                     f64::INFINITY
+                } else if above_pair >= bandwidth {
+                    above_pair
+                } else {
+                    // Slower than one pair's link: every message holds
+                    // the port for b/I, so p b/I in all.
+                    peers * b * 1e12 / after_ps.max(1.0)
                 })
             }
             _ => None,
@@ -167,9 +190,11 @@ fn injection_rate(
         return None;
     }
     let rate = median(&mut rates);
-    // A rank's rate is at least one flow's; past one flow per peer the
-    // links do not share anything.
-    (rate < peers * bandwidth).then_some(rate.max(bandwidth))
+    // Past one flow per peer the links do not share anything. Below one
+    // pair's bandwidth the concurrent flows are slower than a lone one
+    // (ranks sharing cores, memory): the rate is kept, and it slows a lone
+    // message too, which the ping-pong residuals then show.
+    (rate < peers * bandwidth).then_some(rate)
 }
 
 /// The median of `values` (sorted in place; the lower middle of an even

@@ -8,6 +8,9 @@
 //! the probe, timed on rank 0 from the barrier's end:
 //! - `pingpong`: ranks 0 and 1 bounce a message `rounds` times; half a
 //!   round trip.
+//! - `shift`: every rank sends a message to the next rank and receives
+//!   one from the previous, `rounds` times, as a collective's steps do
+//!   (every rank busy at once); one round.
 //! - `stream`: rank 0 sends `messages` messages to rank 1 back to back,
 //!   rank 1 answers one element after the last; the whole.
 //! - `flows`: every rank sends one message to every other rank at once
@@ -26,6 +29,11 @@ pub const ROUNDS: u32 = 4;
 pub enum Probe {
     /// Half a round trip of `bytes` between ranks 0 and 1.
     PingPong {
+        /// Message size.
+        bytes: u64,
+    },
+    /// Every rank sends `bytes` to the next and receives from the previous.
+    Shift {
         /// Message size.
         bytes: u64,
     },
@@ -56,6 +64,7 @@ impl Probe {
     pub fn name(self) -> &'static str {
         match self {
             Probe::PingPong { .. } => "pingpong",
+            Probe::Shift { .. } => "shift",
             Probe::Stream { .. } => "stream",
             Probe::Flows { .. } => "flows",
             Probe::Reduce { .. } => "reduce",
@@ -66,6 +75,7 @@ impl Probe {
     pub fn bytes(self) -> u64 {
         match self {
             Probe::PingPong { bytes }
+            | Probe::Shift { bytes }
             | Probe::Stream { bytes, .. }
             | Probe::Flows { bytes }
             | Probe::Reduce { bytes, .. } => bytes,
@@ -112,8 +122,8 @@ pub struct Plan {
 }
 
 impl Plan {
-    /// The standard plan up to `max_bytes` per message: ping-pongs from
-    /// 8 B in steps of 4, streams of 8 B, flows at the three largest
+    /// The standard plan up to `max_bytes` per message: ping-pongs and
+    /// shifts from 8 B in steps of 4, streams of 8 B, flows at the three largest
     /// ping-pong sizes, reductions of every real element type at 256 KiB
     /// and `max_bytes`.
     pub fn standard(max_bytes: u64, world_size: usize) -> Plan {
@@ -127,11 +137,14 @@ impl Plan {
             .iter()
             .map(|&bytes| Probe::PingPong { bytes })
             .collect();
+        probes.extend(sizes.iter().map(|&bytes| Probe::Shift { bytes }));
         probes.extend([8, 32].map(|messages| Probe::Stream { bytes: 8, messages }));
         let large = sizes.len().saturating_sub(3);
         probes.extend(sizes[large..].iter().map(|&bytes| Probe::Flows { bytes }));
         for dtype in [DType::F32, DType::F64, DType::I32, DType::I64, DType::U8] {
-            for bytes in [256 << 10, max_bytes.max(256 << 10)] {
+            let mut sizes = vec![256 << 10, max_bytes.max(256 << 10)];
+            sizes.dedup();
+            for bytes in sizes {
                 probes.push(Probe::Reduce { dtype, bytes });
             }
         }
@@ -183,6 +196,10 @@ pub async fn run_once<F: Fabric>(f: &F, probe: Probe, phantom: bool) -> Result<T
             pingpong(f, bytes, phantom).await?;
             2 * u64::from(ROUNDS)
         }
+        Probe::Shift { bytes } => {
+            shift(f, bytes, phantom).await?;
+            u64::from(ROUNDS)
+        }
         Probe::Stream { bytes, messages } => {
             stream(f, bytes, messages, phantom).await?;
             1
@@ -216,6 +233,17 @@ async fn pingpong<F: Fabric>(f: &F, bytes: u64, phantom: bool) -> Result<(), Fab
             }
         }
         _ => {}
+    }
+    Ok(())
+}
+
+async fn shift<F: Fabric>(f: &F, bytes: u64, phantom: bool) -> Result<(), FabricError> {
+    let (rank, n) = (f.rank(), f.world_size());
+    let shape = Shape::new(DType::U8, bytes as usize);
+    for _ in 0..ROUNDS {
+        f.send((rank + 1) % n, Tag(TAG_PROBE), message(bytes, phantom))
+            .await?;
+        f.recv((rank + n - 1) % n, Tag(TAG_PROBE), shape).await?;
     }
     Ok(())
 }

@@ -275,11 +275,17 @@ fn a_calibrated_scenario_gets_the_fitted_links_and_refuses_links_beside_them() {
     let e = engine::scenario::Scenario::parse(&path, &both, &registry)
         .unwrap_err()
         .to_string();
-    assert!(e.contains("s.toml:3:1") && e.contains("remove [links]"), "{e}");
+    assert!(
+        e.contains("s.toml:3:1") && e.contains("remove [links]"),
+        "{e}"
+    );
     // A file that is not there is named, at the `file` value.
     let missing = VALIDATED.replace("CAL", "nowhere.toml");
     let e = engine::scenario::Scenario::parse(&path, &missing, &registry)
         .unwrap_err()
         .to_string();
-    assert!(e.contains("s.toml:4:8") && e.contains("nowhere.toml"), "{e}");
+    assert!(
+        e.contains("s.toml:4:8") && e.contains("nowhere.toml"),
+        "{e}"
+    );
 }
