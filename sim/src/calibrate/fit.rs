@@ -7,8 +7,9 @@
 //! times, which the fit inverts step by step:
 //! - a shift of `b` bytes (every rank sends to the next and receives from
 //!   the previous at once, as a collective's steps do): `o + L + b/B`; a
-//!   least-squares line through the sizes, weighted by `1/t²` (relative
-//!   errors, as the sizes span six decades), gives `o + L` and `B`. The
+//!   least-squares line through the larger half of the sizes gives `B`,
+//!   and the smaller half (weighted by `1/t²`, relative errors) gives
+//!   `o + L`. The
 //!   ping-pong (two ranks busy, the others idle) has the same form; it is
 //!   fitted only without shifts, and otherwise shows in the residuals how
 //!   much faster a lone pair is than a busy job;
@@ -78,7 +79,7 @@ pub fn fit(samples: &[Sample], world_size: usize) -> Result<FittedModel, FitErro
             "shifts or ping-pongs at two sizes or more",
         ));
     }
-    let (intercept_ps, slope_ps_per_byte) = weighted_line(&pings);
+    let (intercept_ps, slope_ps_per_byte) = two_stage_line(&pings);
     if slope_ps_per_byte <= 0.0 {
         return Err(FitError::Unphysical(format!(
             "a ping-pong time that does not grow with size (slope {slope_ps_per_byte:.3e} ps/B)"
@@ -111,12 +112,35 @@ pub fn fit(samples: &[Sample], world_size: usize) -> Result<FittedModel, FitErro
     })
 }
 
+/// The line `t = a + s x` of the shifts: the slope from the larger half
+/// of the sizes (a least-squares line, where the bytes dominate), the
+/// intercept from the smaller half (the mean of `t - s x` weighted by
+/// `1/t²`, where the fixed costs dominate). One line through every size
+/// weighted by relative error follows the small sizes and misses the
+/// bandwidth of the large ones when the fabric's bandwidth changes with
+/// size; this splits the two.
+fn two_stage_line(points: &[(f64, f64)]) -> (f64, f64) {
+    let mut sorted = points.to_vec();
+    sorted.sort_by(|a, b| a.0.total_cmp(&b.0));
+    let half = sorted.len().div_ceil(2).max(2).min(sorted.len());
+    let large = &sorted[sorted.len() - half..];
+    let (_, slope) = line(large, |_| 1.0);
+    let small = &sorted[..half];
+    let (mut sw, mut sum) = (0.0, 0.0);
+    for &(x, y) in small {
+        let w = 1.0 / (y * y).max(1.0);
+        sw += w;
+        sum += w * (y - slope * x);
+    }
+    (sum / sw, slope)
+}
+
 /// The least-squares line `t = a + s x` through `points`, each weighted
-/// by `1/t²`.
-fn weighted_line(points: &[(f64, f64)]) -> (f64, f64) {
+/// by `weight(t)`.
+fn line(points: &[(f64, f64)], weight: impl Fn(f64) -> f64) -> (f64, f64) {
     let (mut sw, mut sx, mut sy, mut sxx, mut sxy) = (0.0, 0.0, 0.0, 0.0, 0.0);
     for &(x, y) in points {
-        let w = 1.0 / (y * y).max(1.0);
+        let w = weight(y);
         sw += w;
         sx += w * x;
         sy += w * y;

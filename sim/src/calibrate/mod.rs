@@ -8,7 +8,7 @@
 //! writes the file.
 //!
 //! - [`probe`]: the microbenchmarks, over any fabric.
-//! - [`fit`]: the fit and its residuals.
+//! - [`fit`](mod@fit): the fit and its residuals.
 //! - [`host`]: the host facts a calibration records.
 
 pub mod fit;
