@@ -127,6 +127,12 @@ pub fn calibrate(
             ));
         }
     };
+    if args.max_bytes.0 < 1024 {
+        return input_error(format!(
+            "--max-bytes {} is too small: the fit needs message sizes from 8 B to at least 1K",
+            args.max_bytes.0
+        ));
+    }
     if world_size < 2 {
         return input_error(
             "calibration needs at least 2 ranks (3 or more also measure concurrent flows)".into(),

@@ -289,3 +289,34 @@ fn a_calibrated_scenario_gets_the_fitted_links_and_refuses_links_beside_them() {
         "{e}"
     );
 }
+
+#[test]
+fn calibrate_refuses_sizes_too_small_to_fit_and_runs_on_thread_ranks() {
+    let dir = temp_dir("calibrate-threads");
+    let out = dir.join("threads.toml");
+    let out_arg = out.to_str().unwrap();
+    let common = [
+        "calibrate",
+        "--fabric",
+        "threads",
+        "--ranks",
+        "3",
+        "--out",
+        out_arg,
+    ];
+    let small = sim_env(&[&common[..], &["--max-bytes", "64"]].concat(), &[]);
+    let stderr = text(&small.stderr);
+    assert_eq!(small.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("--max-bytes 64 is too small"), "{stderr}");
+    assert!(!out.exists());
+    let ok = sim_env(
+        &[&common[..], &["--max-bytes", "16K", "--reps", "1"]].concat(),
+        &[],
+    );
+    assert!(ok.status.success(), "{}", text(&ok.stderr));
+    let c = Calibration::load(&out).unwrap();
+    assert_eq!(
+        (c.calibration.fabric.as_str(), c.calibration.ranks),
+        ("threads", 3)
+    );
+}
