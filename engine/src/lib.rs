@@ -35,12 +35,16 @@
 //! - [`report`]: the nccl-tests table and the CSV.
 //! - [`nccl_tests`]: real nccl-tests output parsed, predicted on a
 //!   scenario and compared row by row (`sim compare`).
+//! - [`calibration`]: calibration files (`sim calibrate` writes them,
+//!   `[calibration] file` in a scenario reads them): a real fabric's
+//!   fitted links and reduction rates, with the measurements and host facts.
 //! - [`bench`](mod@bench): the engine benchmark (`sim bench-engine`).
 //! - [`simulation`]: [`Simulation`], the same from code: build a world
 //!   (preset or `[topology]` table, model, seed, placement) and measure
 //!   any algorithm over sizes, getting `sim run`'s rows.
 
 pub mod bench;
+pub mod calibration;
 pub mod cycle;
 pub mod deadlock;
 pub mod event;

@@ -9,6 +9,20 @@
 //! is created the first time it carries a message: a run holds state only
 //! for the pairs that talk.
 //!
+//! Two optional terms model a host's software and memory (fitted by `sim
+//! calibrate`): a per-message sender overhead `o` ([`LinkSpec::overhead_ps`])
+//! and a per-rank injection rate `I` ([`LinkSpec::injection_bytes_per_s`]).
+//! With them a message posted at `t` leaves the sender's software at
+//! `p = max(t, the sender's previous p) + o` (messages of one rank pay `o`
+//! one after another, whatever their destination), starts at
+//! `s = max(p, link free, sender's port free)`, holds the link until
+//! `s + max(b / bandwidth, b / I)`, the sender's port until `s + b / I`,
+//! and arrives `latency` after the link is free. So `n` concurrent flows
+//! out of one rank take `(n - 1) b / I + b / bandwidth` together. Only the
+//! sending side is shared: a port per receiver, reserved greedily in the
+//! order senders post, would charge flows into one rank by the order the
+//! engine polls the senders rather than by a fair share.
+//!
 //! For in-network reductions (the `in_network` module) the ideal links also
 //! give every rank a full-duplex link of the same parameters to one
 //! switch that reduces every group at once (no forwarding latency): a leg
@@ -41,6 +55,12 @@ pub struct IdealLinks {
     /// When each rank's link to (`true`) or from the switch becomes free;
     /// only looked up.
     leg_free_at: HashMap<(u32, bool), Time>,
+    /// When each rank's software is done with the last message it posted
+    /// (with an overhead); only looked up.
+    posted_at: HashMap<u32, Time>,
+    /// When each rank's port out becomes free (with an injection rate);
+    /// only looked up.
+    port_free_at: HashMap<u32, Time>,
     stats: LinkStats,
 }
 
@@ -51,6 +71,8 @@ impl IdealLinks {
             spec,
             free_at: HashMap::default(),
             leg_free_at: HashMap::default(),
+            posted_at: HashMap::default(),
+            port_free_at: HashMap::default(),
             stats: LinkStats::default(),
         }
     }
@@ -64,16 +86,37 @@ impl IdealLinks {
             return Some(now);
         }
         let key = (src as u32, dst as u32);
-        let free_at = self.free_at.entry(key).or_insert_with(|| {
+        let ready = self.posted(now, key.0)?;
+        let free_at = *self.free_at.entry(key).or_insert_with(|| {
             self.stats.links_used += 1;
             Time::ZERO
         });
-        let start = now.max(*free_at);
-        let done = start.checked_plus_ps(self.spec.serialization_ps(bytes))?;
-        *free_at = done;
+        let mut start = ready.max(free_at);
+        let mut busy_ps = self.spec.serialization_ps(bytes);
+        if let Some(rate) = self.spec.injection_bytes_per_s {
+            let port = self.port_free_at.entry(key.0).or_insert(Time::ZERO);
+            start = start.max(*port);
+            let port_ps = topologies::duration_ps(bytes, rate);
+            *port = start.checked_plus_ps(port_ps)?;
+            busy_ps = busy_ps.max(port_ps);
+        }
+        let done = start.checked_plus_ps(busy_ps)?;
+        self.free_at.insert(key, done);
         self.stats.messages += 1;
         self.stats.bytes += bytes;
         done.checked_plus_ps(self.spec.latency_ps)
+    }
+
+    /// When a message `src` posts at `now` is through its software
+    /// overhead (`now` itself without one).
+    fn posted(&mut self, now: Time, src: u32) -> Option<Time> {
+        if self.spec.overhead_ps == 0 {
+            return Some(now);
+        }
+        let last = self.posted_at.entry(src).or_insert(Time::ZERO);
+        let ready = now.max(*last).checked_plus_ps(self.spec.overhead_ps)?;
+        *last = ready;
+        Some(ready)
     }
 
     /// Puts a leg of `bytes` on `rank`'s link to (`up`) or from the
@@ -126,5 +169,26 @@ mod tests {
         assert_eq!(l.stats().messages, 4);
         // Past the end of virtual time is reported, not wrapped or clamped.
         assert_eq!(l.transmit(Time(u64::MAX - 10), 4, 5, 1000), None);
+    }
+
+    #[test]
+    fn overhead_is_paid_per_message_in_turn_and_ports_are_shared() {
+        // 1 ns latency, 1 GB/s links, 100 ns overhead, 2 GB/s per rank.
+        let spec = LinkSpec::new(1_000, 1e9)
+            .unwrap()
+            .with_overhead_ps(100_000)
+            .with_injection(2e9)
+            .unwrap();
+        let mut l = IdealLinks::new(spec);
+        // First message: overhead, 1 us on the link (the port's 0.5 us is
+        // shorter), latency.
+        assert_eq!(l.transmit(Time(0), 0, 1, 1000), Some(Time(1_101_000)));
+        // Second, to another peer: its overhead after the first's, then
+        // the sender's port (free at 0.6 us) holds it back.
+        assert_eq!(l.transmit(Time(0), 0, 2, 1000), Some(Time(1_601_000)));
+        // Another rank sending to rank 1 shares nothing with rank 0.
+        assert_eq!(l.transmit(Time(0), 3, 1, 1000), Some(Time(1_101_000)));
+        // Self-sends pay nothing.
+        assert_eq!(l.transmit(Time(5), 2, 2, 1000), Some(Time(5)));
     }
 }

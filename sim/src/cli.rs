@@ -94,6 +94,14 @@ pub enum Command {
     /// Benchmark a collective on a real fabric, nccl-tests style: the same
     /// columns as `sim run` (rank 0 prints them).
     Bench(Box<BenchArgs>),
+    /// Measure a real fabric's microbenchmarks (latency, bandwidth,
+    /// concurrent flows, reduction rates) and write the simulator's
+    /// parameters fitted to them as a calibration file a scenario includes
+    /// (see the README's "Validate against your cluster").
+    Calibrate(Box<crate::calibrate::CalibrateArgs>),
+    /// Run a calibrated scenario on the simulator and on the real fabric
+    /// and print both side by side with the error per row.
+    Validate(Box<crate::validate_cmd::ValidateArgs>),
     /// Model-check a check scenario: explore message orders, buffering,
     /// parameters and faults; print a replayable counterexample.
     Check(Box<crate::check_cmd::CheckArgs>),
@@ -262,6 +270,8 @@ fn dispatch(command: Command, registry: &Registry) -> io::Result<u8> {
             (network.into(), algorithm.into(), symmetry.into()),
         ),
         Command::Bench(args) => crate::real::bench_cmd::bench(&args, &command_line(), registry),
+        Command::Calibrate(args) => crate::calibrate::calibrate(&args, &command_line(), registry),
+        Command::Validate(args) => crate::validate_cmd::validate(&args, &command_line(), registry),
         Command::Launch(_) => unreachable!("handled above"),
         Command::Check(args) => crate::check_cmd::check_command(&args, registry),
         Command::Replay(args) => crate::check_cmd::replay_command(&args, registry),
@@ -280,8 +290,9 @@ fn command_line() -> String {
 
 /// The arguments of `args` that every rank must share (see [`command_line`]).
 fn agreed_args(args: impl Iterator<Item = String>) -> String {
-    const PER_RANK: [&str; 8] = [
+    const PER_RANK: [&str; 9] = [
         "--csv",
+        "--out",
         "--links-csv",
         "--trace",
         "--links-timeline",

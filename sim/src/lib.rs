@@ -32,6 +32,10 @@
 //! - [`interrupt`]: SIGINT and SIGTERM caught by `sim run` and `sim
 //!   sweep`, which then close their outputs marked partial.
 //! - [`bench_engine_cmd`]: `sim bench-engine`.
+//! - [`calibrate`]: `sim calibrate`, microbenchmarks on a real fabric and
+//!   the simulator's parameters fitted to them.
+//! - [`validate_cmd`]: `sim validate`, a calibrated scenario on the
+//!   simulator and the real fabric side by side.
 //! - [`real`]: `sim bench`, `sim launch` and `sim run --fabric` on the real
 //!   fabrics of the `realnet` crate.
 //!
@@ -51,6 +55,7 @@ macro_rules! report {
 }
 
 pub mod bench_engine_cmd;
+pub mod calibrate;
 pub mod check_cmd;
 pub mod cli;
 pub mod compare_cmd;
@@ -60,6 +65,7 @@ pub mod output;
 pub mod real;
 pub mod run_cmd;
 pub mod sweep_cmd;
+pub mod validate_cmd;
 
 use std::process::ExitCode;
 

@@ -83,6 +83,15 @@ pub struct LinkSpec {
     pub latency_ps: u64,
     /// Bandwidth per direction in bytes per second (1/beta).
     pub bandwidth_bytes_per_s: f64,
+    /// Ideal links only: the sending rank's software overhead per message
+    /// in picoseconds, paid one message after another on the sender
+    /// before the message reaches the wire (LogP's `o`; 0 by default).
+    pub overhead_ps: u64,
+    /// Ideal links only: each rank's total sending rate, shared by all
+    /// its links (the memory bus or interface the concurrent flows of a
+    /// rank share), in bytes per second; `None`: every pair's link is
+    /// independent.
+    pub injection_bytes_per_s: Option<f64>,
 }
 
 impl LinkSpec {
@@ -94,6 +103,28 @@ impl LinkSpec {
         Ok(LinkSpec {
             latency_ps,
             bandwidth_bytes_per_s,
+            overhead_ps: 0,
+            injection_bytes_per_s: None,
+        })
+    }
+
+    /// The same link with a per-message sender overhead of `overhead_ps`.
+    pub fn with_overhead_ps(self, overhead_ps: u64) -> LinkSpec {
+        LinkSpec {
+            overhead_ps,
+            ..self
+        }
+    }
+
+    /// The same link with each rank's sends sharing
+    /// `bytes_per_s`, checked positive and finite.
+    pub fn with_injection(self, bytes_per_s: f64) -> Result<LinkSpec, TopologyError> {
+        if !(bytes_per_s.is_finite() && bytes_per_s > 0.0) {
+            return Err(TopologyError::Bandwidth(bytes_per_s));
+        }
+        Ok(LinkSpec {
+            injection_bytes_per_s: Some(bytes_per_s),
+            ..self
         })
     }
 

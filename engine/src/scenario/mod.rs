@@ -147,8 +147,11 @@ pub struct Scenario {
     /// The collective watchdog: a call not finished on every rank this
     /// long (virtual ps) after it started fails with a timeout report.
     pub call_timeout_ps: Option<u64>,
-    /// Reduction throughput per rank in bytes per second (`None`: free).
+    /// Reduction throughput per rank in bytes per second (`None`: free);
+    /// a calibration's float rate (see [`Scenario::reduce_bytes_per_s_of`]).
     pub reduce_bytes_per_s: Option<f64>,
+    /// `[calibration]`: the file its links and compute come from.
+    pub calibration: Option<LoadedCalibration>,
     /// The collectives to run, in order.
     pub collectives: Vec<CollectiveSpec>,
     /// Programming mistakes injected into the rank programs.
@@ -184,7 +187,25 @@ pub struct Scenario {
     pub slowest_value: Option<TimeValue>,
 }
 
+/// A calibration file a scenario read.
+#[derive(Clone, Debug)]
+pub struct LoadedCalibration {
+    /// Where it was read from (relative to the scenario's directory).
+    pub path: PathBuf,
+    /// Its contents.
+    pub calibration: crate::calibration::Calibration,
+}
+
 impl Scenario {
+    /// The reduction rate of `dtype`: a calibration's rate for that type
+    /// where it measured one, else [`Scenario::reduce_bytes_per_s`].
+    pub fn reduce_bytes_per_s_of(&self, dtype: algorithms::DType) -> Option<f64> {
+        self.calibration
+            .as_ref()
+            .and_then(|c| c.calibration.reduce_bytes_per_s(dtype))
+            .or(self.reduce_bytes_per_s)
+    }
+
     /// NCCL on the machine for a collective on `ranks` ranks, if the
     /// scenario has the NCCL model.
     pub fn nccl_system(&self, ranks: usize) -> Option<&std::sync::Arc<NcclSystem>> {

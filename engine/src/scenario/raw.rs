@@ -23,6 +23,9 @@ pub struct RawScenario {
     pub topology: Option<Spanned<RawTopology>>,
     #[serde(default)]
     pub compute: Option<RawCompute>,
+    /// `[calibration]`: the fitted links and compute of a real fabric.
+    #[serde(default)]
+    pub calibration: Option<Spanned<RawCalibration>>,
     #[serde(default)]
     pub collective: Vec<Spanned<RawCollective>>,
     #[serde(default)]
@@ -170,6 +173,19 @@ pub struct RawLinks {
     pub model: Option<Spanned<String>>,
     pub latency_us: Spanned<f64>,
     pub bandwidth_gb_per_s: Spanned<f64>,
+    /// Per-message sender overhead (see `crate::links`).
+    #[serde(default)]
+    pub overhead_us: Option<Spanned<f64>>,
+    /// Each rank's total sending rate.
+    #[serde(default)]
+    pub injection_gb_per_s: Option<Spanned<f64>>,
+}
+
+/// `[calibration]`: a file `sim calibrate` wrote.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawCalibration {
+    pub file: Spanned<String>,
 }
 
 /// `[compute]`.

@@ -12,10 +12,12 @@ use topologies::LinkSpec;
 
 use crate::network::NetworkConfig;
 
-use super::raw::{RawCollective, RawFault, RawInject, RawLinks, RawScenario};
+use crate::calibration::Calibration;
+
+use super::raw::{RawCalibration, RawCollective, RawFault, RawInject, RawLinks, RawScenario};
 use super::{
-    CHUNKS_PER_BUFFER_MAX, CollectiveSpec, Fault, Inject, MESSAGES_PER_POINT_MAX,
-    REAL_DATA_BYTES_MAX, Scenario, ScenarioError, WORLD_SIZE_MAX,
+    CHUNKS_PER_BUFFER_MAX, CollectiveSpec, Fault, Inject, LoadedCalibration,
+    MESSAGES_PER_POINT_MAX, REAL_DATA_BYTES_MAX, Scenario, ScenarioError, WORLD_SIZE_MAX,
 };
 
 /// The file being validated, for turning byte spans into line:column
@@ -124,7 +126,15 @@ pub fn parse(
     let raw: RawScenario = toml::from_str(text)
         .map_err(|e| src.error(e.span(), e.message().trim_end().to_string()))?;
     let seed = raw.seed.unwrap_or(DEFAULT_SEED);
+    let (calibrated_network, calibration) = match &raw.calibration {
+        Some(c) => {
+            let (network, loaded) = calibrated(&src, &raw, c)?;
+            (Some(network), Some(loaded))
+        }
+        None => (None, None),
+    };
     let network = match (&raw.links, &raw.topology) {
+        _ if calibrated_network.is_some() => calibrated_network.expect("checked by the guard"),
         (Some(links), None) => ideal(&src, &raw, links)?,
         (None, Some(t)) => super::topology::network(&src, t, raw.world_size.as_ref(), seed)?,
         (Some(_), Some(t)) => {
@@ -175,9 +185,17 @@ pub fn parse(
             Some(ps as u64)
         }
     };
-    let reduce_bytes_per_s = match &raw.compute {
-        Some(c) => Some(src.number(&c.reduce_gb_per_s, "reduce_gb_per_s", false)? * 1e9),
-        None => None,
+    let reduce_bytes_per_s = match (&raw.compute, &calibration) {
+        (_, Some(c)) => c.calibration.reduce_bytes_per_s(DType::F32).or_else(|| {
+            c.calibration
+                .model
+                .reduce_gb_per_s
+                .values()
+                .next()
+                .map(|g| g * 1e9)
+        }),
+        (Some(c), None) => Some(src.number(&c.reduce_gb_per_s, "reduce_gb_per_s", false)? * 1e9),
+        (None, None) => None,
     };
 
     if raw.collective.is_empty() && expect == Expect::Study {
@@ -282,7 +300,9 @@ pub fn parse(
                 Some(dir.join(file.get_ref()))
             })
             .into_iter()
+            .chain(calibration.as_ref().map(|c| c.path.clone()))
             .collect(),
+        calibration,
         fold: network.fold,
         registry: registry.clone(),
         tuner,
@@ -420,6 +440,69 @@ fn foldable_sizes(size: u64, ranks: u64, elem: u64) -> String {
     )
 }
 
+/// Validates `[calibration]`: the file read (relative to the scenario's
+/// directory) and turned into ideal links; `[links]`, `[topology]` and
+/// `[compute]` are refused beside it.
+fn calibrated(
+    src: &Source,
+    raw: &RawScenario,
+    spanned: &Spanned<RawCalibration>,
+) -> Result<(super::topology::Network, LoadedCalibration), ScenarioError> {
+    if raw.links.is_some() || raw.topology.is_some() || raw.compute.is_some() {
+        return Err(src.at(
+            spanned,
+            "[calibration] gives the links and the reduction rate: remove [links], [topology] \
+             and [compute], or [calibration]",
+        ));
+    }
+    let Some(world_size) = &raw.world_size else {
+        return Err(src.at(
+            spanned,
+            "a calibrated scenario needs a world_size (the number of ranks)",
+        ));
+    };
+    let world_size = src.count(world_size, "world_size", 1, WORLD_SIZE_MAX as i64)? as usize;
+    let file = &spanned.get_ref().file;
+    let dir = src.path.parent().unwrap_or(Path::new("."));
+    let path = dir.join(file.get_ref());
+    let calibration =
+        Calibration::load(&path).map_err(|e| src.at(file, format!("calibration: {e}")))?;
+    let link = calibration
+        .link_spec()
+        .map_err(|e| src.at(file, format!("calibration {}: {e}", path.display())))?;
+    let m = &calibration.model;
+    let description = format!(
+        "ideal links calibrated on {} ({}: latency {:.3} us, {:.2} GB/s per pair, overhead {:.3} us \
+         per message{})",
+        calibration.calibration.fabric,
+        path.display(),
+        m.latency_us,
+        m.bandwidth_gb_per_s,
+        m.overhead_us,
+        m.injection_gb_per_s
+            .map_or(String::new(), |i| format!(", {i:.2} GB/s per rank"))
+    );
+    let tuner_link = LinkSpec::new(
+        link.latency_ps + link.overhead_ps,
+        link.injection_bytes_per_s
+            .map_or(link.bandwidth_bytes_per_s, |i| {
+                i.min(link.bandwidth_bytes_per_s)
+            }),
+    )
+    .map_err(|e| src.at(file, e.to_string()))?;
+    Ok((
+        super::topology::Network {
+            config: NetworkConfig::Ideal(link),
+            world_size,
+            description,
+            tuner_link,
+            max_collective_ranks: WORLD_SIZE_MAX,
+            fold: None,
+        },
+        LoadedCalibration { path, calibration },
+    ))
+}
+
 /// Validates `[links]`: ideal links, with a world size of its own.
 fn ideal(
     src: &Source,
@@ -451,8 +534,30 @@ fn ideal(
     if latency_ps > 1e18 {
         return Err(src.at(&links.latency_us, "latency_us is unreasonably large"));
     }
-    let link = LinkSpec::new(latency_ps as u64, bandwidth * 1e9)
+    let mut link = LinkSpec::new(latency_ps as u64, bandwidth * 1e9)
         .map_err(|e| src.at(&links.bandwidth_gb_per_s, e.to_string()))?;
+    if let Some(o) = &links.overhead_us {
+        let us = src.number(o, "overhead_us", true)?;
+        if us > 1e12 {
+            return Err(src.at(o, "overhead_us is unreasonably large"));
+        }
+        link = link.with_overhead_ps((us * 1e6).round() as u64);
+    }
+    let tuner_link = match &links.injection_gb_per_s {
+        Some(i) => {
+            let gb = src.number(i, "injection_gb_per_s", false)?;
+            link = link
+                .with_injection(gb * 1e9)
+                .map_err(|e| src.at(i, e.to_string()))?;
+            LinkSpec::new(
+                link.latency_ps + link.overhead_ps,
+                (gb * 1e9).min(bandwidth * 1e9),
+            )
+            .map_err(|e| src.at(i, e.to_string()))?
+        }
+        None => LinkSpec::new(link.latency_ps + link.overhead_ps, bandwidth * 1e9)
+            .map_err(|e| src.at(&links.bandwidth_gb_per_s, e.to_string()))?,
+    };
     Ok(super::topology::Network {
         config: NetworkConfig::Ideal(link),
         world_size,
@@ -461,7 +566,7 @@ fn ideal(
             link.latency_ps as f64 / 1e6,
             link.bandwidth_bytes_per_s / 1e9
         ),
-        tuner_link: link,
+        tuner_link,
         max_collective_ranks: WORLD_SIZE_MAX,
         fold: None,
     })

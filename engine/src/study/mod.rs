@@ -496,7 +496,7 @@ pub fn run_point(
         t.timeline_bin_ps = options.timeline_bin_ps;
     }
     let mut config = WorldConfig::new(n, network)
-        .reduce_bytes_per_s(scenario.reduce_bytes_per_s)
+        .reduce_bytes_per_s(scenario.reduce_bytes_per_s_of(spec.dtype))
         .traced(options.trace)
         .call_timeout_ps(scenario.call_timeout_ps)
         .faults(rank_faults(&scenario.faults, n))

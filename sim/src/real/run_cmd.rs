@@ -217,7 +217,7 @@ fn run_threads_by_entry(
 
 /// `[[fault]]` and `[[inject]]` change what the ranks do; only the
 /// simulator can schedule them.
-fn refuse_simulated_programs(scenario: &Scenario) -> Result<(), String> {
+pub(crate) fn refuse_simulated_programs(scenario: &Scenario) -> Result<(), String> {
     if !scenario.faults.is_empty() {
         return Err(format!(
             "{} [[fault]] entr{} (crashes, stragglers) can only be scheduled by the simulator; \
@@ -282,7 +282,11 @@ pub fn not_applied(scenario: &Scenario, kind: FabricKind) -> Vec<String> {
 
 /// The benchmark of one `[[collective]]` entry: the simulator's choice
 /// of algorithm (the entry's, or the tuner's under the scenario's links).
-fn options(scenario: &Scenario, spec: &CollectiveSpec, filter: &AlgoFilter) -> BenchOptions {
+pub(crate) fn options(
+    scenario: &Scenario,
+    spec: &CollectiveSpec,
+    filter: &AlgoFilter,
+) -> BenchOptions {
     BenchOptions {
         collective: spec.kind,
         algorithm: match &spec.algorithm {

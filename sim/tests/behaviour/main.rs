@@ -5,6 +5,7 @@
 // keeps them out of the command itself).
 #![allow(clippy::disallowed_macros)]
 
+mod calibration;
 mod catalogue;
 mod check_catalogue;
 mod check_cli;

@@ -1,0 +1,327 @@
+//! Fitting the simulator's ideal-link parameters to probe measurements,
+//! and the residuals of a fit (the same probes run on the fitted
+//! simulator).
+//!
+//! The ideal links with an overhead `o`, latency `L`, pair bandwidth `B`
+//! and per-rank rate `I` (see `engine::links`) give the probes these
+//! times, which the fit inverts step by step:
+//! - a shift of `b` bytes (every rank sends to the next and receives from
+//!   the previous at once, as a collective's steps do): `o + L + b/B`; a
+//!   least-squares line through the larger half of the sizes gives `B`,
+//!   and the smaller half (weighted by `1/t²`, relative errors) gives
+//!   `o + L`. The
+//!   ping-pong (two ranks busy, the others idle) has the same form; it is
+//!   fitted only without shifts, and otherwise shows in the residuals how
+//!   much faster a lone pair is than a busy job;
+//! - a stream of `k` small messages: `k o` plus constants; the slope
+//!   between two counts gives `o`, and `L` is the ping-pong intercept
+//!   less `o`;
+//! - flows to `p` peers at once: `o + L + (p-1) b/I + b/B` when the
+//!   rank's rate `I` (at least `B`) is what limits them, `o + L + p b/I`
+//!   when `I` is below `B`; that gives `I` at each large size (the median
+//!   is kept); flows that show no shared limit (`I` above `p B`) leave `I`
+//!   unset;
+//! - a reduction of `b` bytes: `b/R`; the median of `b/t` over the sizes
+//!   of each element type.
+
+use std::collections::BTreeMap;
+
+use algorithms::{DType, Time};
+use engine::calibration::{FitSummary, FittedModel, Measurement};
+use engine::executor;
+use engine::network::NetworkConfig;
+use engine::world::WorldConfig;
+use topologies::LinkSpec;
+
+use super::probe::{Probe, run_once};
+
+/// One probe's measured time (the median of its timed runs), in ps.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Sample {
+    /// What was measured.
+    pub probe: Probe,
+    /// Rank 0's median time.
+    pub time_ps: u64,
+}
+
+/// Why a fit could not be made.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum FitError {
+    /// A probe the fit needs is missing.
+    #[error("the fit needs {0}; calibrate on at least 2 ranks with sizes from 8 B")]
+    Missing(&'static str),
+    /// The measurements give a parameter no link can have.
+    #[error("the measurements give {0}; measure again on a quieter machine")]
+    Unphysical(String),
+}
+
+/// Fits the model to `samples` taken on `world_size` ranks.
+pub fn fit(samples: &[Sample], world_size: usize) -> Result<FittedModel, FitError> {
+    let points = |shift: bool| -> Vec<(f64, f64)> {
+        samples
+            .iter()
+            .filter_map(|s| match (s.probe, shift) {
+                (Probe::Shift { bytes }, true) | (Probe::PingPong { bytes }, false) => {
+                    Some((bytes as f64, s.time_ps as f64))
+                }
+                _ => None,
+            })
+            .collect()
+    };
+    let shifts = points(true);
+    let pings = if shifts.len() >= 2 {
+        shifts
+    } else {
+        points(false)
+    };
+    if pings.len() < 2 {
+        return Err(FitError::Missing(
+            "shifts or ping-pongs at two sizes or more",
+        ));
+    }
+    let (intercept_ps, slope_ps_per_byte) = two_stage_line(&pings);
+    if slope_ps_per_byte <= 0.0 {
+        return Err(FitError::Unphysical(format!(
+            "a ping-pong time that does not grow with size (slope {slope_ps_per_byte:.3e} ps/B)"
+        )));
+    }
+    let bandwidth = 1e12 / slope_ps_per_byte;
+    let intercept_ps = intercept_ps.max(0.0);
+    let overhead_ps = stream_gap_ps(samples)?.clamp(0.0, intercept_ps);
+    let latency_ps = intercept_ps - overhead_ps;
+    let injection = injection_rate(samples, world_size, overhead_ps, latency_ps, bandwidth);
+    let mut reduce: BTreeMap<String, Vec<f64>> = BTreeMap::new();
+    for s in samples {
+        if let Probe::Reduce { dtype, bytes } = s.probe {
+            let rate = bytes as f64 * 1e12 / s.time_ps.max(1) as f64;
+            reduce
+                .entry(dtype.name().to_string())
+                .or_default()
+                .push(rate / 1e9);
+        }
+    }
+    Ok(FittedModel {
+        latency_us: latency_ps / 1e6,
+        bandwidth_gb_per_s: bandwidth / 1e9,
+        overhead_us: overhead_ps / 1e6,
+        injection_gb_per_s: injection.map(|i| i / 1e9),
+        reduce_gb_per_s: reduce
+            .into_iter()
+            .map(|(name, mut rates)| (name, median(&mut rates)))
+            .collect(),
+    })
+}
+
+/// The line `t = a + s x` of the shifts: the slope from the larger half
+/// of the sizes (a least-squares line, where the bytes dominate), the
+/// intercept from the smaller half (the mean of `t - s x` weighted by
+/// `1/t²`, where the fixed costs dominate). One line through every size
+/// weighted by relative error follows the small sizes and misses the
+/// bandwidth of the large ones when the fabric's bandwidth changes with
+/// size; this splits the two.
+fn two_stage_line(points: &[(f64, f64)]) -> (f64, f64) {
+    let mut sorted = points.to_vec();
+    sorted.sort_by(|a, b| a.0.total_cmp(&b.0));
+    let half = sorted.len().div_ceil(2).max(2).min(sorted.len());
+    let large = &sorted[sorted.len() - half..];
+    let (_, slope) = line(large, |_| 1.0);
+    let small = &sorted[..half];
+    let (mut sw, mut sum) = (0.0, 0.0);
+    for &(x, y) in small {
+        let w = 1.0 / (y * y).max(1.0);
+        sw += w;
+        sum += w * (y - slope * x);
+    }
+    (sum / sw, slope)
+}
+
+/// The least-squares line `t = a + s x` through `points`, each weighted
+/// by `weight(t)`.
+fn line(points: &[(f64, f64)], weight: impl Fn(f64) -> f64) -> (f64, f64) {
+    let (mut sw, mut sx, mut sy, mut sxx, mut sxy) = (0.0, 0.0, 0.0, 0.0, 0.0);
+    for &(x, y) in points {
+        let w = weight(y);
+        sw += w;
+        sx += w * x;
+        sy += w * y;
+        sxx += w * x * x;
+        sxy += w * x * y;
+    }
+    let det = sw * sxx - sx * sx;
+    if det.abs() < f64::MIN_POSITIVE {
+        return (sy / sw, 0.0);
+    }
+    let slope = (sw * sxy - sx * sy) / det;
+    ((sy - slope * sx) / sw, slope)
+}
+
+/// The per-message gap of the smallest streams: the time between two
+/// message counts over their difference.
+fn stream_gap_ps(samples: &[Sample]) -> Result<f64, FitError> {
+    let mut streams: Vec<(u64, u32, u64)> = samples
+        .iter()
+        .filter_map(|s| match s.probe {
+            Probe::Stream { bytes, messages } => Some((bytes, messages, s.time_ps)),
+            _ => None,
+        })
+        .collect();
+    streams.sort_unstable();
+    let smallest = streams
+        .first()
+        .ok_or(FitError::Missing("streams of small messages"))?
+        .0;
+    let at: Vec<&(u64, u32, u64)> = streams.iter().filter(|s| s.0 == smallest).collect();
+    let (Some(few), Some(many)) = (at.first(), at.last()) else {
+        return Err(FitError::Missing("streams of two message counts"));
+    };
+    if many.1 == few.1 {
+        return Err(FitError::Missing("streams of two message counts"));
+    }
+    Ok((many.2 as f64 - few.2 as f64) / f64::from(many.1 - few.1))
+}
+
+/// Each rank's shared rate from the flows, if they show one.
+fn injection_rate(
+    samples: &[Sample],
+    world_size: usize,
+    overhead_ps: f64,
+    latency_ps: f64,
+    bandwidth: f64,
+) -> Option<f64> {
+    let peers = world_size.checked_sub(1).filter(|&p| p >= 2)? as f64;
+    let mut rates: Vec<f64> = samples
+        .iter()
+        .filter_map(|s| match s.probe {
+            Probe::Flows { bytes } => {
+                let b = bytes as f64;
+                let after_ps = s.time_ps as f64 - overhead_ps - latency_ps;
+                let shared_ps = after_ps - b * 1e12 / bandwidth;
+                let above_pair = (peers - 1.0) * b * 1e12 / shared_ps;
+                Some(if shared_ps <= 0.0 {
+                    f64::INFINITY
+                } else if above_pair >= bandwidth {
+                    above_pair
+                } else {
+                    // Slower than one pair's link: every message holds
+                    // the port for b/I, so p b/I in all.
+                    peers * b * 1e12 / after_ps.max(1.0)
+                })
+            }
+            _ => None,
+        })
+        .collect();
+    if rates.is_empty() {
+        return None;
+    }
+    let rate = median(&mut rates);
+    // Past one flow per peer the links do not share anything. Below one
+    // pair's bandwidth the concurrent flows are slower than a lone one
+    // (ranks sharing cores, memory): the rate is kept, and it slows a lone
+    // message too, which the ping-pong residuals then show.
+    (rate < peers * bandwidth).then_some(rate)
+}
+
+/// The median of `values` (sorted in place; the lower middle of an even
+/// count).
+pub fn median(values: &mut [f64]) -> f64 {
+    values.sort_by(f64::total_cmp);
+    values
+        .get(values.len().saturating_sub(1) / 2)
+        .copied()
+        .unwrap_or(0.0)
+}
+
+/// The simulator's parameters for a fitted model: the ideal link and the
+/// reduction rate of each element type.
+pub fn simulated_link(model: &FittedModel) -> Result<LinkSpec, String> {
+    let link = LinkSpec::new(
+        (model.latency_us * 1e6).round() as u64,
+        model.bandwidth_gb_per_s * 1e9,
+    )
+    .map_err(|e| e.to_string())?
+    .with_overhead_ps((model.overhead_us * 1e6).round() as u64);
+    match model.injection_gb_per_s {
+        Some(i) => link.with_injection(i * 1e9).map_err(|e| e.to_string()),
+        None => Ok(link),
+    }
+}
+
+/// Runs each probe on a simulated world of `world_size` ranks with `link`
+/// and the reduction rate `reduce(dtype)`, and returns rank 0's time.
+pub fn simulate(
+    probes: &[Probe],
+    world_size: usize,
+    link: LinkSpec,
+    reduce: impl Fn(DType) -> Option<f64>,
+) -> Result<Vec<Sample>, String> {
+    probes
+        .iter()
+        .map(|&probe| {
+            let rate = match probe {
+                Probe::Reduce { dtype, .. } => reduce(dtype),
+                _ => None,
+            };
+            let config =
+                WorldConfig::new(world_size, NetworkConfig::Ideal(link)).reduce_bytes_per_s(rate);
+            let exec = executor::run(config, |f| async move { run_once(&f, probe, true).await });
+            match exec.outputs.into_iter().next().flatten() {
+                Some(Ok(Time(time_ps))) => Ok(Sample { probe, time_ps }),
+                Some(Err(e)) => Err(format!("simulating {}: {e}", probe.name())),
+                None => Err(format!(
+                    "simulating {}: rank 0 did not finish",
+                    probe.name()
+                )),
+            }
+        })
+        .collect()
+}
+
+/// The measurements beside the fitted simulator's times, and the summary
+/// of their residuals.
+pub fn residuals(
+    measured: &[Sample],
+    fitted: &[Sample],
+    world_size: usize,
+) -> (Vec<Measurement>, FitSummary) {
+    let rows: Vec<Measurement> = measured
+        .iter()
+        .zip(fitted)
+        .map(|(m, f)| {
+            let measured_us = m.time_ps as f64 / 1e6;
+            let fitted_us = f.time_ps as f64 / 1e6;
+            Measurement {
+                probe: m.probe.name().to_string(),
+                bytes: m.probe.bytes(),
+                messages: m.probe.messages(),
+                peers: m.probe.peers(world_size),
+                dtype: match m.probe {
+                    Probe::Reduce { dtype, .. } => Some(dtype.name().to_string()),
+                    _ => None,
+                },
+                measured_us,
+                fitted_us,
+                residual_pct: round3(percent_error(fitted_us, measured_us)),
+            }
+        })
+        .collect();
+    let mut abs: Vec<f64> = rows.iter().map(|r| r.residual_pct.abs()).collect();
+    let worst = abs.iter().copied().fold(0.0, f64::max);
+    let summary = FitSummary {
+        median_abs_residual_pct: round3(median(&mut abs)),
+        worst_abs_residual_pct: round3(worst),
+    };
+    (rows, summary)
+}
+
+/// `(predicted - measured) / measured` in percent (0 for two zeros).
+pub fn percent_error(predicted: f64, measured: f64) -> f64 {
+    if measured == 0.0 {
+        return if predicted == 0.0 { 0.0 } else { 100.0 };
+    }
+    (predicted - measured) / measured * 100.0
+}
+
+/// Three decimals, so the file's figures read back as written.
+fn round3(x: f64) -> f64 {
+    (x * 1000.0).round() / 1000.0
+}

@@ -1,0 +1,309 @@
+//! The microbenchmarks `sim calibrate` measures, written once over any
+//! [`Fabric`] and timed with [`Fabric::now`]: real time on a real fabric,
+//! virtual time in the simulator (so the same probes on the fitted
+//! simulator give the fit's residuals, and on a simulator of known
+//! parameters test the fit).
+//!
+//! Each timed run of a probe is one call: a dissemination barrier, then
+//! the probe, timed on rank 0 from the barrier's end:
+//! - `pingpong`: ranks 0 and 1 bounce a message `rounds` times; half a
+//!   round trip.
+//! - `shift`: every rank sends a message to the next rank and receives
+//!   one from the previous, `rounds` times, as a collective's steps do
+//!   (every rank busy at once); one round.
+//! - `stream`: rank 0 sends `messages` messages to rank 1 back to back,
+//!   rank 1 answers one element after the last; the whole.
+//! - `flows`: every rank sends one message to every other rank at once
+//!   (in the order `r+1, r+2, ...`), then receives theirs; the whole.
+//! - `reduce`: every rank reduces a buffer into another `rounds` times
+//!   (the reduction really runs and is charged as [`Work::Reduce`]); one
+//!   reduction.
+
+use algorithms::{DType, Fabric, FabricError, Payload, ReduceOp, Shape, Tag, Time, Work};
+
+/// Round trips (ping-pong) or reductions (reduce) per timed run.
+pub const ROUNDS: u32 = 4;
+
+/// One microbenchmark.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Probe {
+    /// Half a round trip of `bytes` between ranks 0 and 1.
+    PingPong {
+        /// Message size.
+        bytes: u64,
+    },
+    /// Every rank sends `bytes` to the next and receives from the previous.
+    Shift {
+        /// Message size.
+        bytes: u64,
+    },
+    /// `messages` messages of `bytes` from rank 0 to rank 1, then an
+    /// answer.
+    Stream {
+        /// Message size.
+        bytes: u64,
+        /// Messages per run.
+        messages: u32,
+    },
+    /// One message of `bytes` from every rank to every other at once.
+    Flows {
+        /// Message size.
+        bytes: u64,
+    },
+    /// One local reduction of `bytes` of `dtype`.
+    Reduce {
+        /// The element type.
+        dtype: DType,
+        /// Bytes of one operand.
+        bytes: u64,
+    },
+}
+
+impl Probe {
+    /// Its name in the calibration file.
+    pub fn name(self) -> &'static str {
+        match self {
+            Probe::PingPong { .. } => "pingpong",
+            Probe::Shift { .. } => "shift",
+            Probe::Stream { .. } => "stream",
+            Probe::Flows { .. } => "flows",
+            Probe::Reduce { .. } => "reduce",
+        }
+    }
+
+    /// Bytes per message (per operand).
+    pub fn bytes(self) -> u64 {
+        match self {
+            Probe::PingPong { bytes }
+            | Probe::Shift { bytes }
+            | Probe::Stream { bytes, .. }
+            | Probe::Flows { bytes }
+            | Probe::Reduce { bytes, .. } => bytes,
+        }
+    }
+
+    /// Messages per run (1 but for streams).
+    pub fn messages(self) -> u32 {
+        match self {
+            Probe::Stream { messages, .. } => messages,
+            _ => 1,
+        }
+    }
+
+    /// Peers each rank sends to at once on `world_size` ranks.
+    pub fn peers(self, world_size: usize) -> u32 {
+        match self {
+            Probe::Flows { .. } => world_size.saturating_sub(1) as u32,
+            Probe::Reduce { .. } => 0,
+            _ => 1,
+        }
+    }
+
+    /// Whether it runs on `world_size` ranks (point-to-point probes need
+    /// two, flows three).
+    pub fn runs_on(self, world_size: usize) -> bool {
+        match self {
+            Probe::Reduce { .. } => true,
+            Probe::Flows { .. } => world_size >= 3,
+            _ => world_size >= 2,
+        }
+    }
+}
+
+/// What to measure, and how often.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Plan {
+    /// The probes, in order.
+    pub probes: Vec<Probe>,
+    /// Untimed runs of each probe first.
+    pub warmup: u32,
+    /// Timed runs of each probe (the median is kept).
+    pub reps: u32,
+}
+
+impl Plan {
+    /// The standard plan up to `max_bytes` per message: ping-pongs and
+    /// shifts from 8 B in steps of 4, streams of 8 B, flows at the three largest
+    /// ping-pong sizes, reductions of every real element type at 256 KiB
+    /// and `max_bytes`.
+    pub fn standard(max_bytes: u64, world_size: usize) -> Plan {
+        let mut sizes = Vec::new();
+        let mut b = 8u64;
+        while b <= max_bytes.max(8) {
+            sizes.push(b);
+            b *= 4;
+        }
+        let mut probes: Vec<Probe> = sizes
+            .iter()
+            .map(|&bytes| Probe::PingPong { bytes })
+            .collect();
+        probes.extend(sizes.iter().map(|&bytes| Probe::Shift { bytes }));
+        probes.extend([8, 32].map(|messages| Probe::Stream { bytes: 8, messages }));
+        let large = sizes.len().saturating_sub(3);
+        probes.extend(sizes[large..].iter().map(|&bytes| Probe::Flows { bytes }));
+        for dtype in [DType::F32, DType::F64, DType::I32, DType::I64, DType::U8] {
+            let mut sizes = vec![256 << 10, max_bytes.max(256 << 10)];
+            sizes.dedup();
+            for bytes in sizes {
+                probes.push(Probe::Reduce { dtype, bytes });
+            }
+        }
+        probes.retain(|p| p.runs_on(world_size));
+        Plan {
+            probes,
+            warmup: 1,
+            reps: 5,
+        }
+    }
+}
+
+/// Tags of the probes (below the bits the algorithms reserve).
+const TAG_BARRIER: u64 = 1;
+const TAG_PROBE: u64 = 2;
+const TAG_ANSWER: u64 = 3;
+
+/// A payload of `bytes` (rounded down to whole bytes of `u8`), phantom if
+/// asked (the simulator needs no data).
+fn message(bytes: u64, phantom: bool) -> Payload {
+    Payload::zeros(DType::U8, bytes as usize, phantom)
+}
+
+/// A dissemination barrier of one-byte messages.
+async fn barrier<F: Fabric>(f: &F, phantom: bool) -> Result<(), FabricError> {
+    let (rank, n) = (f.rank(), f.world_size());
+    let mut distance = 1;
+    while distance < n {
+        f.send((rank + distance) % n, Tag(TAG_BARRIER), message(1, phantom))
+            .await?;
+        f.recv(
+            (rank + n - distance) % n,
+            Tag(TAG_BARRIER),
+            Shape::new(DType::U8, 1),
+        )
+        .await?;
+        distance *= 2;
+    }
+    Ok(())
+}
+
+/// Runs `probe` once on this rank and returns the time it measured (rank
+/// 0's is the one kept; reductions are timed on every rank).
+pub async fn run_once<F: Fabric>(f: &F, probe: Probe, phantom: bool) -> Result<Time, FabricError> {
+    barrier(f, phantom).await?;
+    let start = f.now();
+    let divide = match probe {
+        Probe::PingPong { bytes } => {
+            pingpong(f, bytes, phantom).await?;
+            2 * u64::from(ROUNDS)
+        }
+        Probe::Shift { bytes } => {
+            shift(f, bytes, phantom).await?;
+            u64::from(ROUNDS)
+        }
+        Probe::Stream { bytes, messages } => {
+            stream(f, bytes, messages, phantom).await?;
+            1
+        }
+        Probe::Flows { bytes } => {
+            flows(f, bytes, phantom).await?;
+            1
+        }
+        Probe::Reduce { dtype, bytes } => {
+            reduce(f, dtype, bytes, phantom).await?;
+            u64::from(ROUNDS)
+        }
+    };
+    let elapsed = f.now().0.saturating_sub(start.0);
+    Ok(Time(elapsed / divide))
+}
+
+async fn pingpong<F: Fabric>(f: &F, bytes: u64, phantom: bool) -> Result<(), FabricError> {
+    let shape = Shape::new(DType::U8, bytes as usize);
+    match f.rank() {
+        0 => {
+            for _ in 0..ROUNDS {
+                f.send(1, Tag(TAG_PROBE), message(bytes, phantom)).await?;
+                f.recv(1, Tag(TAG_PROBE), shape).await?;
+            }
+        }
+        1 => {
+            for _ in 0..ROUNDS {
+                let m = f.recv(0, Tag(TAG_PROBE), shape).await?;
+                f.send(0, Tag(TAG_PROBE), m).await?;
+            }
+        }
+        _ => {}
+    }
+    Ok(())
+}
+
+async fn shift<F: Fabric>(f: &F, bytes: u64, phantom: bool) -> Result<(), FabricError> {
+    let (rank, n) = (f.rank(), f.world_size());
+    let shape = Shape::new(DType::U8, bytes as usize);
+    for _ in 0..ROUNDS {
+        f.send((rank + 1) % n, Tag(TAG_PROBE), message(bytes, phantom))
+            .await?;
+        f.recv((rank + n - 1) % n, Tag(TAG_PROBE), shape).await?;
+    }
+    Ok(())
+}
+
+async fn stream<F: Fabric>(
+    f: &F,
+    bytes: u64,
+    messages: u32,
+    phantom: bool,
+) -> Result<(), FabricError> {
+    let shape = Shape::new(DType::U8, bytes as usize);
+    match f.rank() {
+        0 => {
+            for _ in 0..messages {
+                f.send(1, Tag(TAG_PROBE), message(bytes, phantom)).await?;
+            }
+            f.recv(1, Tag(TAG_ANSWER), Shape::new(DType::U8, 1)).await?;
+        }
+        1 => {
+            for _ in 0..messages {
+                f.recv(0, Tag(TAG_PROBE), shape).await?;
+            }
+            f.send(0, Tag(TAG_ANSWER), message(1, phantom)).await?;
+        }
+        _ => {}
+    }
+    Ok(())
+}
+
+async fn flows<F: Fabric>(f: &F, bytes: u64, phantom: bool) -> Result<(), FabricError> {
+    let (rank, n) = (f.rank(), f.world_size());
+    let shape = Shape::new(DType::U8, bytes as usize);
+    for d in 1..n {
+        f.send((rank + d) % n, Tag(TAG_PROBE), message(bytes, phantom))
+            .await?;
+    }
+    for d in 1..n {
+        f.recv((rank + n - d) % n, Tag(TAG_PROBE), shape).await?;
+    }
+    Ok(())
+}
+
+async fn reduce<F: Fabric>(
+    f: &F,
+    dtype: DType,
+    bytes: u64,
+    phantom: bool,
+) -> Result<(), FabricError> {
+    let count = (bytes / dtype.size_bytes() as u64) as usize;
+    let incoming = Payload::zeros(dtype, count, phantom);
+    let mut local = Payload::zeros(dtype, count, phantom);
+    for _ in 0..ROUNDS {
+        local
+            .reduce_from(0..count, &incoming, ReduceOp::Sum)
+            .expect("two buffers of one shape");
+        f.compute(Work::Reduce {
+            bytes: count as u64 * dtype.size_bytes() as u64,
+        })
+        .await?;
+    }
+    std::hint::black_box(&local);
+    Ok(())
+}

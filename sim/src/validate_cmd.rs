@@ -1,0 +1,384 @@
+//! `sim validate SCENARIO --fabric KIND`: a calibrated scenario's
+//! collectives, sizes and algorithms on the real fabric and on the
+//! simulator (with the scenario's `[calibration]`), one table side by
+//! side: measured and simulated time and bus bandwidth, the error of each
+//! row, and the median and worst |error| per collective; `--csv` writes
+//! the same rows.
+//!
+//! The real run is `sim run --fabric`'s (the same algorithm at every
+//! size: the named one, or the tuner's under the calibrated links); rank
+//! 0 then simulates. A calibration taken on another fabric, or on a host
+//! of another shape (cores, NUMA nodes, MTU), is refused before anything
+//! runs, naming the difference (exit 2).
+
+use std::fmt::Write as _;
+use std::io::{self, Write};
+use std::ops::ControlFlow;
+use std::path::PathBuf;
+
+use algorithms::Registry;
+use engine::scenario::Scenario;
+use engine::study::{self, Row};
+use realnet::connect::{FabricKind, with_fabric};
+
+use crate::calibrate::fit::{median, percent_error};
+use crate::calibrate::host::this_host;
+use crate::exit::ExitStatus;
+use crate::output::{Named, OutputFile, Stdout, check_paths};
+use crate::real::bench_cmd::{JobArgs, Section, SectionsJob, algo_filter};
+use crate::real::run_cmd::{options, refuse_simulated_programs};
+
+/// `sim validate`'s flags.
+#[derive(Clone, Debug, clap::Args)]
+pub struct ValidateArgs {
+    /// The scenario, with a `[calibration] file`.
+    pub scenario: PathBuf,
+    /// Also write the side-by-side rows as CSV (rank 0).
+    #[arg(long, value_name = "FILE")]
+    pub csv: Option<PathBuf>,
+    /// The fabric and the rendezvous.
+    #[command(flatten)]
+    pub job: JobArgs,
+}
+
+/// One row of the comparison.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Compared {
+    /// The collective.
+    pub collective: &'static str,
+    /// The algorithm both ran (`auto:NAME` when the tuner chose it).
+    pub algorithm: String,
+    /// The buffer size.
+    pub size_bytes: u64,
+    /// Measured time per call, us.
+    pub measured_us: f64,
+    /// Measured bus bandwidth, GB/s.
+    pub measured_busbw: f64,
+    /// Simulated time per call, us.
+    pub simulated_us: f64,
+    /// Simulated bus bandwidth, GB/s.
+    pub simulated_busbw: f64,
+    /// `(simulated - measured) / measured`, percent.
+    pub error_pct: f64,
+}
+
+/// Runs `sim validate`.
+pub fn validate(args: &ValidateArgs, command: &str, registry: &Registry) -> io::Result<ExitStatus> {
+    realnet::launcher::watch_launcher();
+    let input_error = |message: String| {
+        crate::report!("error: {message}");
+        Ok(ExitStatus::InvalidInput)
+    };
+    let path = &args.scenario;
+    let scenario = match Scenario::load(path, registry) {
+        Ok(s) => s,
+        Err(e) => return input_error(e.to_string()),
+    };
+    let env = match args.job.rank_env() {
+        Ok(env) => env,
+        Err(e) => return input_error(e),
+    };
+    let kind = match args.job.fabric_kind(&env, FabricKind::Threads) {
+        Ok(k) => k,
+        Err(e) => return input_error(e),
+    };
+    if let Err(e) = check_calibration(&scenario, kind, args.job.interface.as_deref()) {
+        return input_error(format!("{}: {e}", path.display()));
+    }
+    if let Err(e) = refuse_simulated_programs(&scenario) {
+        return input_error(format!("{}: {e}", path.display()));
+    }
+    let world_size = if kind.in_process() {
+        scenario.world_size
+    } else {
+        env.world_size
+    };
+    if let Some(spec) = scenario
+        .collectives
+        .iter()
+        .find(|s| s.world_size != world_size)
+    {
+        return input_error(format!(
+            "{}: [[collective]] {} runs on {} ranks but this job has {world_size}; launch {} ranks",
+            path.display(),
+            spec.kind,
+            spec.world_size,
+            spec.world_size
+        ));
+    }
+    for spec in &scenario.collectives {
+        let ranks_here = if kind.in_process() { world_size } else { 1 };
+        if let Err(e) = realnet::memory::check_memory(spec.max_bytes, ranks_here) {
+            return input_error(format!(
+                "{}: {} at {} bytes: {e}",
+                path.display(),
+                spec.kind,
+                spec.max_bytes
+            ));
+        }
+    }
+    let csv = match (&args.csv, env.rank == 0) {
+        (Some(p), true) => {
+            let input = Named {
+                name: "the scenario",
+                path,
+            };
+            let output = Named {
+                name: "--csv",
+                path: p,
+            };
+            if let Err(e) = check_paths(&[input], &[output]) {
+                return input_error(e);
+            }
+            match OutputFile::create(p, "CSV") {
+                Ok(f) => Some(f),
+                Err(e) => {
+                    crate::report!("error: {e}");
+                    return Ok(ExitStatus::ToolFailed);
+                }
+            }
+        }
+        _ => None,
+    };
+    let filter = match algo_filter(registry) {
+        Ok(f) => f,
+        Err(e) => return input_error(e),
+    };
+    let sections: Vec<Section> = scenario
+        .collectives
+        .iter()
+        .map(|spec| Section {
+            header: format!("#\n# measured on {kind}: {}\n", spec.describe()),
+            options: options(&scenario, spec, &filter),
+        })
+        .collect();
+    let job = SectionsJob { sections };
+    let interface = args.job.interface.as_deref();
+    let outputs = match with_fabric(kind, &env, world_size, interface, (command, registry), &job) {
+        Ok(o) => o,
+        Err(e) => {
+            crate::report!("error: rank {}: {}", env.rank, e.message);
+            return Ok(ExitStatus::of_setup(e.failure));
+        }
+    };
+    if let Some((status, _)) = outputs.iter().find(|(s, _)| *s != ExitStatus::Success) {
+        return Ok(*status);
+    }
+    let Some((_, measured)) = outputs.into_iter().next() else {
+        return Ok(ExitStatus::Success);
+    };
+    if env.rank != 0 {
+        return Ok(ExitStatus::Success);
+    }
+    let simulated = match study::run_scenario(&scenario, &filter, study::Options::default(), |_| {
+        ControlFlow::Continue(())
+    }) {
+        Ok(rows) => rows,
+        Err(failed) => {
+            let (point, failure) = *failed;
+            crate::report!(
+                "error: the simulator did not complete {} at {} bytes: {failure:?}",
+                point.collective,
+                point.size_bytes
+            );
+            return Ok(ExitStatus::of_failure(&failure));
+        }
+    };
+    let rows = match compare(&measured, &simulated) {
+        Ok(rows) => rows,
+        Err(e) => {
+            crate::report!("error: {e}");
+            return Ok(ExitStatus::ToolFailed);
+        }
+    };
+    let mut out = Stdout::new();
+    let _ = out.write_all(table(&scenario, kind, &rows).as_bytes());
+    if let Some(mut file) = csv {
+        let written = file
+            .write_all(csv_text(&rows).as_bytes())
+            .map_err(|e| file.error(e))
+            .and_then(|()| file.commit());
+        if let Err(e) = written {
+            crate::report!("error: {e}");
+            return Ok(ExitStatus::ToolFailed);
+        }
+    }
+    Ok(ExitStatus::Success)
+}
+
+/// Refuses a scenario without a calibration, or whose calibration was
+/// taken on another fabric or host shape, naming the difference.
+pub fn check_calibration(
+    scenario: &Scenario,
+    kind: FabricKind,
+    interface: Option<&str>,
+) -> Result<(), String> {
+    let Some(loaded) = &scenario.calibration else {
+        return Err(
+            "the scenario has no [calibration] file to validate; run `sim calibrate --out FILE` \
+             on the fabric and add [calibration] file = \"FILE\""
+                .into(),
+        );
+    };
+    let c = &loaded.calibration;
+    let at = loaded.path.display();
+    if c.calibration.fabric != kind.name() {
+        return Err(format!(
+            "calibration {at} was taken on the {} fabric, not {kind}; calibrate {kind} with \
+             `sim calibrate --fabric {kind}`",
+            c.calibration.fabric
+        ));
+    }
+    let differences = c.host.differences(&this_host(kind, interface));
+    if !differences.is_empty() {
+        return Err(format!(
+            "calibration {at} was taken on a host of another shape ({}); calibrate on this host",
+            differences.join("; ")
+        ));
+    }
+    Ok(())
+}
+
+/// The measured and simulated rows side by side (the two runs have the
+/// same entries and sizes in the same order).
+pub fn compare(measured: &[Row], simulated: &[Row]) -> Result<Vec<Compared>, String> {
+    if measured.len() != simulated.len() {
+        return Err(format!(
+            "the real run gave {} rows and the simulator {}",
+            measured.len(),
+            simulated.len()
+        ));
+    }
+    measured
+        .iter()
+        .zip(simulated)
+        .map(|(m, s)| {
+            if (m.collective, m.size_bytes) != (s.collective, s.size_bytes) {
+                return Err(format!(
+                    "rows out of step: measured {} at {} B, simulated {} at {} B",
+                    m.collective, m.size_bytes, s.collective, s.size_bytes
+                ));
+            }
+            let measured_us = m.time_ps as f64 / 1e6;
+            let simulated_us = s.time_ps as f64 / 1e6;
+            Ok(Compared {
+                collective: m.collective,
+                algorithm: algorithm_label(m, s),
+                size_bytes: m.size_bytes,
+                measured_us,
+                measured_busbw: m.busbw_gb_per_s,
+                simulated_us,
+                simulated_busbw: s.busbw_gb_per_s,
+                error_pct: percent_error(simulated_us, measured_us),
+            })
+        })
+        .collect()
+}
+
+/// The algorithm of a row: its name, `auto:NAME` when the tuner chose it,
+/// and both names (measured|simulated) should the two runs differ.
+fn algorithm_label(m: &Row, s: &Row) -> String {
+    let name = if m.algorithm == s.algorithm {
+        m.algorithm.clone()
+    } else {
+        format!("{}|{}", m.algorithm, s.algorithm)
+    };
+    if m.tuned {
+        format!("auto:{name}")
+    } else {
+        name
+    }
+}
+
+/// The median and worst |error| of each collective, in order of first
+/// appearance.
+pub fn error_summary(rows: &[Compared]) -> Vec<(&'static str, f64, f64)> {
+    let mut names: Vec<&'static str> = Vec::new();
+    for r in rows {
+        if !names.contains(&r.collective) {
+            names.push(r.collective);
+        }
+    }
+    names
+        .into_iter()
+        .map(|name| {
+            let mut abs: Vec<f64> = rows
+                .iter()
+                .filter(|r| r.collective == name)
+                .map(|r| r.error_pct.abs())
+                .collect();
+            let worst = abs.iter().copied().fold(0.0, f64::max);
+            (name, median(&mut abs), worst)
+        })
+        .collect()
+}
+
+/// The side-by-side table and its summary lines.
+pub fn table(scenario: &Scenario, kind: FabricKind, rows: &[Compared]) -> String {
+    let mut s = String::new();
+    let calibration = scenario
+        .calibration
+        .as_ref()
+        .map_or(String::new(), |c| c.path.display().to_string());
+    let _ = writeln!(
+        s,
+        "#\n# sim validate {}: the {kind} fabric beside the simulator calibrated by {calibration}",
+        scenario.path.display()
+    );
+    let _ = writeln!(
+        s,
+        "{:>12} {:>24} {:>12} {:>13} {:>11} {:>13} {:>11} {:>8}",
+        "collective",
+        "algorithm",
+        "size_bytes",
+        "measured_us",
+        "meas_busbw",
+        "simulated_us",
+        "sim_busbw",
+        "error_%"
+    );
+    for r in rows {
+        let _ = writeln!(
+            s,
+            "{:>12} {:>24} {:>12} {:>13.2} {:>11.3} {:>13.2} {:>11.3} {:>8.1}",
+            r.collective,
+            r.algorithm,
+            r.size_bytes,
+            r.measured_us,
+            r.measured_busbw,
+            r.simulated_us,
+            r.simulated_busbw,
+            r.error_pct
+        );
+    }
+    for (name, median, worst) in error_summary(rows) {
+        let _ = writeln!(
+            s,
+            "# {name}: median |error| {median:.1}%, worst |error| {worst:.1}%"
+        );
+    }
+    s
+}
+
+/// The rows as CSV.
+pub fn csv_text(rows: &[Compared]) -> String {
+    let mut s = String::from(
+        "collective,algorithm,size_bytes,measured_us,measured_busbw_gb_per_s,simulated_us,\
+         simulated_busbw_gb_per_s,error_pct\n",
+    );
+    for r in rows {
+        let _ = writeln!(
+            s,
+            "{},{},{},{:.3},{:.4},{:.3},{:.4},{:.2}",
+            r.collective,
+            r.algorithm,
+            r.size_bytes,
+            r.measured_us,
+            r.measured_busbw,
+            r.simulated_us,
+            r.simulated_busbw,
+            r.error_pct
+        );
+    }
+    s
+}

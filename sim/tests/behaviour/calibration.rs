@@ -1,0 +1,322 @@
+//! `sim calibrate` and `sim validate`: the fit recovers a simulated
+//! fabric's parameters, real calibrations write their residuals, a
+//! calibrated scenario validates on shm and TCP, and a calibration of
+//! another fabric or host shape is refused naming the difference.
+
+use std::path::Path;
+
+use algorithms::DType;
+use engine::calibration::{About, Calibration, FORMAT};
+use realnet::connect::FabricKind;
+use sim::calibrate::fit::{fit, simulate};
+use sim::calibrate::probe::Plan;
+use sim::calibrate::{fitted, host};
+use topologies::LinkSpec;
+
+use super::real_support::{sim_env, text, write};
+use super::support::temp_dir;
+
+/// The simulated fabric the round trip must recover.
+fn known_link(injection: Option<f64>) -> LinkSpec {
+    let link = LinkSpec::new(5_000_000, 2e9)
+        .unwrap()
+        .with_overhead_ps(2_000_000);
+    match injection {
+        Some(i) => link.with_injection(i).unwrap(),
+        None => link,
+    }
+}
+
+fn within(got: f64, want: f64, pct: f64) -> bool {
+    ((got - want) / want).abs() * 100.0 <= pct
+}
+
+#[test]
+fn calibrating_against_the_simulator_recovers_its_parameters_within_2_percent() {
+    let world_size = 4;
+    let plan = Plan::standard(4 << 20, world_size);
+    let rate = |d: DType| Some(if d == DType::F64 { 8e9 } else { 4e9 });
+    let samples = simulate(&plan.probes, world_size, known_link(Some(3e9)), rate).unwrap();
+    let model = fit(&samples, world_size).unwrap();
+    assert!(within(model.latency_us, 5.0, 2.0), "{model:?}");
+    assert!(within(model.bandwidth_gb_per_s, 2.0, 2.0), "{model:?}");
+    assert!(within(model.overhead_us, 2.0, 2.0), "{model:?}");
+    assert!(
+        within(model.injection_gb_per_s.unwrap(), 3.0, 2.0),
+        "{model:?}"
+    );
+    assert!(
+        within(model.reduce_gb_per_s["float"], 4.0, 2.0),
+        "{model:?}"
+    );
+    assert!(
+        within(model.reduce_gb_per_s["double"], 8.0, 2.0),
+        "{model:?}"
+    );
+    // The fitted simulator reproduces the measurements it was fitted on.
+    let about = About {
+        format: FORMAT,
+        fabric: "sim".into(),
+        ranks: world_size,
+        command: "test".into(),
+    };
+    let c = fitted(
+        about,
+        host::this_host(FabricKind::Shm, None),
+        &samples,
+        world_size,
+    )
+    .unwrap();
+    assert!(c.fit.worst_abs_residual_pct < 2.0, "{:?}", c.fit);
+    assert_eq!(c.measurements.len(), plan.probes.len());
+}
+
+#[test]
+fn links_that_share_nothing_calibrate_without_an_injection_rate() {
+    let world_size = 3;
+    let plan = Plan::standard(1 << 20, world_size);
+    let samples = simulate(&plan.probes, world_size, known_link(None), |_| Some(1e9)).unwrap();
+    let model = fit(&samples, world_size).unwrap();
+    assert_eq!(model.injection_gb_per_s, None, "{model:?}");
+    assert!(within(model.bandwidth_gb_per_s, 2.0, 2.0), "{model:?}");
+    // Two ranks measure no concurrent flows at all.
+    let plan = Plan::standard(1 << 20, 2);
+    assert!(plan.probes.iter().all(|p| p.runs_on(2)));
+    let samples = simulate(&plan.probes, 2, known_link(Some(3e9)), |_| None).unwrap();
+    assert_eq!(fit(&samples, 2).unwrap().injection_gb_per_s, None);
+}
+
+/// A calibration of `fabric` for this host (made up, not measured), for
+/// the validation tests.
+fn calibration_file(
+    dir: &Path,
+    fabric: FabricKind,
+    tweak: impl FnOnce(&mut Calibration),
+) -> String {
+    let world_size = 2;
+    let plan = Plan::standard(64 << 10, world_size);
+    let samples = simulate(&plan.probes, world_size, known_link(None), |_| Some(2e9)).unwrap();
+    let about = About {
+        format: FORMAT,
+        fabric: fabric.name().into(),
+        ranks: world_size,
+        command: "test".into(),
+    };
+    let mut c = fitted(about, host::this_host(fabric, None), &samples, world_size).unwrap();
+    tweak(&mut c);
+    let name = format!("{}.calibration.toml", fabric.name());
+    write(&dir.join(&name), &c.to_toml());
+    name
+}
+
+const VALIDATED: &str = r#"
+world_size = 2
+[calibration]
+file = "CAL"
+[[collective]]
+kind = "allreduce"
+algorithm = "ring"
+min_bytes = 64
+max_bytes = "4K"
+step_factor = 8
+iters = 2
+warmup = 1
+"#;
+
+fn validate(fabric: FabricKind, dir: &Path, cal: &str) -> std::process::Output {
+    let scenario = dir.join(format!("{}-{cal}.scenario.toml", fabric.name()));
+    write(&scenario, &VALIDATED.replace("CAL", cal));
+    let csv = dir.join(format!("{}.csv", fabric.name()));
+    sim_env(
+        &[
+            "launch",
+            "-n",
+            "2",
+            "--fabric",
+            fabric.name(),
+            "--",
+            "validate",
+            scenario.to_str().unwrap(),
+            "--csv",
+            csv.to_str().unwrap(),
+        ],
+        &[],
+    )
+}
+
+#[test]
+fn validate_prints_measured_and_simulated_side_by_side_on_shm_and_tcp() {
+    let dir = temp_dir("validate");
+    for fabric in [FabricKind::Shm, FabricKind::Tcp] {
+        let cal = calibration_file(&dir, fabric, |_| {});
+        let out = validate(fabric, &dir, &cal);
+        let stdout = text(&out.stdout);
+        assert!(out.status.success(), "{stdout}\n{}", text(&out.stderr));
+        assert!(stdout.contains("measured_us"), "{stdout}");
+        assert!(stdout.contains("# allreduce: median |error|"), "{stdout}");
+        let rows: Vec<&str> = stdout
+            .lines()
+            .filter(|l| l.trim_start().starts_with("allreduce"))
+            .collect();
+        assert_eq!(rows.len(), 3, "64, 512 and 4096 bytes: {stdout}");
+        let csv = std::fs::read_to_string(dir.join(format!("{}.csv", fabric.name()))).unwrap();
+        assert_eq!(csv.lines().count(), 4, "{csv}");
+        assert!(
+            csv.lines()
+                .nth(1)
+                .unwrap()
+                .starts_with("allreduce,ring,64,"),
+            "{csv}"
+        );
+    }
+}
+
+#[test]
+fn validate_refuses_a_calibration_of_another_fabric_or_host_shape() {
+    let dir = temp_dir("validate-refused");
+    let tcp = calibration_file(&dir, FabricKind::Tcp, |_| {});
+    let out = validate(FabricKind::Shm, &dir, &tcp);
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("was taken on the tcp fabric, not shm"),
+        "{stderr}"
+    );
+    let other = calibration_file(&dir, FabricKind::Shm, |c| {
+        c.host.cores += 62;
+        c.host.numa_nodes += 1;
+    });
+    let out = validate(FabricKind::Shm, &dir, &other);
+    let stderr = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("a host of another shape (cores: calibrated on"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("NUMA nodes: calibrated on"), "{stderr}");
+}
+
+#[test]
+fn a_real_calibration_writes_its_measurements_and_bounded_residuals() {
+    let dir = temp_dir("calibrate-real");
+    for fabric in [FabricKind::Shm, FabricKind::Tcp] {
+        let out_path = dir.join(format!("{}.toml", fabric.name()));
+        let out = sim_env(
+            &[
+                "launch",
+                "-n",
+                "3",
+                "--fabric",
+                fabric.name(),
+                "--",
+                "calibrate",
+                "--out",
+                out_path.to_str().unwrap(),
+                "--max-bytes",
+                "64K",
+                "--reps",
+                "2",
+            ],
+            &[],
+        );
+        let stdout = text(&out.stdout);
+        assert!(out.status.success(), "{stdout}\n{}", text(&out.stderr));
+        assert!(stdout.contains("# residuals: median"), "{stdout}");
+        let c = Calibration::load(&out_path).unwrap();
+        assert_eq!(c.calibration.fabric, fabric.name());
+        assert_eq!(c.calibration.ranks, 3);
+        assert_eq!(c.host.hosts, 1);
+        let plan = Plan::standard(64 << 10, 3);
+        assert_eq!(c.measurements.len(), plan.probes.len());
+        // Every residual is the fitted time against the measured one, and
+        // the summary is their median and maximum (bounded by them, not by
+        // a speed this machine must reach).
+        let mut worst: f64 = 0.0;
+        for m in &c.measurements {
+            assert!(m.measured_us > 0.0 && m.fitted_us > 0.0, "{m:?}");
+            let pct = (m.fitted_us - m.measured_us) / m.measured_us * 100.0;
+            assert!((pct - m.residual_pct).abs() < 0.01, "{m:?}");
+            worst = worst.max(m.residual_pct.abs());
+        }
+        assert!(
+            (c.fit.worst_abs_residual_pct - worst).abs() < 1e-9,
+            "{:?}",
+            c.fit
+        );
+        assert!(c.fit.median_abs_residual_pct <= c.fit.worst_abs_residual_pct);
+        // A sanity bound, not a speed: a fit whose typical residual is
+        // past 100% fits nothing.
+        assert!(c.fit.median_abs_residual_pct < 100.0, "{stdout}");
+        // The file's model is the one a scenario uses.
+        c.link_spec().unwrap();
+    }
+}
+
+#[test]
+fn a_calibrated_scenario_gets_the_fitted_links_and_refuses_links_beside_them() {
+    let dir = temp_dir("calibrated-scenario");
+    let cal = calibration_file(&dir, FabricKind::Shm, |c| {
+        c.model.injection_gb_per_s = Some(3.0);
+    });
+    let path = dir.join("s.toml");
+    let registry = algorithms::Registry::builtin();
+    let text = VALIDATED.replace("CAL", &cal);
+    let s = engine::scenario::Scenario::parse(&path, &text, &registry).unwrap();
+    let loaded = s.calibration.as_ref().unwrap();
+    let engine::network::NetworkConfig::Ideal(link) = s.network else {
+        panic!("ideal links");
+    };
+    assert_eq!(link, loaded.calibration.link_spec().unwrap());
+    assert_eq!(link.injection_bytes_per_s, Some(3e9));
+    assert!(s.input_files.contains(&dir.join(&cal)));
+    assert!(s.to_string().contains("calibrated on shm"), "{s}");
+    // [links] beside [calibration]: refused where [calibration] is.
+    let both = format!("{text}\n[links]\nlatency_us = 1\nbandwidth_gb_per_s = 1\n");
+    let e = engine::scenario::Scenario::parse(&path, &both, &registry)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("s.toml:3:1") && e.contains("remove [links]"),
+        "{e}"
+    );
+    // A file that is not there is named, at the `file` value.
+    let missing = VALIDATED.replace("CAL", "nowhere.toml");
+    let e = engine::scenario::Scenario::parse(&path, &missing, &registry)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("s.toml:4:8") && e.contains("nowhere.toml"),
+        "{e}"
+    );
+}
+
+#[test]
+fn calibrate_refuses_sizes_too_small_to_fit_and_runs_on_thread_ranks() {
+    let dir = temp_dir("calibrate-threads");
+    let out = dir.join("threads.toml");
+    let out_arg = out.to_str().unwrap();
+    let common = [
+        "calibrate",
+        "--fabric",
+        "threads",
+        "--ranks",
+        "3",
+        "--out",
+        out_arg,
+    ];
+    let small = sim_env(&[&common[..], &["--max-bytes", "64"]].concat(), &[]);
+    let stderr = text(&small.stderr);
+    assert_eq!(small.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("--max-bytes 64 is too small"), "{stderr}");
+    assert!(!out.exists());
+    let ok = sim_env(
+        &[&common[..], &["--max-bytes", "16K", "--reps", "1"]].concat(),
+        &[],
+    );
+    assert!(ok.status.success(), "{}", text(&ok.stderr));
+    let c = Calibration::load(&out).unwrap();
+    assert_eq!(
+        (c.calibration.fabric.as_str(), c.calibration.ranks),
+        ("threads", 3)
+    );
+}
