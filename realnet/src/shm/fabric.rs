@@ -4,10 +4,13 @@
 
 use std::cell::{Cell, RefCell};
 use std::collections::VecDeque;
+use std::ops::Range;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use algorithms::{Fabric, FabricError, Payload, Rank, Shape, Tag, Time, Work};
+use algorithms::{
+    CollectiveError, Fabric, FabricError, Payload, Rank, ReduceOp, Shape, Tag, Time, Work,
+};
 
 use super::ShmOptions;
 use super::cma;
@@ -21,6 +24,7 @@ use crate::endpoint::Endpoint;
 use crate::executor::IdlePolicy;
 use crate::heartbeat::{self, Beater, PeerSilence};
 use crate::mailbox::Mailbox;
+use crate::pool::BufferPool;
 
 /// A message waiting for ring space: its header and inline bytes.
 struct Pending {
@@ -86,6 +90,8 @@ pub struct ShmFabric {
     inc: RefCell<Vec<Incoming>>,
     pub(crate) health: RefCell<Health>,
     pub(crate) finished: Cell<bool>,
+    /// Message memory done with, for the next messages (see [`crate::pool`]).
+    pool: RefCell<BufferPool>,
     /// How the executor waits, decided once at connect (finding the
     /// number of cores reads files, far too slow to do per call).
     idle: IdlePolicy,
@@ -140,6 +146,7 @@ impl ShmFabric {
             ),
             health: RefCell::new(Health::new(world)),
             finished: Cell::new(false),
+            pool: RefCell::new(BufferPool::default()),
             idle: options.idle.unwrap_or_else(|| default_idle(world)),
             _probe: probe,
             _beater: beater,
@@ -236,7 +243,9 @@ impl ShmFabric {
                     break;
                 }
             }
-            o.queue.pop_front();
+            if let Some(p) = o.queue.pop_front().and_then(|p| p.inline) {
+                self.pool.borrow_mut().give(p);
+            }
         }
         if moved {
             ring.publish(&o.cur);
@@ -244,7 +253,10 @@ impl ShmFabric {
         // Free the attached payloads the peer has finished copying.
         if !o.attached.is_empty() {
             let copied = ring.control().copied.0.load(Ordering::Acquire);
-            while o.freed < copied && o.attached.pop_front().is_some() {
+            while o.freed < copied
+                && let Some(p) = o.attached.pop_front()
+            {
+                self.pool.borrow_mut().give(p);
                 o.freed += 1;
                 moved = true;
             }
@@ -282,7 +294,7 @@ impl ShmFabric {
                             self.mailbox.deliver(src, h.tag, h.call, payload);
                         }
                         Kind::Inline => {
-                            let mut payload = fresh(h.shape);
+                            let mut payload = self.pool.borrow_mut().scratch(h.shape);
                             if h.shape.bytes() == 0 {
                                 self.mailbox.deliver(src, h.tag, h.call, payload);
                             } else {
@@ -335,7 +347,8 @@ impl ShmFabric {
     /// Copies an attached payload out of `src`'s memory.
     fn attach(&self, src: Rank, h: &MessageHeader) -> Result<Payload, FabricError> {
         let bytes = h.shape.bytes();
-        let payload = cma::read_new(self.pids[src], h.addr, h.shape).map_err(|e| {
+        let spare = self.pool.borrow_mut().take(h.shape);
+        let payload = cma::read_into(self.pids[src], h.addr, h.shape, spare).map_err(|e| {
             // The sender exited: say why, if it or another peer told.
             self.check_peers().err().unwrap_or_else(|| {
                 self.error(format!(
@@ -393,11 +406,6 @@ fn default_idle(world: usize) -> IdlePolicy {
     }
 }
 
-/// A zeroed payload of `shape` to receive into.
-fn fresh(shape: Shape) -> Payload {
-    Payload::zeros(shape.dtype, shape.count, false)
-}
-
 impl Fabric for ShmFabric {
     fn rank(&self) -> Rank {
         self.rank
@@ -436,6 +444,38 @@ impl Fabric for ShmFabric {
     }
 
     async fn compute(&self, _work: Work) -> Result<(), FabricError> {
+        Ok(())
+    }
+
+    /// The copy goes into a recycled buffer when the pool has one.
+    fn send_copy(&self, buf: &Payload, range: Range<usize>) -> Payload {
+        let shape = Shape::new(buf.shape().dtype, range.len());
+        let spare = (!buf.is_phantom())
+            .then(|| self.pool.borrow_mut().take(shape))
+            .flatten();
+        match spare {
+            Some(spare) => buf.extract_reusing(range, spare),
+            None => buf.extract(range),
+        }
+    }
+
+    /// Combines as the default does, then keeps the received buffer for
+    /// the next message.
+    async fn recv_combine(
+        &self,
+        from: Rank,
+        tag: Tag,
+        buf: &mut Payload,
+        range: Range<usize>,
+        op: Option<ReduceOp>,
+    ) -> Result<(), CollectiveError> {
+        let expect = Shape::new(buf.shape().dtype, range.len());
+        let incoming = self.mailbox.recv(from, tag, expect).await?;
+        match op {
+            Some(op) => buf.reduce_from(range, &incoming, op)?,
+            None => buf.copy_from(range, &incoming)?,
+        }
+        self.pool.borrow_mut().give(incoming);
         Ok(())
     }
 }
