@@ -32,6 +32,13 @@
 //! caller's buffer, without a copy. A message larger than the frame cap is
 //! refused at the sender with an error naming the option to raise.
 //!
+//! # Recycled memory
+//! A payload that was written, and a received one that
+//! [`Fabric::recv_combine`] has combined into the caller's buffer, go back
+//! to a `crate::pool::BufferPool` the rank shares with its reader
+//! threads: readers receive into it and [`Fabric::send_copy`] copies into
+//! it, so a large collective does not fault in fresh pages per frame.
+//!
 //! # Failures
 //! A peer whose connection ends without a bye, or breaks, fails the whole
 //! rank with an error naming it (no collective can complete without a
