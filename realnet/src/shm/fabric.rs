@@ -400,8 +400,9 @@ impl ShmFabric {
 /// Idle rounds a rank with a core of its own spins before it yields: tens
 /// of milliseconds, as MPI libraries poll while every rank has a core. A
 /// rank that yields sooner loses its core for a whole time slice of any
-/// other busy process (milliseconds), which on a loaded host made an 8-byte
-/// allreduce take 3 ms instead of about a microsecond.
+/// other busy process (milliseconds): on a loaded 2-core host an 8-byte
+/// allreduce took 0.6 to 2.5 ms that way, about 1.1 us spinning (with the
+/// ranks bound to a core each, see `crate::launcher`).
 const SPIN_ROUNDS: u32 = 1_000_000;
 
 /// The CPUs the job's ranks (processes `pids`) may run on between them:
