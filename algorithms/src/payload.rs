@@ -462,6 +462,27 @@ mod tests {
     }
 
     #[test]
+    fn scratch_reuses_a_spare_of_the_type_and_sizes_it() {
+        let mut spare = vec![5i32; 3];
+        spare.reserve(10);
+        let ptr = spare.as_ptr();
+        let grown = Payload::scratch(DType::I32, 6, Some(Buffer::I32(spare)));
+        // Old values stay (the caller overwrites them), growth is zeroed.
+        assert_eq!(grown.as_slice::<i32>().unwrap(), &[5, 5, 5, 0, 0, 0]);
+        assert_eq!(grown.as_slice::<i32>().unwrap().as_ptr(), ptr);
+        let Payload::Data(b) = grown else {
+            unreachable!()
+        };
+        assert_eq!(Payload::scratch(DType::I32, 2, Some(b)).len(), 2);
+        let other = Payload::scratch(DType::F64, 4, Some(Buffer::I32(vec![1; 8])));
+        assert_eq!(other, Payload::zeros(DType::F64, 4, false));
+        assert_eq!(
+            Payload::scratch(DType::U8, 3, None),
+            Payload::zeros(DType::U8, 3, false)
+        );
+    }
+
+    #[test]
     fn reduce_puts_incoming_on_the_left() {
         let mut p = Payload::from_vec(vec![1.0f32, 2.0, 3.0]);
         let inc = Payload::from_vec(vec![10.0f32, 20.0]);
