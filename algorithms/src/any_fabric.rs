@@ -15,12 +15,14 @@
 //! the heap, which is correct, only slower.
 
 use std::future::Future;
+use std::ops::Range;
 use std::sync::Arc;
 
 use smallbox::SmallBox;
 use smallbox::space::S16;
 
 use crate::dtype::ReduceOp;
+use crate::error::CollectiveError;
 use crate::fabric::{Fabric, FabricError, Rank, Tag, Time, Work};
 use crate::nccl::{ChannelPlan, Framing};
 use crate::payload::{Payload, Shape};
@@ -31,6 +33,9 @@ pub const INLINE_FUTURE_BYTES: usize = std::mem::size_of::<S16>();
 /// The future of one operation on an [`AnyFabric`].
 pub type FabricFuture<'a, T> = SmallBox<dyn Future<Output = Result<T, FabricError>> + 'a, S16>;
 
+/// The future of [`Fabric::recv_combine`] on an [`AnyFabric`].
+pub type CombineFuture<'a> = SmallBox<dyn Future<Output = Result<(), CollectiveError>> + 'a, S16>;
+
 /// The object-safe face of a [`Fabric`], implemented for every fabric.
 /// Private: callers see it only through [`AnyFabric`].
 trait ErasedFabric {
@@ -40,6 +45,15 @@ trait ErasedFabric {
     fn erased_send(&self, to: Rank, tag: Tag, payload: Payload) -> FabricFuture<'_, ()>;
     fn erased_recv(&self, from: Rank, tag: Tag, expect: Shape) -> FabricFuture<'_, Payload>;
     fn erased_compute(&self, work: Work) -> FabricFuture<'_, ()>;
+    fn erased_send_copy(&self, buf: &Payload, range: Range<usize>) -> Payload;
+    fn erased_recv_combine<'a>(
+        &'a self,
+        from: Rank,
+        tag: Tag,
+        buf: &'a mut Payload,
+        range: Range<usize>,
+        op: Option<ReduceOp>,
+    ) -> CombineFuture<'a>;
     fn erased_send_framed(
         &self,
         to: Rank,
@@ -81,6 +95,21 @@ impl<F: Fabric> ErasedFabric for F {
 
     fn erased_compute(&self, work: Work) -> FabricFuture<'_, ()> {
         smallbox::smallbox!(self.compute(work))
+    }
+
+    fn erased_send_copy(&self, buf: &Payload, range: Range<usize>) -> Payload {
+        self.send_copy(buf, range)
+    }
+
+    fn erased_recv_combine<'a>(
+        &'a self,
+        from: Rank,
+        tag: Tag,
+        buf: &'a mut Payload,
+        range: Range<usize>,
+        op: Option<ReduceOp>,
+    ) -> CombineFuture<'a> {
+        smallbox::smallbox!(self.recv_combine(from, tag, buf, range, op))
     }
 
     fn erased_send_framed(
@@ -174,6 +203,23 @@ impl Fabric for AnyFabric<'_> {
 
     fn compute(&self, work: Work) -> impl Future<Output = Result<(), FabricError>> {
         self.inner.erased_compute(work)
+    }
+
+    fn send_copy(&self, buf: &Payload, range: Range<usize>) -> Payload {
+        self.inner.erased_send_copy(buf, range)
+    }
+
+    async fn recv_combine(
+        &self,
+        from: Rank,
+        tag: Tag,
+        buf: &mut Payload,
+        range: Range<usize>,
+        op: Option<ReduceOp>,
+    ) -> Result<(), CollectiveError> {
+        self.inner
+            .erased_recv_combine(from, tag, buf, range, op)
+            .await
     }
 
     fn send_framed(

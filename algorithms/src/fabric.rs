@@ -8,9 +8,11 @@
 
 use std::fmt;
 use std::future::Future;
+use std::ops::Range;
 use std::sync::Arc;
 
 use crate::dtype::ReduceOp;
+use crate::error::CollectiveError;
 use crate::nccl::{ChannelPlan, Framing};
 use crate::payload::{Payload, Shape};
 
@@ -245,6 +247,42 @@ pub trait Fabric {
 
     /// Charges the cost of local work (completes when it is done).
     fn compute(&self, work: Work) -> impl Future<Output = Result<(), FabricError>>;
+
+    /// The elements `range` of `buf`, copied into a payload for
+    /// [`Fabric::send`] to own. The default copies into new memory
+    /// ([`Payload::extract`]); a real transport may copy into memory it
+    /// recycles once the peer has the bytes (no page faults, warm caches).
+    /// Panics if `range` is out of `buf`'s bounds, as `extract` does.
+    fn send_copy(&self, buf: &Payload, range: Range<usize>) -> Payload {
+        buf.extract(range)
+    }
+
+    /// Receives the next message from `from` with `tag`, which must hold
+    /// `range.len()` elements of `buf`'s type, and combines it into
+    /// `buf[range]`: reduced with `Some(op)` (the incoming contribution on
+    /// the left, as [`Payload::reduce_from`]) or copied with `None`. The
+    /// default is [`Fabric::recv`] then [`Payload::reduce_from`] or
+    /// [`Payload::copy_from`]; a real transport may combine straight from
+    /// where the bytes arrived and recycle their memory. It charges no
+    /// [`Work`]: the caller does.
+    fn recv_combine(
+        &self,
+        from: Rank,
+        tag: Tag,
+        buf: &mut Payload,
+        range: Range<usize>,
+        op: Option<ReduceOp>,
+    ) -> impl Future<Output = Result<(), CollectiveError>> {
+        async move {
+            let expect = Shape::new(buf.shape().dtype, range.len());
+            let incoming = self.recv(from, tag, expect).await?;
+            match op {
+                Some(op) => buf.reduce_from(range, &incoming, op)?,
+                None => buf.copy_from(range, &incoming)?,
+            }
+            Ok(())
+        }
+    }
 
     /// Sends `payload` like [`Fabric::send`], saying how it travels: which
     /// NCCL protocol frames it, for which algorithm, on which channel. A

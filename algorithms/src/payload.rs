@@ -109,6 +109,8 @@ pub trait IntoBuffer: Element {
     fn slice_of(buffer: &Buffer) -> Option<&[Self]>;
     /// Mutably borrows the vector if `buffer` holds this type.
     fn slice_of_mut(buffer: &mut Buffer) -> Option<&mut [Self]>;
+    /// Unwraps the vector if `buffer` holds this type (else gives it back).
+    fn vec_of(buffer: Buffer) -> Result<Vec<Self>, Buffer>;
 }
 
 macro_rules! into_buffer {
@@ -127,6 +129,12 @@ macro_rules! into_buffer {
                 match buffer {
                     Buffer::$variant(v) => Some(v),
                     _ => None,
+                }
+            }
+            fn vec_of(buffer: Buffer) -> Result<Vec<Self>, Buffer> {
+                match buffer {
+                    Buffer::$variant(v) => Ok(v),
+                    other => Err(other),
                 }
             }
         }
@@ -154,6 +162,11 @@ impl Buffer {
     /// Whether the buffer has no elements.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
+    }
+
+    /// The number of elements its allocation holds without growing.
+    pub fn capacity(&self) -> usize {
+        with_vec!(self, v, T => v.capacity())
     }
 }
 
@@ -194,6 +207,24 @@ impl Payload {
             DType::U8 => Buffer::U8(vec![0; count]),
             DType::Sym => Buffer::Sym(vec![Sym::ZERO; count]),
         })
+    }
+
+    /// `count` elements of `dtype` for the caller to overwrite (a receive
+    /// buffer): in `spare`'s allocation when it holds `dtype` (its old
+    /// values left in place, only growth zeroed), otherwise `count` zeros.
+    /// A receiver that recycles its buffers fills warm memory instead of
+    /// faulting in fresh pages.
+    pub fn scratch(dtype: DType, count: usize, spare: Option<Buffer>) -> Payload {
+        match spare {
+            Some(b) if b.dtype() == dtype && dtype != DType::Sym => {
+                Payload::Data(with_vec!(b, v, T => {
+                    let mut v = v;
+                    v.resize(count, <T as Element>::from_i64(0));
+                    T::into_buffer(v)
+                }))
+            }
+            _ => Payload::zeros(dtype, count, false),
+        }
     }
 
     /// Real data from a typed vector.
@@ -279,6 +310,28 @@ impl Payload {
             Payload::Data(b) => {
                 Payload::Data(with_vec!(b, v, T => T::into_buffer(v[range].to_vec())))
             }
+            Payload::Phantom(s) => Payload::phantom(s.dtype, range.len()),
+        }
+    }
+
+    /// [`Payload::extract`] into the allocation of `spare` when it holds
+    /// the same element type (its contents replaced, its memory grown if
+    /// too small), otherwise into new memory: a sender that recycles its
+    /// message buffers copies into warm memory instead of faulting in
+    /// fresh pages. Panics if `range` is out of bounds, as `extract` does.
+    pub fn extract_reusing(&self, range: Range<usize>, spare: Buffer) -> Payload {
+        assert!(
+            range.end <= self.len(),
+            "extract {range:?} of {}",
+            self.len()
+        );
+        match self {
+            Payload::Data(b) => Payload::Data(with_vec!(b, v, T => {
+                let mut out = T::vec_of(spare).unwrap_or_default();
+                out.clear();
+                out.extend_from_slice(&v[range]);
+                T::into_buffer(out)
+            })),
             Payload::Phantom(s) => Payload::phantom(s.dtype, range.len()),
         }
     }
@@ -384,6 +437,50 @@ impl Payload {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn extract_reusing_copies_into_the_spare_allocation_of_the_same_type() {
+        let p = Payload::from_vec((0..10).map(|i| i as f32).collect::<Vec<_>>());
+        let spare = Buffer::F32(Vec::with_capacity(64));
+        let spare_ptr = match &spare {
+            Buffer::F32(v) => v.as_ptr(),
+            _ => unreachable!(),
+        };
+        let out = p.extract_reusing(2..5, spare);
+        assert_eq!(out, p.extract(2..5));
+        assert_eq!(out.as_slice::<f32>().unwrap().as_ptr(), spare_ptr);
+        // Another element type: new memory, same contents.
+        assert_eq!(
+            p.extract_reusing(2..5, Buffer::I32(vec![7; 9])),
+            p.extract(2..5)
+        );
+        let ph = Payload::phantom(DType::F32, 10);
+        assert_eq!(
+            ph.extract_reusing(1..4, Buffer::F32(vec![])),
+            ph.extract(1..4)
+        );
+    }
+
+    #[test]
+    fn scratch_reuses_a_spare_of_the_type_and_sizes_it() {
+        let mut spare = vec![5i32; 3];
+        spare.reserve(10);
+        let ptr = spare.as_ptr();
+        let grown = Payload::scratch(DType::I32, 6, Some(Buffer::I32(spare)));
+        // Old values stay (the caller overwrites them), growth is zeroed.
+        assert_eq!(grown.as_slice::<i32>().unwrap(), &[5, 5, 5, 0, 0, 0]);
+        assert_eq!(grown.as_slice::<i32>().unwrap().as_ptr(), ptr);
+        let Payload::Data(b) = grown else {
+            unreachable!()
+        };
+        assert_eq!(Payload::scratch(DType::I32, 2, Some(b)).len(), 2);
+        let other = Payload::scratch(DType::F64, 4, Some(Buffer::I32(vec![1; 8])));
+        assert_eq!(other, Payload::zeros(DType::F64, 4, false));
+        assert_eq!(
+            Payload::scratch(DType::U8, 3, None),
+            Payload::zeros(DType::U8, 3, false)
+        );
+    }
 
     #[test]
     fn reduce_puts_incoming_on_the_left() {

@@ -345,7 +345,7 @@ fn run_size<E: Endpoint>(
     for i in 0..options.warmup {
         calls
             .run(&algorithm, &mut buf, options.op, &params)
-            .map_err(failed(format!("warm-up call {} of {c} {algorithm}", i + 1)))?;
+            .map_err(|e| failed(format!("warm-up call {} of {c} {algorithm}", i + 1))(e))?;
     }
     let mut none = Payload::zeros(DType::U8, 0, false);
     let barrier = calls.barrier.clone();
@@ -353,10 +353,12 @@ fn run_size<E: Endpoint>(
         .run(&barrier, &mut none, ReduceOp::Sum, &params)
         .map_err(failed("the barrier before the timed calls".into()))?;
     let started = Instant::now();
+    // The error's words are only formatted on failure: a format per call
+    // would be timed with the call.
     for i in 0..options.iters {
         calls
             .run(&algorithm, &mut buf, options.op, &params)
-            .map_err(failed(format!("timed call {} of {c} {algorithm}", i + 1)))?;
+            .map_err(|e| failed(format!("timed call {} of {c} {algorithm}", i + 1))(e))?;
     }
     let elapsed_ps = u64::try_from(started.elapsed().as_nanos())
         .unwrap_or(u64::MAX)

@@ -127,6 +127,8 @@ const FOREIGN_VARS: [&str; 7] = [
 ];
 
 /// A job of local processes: what to start and how to supervise it.
+/// Shared-memory ranks get a core each when there are enough (see
+/// [`BIND_VAR`]).
 #[derive(Clone, Debug, PartialEq)]
 pub struct LocalJob {
     /// Number of ranks (processes), `1..=LOCAL_RANKS_MAX`.
@@ -241,6 +243,7 @@ impl LocalJob {
             what: "cannot choose a rendezvous port and job id".into(),
             error,
         })?;
+        let cores = self.cores_to_bind();
         let mut ranks: Vec<Proc> = Vec::with_capacity(n);
         for r in 0..n {
             let mut cmd = Command::new(&exe);
@@ -273,6 +276,9 @@ impl LocalJob {
             };
             match cmd.spawn() {
                 Ok(mut child) => {
+                    if let Some(core) = cores.get(r) {
+                        bind_to_core(&child, *core);
+                    }
                     let stdin = child.stdin.take();
                     let stderr_forward = child.stderr.take().map(|e| forward(r, e));
                     ranks.push(Proc {
@@ -292,6 +298,47 @@ impl LocalJob {
         }
         Ok(supervise(&mut ranks, self.grace, &self.name))
     }
+}
+
+/// Set to `none` to keep `sim launch` from binding shared-memory ranks to
+/// a core each.
+pub const BIND_VAR: &str = "REALNET_BIND";
+
+impl LocalJob {
+    /// The cores the ranks are bound to, rank `r` to the `r`-th: for a
+    /// shared-memory job with at most one rank per core this process may
+    /// run on (unless [`BIND_VAR`] is `none`), as `mpirun --bind-to core`
+    /// does, so that two ranks never share a core while another idles and
+    /// a polling rank keeps its caches; otherwise none.
+    fn cores_to_bind(&self) -> Vec<usize> {
+        if self.fabric != Some(FabricKind::Shm)
+            || std::env::var(BIND_VAR).is_ok_and(|v| v == "none")
+        {
+            return Vec::new();
+        }
+        let Ok(mine) = rustix::thread::sched_getaffinity(None) else {
+            return Vec::new();
+        };
+        let allowed: Vec<usize> = (0..rustix::thread::CpuSet::MAX_CPU)
+            .filter(|c| mine.is_set(*c))
+            .collect();
+        if self.ranks > allowed.len() {
+            return Vec::new();
+        }
+        allowed
+    }
+}
+
+/// Binds `child`'s main thread, and so the threads it starts later, to
+/// `core` (the rank starts its threads once connected, long after this).
+/// Advisory: a refusal leaves the rank unbound.
+fn bind_to_core(child: &Child, core: usize) {
+    let Some(pid) = rustix::process::Pid::from_raw(child.id() as i32) else {
+        return;
+    };
+    let mut set = rustix::thread::CpuSet::new();
+    set.set(core);
+    let _ = rustix::thread::sched_setaffinity(Some(pid), &set);
 }
 
 /// What this process is in a local job (see [`LocalJob::run_or_join`]).
@@ -590,5 +637,40 @@ fn stop_all(ranks: &mut [Proc]) {
         if let Some(h) = rank.stderr_forward.take() {
             let _ = h.join();
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn job(ranks: usize, fabric: Option<FabricKind>) -> LocalJob {
+        LocalJob {
+            fabric,
+            ..LocalJob::new(ranks, Vec::new())
+        }
+    }
+
+    #[test]
+    fn only_shared_memory_ranks_with_a_core_each_are_bound() {
+        let allowed = rustix::thread::sched_getaffinity(None)
+            .map(|set| set.count() as usize)
+            .unwrap_or(0);
+        if allowed == 0 || std::env::var(BIND_VAR).is_ok_and(|v| v == "none") {
+            return;
+        }
+        let cores = job(allowed, Some(FabricKind::Shm)).cores_to_bind();
+        assert_eq!(cores.len(), allowed);
+        assert!(
+            cores.windows(2).all(|w| w[0] < w[1]),
+            "distinct, in order: {cores:?}"
+        );
+        assert!(
+            job(allowed + 1, Some(FabricKind::Shm))
+                .cores_to_bind()
+                .is_empty()
+        );
+        assert!(job(1, Some(FabricKind::Tcp)).cores_to_bind().is_empty());
+        assert!(job(1, None).cores_to_bind().is_empty());
     }
 }

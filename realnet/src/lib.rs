@@ -57,6 +57,7 @@ pub mod launcher;
 pub mod local;
 pub mod mailbox;
 pub mod memory;
+mod pool;
 pub mod rendezvous;
 pub mod selftest;
 pub mod shm;

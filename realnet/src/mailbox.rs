@@ -17,6 +17,7 @@
 use std::collections::{BTreeMap, VecDeque};
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Mutex, MutexGuard};
 use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant};
@@ -50,6 +51,9 @@ pub struct Mailbox {
     world_size: usize,
     timeout: Duration,
     inner: Mutex<Inner>,
+    /// Whether `inner.fatal` is set: read without the lock by the
+    /// transports' progress loops, which ask on every idle round.
+    has_fatal: AtomicBool,
 }
 
 impl Mailbox {
@@ -61,6 +65,7 @@ impl Mailbox {
             world_size,
             timeout,
             inner: Mutex::new(Inner::default()),
+            has_fatal: AtomicBool::new(false),
         }
     }
 
@@ -122,7 +127,7 @@ impl Mailbox {
                 rank: self.rank,
                 reason,
             };
-            Self::set_fatal(&mut inner, err.clone());
+            self.set_fatal(&mut inner, err.clone());
             return Err(err);
         }
         Ok(())
@@ -152,7 +157,7 @@ impl Mailbox {
                     rank: self.rank,
                     reason,
                 };
-                Self::set_fatal(&mut inner, err);
+                self.set_fatal(&mut inner, err);
                 return;
             }
         }
@@ -208,11 +213,12 @@ impl Mailbox {
     /// Records an error that ends this rank: every receive returns it.
     pub fn fail_all(&self, err: FabricError) {
         let mut inner = self.lock();
-        Self::set_fatal(&mut inner, err);
+        self.set_fatal(&mut inner, err);
     }
 
-    fn set_fatal(inner: &mut Inner, err: FabricError) {
+    fn set_fatal(&self, inner: &mut Inner, err: FabricError) {
         inner.fatal.get_or_insert(err);
+        self.has_fatal.store(true, Ordering::Release);
         for (_, w) in std::mem::take(&mut inner.waiters) {
             w.wakers.into_iter().for_each(Waker::wake);
         }
@@ -220,6 +226,9 @@ impl Mailbox {
 
     /// The error that ended this rank, if any.
     pub fn fatal(&self) -> Option<FabricError> {
+        if !self.has_fatal.load(Ordering::Acquire) {
+            return None;
+        }
         self.lock().fatal.clone()
     }
 

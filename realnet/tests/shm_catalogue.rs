@@ -26,8 +26,13 @@ fn options(job_id: u64, attach_min_bytes: Option<usize>) -> ShmOptions {
 
 /// Runs the catalogue on `n` threads; returns how many pairs used attach.
 fn catalogue(n: usize, counts: &[usize], options: &ShmOptions) -> usize {
+    catalogue_chunked(n, counts, options, 6000)
+}
+
+/// [`catalogue`] with pipeline chunks of `chunk_bytes`.
+fn catalogue_chunked(n: usize, counts: &[usize], options: &ShmOptions, chunk_bytes: u64) -> usize {
     let params = Params {
-        chunk_bytes: 6000,
+        chunk_bytes,
         ranks_per_node: 2,
         root: n - 1,
         ..Params::default()
@@ -74,6 +79,26 @@ fn every_algorithm_is_correct_with_cross_memory_attach() {
         } else {
             eprintln!("process_vm_readv refused here: the rings carried everything");
         }
+    }
+}
+
+#[test]
+fn recycled_message_buffers_carry_no_stale_data() {
+    // Messages of 32 KiB and more go through each rank's buffer pool: sent
+    // copies and received buffers are reused by later messages, larger
+    // buffers for smaller messages. Counts shrink then grow again, so a
+    // reused buffer holding an earlier message's values would show as
+    // wrong elements; through the rings and through cross-memory attach.
+    for (job, (n, attach)) in [(2usize, None), (3, None), (2, Some(1024)), (3, Some(1024))]
+        .into_iter()
+        .enumerate()
+    {
+        catalogue_chunked(
+            n,
+            &[30_000, 12_000, 30_001],
+            &options(300 + job as u64, attach),
+            64 << 10,
+        );
     }
 }
 

@@ -64,7 +64,7 @@ use crate::dtype::{DType, ReduceOp};
 use crate::error::CollectiveError;
 use crate::fabric::{Fabric, Rank, Work};
 use crate::layout::block_range;
-use crate::payload::{Payload, Shape};
+use crate::payload::Payload;
 use crate::reference::ring_allreduce_reference;
 
 /// NCCL's `NCCL_STEPS`: the number of slots per connection (`src/include/device.h`).
@@ -187,7 +187,7 @@ pub async fn run<F: Fabric>(
     let received_range = |i: usize| plan.chunk(seg_sent(i / k_max + 1), i % k_max);
 
     for round in 0..total + window - 1 {
-        let outgoing = (round < total).then(|| buf.extract(sent_range(round)));
+        let outgoing = (round < total).then(|| fabric.send_copy(buf, sent_range(round)));
         let receiving = round.checked_sub(window - 1);
         let send = async {
             match outgoing {
@@ -195,31 +195,29 @@ pub async fn run<F: Fabric>(
                 None => Ok(()),
             }
         };
+        // Reduce-scatter steps reduce what arrives, allgather steps copy it.
+        let combine = |i: usize| (i / k_max < n - 1).then_some(op);
         let recv = async {
             match receiving {
-                Some(i) => {
-                    let expect = Shape::new(shape.dtype, received_range(i).len());
-                    fabric.recv(prev, params.tag, expect).await.map(Some)
-                }
+                Some(i) => fabric
+                    .recv_combine(prev, params.tag, buf, received_range(i), combine(i))
+                    .await
+                    .map(|()| Some(i)),
                 None => Ok(None),
             }
         };
         let (sent, received) = futures_util::join!(send, recv);
         sent?;
-        let (Some(i), Some(incoming)) = (receiving, received?) else {
+        let Some(i) = received? else {
             continue;
         };
-        let range = received_range(i);
-        let s = i / k_max;
-        if s < n - 1 {
-            buf.reduce_from(range.clone(), &incoming, op)?;
-            let bytes = incoming.shape().bytes();
+        if combine(i).is_some() {
+            let range = received_range(i);
+            let bytes = (range.len() * shape.dtype.size_bytes()) as u64;
             fabric.compute(Work::Reduce { bytes }).await?;
-            if s == n - 2 && op == ReduceOp::Avg {
+            if i / k_max == n - 2 && op == ReduceOp::Avg {
                 buf.divide(range, n);
             }
-        } else {
-            buf.copy_from(range, &incoming)?;
         }
     }
     Ok(())

@@ -13,7 +13,7 @@
 
 use std::io;
 
-use algorithms::payload::IntoBuffer;
+use algorithms::payload::{Buffer, IntoBuffer};
 use algorithms::{DType, Payload, Shape};
 
 /// Lets any process of this user read this process's memory with
@@ -69,16 +69,24 @@ pub(crate) fn read(pid: u32, addr: u64, dst: &mut [u8]) -> io::Result<()> {
     Ok(())
 }
 
-/// Copies a payload of `shape` at address `addr` of process `pid` into a
-/// new buffer that is never zeroed first (zeroing would be a whole extra
-/// pass over the memory, 10% of a large shared-memory allreduce's time).
-pub(crate) fn read_new(pid: u32, addr: u64, shape: Shape) -> io::Result<Payload> {
+/// Copies a payload of `shape` at address `addr` of process `pid` into the
+/// allocation of `spare` if it has the element type (a recycled buffer,
+/// see `crate::pool`), else into a new one, never zeroed first (zeroing
+/// would be a whole extra pass over the memory, 10% of a large
+/// shared-memory allreduce's time).
+pub(crate) fn read_into(
+    pid: u32,
+    addr: u64,
+    shape: Shape,
+    spare: Option<Buffer>,
+) -> io::Result<Payload> {
+    let n = shape.count;
     Ok(match shape.dtype {
-        DType::F32 => Payload::from_vec(read_vec::<f32>(pid, addr, shape.count)?),
-        DType::F64 => Payload::from_vec(read_vec::<f64>(pid, addr, shape.count)?),
-        DType::I32 => Payload::from_vec(read_vec::<i32>(pid, addr, shape.count)?),
-        DType::I64 => Payload::from_vec(read_vec::<i64>(pid, addr, shape.count)?),
-        DType::U8 => Payload::from_vec(read_vec::<u8>(pid, addr, shape.count)?),
+        DType::F32 => Payload::from_vec(read_vec::<f32>(pid, addr, n, spare)?),
+        DType::F64 => Payload::from_vec(read_vec::<f64>(pid, addr, n, spare)?),
+        DType::I32 => Payload::from_vec(read_vec::<i32>(pid, addr, n, spare)?),
+        DType::I64 => Payload::from_vec(read_vec::<i64>(pid, addr, n, spare)?),
+        DType::U8 => Payload::from_vec(read_vec::<u8>(pid, addr, n, spare)?),
         // Symbols are ids in the sender's interner: no header carries them
         // (sends refuse them), and their bytes would mean nothing here.
         DType::Sym => {
@@ -90,9 +98,17 @@ pub(crate) fn read_new(pid: u32, addr: u64, shape: Shape) -> io::Result<Payload>
     })
 }
 
-/// Reads `count` elements of `T` from `addr` in process `pid` into a new vector.
-fn read_vec<T: IntoBuffer>(pid: u32, addr: u64, count: usize) -> io::Result<Vec<T>> {
-    let mut v: Vec<T> = Vec::with_capacity(count);
+/// Reads `count` elements of `T` from `addr` in process `pid` into
+/// `spare`'s vector (if it holds `T`) or a new one.
+fn read_vec<T: IntoBuffer>(
+    pid: u32,
+    addr: u64,
+    count: usize,
+    spare: Option<Buffer>,
+) -> io::Result<Vec<T>> {
+    let mut v: Vec<T> = spare.and_then(|b| T::vec_of(b).ok()).unwrap_or_default();
+    v.clear();
+    v.reserve(count);
     let bytes = count * std::mem::size_of::<T>();
     {
         let spare = v.spare_capacity_mut();

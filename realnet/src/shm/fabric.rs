@@ -4,10 +4,13 @@
 
 use std::cell::{Cell, RefCell};
 use std::collections::VecDeque;
+use std::ops::Range;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use algorithms::{Fabric, FabricError, Payload, Rank, Shape, Tag, Time, Work};
+use algorithms::{
+    CollectiveError, Fabric, FabricError, Payload, Rank, ReduceOp, Shape, Tag, Time, Work,
+};
 
 use super::ShmOptions;
 use super::cma;
@@ -21,6 +24,7 @@ use crate::endpoint::Endpoint;
 use crate::executor::IdlePolicy;
 use crate::heartbeat::{self, Beater, PeerSilence};
 use crate::mailbox::Mailbox;
+use crate::pool::BufferPool;
 
 /// A message waiting for ring space: its header and inline bytes.
 struct Pending {
@@ -86,6 +90,8 @@ pub struct ShmFabric {
     inc: RefCell<Vec<Incoming>>,
     pub(crate) health: RefCell<Health>,
     pub(crate) finished: Cell<bool>,
+    /// Message memory done with, for the next messages (see [`crate::pool`]).
+    pool: RefCell<BufferPool>,
     /// How the executor waits, decided once at connect (finding the
     /// number of cores reads files, far too slow to do per call).
     idle: IdlePolicy,
@@ -119,6 +125,9 @@ impl ShmFabric {
             rank,
             reason: format!("cannot start the heartbeat thread: {e}"),
         })?;
+        let idle = options
+            .idle
+            .unwrap_or_else(|| default_idle(world, job_cores(&pids)));
         Ok(ShmFabric {
             rank,
             world,
@@ -140,7 +149,8 @@ impl ShmFabric {
             ),
             health: RefCell::new(Health::new(world)),
             finished: Cell::new(false),
-            idle: options.idle.unwrap_or_else(|| default_idle(world)),
+            pool: RefCell::new(BufferPool::default()),
+            idle,
             _probe: probe,
             _beater: beater,
         })
@@ -236,7 +246,9 @@ impl ShmFabric {
                     break;
                 }
             }
-            o.queue.pop_front();
+            if let Some(p) = o.queue.pop_front().and_then(|p| p.inline) {
+                self.pool.borrow_mut().give(p);
+            }
         }
         if moved {
             ring.publish(&o.cur);
@@ -244,7 +256,10 @@ impl ShmFabric {
         // Free the attached payloads the peer has finished copying.
         if !o.attached.is_empty() {
             let copied = ring.control().copied.0.load(Ordering::Acquire);
-            while o.freed < copied && o.attached.pop_front().is_some() {
+            while o.freed < copied
+                && let Some(p) = o.attached.pop_front()
+            {
+                self.pool.borrow_mut().give(p);
                 o.freed += 1;
                 moved = true;
             }
@@ -282,7 +297,7 @@ impl ShmFabric {
                             self.mailbox.deliver(src, h.tag, h.call, payload);
                         }
                         Kind::Inline => {
-                            let mut payload = fresh(h.shape);
+                            let mut payload = self.pool.borrow_mut().scratch(h.shape);
                             if h.shape.bytes() == 0 {
                                 self.mailbox.deliver(src, h.tag, h.call, payload);
                             } else {
@@ -335,7 +350,8 @@ impl ShmFabric {
     /// Copies an attached payload out of `src`'s memory.
     fn attach(&self, src: Rank, h: &MessageHeader) -> Result<Payload, FabricError> {
         let bytes = h.shape.bytes();
-        let payload = cma::read_new(self.pids[src], h.addr, h.shape).map_err(|e| {
+        let spare = self.pool.borrow_mut().take(h.shape);
+        let payload = cma::read_into(self.pids[src], h.addr, h.shape, spare).map_err(|e| {
             // The sender exited: say why, if it or another peer told.
             self.check_peers().err().unwrap_or_else(|| {
                 self.error(format!(
@@ -381,21 +397,49 @@ impl ShmFabric {
     }
 }
 
-/// The idle policy for `world` ranks on this host (see
+/// Idle rounds a rank with a core of its own spins before it yields: tens
+/// of milliseconds, as MPI libraries poll while every rank has a core. A
+/// rank that yields sooner loses its core for a whole time slice of any
+/// other busy process (milliseconds): on a loaded 2-core host an 8-byte
+/// allreduce took 0.6 to 2.5 ms that way, about 1.1 us spinning (with the
+/// ranks bound to a core each, see `crate::launcher`).
+const SPIN_ROUNDS: u32 = 1_000_000;
+
+/// The CPUs the job's ranks (processes `pids`) may run on between them:
+/// the union of their affinity masks. A launcher that binds each rank to a
+/// core of its own (`sim launch`, `mpirun --bind-to core`) leaves each rank
+/// one CPU, yet every rank has a core. Where a mask cannot be read, this
+/// process's own count.
+fn job_cores(pids: &[u32]) -> usize {
+    use rustix::thread::{CpuSet, sched_getaffinity};
+    let own = || std::thread::available_parallelism().map_or(1, |n| n.get());
+    let mut union = CpuSet::new();
+    for pid in pids {
+        let Some(pid) = i32::try_from(*pid)
+            .ok()
+            .and_then(rustix::process::Pid::from_raw)
+        else {
+            return own();
+        };
+        let Ok(set) = sched_getaffinity(Some(pid)) else {
+            return own();
+        };
+        for cpu in (0..CpuSet::MAX_CPU).filter(|c| set.is_set(*c)) {
+            union.set(cpu);
+        }
+    }
+    (union.count() as usize).max(1)
+}
+
+/// The idle policy for `world` ranks sharing `cores` CPUs (see
 /// [`ShmFabric::idle_policy`](crate::Endpoint::idle_policy)).
-fn default_idle(world: usize) -> IdlePolicy {
-    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-    let spin = if world <= cores { 20_000 } else { 0 };
+fn default_idle(world: usize, cores: usize) -> IdlePolicy {
+    let spin = if world <= cores { SPIN_ROUNDS } else { 0 };
     IdlePolicy {
         spin,
         yields: 200_000,
         park: Duration::from_micros(50),
     }
-}
-
-/// A zeroed payload of `shape` to receive into.
-fn fresh(shape: Shape) -> Payload {
-    Payload::zeros(shape.dtype, shape.count, false)
 }
 
 impl Fabric for ShmFabric {
@@ -438,6 +482,38 @@ impl Fabric for ShmFabric {
     async fn compute(&self, _work: Work) -> Result<(), FabricError> {
         Ok(())
     }
+
+    /// The copy goes into a recycled buffer when the pool has one.
+    fn send_copy(&self, buf: &Payload, range: Range<usize>) -> Payload {
+        let shape = Shape::new(buf.shape().dtype, range.len());
+        let spare = (!buf.is_phantom())
+            .then(|| self.pool.borrow_mut().take(shape))
+            .flatten();
+        match spare {
+            Some(spare) => buf.extract_reusing(range, spare),
+            None => buf.extract(range),
+        }
+    }
+
+    /// Combines as the default does, then keeps the received buffer for
+    /// the next message.
+    async fn recv_combine(
+        &self,
+        from: Rank,
+        tag: Tag,
+        buf: &mut Payload,
+        range: Range<usize>,
+        op: Option<ReduceOp>,
+    ) -> Result<(), CollectiveError> {
+        let expect = Shape::new(buf.shape().dtype, range.len());
+        let incoming = self.mailbox.recv(from, tag, expect).await?;
+        match op {
+            Some(op) => buf.reduce_from(range, &incoming, op)?,
+            None => buf.copy_from(range, &incoming)?,
+        }
+        self.pool.borrow_mut().give(incoming);
+        Ok(())
+    }
 }
 
 impl Endpoint for ShmFabric {
@@ -465,8 +541,8 @@ impl Endpoint for ShmFabric {
         }
     }
 
-    /// The options' policy, or: with a core per rank, spin 20,000 rounds
-    /// (a few hundred microseconds) before yielding; with more ranks than
+    /// The options' policy, or: with a core per rank, spin a million rounds
+    /// (tens of milliseconds) before yielding; with more ranks than
     /// cores, yield at once so that a spinning rank never holds the core
     /// its peer needs. Park 50 us at a time after a long idle stretch.
     fn idle_policy(&self) -> IdlePolicy {
@@ -501,5 +577,26 @@ impl Drop for ShmFabric {
         for o in self.out.get_mut().iter_mut() {
             std::mem::forget(std::mem::take(&mut o.attached));
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_cores_of_a_job_are_the_union_of_its_ranks_masks() {
+        let own = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let me = std::process::id();
+        // Ranks that are threads of this process share its mask.
+        assert_eq!(job_cores(&[me, me, me]), own);
+        // A process id that cannot be asked: this process's own count.
+        assert_eq!(job_cores(&[me, u32::MAX]), own);
+    }
+
+    #[test]
+    fn ranks_spin_only_with_a_core_each() {
+        assert_eq!(default_idle(2, 2).spin, SPIN_ROUNDS);
+        assert_eq!(default_idle(3, 2).spin, 0);
     }
 }

@@ -35,10 +35,18 @@
 //! - **Progress** ([`fabric`]): sends are eager (the future completes once
 //!   the payload is queued); [`Endpoint::progress`](crate::Endpoint::progress)
 //!   pushes queued bytes into the rings and pulls arrived bytes straight
-//!   into a [`Payload::zeros`](algorithms::Payload::zeros) buffer, then hands
-//!   it to the [`Mailbox`](crate::Mailbox). Large fresh buffers are advised
-//!   onto transparent huge pages before they are filled, so a receive into
-//!   new memory takes one page fault per 2 MiB rather than per 4 KiB.
+//!   into a receive buffer, then hands it to the [`Mailbox`](crate::Mailbox).
+//!   Large fresh buffers are advised onto transparent huge pages before
+//!   they are filled, so a receive into new memory takes one page fault per
+//!   2 MiB rather than per 4 KiB.
+//! - **Recycled memory** (`crate::pool`): a payload the peer has copied
+//!   (or that was streamed whole into the ring), and a received payload
+//!   that [`Fabric::recv_combine`](algorithms::Fabric::recv_combine) has
+//!   reduced or copied into the caller's buffer, go back to the rank's
+//!   pool; [`Fabric::send_copy`](algorithms::Fabric::send_copy) and the
+//!   next receives take their memory from it. A large allreduce then
+//!   touches the same few warm buffers call after call instead of faulting
+//!   in fresh pages for every chunk.
 //! - **Liveness** ([`liveness`]): each rank holds an OFD lock on its own
 //!   byte of the segment file (the kernel drops it when the process dies)
 //!   and publishes its state (running, finished, failed with a reason) in

@@ -32,6 +32,13 @@
 //! caller's buffer, without a copy. A message larger than the frame cap is
 //! refused at the sender with an error naming the option to raise.
 //!
+//! # Recycled memory
+//! A payload that was written, and a received one that
+//! [`Fabric::recv_combine`] has combined into the caller's buffer, go back
+//! to a `crate::pool::BufferPool` the rank shares with its reader
+//! threads: readers receive into it and [`Fabric::send_copy`] copies into
+//! it, so a large collective does not fault in fresh pages per frame.
+//!
 //! # Failures
 //! A peer whose connection ends without a bye, or breaks, fails the whole
 //! rank with an error naming it (no collective can complete without a
@@ -54,13 +61,15 @@ mod reader;
 
 use std::io::Write;
 use std::net::{Shutdown, SocketAddr, TcpStream};
-use std::ops::RangeInclusive;
+use std::ops::{Range, RangeInclusive};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
 
-use algorithms::{Fabric, FabricError, Payload, Rank, Shape, Tag, Time, Work};
+use algorithms::{
+    CollectiveError, Fabric, FabricError, Payload, Rank, ReduceOp, Shape, Tag, Time, Work,
+};
 
 use crate::bootstrap::Bootstrap;
 use crate::call::CallId;
@@ -70,6 +79,7 @@ use crate::frame::{Body, DEFAULT_FRAME_CAP, Frame, HEADER_LEN};
 use crate::heartbeat::{self, Beater, PeerSilence};
 use crate::job::JobOptions;
 use crate::mailbox::Mailbox;
+use crate::pool::BufferPool;
 
 use handshake::{Hand, Refusals};
 use reader::Reader;
@@ -132,9 +142,18 @@ pub(crate) struct Shared {
     epoch: Instant,
     /// Per peer: when it was last heard from, in nanoseconds since `epoch`.
     heard: Vec<AtomicU64>,
+    /// Message memory done with (payloads written, received payloads
+    /// combined), for the reader threads' next receives and the rank's
+    /// next sends (see [`crate::pool`]).
+    pool: Mutex<BufferPool>,
 }
 
 impl Shared {
+    /// The pool, whatever a panicking thread left (it holds only buffers).
+    fn pool(&self) -> MutexGuard<'_, BufferPool> {
+        self.pool.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
     /// Notes that `peer` was heard from just now.
     fn heard(&self, peer: Rank) {
         let ns = u64::try_from(self.epoch.elapsed().as_nanos()).unwrap_or(u64::MAX);
@@ -349,6 +368,7 @@ impl TcpFabric {
             refusals,
             epoch: Instant::now(),
             heard: (0..world_size).map(|_| AtomicU64::new(0)).collect(),
+            pool: Mutex::new(BufferPool::default()),
         });
         let mut fabric = TcpFabric {
             rank,
@@ -459,8 +479,9 @@ impl TcpFabric {
         }
     }
 
-    /// Writes one frame to `to`; a failed write fails the peer.
-    fn send_body(&self, to: Rank, tag: Tag, body: Body) -> Result<(), FabricError> {
+    /// Writes one frame to `to` and gives its body back; a failed write
+    /// fails the peer.
+    fn send_body(&self, to: Rank, tag: Tag, body: Body) -> Result<Body, FabricError> {
         let Some(Some(link)) = self.links.get(to) else {
             return Err(FabricError::PeerOutOfRange {
                 rank: self.rank,
@@ -552,7 +573,8 @@ impl TcpFabric {
         }
         link.seq += 1;
         link.closed |= bye;
-        Ok(())
+        drop(link);
+        Ok(frame.body)
     }
 
     /// Waits until every peer said bye, up to the timeout.
@@ -642,7 +664,10 @@ impl Fabric for TcpFabric {
                 .deliver(self.rank, tag, self.current_call(), payload);
             return Ok(());
         }
-        self.send_body(to, tag, Body::Payload(payload))
+        if let Body::Payload(sent) = self.send_body(to, tag, Body::Payload(payload))? {
+            self.shared.pool().give(sent);
+        }
+        Ok(())
     }
 
     async fn recv(&self, from: Rank, tag: Tag, expect: Shape) -> Result<Payload, FabricError> {
@@ -650,6 +675,38 @@ impl Fabric for TcpFabric {
     }
 
     async fn compute(&self, _work: Work) -> Result<(), FabricError> {
+        Ok(())
+    }
+
+    /// The copy goes into a recycled buffer when the pool has one.
+    fn send_copy(&self, buf: &Payload, range: Range<usize>) -> Payload {
+        let shape = Shape::new(buf.shape().dtype, range.len());
+        let spare = (!buf.is_phantom())
+            .then(|| self.shared.pool().take(shape))
+            .flatten();
+        match spare {
+            Some(spare) => buf.extract_reusing(range, spare),
+            None => buf.extract(range),
+        }
+    }
+
+    /// Combines as the default does, then keeps the received buffer for
+    /// the reader threads' next receives.
+    async fn recv_combine(
+        &self,
+        from: Rank,
+        tag: Tag,
+        buf: &mut Payload,
+        range: Range<usize>,
+        op: Option<ReduceOp>,
+    ) -> Result<(), CollectiveError> {
+        let expect = Shape::new(buf.shape().dtype, range.len());
+        let incoming = self.shared.mailbox.recv(from, tag, expect).await?;
+        match op {
+            Some(op) => buf.reduce_from(range, &incoming, op)?,
+            None => buf.copy_from(range, &incoming)?,
+        }
+        self.shared.pool().give(incoming);
         Ok(())
     }
 }

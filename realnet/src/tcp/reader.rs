@@ -18,7 +18,7 @@ use std::net::{Shutdown, SocketAddr, TcpStream};
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
-use algorithms::{FabricError, Payload, Rank};
+use algorithms::{FabricError, Payload, Rank, Shape};
 
 use crate::frame::{Body, FrameError, HEADER_LEN, Header, Kind};
 
@@ -183,10 +183,11 @@ impl Reader {
         match header.kind {
             Kind::Data(dtype) => {
                 // The count was checked against the frame cap by
-                // `Header::decode`. Zeroed vectors come from calloc, so
-                // pages are only committed as the bytes arrive.
+                // `Header::decode`. A recycled buffer when the pool has
+                // one; else zeroed vectors from calloc, whose pages are
+                // only committed as the bytes arrive.
                 let count = usize::try_from(header.count).expect("checked by Header::decode");
-                let mut payload = Payload::zeros(dtype, count, false);
+                let mut payload = self.shared.pool().scratch(Shape::new(dtype, count));
                 let bytes = payload.as_bytes_mut().expect("real data has bytes");
                 let big = bytes.len() > TOUCH_BYTES;
                 for piece in bytes.chunks_mut(TOUCH_BYTES) {
