@@ -56,6 +56,13 @@ trait ErasedFabric {
         op: ReduceOp,
     ) -> FabricFuture<'a, Payload>;
     fn erased_can_reduce_in_network(&self, group: &[Rank]) -> Result<(), FabricError>;
+    fn erased_multicast_in_network<'a>(
+        &'a self,
+        group: &'a [Rank],
+        tag: Tag,
+        payload: Payload,
+    ) -> FabricFuture<'a, Payload>;
+    fn erased_can_multicast_in_network(&self, group: &[Rank]) -> Result<(), FabricError>;
 }
 
 impl<F: Fabric> ErasedFabric for F {
@@ -109,6 +116,19 @@ impl<F: Fabric> ErasedFabric for F {
 
     fn erased_can_reduce_in_network(&self, group: &[Rank]) -> Result<(), FabricError> {
         self.can_reduce_in_network(group)
+    }
+
+    fn erased_multicast_in_network<'a>(
+        &'a self,
+        group: &'a [Rank],
+        tag: Tag,
+        payload: Payload,
+    ) -> FabricFuture<'a, Payload> {
+        smallbox::smallbox!(self.multicast_in_network(group, tag, payload))
+    }
+
+    fn erased_can_multicast_in_network(&self, group: &[Rank]) -> Result<(), FabricError> {
+        self.can_multicast_in_network(group)
     }
 }
 
@@ -203,6 +223,21 @@ impl Fabric for AnyFabric<'_> {
     ) -> Result<Payload, FabricError> {
         self.inner
             .erased_reduce_in_network(group, tag, payload, op)
+            .await
+    }
+
+    fn can_multicast_in_network(&self, group: &[Rank]) -> Result<(), FabricError> {
+        self.inner.erased_can_multicast_in_network(group)
+    }
+
+    async fn multicast_in_network(
+        &self,
+        group: &[Rank],
+        tag: Tag,
+        payload: Payload,
+    ) -> Result<Payload, FabricError> {
+        self.inner
+            .erased_multicast_in_network(group, tag, payload)
             .await
     }
 }

@@ -107,4 +107,31 @@ impl<F: Fabric> Fabric for Group<'_, F> {
             .reduce_in_network(&global, tag, payload, op)
             .await
     }
+
+    /// The group's ranks are local: they become global before the
+    /// underlying fabric answers.
+    fn can_multicast_in_network(&self, group: &[Rank]) -> Result<(), FabricError> {
+        let global = group
+            .iter()
+            .map(|&r| self.global(r))
+            .collect::<Result<Vec<Rank>, FabricError>>()?;
+        self.fabric.can_multicast_in_network(&global)
+    }
+
+    /// The group's ranks are local: they become global before the
+    /// underlying fabric multicasts.
+    async fn multicast_in_network(
+        &self,
+        group: &[Rank],
+        tag: Tag,
+        payload: Payload,
+    ) -> Result<Payload, FabricError> {
+        let global = group
+            .iter()
+            .map(|&r| self.global(r))
+            .collect::<Result<Vec<Rank>, FabricError>>()?;
+        self.fabric
+            .multicast_in_network(&global, tag, payload)
+            .await
+    }
 }

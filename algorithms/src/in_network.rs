@@ -17,6 +17,11 @@ use crate::payload::Payload;
 pub const NO_SWITCH_REASON: &str = "NVLS/CollNet needs a switch that reduces in the network \
      (NVSwitch with NVLink SHARP, or SHARP InfiniBand switches); this fabric has none";
 
+/// Why a fabric without a multicasting switch refuses
+/// [`Fabric::multicast_in_network`](crate::Fabric::multicast_in_network).
+pub const NO_MULTICAST_REASON: &str = "NVLS-Tree needs a switch that multicasts in the network \
+     (NVSwitch with NVLink SHARP: multimem.st); this fabric has none";
+
 /// `((c0 ⊕ c1) ⊕ c2) ⊕ ...`: the contributions combined in member order,
 /// the earlier result the left operand (the order
 /// [`Order::left_fold`](crate::reference::Order::left_fold) over the

@@ -11,7 +11,8 @@
 //! ([`reduce_in_member_order`]), as the switch does. So an algorithm's
 //! software part (who contributes what, when, with which tag) is checked;
 //! a call's tag must not also carry point-to-point messages between the
-//! members.
+//! members. A multicast ([`Fabric::multicast_in_network`]) is likewise the
+//! source's payload sent to every other member with the call's tag.
 
 use std::cell::RefCell;
 use std::future::Future;
@@ -166,6 +167,29 @@ impl Fabric for CheckFabric {
             rank: self.rank,
             reason: format!("the in-network reduction of group {group:?} tag {tag} got no result"),
         })
+    }
+
+    /// Every group is served (see the module docs).
+    fn can_multicast_in_network(&self, group: &[Rank]) -> Result<(), FabricError> {
+        check_members(self.rank, group, self.world_size)
+    }
+
+    /// The switch as messages from the source to every other member (see
+    /// the module docs).
+    async fn multicast_in_network(
+        &self,
+        group: &[Rank],
+        tag: Tag,
+        payload: Payload,
+    ) -> Result<Payload, FabricError> {
+        check_group(self.rank, group, self.world_size)?;
+        let source = group[0];
+        if source != self.rank {
+            return self.recv(source, tag, payload.shape()).await;
+        }
+        let others = group[1..].iter();
+        try_join_all(others.map(|&r| self.send(r, tag, payload.clone()))).await?;
+        Ok(payload)
     }
 }
 
