@@ -151,6 +151,46 @@ fn nvls_tree_across_nodes_is_bit_exact_in_its_own_order() {
 }
 
 #[test]
+fn nvls_tree_on_symbols_builds_its_documented_tree() {
+    // Four nodes of two on ideal links, units of two symbols, both trees;
+    // Sum and Avg (divided once, at the root). Symbols compare reduction
+    // trees, association included.
+    let params = Params {
+        ranks_per_node: 2,
+        chunk_bytes: 2 * DType::Sym.size_bytes() as u64,
+        channels: 2,
+        ..Params::default()
+    };
+    let count = 2 * (2 * 2 * 2 + 1);
+    let inputs: Vec<Payload> = (0..8)
+        .map(|r| {
+            Payload::from_vec(
+                (0..count)
+                    .map(|i| algorithms::symbolic::leaf((r * count + i) as u64))
+                    .collect::<Vec<_>>(),
+            )
+        })
+        .collect();
+    let spec = LinkSpec::new(1_000_000, 1e10).unwrap();
+    let flat = algorithms::reference::rank_order_reference(&inputs, ReduceOp::Sum);
+    for op in [ReduceOp::Sum, ReduceOp::Avg] {
+        let expected = nvls_tree::reference(&inputs, op, &params);
+        let exec = crate::run(WorldConfig::new(8, NetworkConfig::Ideal(spec)), |f| {
+            let mut buf = inputs[f.rank()].clone();
+            let a = algorithm("nccl_nvls_tree");
+            async move { a.run(&f, &mut buf, op, &params).await.map(|()| buf) }
+        });
+        for (r, out) in exec.outputs.into_iter().enumerate() {
+            let out = out.unwrap().unwrap();
+            assert_eq!(out.count_wrong(&expected[r]), 0, "{op:?} rank {r}");
+            if op == ReduceOp::Sum {
+                assert_eq!(out.count_wrong(&flat), count, "not the flat fold");
+            }
+        }
+    }
+}
+
+#[test]
 fn nvls_tree_on_ideal_links_takes_the_closed_form_time() {
     // Two nodes of p = 4 ranks, one channel, one loop: each head one
     // unit of b = 4 KiB. T = (p + 5) c + 6 α while 3 α >= (p - 3) c.
