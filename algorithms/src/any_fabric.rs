@@ -56,6 +56,14 @@ trait ErasedFabric {
         op: ReduceOp,
     ) -> FabricFuture<'a, Payload>;
     fn erased_can_reduce_in_network(&self, group: &[Rank]) -> Result<(), FabricError>;
+    fn erased_reduce_to_in_network<'a>(
+        &'a self,
+        group: &'a [Rank],
+        root: Rank,
+        tag: Tag,
+        payload: Payload,
+        op: ReduceOp,
+    ) -> FabricFuture<'a, Option<Payload>>;
     fn erased_multicast_in_network<'a>(
         &'a self,
         group: &'a [Rank],
@@ -116,6 +124,17 @@ impl<F: Fabric> ErasedFabric for F {
 
     fn erased_can_reduce_in_network(&self, group: &[Rank]) -> Result<(), FabricError> {
         self.can_reduce_in_network(group)
+    }
+
+    fn erased_reduce_to_in_network<'a>(
+        &'a self,
+        group: &'a [Rank],
+        root: Rank,
+        tag: Tag,
+        payload: Payload,
+        op: ReduceOp,
+    ) -> FabricFuture<'a, Option<Payload>> {
+        smallbox::smallbox!(self.reduce_to_in_network(group, root, tag, payload, op))
     }
 
     fn erased_multicast_in_network<'a>(
@@ -223,6 +242,19 @@ impl Fabric for AnyFabric<'_> {
     ) -> Result<Payload, FabricError> {
         self.inner
             .erased_reduce_in_network(group, tag, payload, op)
+            .await
+    }
+
+    async fn reduce_to_in_network(
+        &self,
+        group: &[Rank],
+        root: Rank,
+        tag: Tag,
+        payload: Payload,
+        op: ReduceOp,
+    ) -> Result<Option<Payload>, FabricError> {
+        self.inner
+            .erased_reduce_to_in_network(group, root, tag, payload, op)
             .await
     }
 

@@ -320,6 +320,33 @@ pub trait Fabric {
         }))
     }
 
+    /// Reduces `payload` of every member of `group` in a switch like
+    /// [`Fabric::reduce_in_network`] (same group rules, member order,
+    /// served where [`Fabric::can_reduce_in_network`] says so), but the
+    /// switch sends the result to `root` alone (a member: NCCL's
+    /// `multimem.ld_reduce`, issued by one GPU). The root's call completes
+    /// with `Some(result)` when it has arrived; another member's with
+    /// `None` once its contribution is handed to the fabric (like
+    /// [`Fabric::send`]). A group's tag used here must not also be used for
+    /// its [`Fabric::reduce_in_network`] calls.
+    ///
+    /// The default refuses with [`FabricError::NoInNetworkReduction`].
+    fn reduce_to_in_network(
+        &self,
+        group: &[Rank],
+        root: Rank,
+        tag: Tag,
+        payload: Payload,
+        op: ReduceOp,
+    ) -> impl Future<Output = Result<Option<Payload>, FabricError>> {
+        let _ = (group, root, tag, payload, op);
+        let rank = self.rank();
+        std::future::ready(Err(FabricError::NoInNetworkReduction {
+            rank,
+            reason: crate::in_network::NO_SWITCH_REASON.to_string(),
+        }))
+    }
+
     /// Whether [`Fabric::multicast_in_network`] would serve `group`: `Ok`,
     /// or the refusal it would fail with (asked before sending anything,
     /// like [`Fabric::can_reduce_in_network`]). The default refuses.

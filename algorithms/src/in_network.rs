@@ -75,6 +75,19 @@ pub fn check_group(rank: Rank, group: &[Rank], world_size: usize) -> Result<usiz
         })
 }
 
+/// Checks the root `rank` named for
+/// [`Fabric::reduce_to_in_network`](crate::Fabric::reduce_to_in_network):
+/// a member of `group`.
+pub fn check_root(rank: Rank, group: &[Rank], root: Rank) -> Result<(), FabricError> {
+    if group.contains(&root) {
+        return Ok(());
+    }
+    Err(FabricError::NoInNetworkReduction {
+        rank,
+        reason: format!("the in-network reduction's root {root} is not in its group {group:?}"),
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -184,11 +184,46 @@ impl Fabric for SimFabric {
             group,
             tag,
             op: Some(op),
+            to: None,
             payload: Some(payload),
             ticket: None,
             posted: Time::ZERO,
         }
         .await
+    }
+
+    /// The group's switch reduces and sends the result to `root` alone;
+    /// the other members are done once their contribution is on its way.
+    async fn reduce_to_in_network(
+        &self,
+        group: &[Rank],
+        root: Rank,
+        tag: Tag,
+        payload: Payload,
+        op: ReduceOp,
+    ) -> Result<Option<Payload>, FabricError> {
+        let rank = self.rank;
+        let member = algorithms::in_network::check_group(rank, group, self.world_size)?;
+        algorithms::in_network::check_root(rank, group, root)?;
+        if root != rank {
+            self.world
+                .borrow_mut()
+                .start_reduce_in_network(rank, member, group, tag, payload, op, Some(root))
+                .map_err(|reason| FabricError::NoInNetworkReduction { rank, reason })?;
+            return Ok(None);
+        }
+        ReduceInNetwork {
+            fabric: self,
+            group,
+            tag,
+            op: Some(op),
+            to: Some(root),
+            payload: Some(payload),
+            ticket: None,
+            posted: Time::ZERO,
+        }
+        .await
+        .map(Some)
     }
 
     /// Whether the topology has a switch that multicasts for `group`: the
@@ -233,6 +268,7 @@ impl Fabric for SimFabric {
             group,
             tag,
             op: None,
+            to: None,
             payload: Some(payload),
             ticket: None,
             posted: Time::ZERO,
@@ -367,6 +403,8 @@ struct ReduceInNetwork<'a> {
     tag: Tag,
     /// The reduction's operator; `None` for a multicast.
     op: Option<ReduceOp>,
+    /// A reduction's one receiver, if not every member.
+    to: Option<Rank>,
     payload: Option<Payload>,
     ticket: Option<u64>,
     posted: Time,
@@ -387,7 +425,9 @@ impl Future for ReduceInNetwork<'_> {
                 let mut world = self.fabric.world.borrow_mut();
                 let t = match self.op {
                     Some(op) => world
-                        .start_reduce_in_network(rank, member, self.group, self.tag, payload, op)
+                        .start_reduce_in_network(
+                            rank, member, self.group, self.tag, payload, op, self.to,
+                        )
                         .map_err(|reason| FabricError::NoInNetworkReduction { rank, reason })?,
                     None => {
                         // The shape this member expects back.

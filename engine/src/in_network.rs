@@ -66,6 +66,8 @@ pub(crate) enum Way {
         op: ReduceOp,
         /// The reducing switch.
         switch: VertexId,
+        /// The one member the result goes to, if not every member.
+        to: Option<Rank>,
     },
     /// A multicast's payload on its way up from its source.
     Cast {
@@ -166,13 +168,18 @@ impl InNetwork {
     }
 
     /// Takes the next ticket of `rank`'s calls of `(group, tag)` for a call
-    /// that waits for nothing (a multicast's source).
+    /// that waits for nothing (a multicast's source, a member that is not
+    /// the root of a reduction to one member).
     pub fn take_ticket(&mut self, rank: Rank, group: &[Rank], tag: Tag) -> u64 {
         let calls = self.calls.entry((rank, group.into(), tag)).or_default();
         let ticket = calls.opened;
         calls.opened += 1;
-        if calls.open.is_empty() {
-            calls.base = calls.opened;
+        if let Some(call) = calls.slot(ticket) {
+            call.done = true;
+        }
+        while calls.open.front().is_some_and(|c| c.done) {
+            calls.open.pop_front();
+            calls.base += 1;
         }
         ticket
     }
@@ -221,7 +228,10 @@ impl InNetwork {
     /// A contribution has reached its switch; returns the result once
     /// every member's contribution of this ticket is in.
     pub fn contribution_arrived(&mut self, leg: &Leg, payload: Payload) -> Option<Reduced> {
-        let Way::Up { member, op, switch } = leg.way else {
+        let Way::Up {
+            member, op, switch, ..
+        } = leg.way
+        else {
             return None;
         };
         let key = (leg.group.clone(), leg.tag);

@@ -526,9 +526,10 @@ impl World {
     }
 
     /// Starts `rank`'s in-network reduction of `payload` among `group`
-    /// (checked by the caller: `rank` is member `member`): its
-    /// contribution leaves for the group's switch. Returns the call's
-    /// ticket, or why no switch reduces for the group.
+    /// (checked by the caller: `rank` is member `member`), its result for
+    /// every member or for `to` alone: its contribution leaves for the
+    /// group's switch. Returns the call's ticket (a call that waits for no
+    /// result is closed at once), or why no switch reduces for the group.
     pub fn start_reduce_in_network(
         &mut self,
         rank: Rank,
@@ -537,15 +538,25 @@ impl World {
         tag: Tag,
         payload: Payload,
         op: ReduceOp,
+        to: Option<Rank>,
     ) -> Result<u64, String> {
         let switch = self.switch_of(group)?;
-        let ticket = self.in_network.open_call(rank, group, tag);
+        let ticket = if to.is_some_and(|root| root != rank) {
+            self.in_network.take_ticket(rank, group, tag)
+        } else {
+            self.in_network.open_call(rank, group, tag)
+        };
         let leg = Leg {
             group: group.into(),
             tag,
             ticket,
             multicast: false,
-            way: Way::Up { member, op, switch },
+            way: Way::Up {
+                member,
+                op,
+                switch,
+                to,
+            },
         };
         self.send_leg(rank, leg, payload, 0);
         Ok(ticket)
@@ -649,12 +660,12 @@ impl World {
     /// (sent down to every member likewise), or a result at its member.
     fn leg_arrived(&mut self, member: Rank, leg: Leg, payload: Payload) {
         match leg.way {
-            Way::Up { .. } => {
+            Way::Up { to, .. } => {
                 let Some(reduced) = self.in_network.contribution_arrived(&leg, payload) else {
                     return;
                 };
                 let latency = self.network.forward_latency_ps(reduced.switch);
-                for &m in &leg.group {
+                for &m in leg.group.iter().filter(|&&m| to.is_none_or(|r| r == m)) {
                     let (payload, error) = match &reduced.result {
                         Ok(p) => (p.clone(), None),
                         Err(e) => (Payload::phantom(algorithms::DType::U8, 0), Some(e.clone())),

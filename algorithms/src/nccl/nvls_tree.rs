@@ -29,9 +29,8 @@
 //! NVLS-Tree chunk, `src/enqueue.cc:2166-2179`), unit `h` of each loop
 //! owned by local head `h` (a short last loop is split evenly over the
 //! heads; NCCL aligns it to 16 bytes). For each unit:
-//! 1. the node's ranks reduce it in the switch (every member gets the node
-//!    sum: unlike `multimem.ld_reduce`, which returns it to the head only,
-//!    the non-heads' copies are extra traffic down the NVLink);
+//! 1. the node's ranks reduce it in the switch, the sum going to the head
+//!    alone ([`Fabric::reduce_to_in_network`], `multimem.ld_reduce`);
 //! 2. the head adds its children's partial sums, in child order, and sends
 //!    the sum to its parent; the root has the result (divided by `N` for
 //!    [`ReduceOp::Avg`]);
@@ -48,6 +47,11 @@
 //! Reduction order: a node's sum `S_v` is its ranks folded in local order
 //! (the switch's member order); a tree node's partial sum is
 //! `((S_v ⊕ P(child0)) ⊕ P(child1))`; the result is the root's.
+//!
+//! Traffic per GPU link for a buffer of `S` bytes and `p` heads: up `S`
+//! (its contributions) plus `S/p` (its multicasts), down `S/p` (its node
+//! sums) plus `S` (every head's multicast); across nodes each head sends
+//! and receives its `S/p` once per tree edge.
 //!
 //! Cost on ideal links (every rank a link of latency `α` to the switch
 //! and to every other rank, `c` the time of one unit on it, the switch's
@@ -75,7 +79,7 @@ use crate::any_fabric::AnyFabric;
 use crate::collective::{Collective, Params, reduction_is_trivial};
 use crate::dtype::ReduceOp;
 use crate::error::CollectiveError;
-use crate::fabric::{Fabric, Rank, Tag, Work};
+use crate::fabric::{Fabric, FabricError, Rank, Tag, Work};
 use crate::layout::block_range;
 use crate::nccl::TreeNode;
 use crate::nccl::nvls::NVLS_CHUNK_BYTES;
@@ -214,6 +218,7 @@ pub async fn run<F: Fabric>(
                             members,
                             cast_group: &cast_group,
                             place,
+                            node,
                             per_node: layout.per_node,
                             local,
                             tags,
@@ -247,11 +252,10 @@ async fn member<F: Fabric>(
     units: &[Range<usize>],
     op: ReduceOp,
 ) -> Result<Vec<Payload>, CollectiveError> {
-    let reductions = try_join_all(
-        units
-            .iter()
-            .map(|u| fabric.reduce_in_network(members, tags.node, buf.extract(u.clone()), op)),
-    );
+    let head = cast_group[0];
+    let reductions = try_join_all(units.iter().map(|u| {
+        fabric.reduce_to_in_network(members, head, tags.node, buf.extract(u.clone()), op)
+    }));
     let casts = try_join_all(units.iter().map(|u| {
         let expect = Payload::phantom(buf.shape().dtype, u.len());
         fabric.multicast_in_network(cast_group, tags.cast, expect)
@@ -268,6 +272,7 @@ struct Head<'a, F> {
     members: &'a [Rank],
     cast_group: &'a [Rank],
     place: TreeNode,
+    node: usize,
     per_node: usize,
     local: usize,
     tags: Tags,
@@ -309,12 +314,9 @@ impl<F: Fabric> Head<'_, F> {
         let mut reductions: FuturesOrdered<_> = units
             .iter()
             .map(|u| {
-                f.reduce_in_network(
-                    self.members,
-                    self.tags.node,
-                    buf.extract(u.clone()),
-                    self.op,
-                )
+                let own = buf.extract(u.clone());
+                let head = self.head_of(self.node);
+                f.reduce_to_in_network(self.members, head, self.tags.node, own, self.op)
             })
             .collect();
         let mut results = Vec::new();
@@ -322,7 +324,12 @@ impl<F: Fabric> Head<'_, F> {
             let Some(sum) = reductions.next().await else {
                 break;
             };
-            let mut acc = sum?;
+            let Some(mut acc) = sum? else {
+                return Err(CollectiveError::Fabric(FabricError::Transport {
+                    rank: f.rank(),
+                    reason: "the node's in-network reduction brought its head no sum".into(),
+                }));
+            };
             for &child in &self.place.children {
                 let incoming = f
                     .recv(

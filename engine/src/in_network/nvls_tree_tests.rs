@@ -1,4 +1,5 @@
-//! The simulator's in-network multicast and `nccl_nvls_tree` on it.
+//! The simulator's in-network multicast and reduction to one member, and
+//! `nccl_nvls_tree` on them.
 
 use algorithms::nccl::nvls_tree;
 use algorithms::{DType, Fabric, FabricError, Params, Payload, ReduceOp, Tag};
@@ -66,6 +67,39 @@ fn a_multicast_crosses_the_sources_link_once_and_reaches_every_member() {
             assert_eq!(exec.stats.links.bytes, 5 * bytes);
         }
     }
+}
+
+#[test]
+fn a_reduction_to_one_member_sends_the_result_down_its_link_alone() {
+    let topology = presets::dgx_h100().unwrap();
+    let gpu = topology.find("node0/gpu0").unwrap();
+    let link = *topology.link(topology.out_links(gpu)[0]);
+    let switch = topology.find("node0/nvswitch").unwrap();
+    let forward = topology.vertex(switch).forward_latency_ps;
+    let bytes = 64 * 1024u64;
+    let inputs = inputs(4, (bytes / 4) as usize);
+    let expected = algorithms::reference::rank_order_reference(&inputs, ReduceOp::Sum);
+    let exec = crate::run(world(topology, 4, ModelLevel::Flow), |f| {
+        let mine = inputs[f.rank()].clone();
+        async move {
+            f.reduce_to_in_network(&[0, 1, 2, 3], 2, Tag(3), mine, ReduceOp::Sum)
+                .await
+                .map(|p| (p, f.now().as_ps()))
+        }
+    });
+    let c = topologies::duration_ps(bytes, link.bandwidth_bytes_per_s);
+    for r in 0..4 {
+        let (got, end) = exec.outputs[r].clone().unwrap().unwrap();
+        if r == 2 {
+            let got = got.expect("the root gets the sum");
+            assert_eq!(got.count_wrong(&expected), 0);
+            assert_eq!(end, 2 * c + 2 * link.latency_ps + forward);
+        } else {
+            assert_eq!((got.is_none(), end), (true, 0), "rank {r}");
+        }
+    }
+    // Four contributions up, one sum down.
+    assert_eq!(exec.stats.links.bytes, 5 * bytes);
 }
 
 #[test]
