@@ -16,6 +16,7 @@ use std::sync::Arc;
 use algorithms::nccl::{ChannelPlan, Framing};
 use algorithms::{Fabric, FabricError, Payload, Rank, ReduceOp, Shape, Tag, Time, Work};
 
+use crate::in_network::Contribution;
 use crate::trace::{Span, SpanKind};
 use crate::world::World;
 
@@ -208,7 +209,17 @@ impl Fabric for SimFabric {
         if root != rank {
             self.world
                 .borrow_mut()
-                .start_reduce_in_network(rank, member, group, tag, payload, op, Some(root))
+                .start_reduce_in_network(
+                    rank,
+                    group,
+                    tag,
+                    payload,
+                    Contribution {
+                        member,
+                        op,
+                        to: Some(root),
+                    },
+                )
                 .map_err(|reason| FabricError::NoInNetworkReduction { rank, reason })?;
             return Ok(None);
         }
@@ -426,7 +437,15 @@ impl Future for ReduceInNetwork<'_> {
                 let t = match self.op {
                     Some(op) => world
                         .start_reduce_in_network(
-                            rank, member, self.group, self.tag, payload, op, self.to,
+                            rank,
+                            self.group,
+                            self.tag,
+                            payload,
+                            Contribution {
+                                member,
+                                op,
+                                to: self.to,
+                            },
                         )
                         .map_err(|reason| FabricError::NoInNetworkReduction { rank, reason })?,
                     None => {

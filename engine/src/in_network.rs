@@ -82,6 +82,18 @@ pub(crate) enum Way {
     },
 }
 
+/// A member's part in a reduction: its index in the group, the operator,
+/// and the one member the result goes to, if not every member.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Contribution {
+    /// The member's index in the group.
+    pub member: usize,
+    /// The operator.
+    pub op: ReduceOp,
+    /// The root of a reduction to one member.
+    pub to: Option<Rank>,
+}
+
 /// What a completed gather hands back: the result for every member.
 pub(crate) struct Reduced {
     /// The combined payload, or why the contributions do not combine.

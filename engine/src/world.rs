@@ -13,11 +13,11 @@ use rustc_hash::FxHashMap as HashMap;
 use std::task::Waker;
 
 use algorithms::nccl::Framing;
-use algorithms::{Payload, Rank, ReduceOp, Shape, Tag, Time};
+use algorithms::{Payload, Rank, Shape, Tag, Time};
 
 use crate::deadlock::StuckMessage;
 use crate::event::{EventKind, EventQueue, MessageId};
-use crate::in_network::{InNetwork, Leg, Way};
+use crate::in_network::{Contribution, InNetwork, Leg, Way};
 use crate::links::LinkStats;
 use crate::nccl::NcclSystem;
 use crate::network::flow::FlowEvent;
@@ -526,20 +526,19 @@ impl World {
     }
 
     /// Starts `rank`'s in-network reduction of `payload` among `group`
-    /// (checked by the caller: `rank` is member `member`), its result for
-    /// every member or for `to` alone: its contribution leaves for the
+    /// (checked by the caller: `rank` is `part`'s member), its result for
+    /// every member or for `part.to` alone: its contribution leaves for the
     /// group's switch. Returns the call's ticket (a call that waits for no
     /// result is closed at once), or why no switch reduces for the group.
     pub fn start_reduce_in_network(
         &mut self,
         rank: Rank,
-        member: usize,
         group: &[Rank],
         tag: Tag,
         payload: Payload,
-        op: ReduceOp,
-        to: Option<Rank>,
+        part: Contribution,
     ) -> Result<u64, String> {
+        let Contribution { member, op, to } = part;
         let switch = self.switch_of(group)?;
         let ticket = if to.is_some_and(|root| root != rank) {
             self.in_network.take_ticket(rank, group, tag)
