@@ -70,6 +70,21 @@ trait ErasedFabric {
         op: ReduceOp,
     ) -> FabricFuture<'a, Payload>;
     fn erased_can_reduce_in_network(&self, group: &[Rank]) -> Result<(), FabricError>;
+    fn erased_reduce_to_in_network<'a>(
+        &'a self,
+        group: &'a [Rank],
+        root: Rank,
+        tag: Tag,
+        payload: Payload,
+        op: ReduceOp,
+    ) -> FabricFuture<'a, Option<Payload>>;
+    fn erased_multicast_in_network<'a>(
+        &'a self,
+        group: &'a [Rank],
+        tag: Tag,
+        payload: Payload,
+    ) -> FabricFuture<'a, Payload>;
+    fn erased_can_multicast_in_network(&self, group: &[Rank]) -> Result<(), FabricError>;
 }
 
 impl<F: Fabric> ErasedFabric for F {
@@ -138,6 +153,30 @@ impl<F: Fabric> ErasedFabric for F {
 
     fn erased_can_reduce_in_network(&self, group: &[Rank]) -> Result<(), FabricError> {
         self.can_reduce_in_network(group)
+    }
+
+    fn erased_reduce_to_in_network<'a>(
+        &'a self,
+        group: &'a [Rank],
+        root: Rank,
+        tag: Tag,
+        payload: Payload,
+        op: ReduceOp,
+    ) -> FabricFuture<'a, Option<Payload>> {
+        smallbox::smallbox!(self.reduce_to_in_network(group, root, tag, payload, op))
+    }
+
+    fn erased_multicast_in_network<'a>(
+        &'a self,
+        group: &'a [Rank],
+        tag: Tag,
+        payload: Payload,
+    ) -> FabricFuture<'a, Payload> {
+        smallbox::smallbox!(self.multicast_in_network(group, tag, payload))
+    }
+
+    fn erased_can_multicast_in_network(&self, group: &[Rank]) -> Result<(), FabricError> {
+        self.can_multicast_in_network(group)
     }
 }
 
@@ -249,6 +288,34 @@ impl Fabric for AnyFabric<'_> {
     ) -> Result<Payload, FabricError> {
         self.inner
             .erased_reduce_in_network(group, tag, payload, op)
+            .await
+    }
+
+    async fn reduce_to_in_network(
+        &self,
+        group: &[Rank],
+        root: Rank,
+        tag: Tag,
+        payload: Payload,
+        op: ReduceOp,
+    ) -> Result<Option<Payload>, FabricError> {
+        self.inner
+            .erased_reduce_to_in_network(group, root, tag, payload, op)
+            .await
+    }
+
+    fn can_multicast_in_network(&self, group: &[Rank]) -> Result<(), FabricError> {
+        self.inner.erased_can_multicast_in_network(group)
+    }
+
+    async fn multicast_in_network(
+        &self,
+        group: &[Rank],
+        tag: Tag,
+        payload: Payload,
+    ) -> Result<Payload, FabricError> {
+        self.inner
+            .erased_multicast_in_network(group, tag, payload)
             .await
     }
 }

@@ -178,6 +178,15 @@ pub enum FabricError {
         /// Why, naming the ranks or the back-end.
         reason: String,
     },
+    /// The fabric cannot multicast in the network for this group (no
+    /// switch that multicasts serves it, or the back-end has no switches).
+    #[error("rank {rank}: {reason}")]
+    NoInNetworkMulticast {
+        /// The rank that asked.
+        rank: Rank,
+        /// Why, naming the ranks or the back-end.
+        reason: String,
+    },
     /// A transport-level failure that the back-end describes in words
     /// (a dead peer, a timed-out link, a corrupt frame).
     #[error("rank {rank}: {reason}")]
@@ -346,6 +355,76 @@ pub trait Fabric {
         std::future::ready(Err(FabricError::NoInNetworkReduction {
             rank,
             reason: crate::in_network::NO_SWITCH_REASON.to_string(),
+        }))
+    }
+
+    /// Reduces `payload` of every member of `group` in a switch like
+    /// [`Fabric::reduce_in_network`] (same group rules, member order,
+    /// served where [`Fabric::can_reduce_in_network`] says so), but the
+    /// switch sends the result to `root` alone (a member: NCCL's
+    /// `multimem.ld_reduce`, issued by one GPU). The root's call completes
+    /// with `Some(result)` when it has arrived; another member's with
+    /// `None` once its contribution is handed to the fabric (like
+    /// [`Fabric::send`]). A group's tag used here must not also be used for
+    /// its [`Fabric::reduce_in_network`] calls.
+    ///
+    /// The default refuses with [`FabricError::NoInNetworkReduction`].
+    fn reduce_to_in_network(
+        &self,
+        group: &[Rank],
+        root: Rank,
+        tag: Tag,
+        payload: Payload,
+        op: ReduceOp,
+    ) -> impl Future<Output = Result<Option<Payload>, FabricError>> {
+        let _ = (group, root, tag, payload, op);
+        let rank = self.rank();
+        std::future::ready(Err(FabricError::NoInNetworkReduction {
+            rank,
+            reason: crate::in_network::NO_SWITCH_REASON.to_string(),
+        }))
+    }
+
+    /// Whether [`Fabric::multicast_in_network`] would serve `group`: `Ok`,
+    /// or the refusal it would fail with (asked before sending anything,
+    /// like [`Fabric::can_reduce_in_network`]). The default refuses.
+    fn can_multicast_in_network(&self, group: &[Rank]) -> Result<(), FabricError> {
+        let _ = group;
+        Err(FabricError::NoInNetworkMulticast {
+            rank: self.rank(),
+            reason: crate::in_network::NO_MULTICAST_REASON.to_string(),
+        })
+    }
+
+    /// Multicasts the payload of the group's first member (the source,
+    /// `group[0]`) through a switch of the network to every member (NCCL's
+    /// `multimem.st` on an NVSwitch with NVLink SHARP): every member of
+    /// `group` (global ranks, distinct, this rank among them, the same
+    /// list on every member) calls it with the same `tag`; the source
+    /// passes what it sends, the others a payload of the shape they expect
+    /// (its elements are not read; a phantom will do) and get the source's.
+    /// The payload crosses the source's route to the switch once and the
+    /// switch writes it down to every member, the source included; the
+    /// source's call completes once its payload is handed to the fabric
+    /// (like [`Fabric::send`]), another member's when the payload has
+    /// arrived. Calls of one group and
+    /// tag match in call order; a group's tag used for multicasts must not
+    /// also be used for its reductions.
+    ///
+    /// The default refuses with [`FabricError::NoInNetworkMulticast`]:
+    /// real transports (threads, shared memory, TCP, verbs) have no switch
+    /// that multicasts.
+    fn multicast_in_network(
+        &self,
+        group: &[Rank],
+        tag: Tag,
+        payload: Payload,
+    ) -> impl Future<Output = Result<Payload, FabricError>> {
+        let _ = (group, tag, payload);
+        let rank = self.rank();
+        std::future::ready(Err(FabricError::NoInNetworkMulticast {
+            rank,
+            reason: crate::in_network::NO_MULTICAST_REASON.to_string(),
         }))
     }
 }

@@ -107,4 +107,51 @@ impl<F: Fabric> Fabric for Group<'_, F> {
             .reduce_in_network(&global, tag, payload, op)
             .await
     }
+
+    /// The group's ranks and the root are local: they become global
+    /// before the underlying fabric reduces.
+    async fn reduce_to_in_network(
+        &self,
+        group: &[Rank],
+        root: Rank,
+        tag: Tag,
+        payload: Payload,
+        op: ReduceOp,
+    ) -> Result<Option<Payload>, FabricError> {
+        let global = group
+            .iter()
+            .map(|&r| self.global(r))
+            .collect::<Result<Vec<Rank>, FabricError>>()?;
+        let root = self.global(root)?;
+        self.fabric
+            .reduce_to_in_network(&global, root, tag, payload, op)
+            .await
+    }
+
+    /// The group's ranks are local: they become global before the
+    /// underlying fabric answers.
+    fn can_multicast_in_network(&self, group: &[Rank]) -> Result<(), FabricError> {
+        let global = group
+            .iter()
+            .map(|&r| self.global(r))
+            .collect::<Result<Vec<Rank>, FabricError>>()?;
+        self.fabric.can_multicast_in_network(&global)
+    }
+
+    /// The group's ranks are local: they become global before the
+    /// underlying fabric multicasts.
+    async fn multicast_in_network(
+        &self,
+        group: &[Rank],
+        tag: Tag,
+        payload: Payload,
+    ) -> Result<Payload, FabricError> {
+        let global = group
+            .iter()
+            .map(|&r| self.global(r))
+            .collect::<Result<Vec<Rank>, FabricError>>()?;
+        self.fabric
+            .multicast_in_network(&global, tag, payload)
+            .await
+    }
 }

@@ -17,6 +17,11 @@ use crate::payload::Payload;
 pub const NO_SWITCH_REASON: &str = "NVLS/CollNet needs a switch that reduces in the network \
      (NVSwitch with NVLink SHARP, or SHARP InfiniBand switches); this fabric has none";
 
+/// Why a fabric without a multicasting switch refuses
+/// [`Fabric::multicast_in_network`](crate::Fabric::multicast_in_network).
+pub const NO_MULTICAST_REASON: &str = "NVLS-Tree needs a switch that multicasts in the network \
+     (NVSwitch with NVLink SHARP: multimem.st); this fabric has none";
+
 /// `((c0 ⊕ c1) ⊕ c2) ⊕ ...`: the contributions combined in member order,
 /// the earlier result the left operand (the order
 /// [`Order::left_fold`](crate::reference::Order::left_fold) over the
@@ -68,6 +73,19 @@ pub fn check_group(rank: Rank, group: &[Rank], world_size: usize) -> Result<usiz
             rank,
             reason: format!("rank {rank} is not in its in-network reduction's group {group:?}"),
         })
+}
+
+/// Checks the root `rank` named for
+/// [`Fabric::reduce_to_in_network`](crate::Fabric::reduce_to_in_network):
+/// a member of `group`.
+pub fn check_root(rank: Rank, group: &[Rank], root: Rank) -> Result<(), FabricError> {
+    if group.contains(&root) {
+        return Ok(());
+    }
+    Err(FabricError::NoInNetworkReduction {
+        rank,
+        reason: format!("the in-network reduction's root {root} is not in its group {group:?}"),
+    })
 }
 
 #[cfg(test)]

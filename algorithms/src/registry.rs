@@ -133,6 +133,7 @@ impl Registry {
             Algorithm::builtin(nccl::pat::ReduceScatter),
             Algorithm::builtin(nccl::p2p::SendRecv),
             Algorithm::builtin(nccl::nvls::Allreduce),
+            Algorithm::builtin(nccl::nvls_tree::Allreduce),
             Algorithm::builtin(nccl::collnet::Direct),
             Algorithm::builtin(nccl::collnet::Chain),
         ];
@@ -285,18 +286,18 @@ mod tests {
     }
 
     #[test]
-    fn the_catalogue_has_its_36_algorithms_with_distinct_wire_ids() {
+    fn the_catalogue_has_its_37_algorithms_with_distinct_wire_ids() {
         let registry = Registry::builtin();
         // 24 of the research catalogue (PAT for allgather and
-        // reduce-scatter, the direct sendrecv among them), 12 of NCCL's
-        // (nccl_ring for five collectives; nccl_tree, nccl_nvls,
+        // reduce-scatter, the direct sendrecv among them), 13 of NCCL's
+        // (nccl_ring for five collectives; nccl_tree, nccl_nvls, nccl_nvls_tree,
         // nccl_collnet_direct and nccl_collnet_chain for allreduce;
         // nccl_pat for two; nccl_sendrecv).
-        assert_eq!(registry.len(), 36);
+        assert_eq!(registry.len(), 37);
         let mut ids: Vec<u16> = registry.iter().map(Algorithm::wire_id).collect();
         ids.sort_unstable();
         ids.dedup();
-        assert_eq!(ids.len(), 36);
+        assert_eq!(ids.len(), 37);
         assert!(registry.iter().all(Algorithm::is_builtin));
         let ring = registry.get(Collective::Allreduce, "Ring").expect("ring");
         assert_eq!(ring.name(), "ring");

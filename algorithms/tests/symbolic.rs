@@ -129,6 +129,53 @@ impl Fabric for TestFabric<'_> {
                 .expect("contributions of one shape"),
         )
     }
+
+    /// The contributions sent to the root, which folds them.
+    async fn reduce_to_in_network(
+        &self,
+        group: &[Rank],
+        root: Rank,
+        tag: Tag,
+        payload: Payload,
+        op: ReduceOp,
+    ) -> Result<Option<Payload>, FabricError> {
+        if root != self.rank {
+            self.send(root, tag, payload).await?;
+            return Ok(None);
+        }
+        let mut parts = Vec::with_capacity(group.len());
+        for &r in group {
+            parts.push(if r == self.rank {
+                payload.clone()
+            } else {
+                self.recv(r, tag, payload.shape()).await?
+            });
+        }
+        Ok(Some(
+            algorithms::in_network::reduce_in_member_order(parts.iter(), op)
+                .expect("contributions of one shape"),
+        ))
+    }
+
+    /// Every group is served: the source's payload sent to the others.
+    fn can_multicast_in_network(&self, _group: &[Rank]) -> Result<(), FabricError> {
+        Ok(())
+    }
+
+    async fn multicast_in_network(
+        &self,
+        group: &[Rank],
+        tag: Tag,
+        payload: Payload,
+    ) -> Result<Payload, FabricError> {
+        if group[0] != self.rank {
+            return self.recv(group[0], tag, payload.shape()).await;
+        }
+        for &r in &group[1..] {
+            self.send(r, tag, payload.clone()).await?;
+        }
+        Ok(payload)
+    }
 }
 
 type RankFuture<'a> = Pin<Box<dyn Future<Output = Result<Payload, CollectiveError>> + 'a>>;

@@ -411,17 +411,20 @@ mod tests {
     fn in_network_algorithms_are_verified_on_small_worlds() {
         let registry = Registry::builtin();
         // CollNet on 4 ranks is 2 nodes of 2 (the checker's ranks_per_node).
-        for (name, sizes) in [
-            ("nccl_nvls", &[2, 3][..]),
-            ("nccl_collnet_direct", &[4][..]),
-            ("nccl_collnet_chain", &[4][..]),
+        // NVLS-Tree on one element: one channel (two run both trees at
+        // once, 14,976 schedules at 4 ranks).
+        for (name, sizes, count) in [
+            ("nccl_nvls", &[2, 3][..], 2),
+            ("nccl_collnet_direct", &[4][..], 2),
+            ("nccl_collnet_chain", &[4][..], 2),
+            ("nccl_nvls_tree", &[2, 3, 4][..], 1),
         ] {
             let algorithm = registry
                 .get(Collective::Allreduce, name)
                 .expect("in the catalogue");
             let report = Check::of(&algorithm)
                 .world_sizes(sizes)
-                .counts(&[2])
+                .counts(&[count])
                 .run()
                 .unwrap();
             assert_eq!(report.verdict, Verdict::Verified, "{name}");

@@ -11,7 +11,10 @@
 //! ([`reduce_in_member_order`]), as the switch does. So an algorithm's
 //! software part (who contributes what, when, with which tag) is checked;
 //! a call's tag must not also carry point-to-point messages between the
-//! members.
+//! members. A multicast ([`Fabric::multicast_in_network`]) is likewise the
+//! source's payload sent to every other member with the call's tag, and a
+//! reduction to one member ([`Fabric::reduce_to_in_network`]) every other
+//! member's contribution sent to the root, which combines them.
 
 use std::cell::RefCell;
 use std::future::Future;
@@ -19,7 +22,7 @@ use std::pin::Pin;
 use std::rc::Rc;
 use std::task::{Context, Poll};
 
-use algorithms::in_network::{check_group, check_members, reduce_in_member_order};
+use algorithms::in_network::{check_group, check_members, check_root, reduce_in_member_order};
 use algorithms::{Fabric, FabricError, Payload, Rank, ReduceOp, Shape, Tag, Time, Work};
 use futures_util::future::try_join_all;
 
@@ -166,6 +169,66 @@ impl Fabric for CheckFabric {
             rank: self.rank,
             reason: format!("the in-network reduction of group {group:?} tag {tag} got no result"),
         })
+    }
+
+    /// The switch as messages from every other member to the root, which
+    /// combines them in member order (see the module docs).
+    async fn reduce_to_in_network(
+        &self,
+        group: &[Rank],
+        root: Rank,
+        tag: Tag,
+        payload: Payload,
+        op: ReduceOp,
+    ) -> Result<Option<Payload>, FabricError> {
+        check_group(self.rank, group, self.world_size)?;
+        check_root(self.rank, group, root)?;
+        if root != self.rank {
+            self.send(root, tag, payload).await?;
+            return Ok(None);
+        }
+        let shape = payload.shape();
+        let parts = try_join_all(group.iter().map(|&r| {
+            let own = (r == self.rank).then(|| payload.clone());
+            async move {
+                match own {
+                    Some(p) => Ok(p),
+                    None => self.recv(r, tag, shape).await,
+                }
+            }
+        }))
+        .await?;
+        let sum =
+            reduce_in_member_order(parts.iter(), op).ok_or_else(|| FabricError::Transport {
+                rank: self.rank,
+                reason: format!(
+                    "the in-network reduction of group {group:?} tag {tag} got no result"
+                ),
+            })?;
+        Ok(Some(sum))
+    }
+
+    /// Every group is served (see the module docs).
+    fn can_multicast_in_network(&self, group: &[Rank]) -> Result<(), FabricError> {
+        check_members(self.rank, group, self.world_size)
+    }
+
+    /// The switch as messages from the source to every other member (see
+    /// the module docs).
+    async fn multicast_in_network(
+        &self,
+        group: &[Rank],
+        tag: Tag,
+        payload: Payload,
+    ) -> Result<Payload, FabricError> {
+        check_group(self.rank, group, self.world_size)?;
+        let source = group[0];
+        if source != self.rank {
+            return self.recv(source, tag, payload.shape()).await;
+        }
+        let others = group[1..].iter();
+        try_join_all(others.map(|&r| self.send(r, tag, payload.clone()))).await?;
+        Ok(payload)
     }
 }
 

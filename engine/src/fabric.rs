@@ -16,6 +16,7 @@ use std::sync::Arc;
 use algorithms::nccl::{ChannelPlan, Framing};
 use algorithms::{Fabric, FabricError, Payload, Rank, ReduceOp, Shape, Tag, Time, Work};
 
+use crate::in_network::Contribution;
 use crate::trace::{Span, SpanKind};
 use crate::world::World;
 
@@ -183,7 +184,102 @@ impl Fabric for SimFabric {
             fabric: self,
             group,
             tag,
-            op,
+            op: Some(op),
+            to: None,
+            payload: Some(payload),
+            ticket: None,
+            posted: Time::ZERO,
+        }
+        .await
+    }
+
+    /// The group's switch reduces and sends the result to `root` alone;
+    /// the other members are done once their contribution is on its way.
+    async fn reduce_to_in_network(
+        &self,
+        group: &[Rank],
+        root: Rank,
+        tag: Tag,
+        payload: Payload,
+        op: ReduceOp,
+    ) -> Result<Option<Payload>, FabricError> {
+        let rank = self.rank;
+        let member = algorithms::in_network::check_group(rank, group, self.world_size)?;
+        algorithms::in_network::check_root(rank, group, root)?;
+        if root != rank {
+            self.world
+                .borrow_mut()
+                .start_reduce_in_network(
+                    rank,
+                    group,
+                    tag,
+                    payload,
+                    Contribution {
+                        member,
+                        op,
+                        to: Some(root),
+                    },
+                )
+                .map_err(|reason| FabricError::NoInNetworkReduction { rank, reason })?;
+            return Ok(None);
+        }
+        ReduceInNetwork {
+            fabric: self,
+            group,
+            tag,
+            op: Some(op),
+            to: Some(root),
+            payload: Some(payload),
+            ticket: None,
+            posted: Time::ZERO,
+        }
+        .await
+        .map(Some)
+    }
+
+    /// Whether the topology has a switch that multicasts for `group`: the
+    /// one that would reduce for it (see the `in_network` module).
+    fn can_multicast_in_network(&self, group: &[Rank]) -> Result<(), FabricError> {
+        algorithms::in_network::check_members(self.rank, group, self.world_size)?;
+        self.world
+            .borrow_mut()
+            .switch_of(group)
+            .map(|_| ())
+            .map_err(|reason| FabricError::NoInNetworkMulticast {
+                rank: self.rank,
+                reason: reason.replace(
+                    algorithms::in_network::NO_SWITCH_REASON,
+                    algorithms::in_network::NO_MULTICAST_REASON,
+                ),
+            })
+    }
+
+    /// The group's switch multicasts the source's payload (see the
+    /// `in_network` module; the source's call completes at once, like a
+    /// send); refused where no switch would reduce.
+    async fn multicast_in_network(
+        &self,
+        group: &[Rank],
+        tag: Tag,
+        payload: Payload,
+    ) -> Result<Payload, FabricError> {
+        let rank = self.rank;
+        algorithms::in_network::check_group(rank, group, self.world_size)?;
+        if group[0] == rank {
+            // The source is done once its payload is on its way.
+            let kept = payload.clone();
+            self.world
+                .borrow_mut()
+                .start_multicast_in_network(rank, group, tag, payload)
+                .map_err(|reason| FabricError::NoInNetworkMulticast { rank, reason })?;
+            return Ok(kept);
+        }
+        ReduceInNetwork {
+            fabric: self,
+            group,
+            tag,
+            op: None,
+            to: None,
             payload: Some(payload),
             ticket: None,
             posted: Time::ZERO,
@@ -316,7 +412,10 @@ struct ReduceInNetwork<'a> {
     fabric: &'a SimFabric,
     group: &'a [Rank],
     tag: Tag,
-    op: ReduceOp,
+    /// The reduction's operator; `None` for a multicast.
+    op: Option<ReduceOp>,
+    /// A reduction's one receiver, if not every member.
+    to: Option<Rank>,
     payload: Option<Payload>,
     ticket: Option<u64>,
     posted: Time,
@@ -334,26 +433,56 @@ impl Future for ReduceInNetwork<'_> {
                     algorithms::in_network::check_group(rank, self.group, self.fabric.world_size)?;
                 let payload = self.payload.take().expect("taken once, on the first poll");
                 self.posted = self.fabric.now();
-                let started =
-                    self.fabric.world.borrow_mut().start_reduce_in_network(
-                        rank, member, self.group, self.tag, payload, self.op,
-                    );
-                let t =
-                    started.map_err(|reason| FabricError::NoInNetworkReduction { rank, reason })?;
+                let mut world = self.fabric.world.borrow_mut();
+                let t = match self.op {
+                    Some(op) => world
+                        .start_reduce_in_network(
+                            rank,
+                            self.group,
+                            self.tag,
+                            payload,
+                            Contribution {
+                                member,
+                                op,
+                                to: self.to,
+                            },
+                        )
+                        .map_err(|reason| FabricError::NoInNetworkReduction { rank, reason })?,
+                    None => {
+                        // The shape this member expects back.
+                        self.payload = Some(Payload::phantom(payload.shape().dtype, payload.len()));
+                        world
+                            .start_multicast_in_network(rank, self.group, self.tag, payload)
+                            .map_err(|reason| FabricError::NoInNetworkMulticast { rank, reason })?
+                    }
+                };
+                drop(world);
                 self.ticket = Some(t);
                 t
             }
         };
-        let arrived = self.fabric.world.borrow_mut().in_network.poll_call(
-            rank,
-            self.group,
-            self.tag,
-            ticket,
-            cx.waker(),
-        );
+        let mut world = self.fabric.world.borrow_mut();
+        let calls = if self.op.is_some() {
+            &mut world.in_network
+        } else {
+            &mut world.multicasts
+        };
+        let arrived = calls.poll_call(rank, self.group, self.tag, ticket, cx.waker());
+        drop(world);
         match arrived {
             None => Poll::Pending,
             Some(Ok(result)) => {
+                if let Some(expect) = self.payload.as_ref().map(Payload::shape)
+                    && expect != result.shape()
+                {
+                    return Poll::Ready(Err(FabricError::ShapeMismatch {
+                        rank,
+                        from: self.group[0],
+                        tag: self.tag,
+                        expected: expect,
+                        got: result.shape(),
+                    }));
+                }
                 let bytes = result.shape().bytes();
                 self.fabric.record(SpanKind::Recv, None, bytes, self.posted);
                 Poll::Ready(Ok(result))

@@ -21,6 +21,14 @@
 //! the node's NVSwitch, the shared leaf, else a spine), the first in vertex
 //! order among equals.
 //!
+//! A multicast ([`Fabric::multicast_in_network`](algorithms::Fabric::multicast_in_network))
+//! is the same without the gather: the source's payload goes up its
+//! route to the group's switch (a *cast leg*) and, after the switch's
+//! forwarding latency, down to every member, the source included (its
+//! copy is link traffic only: the source's call completed when it handed
+//! the payload over). A member's result may arrive before the member
+//! calls; it waits in the member's call of that ticket.
+//!
 //! Everything here is looked up by key, never iterated, so no output
 //! depends on hash order.
 
@@ -41,6 +49,8 @@ pub(crate) struct Leg {
     pub tag: Tag,
     /// The member's ticket: its call number for `(group, tag)`.
     pub ticket: u64,
+    /// A multicast's leg, not a reduction's.
+    pub multicast: bool,
     /// Which way, and what it needs.
     pub way: Way,
 }
@@ -56,6 +66,13 @@ pub(crate) enum Way {
         op: ReduceOp,
         /// The reducing switch.
         switch: VertexId,
+        /// The one member the result goes to, if not every member.
+        to: Option<Rank>,
+    },
+    /// A multicast's payload on its way up from its source.
+    Cast {
+        /// The switch that multicasts.
+        switch: VertexId,
     },
     /// The result (the message's payload) on its way back to a member, or
     /// why the contributions could not be combined (their shapes differ).
@@ -63,6 +80,18 @@ pub(crate) enum Way {
         /// Set when there is no result.
         error: Option<String>,
     },
+}
+
+/// A member's part in a reduction: its index in the group, the operator,
+/// and the one member the result goes to, if not every member.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Contribution {
+    /// The member's index in the group.
+    pub member: usize,
+    /// The operator.
+    pub op: ReduceOp,
+    /// The root of a reduction to one member.
+    pub to: Option<Rank>,
 }
 
 /// What a completed gather hands back: the result for every member.
@@ -81,18 +110,34 @@ struct Gather {
     op: ReduceOp,
 }
 
-/// A switch's gathers of one `(group, tag)`, by ticket from `base`.
+/// A switch's gathers of one `(group, tag)`, by ticket from `base` (kept
+/// once drained, so tickets keep counting).
 #[derive(Debug, Default)]
 struct Gathers {
     base: u64,
     open: VecDeque<Option<Gather>>,
 }
 
-/// One member's calls of one `(group, tag)`, by ticket from `base`.
+/// One member's calls of one `(group, tag)`, by ticket from `base`
+/// (kept once drained, so tickets keep counting); `opened` is the next
+/// call's ticket (results of later tickets may already be waiting).
 #[derive(Debug, Default)]
 struct Calls {
     base: u64,
+    opened: u64,
     open: VecDeque<Call>,
+}
+
+impl Calls {
+    /// The call of `ticket`, made (empty) if it is not there yet; `None`
+    /// for a ticket already closed.
+    fn slot(&mut self, ticket: u64) -> Option<&mut Call> {
+        let index = usize::try_from(ticket.checked_sub(self.base)?).ok()?;
+        while self.open.len() <= index {
+            self.open.push_back(Call::default());
+        }
+        self.open.get_mut(index)
+    }
 }
 
 /// A member's call waiting for its result.
@@ -128,8 +173,27 @@ impl InNetwork {
     /// Opens a call of `rank` and returns its ticket.
     pub fn open_call(&mut self, rank: Rank, group: &[Rank], tag: Tag) -> u64 {
         let calls = self.calls.entry((rank, group.into(), tag)).or_default();
-        calls.open.push_back(Call::default());
-        calls.base + calls.open.len() as u64 - 1
+        let ticket = calls.opened;
+        calls.opened += 1;
+        calls.slot(ticket);
+        ticket
+    }
+
+    /// Takes the next ticket of `rank`'s calls of `(group, tag)` for a call
+    /// that waits for nothing (a multicast's source, a member that is not
+    /// the root of a reduction to one member).
+    pub fn take_ticket(&mut self, rank: Rank, group: &[Rank], tag: Tag) -> u64 {
+        let calls = self.calls.entry((rank, group.into(), tag)).or_default();
+        let ticket = calls.opened;
+        calls.opened += 1;
+        if let Some(call) = calls.slot(ticket) {
+            call.done = true;
+        }
+        while calls.open.front().is_some_and(|c| c.done) {
+            calls.open.pop_front();
+            calls.base += 1;
+        }
+        ticket
     }
 
     /// The result of `rank`'s call `ticket`, if it has arrived (then the
@@ -156,22 +220,15 @@ impl InNetwork {
             calls.open.pop_front();
             calls.base += 1;
         }
-        if calls.open.is_empty() {
-            self.calls.remove(&key);
-        }
         Some(result)
     }
 
-    /// A result has reached `rank`: its call wakes.
+    /// A result has reached `rank`: its call wakes (or, not made yet,
+    /// finds it waiting).
     pub fn result_arrived(&mut self, rank: Rank, leg: &Leg, result: Result<Payload, String>) {
         let key = (rank, leg.group.clone(), leg.tag);
-        let Some(calls) = self.calls.get_mut(&key) else {
-            return;
-        };
-        let Some(call) = calls
-            .open
-            .get_mut(leg.ticket.wrapping_sub(calls.base) as usize)
-        else {
+        let calls = self.calls.entry(key).or_default();
+        let Some(call) = calls.slot(leg.ticket) else {
             return;
         };
         call.result = Some(result);
@@ -183,7 +240,10 @@ impl InNetwork {
     /// A contribution has reached its switch; returns the result once
     /// every member's contribution of this ticket is in.
     pub fn contribution_arrived(&mut self, leg: &Leg, payload: Payload) -> Option<Reduced> {
-        let Way::Up { member, op, switch } = leg.way else {
+        let Way::Up {
+            member, op, switch, ..
+        } = leg.way
+        else {
             return None;
         };
         let key = (leg.group.clone(), leg.tag);
@@ -209,9 +269,6 @@ impl InNetwork {
             gathers.open.pop_front();
             gathers.base += 1;
         }
-        if gathers.open.is_empty() {
-            self.gathers.remove(&key);
-        }
         let result =
             reduce_in_member_order(gather.parts.iter().flatten(), gather.op).ok_or_else(|| {
                 let shapes: Vec<String> = gather
@@ -233,6 +290,9 @@ impl InNetwork {
 }
 
 #[cfg(test)]
+mod nvls_tree_tests;
+
+#[cfg(test)]
 mod tests {
     use std::sync::Arc;
 
@@ -246,7 +306,7 @@ mod tests {
     use crate::world::WorldConfig;
 
     /// A world of `n` ranks on the topology's first `n` endpoints.
-    fn world(topology: Topology, n: usize, level: ModelLevel) -> WorldConfig {
+    pub(super) fn world(topology: Topology, n: usize, level: ModelLevel) -> WorldConfig {
         let topology = Arc::new(topology);
         let placement: Arc<[topologies::VertexId]> = topology.endpoints()[..n].into();
         WorldConfig::new(
@@ -257,7 +317,7 @@ mod tests {
 
     /// Inputs whose sums depend on the order: rank `r`'s element `i` is
     /// `(r + 1) * 1e7 + i / 7` with alternating signs.
-    fn inputs(n: usize, count: usize) -> Vec<Payload> {
+    pub(super) fn inputs(n: usize, count: usize) -> Vec<Payload> {
         (0..n)
             .map(|r| {
                 let sign = if r % 2 == 0 { 1.0 } else { -1.0 };
@@ -272,7 +332,7 @@ mod tests {
 
     /// Runs `algorithm` on every rank of `config` on `inputs`; each rank's
     /// output, and when every rank finished.
-    fn run(
+    pub(super) fn run(
         config: WorldConfig,
         algorithm: &Algorithm,
         inputs: &[Payload],
@@ -298,7 +358,7 @@ mod tests {
         (outputs, exec.end_time.as_ps())
     }
 
-    fn algorithm(name: &str) -> Algorithm {
+    pub(super) fn algorithm(name: &str) -> Algorithm {
         Registry::builtin()
             .get(algorithms::Collective::Allreduce, name)
             .expect("in the catalogue")

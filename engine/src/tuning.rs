@@ -189,13 +189,13 @@ mod tests {
         assert!(
             AlgoFilter::parse("collnet", &registry)
                 .unwrap_err()
-                .contains("valid: collnet_chain, collnet_direct, nvls, pat, ring, tree")
+                .contains("valid: collnet_chain, collnet_direct, nvls, nvls_tree, pat, ring, tree")
         );
         assert!(AlgoFilter::parse(" , ", &registry).is_err());
         // No restriction, or one that leaves none: every algorithm.
         assert_eq!(
             names(&AlgoFilter::default(), Collective::Allreduce).len(),
-            10
+            11
         );
         assert_eq!(names(&mixed, Collective::Barrier), vec!["dissemination"]);
     }

@@ -13,11 +13,11 @@ use rustc_hash::FxHashMap as HashMap;
 use std::task::Waker;
 
 use algorithms::nccl::Framing;
-use algorithms::{Payload, Rank, ReduceOp, Shape, Tag, Time};
+use algorithms::{Payload, Rank, Shape, Tag, Time};
 
 use crate::deadlock::StuckMessage;
 use crate::event::{EventKind, EventQueue, MessageId};
-use crate::in_network::{InNetwork, Leg, Way};
+use crate::in_network::{Contribution, InNetwork, Leg, Way};
 use crate::links::LinkStats;
 use crate::nccl::NcclSystem;
 use crate::network::flow::FlowEvent;
@@ -228,8 +228,10 @@ pub(crate) struct World {
     broken: HashMap<(Rank, Rank), TransportTimeout>,
     /// Every transport failure of the run, in the order they happened.
     pub transport_timeouts: Vec<TransportTimeout>,
-    /// The in-network reductions under way.
+    /// The in-network reductions under way (and every group's switch).
     pub in_network: InNetwork,
+    /// The in-network multicasts under way.
+    pub multicasts: InNetwork,
 }
 
 /// A zero-cost synchronisation of every rank: the simulator's own, outside
@@ -274,6 +276,7 @@ impl World {
             broken: HashMap::default(),
             transport_timeouts: Vec::new(),
             in_network: InNetwork::default(),
+            multicasts: InNetwork::default(),
         };
         for &(rank, at) in &world.config.faults.crashes.clone() {
             if at == Time::ZERO {
@@ -523,28 +526,72 @@ impl World {
     }
 
     /// Starts `rank`'s in-network reduction of `payload` among `group`
-    /// (checked by the caller: `rank` is member `member`): its
-    /// contribution leaves for the group's switch. Returns the call's
-    /// ticket, or why no switch reduces for the group.
+    /// (checked by the caller: `rank` is `part`'s member), its result for
+    /// every member or for `part.to` alone: its contribution leaves for the
+    /// group's switch. Returns the call's ticket (a call that waits for no
+    /// result is closed at once), or why no switch reduces for the group.
     pub fn start_reduce_in_network(
         &mut self,
         rank: Rank,
-        member: usize,
         group: &[Rank],
         tag: Tag,
         payload: Payload,
-        op: ReduceOp,
+        part: Contribution,
     ) -> Result<u64, String> {
+        let Contribution { member, op, to } = part;
         let switch = self.switch_of(group)?;
-        let ticket = self.in_network.open_call(rank, group, tag);
+        let ticket = if to.is_some_and(|root| root != rank) {
+            self.in_network.take_ticket(rank, group, tag)
+        } else {
+            self.in_network.open_call(rank, group, tag)
+        };
         let leg = Leg {
             group: group.into(),
             tag,
             ticket,
-            way: Way::Up { member, op, switch },
+            multicast: false,
+            way: Way::Up {
+                member,
+                op,
+                switch,
+                to,
+            },
         };
         self.send_leg(rank, leg, payload, 0);
         Ok(ticket)
+    }
+
+    /// Opens `rank`'s call of an in-network multicast among `group`
+    /// (checked by the caller: `rank` is a member), or for the source
+    /// (member 0) sends `payload` up to the group's switch (its call waits
+    /// for nothing more). Returns the call's ticket, or why no switch
+    /// serves the group.
+    pub fn start_multicast_in_network(
+        &mut self,
+        rank: Rank,
+        group: &[Rank],
+        tag: Tag,
+        payload: Payload,
+    ) -> Result<u64, String> {
+        let switch = self.switch_of(group).map_err(|e| {
+            e.replace(
+                algorithms::in_network::NO_SWITCH_REASON,
+                algorithms::in_network::NO_MULTICAST_REASON,
+            )
+        })?;
+        if group.first() == Some(&rank) {
+            let ticket = self.multicasts.take_ticket(rank, group, tag);
+            let leg = Leg {
+                group: group.into(),
+                tag,
+                ticket,
+                multicast: true,
+                way: Way::Cast { switch },
+            };
+            self.send_leg(rank, leg, payload, 0);
+            return Ok(ticket);
+        }
+        Ok(self.multicasts.open_call(rank, group, tag))
     }
 
     /// The switch that reduces for `group`, or why none does (looked up
@@ -572,14 +619,14 @@ impl World {
     fn send_leg(&mut self, member: Rank, leg: Leg, payload: Payload, extra_ps: u64) {
         let bytes = payload.shape().bytes();
         let switch = match leg.way {
-            Way::Up { switch, .. } => switch,
+            Way::Up { switch, .. } | Way::Cast { switch } => switch,
             Way::Down { .. } => self
                 .in_network
                 .cached_switch(&leg.group)
                 .and_then(|s| s.clone().ok())
                 .expect("a result comes down from its group's switch"),
         };
-        let up = matches!(leg.way, Way::Up { .. });
+        let up = matches!(leg.way, Way::Up { .. } | Way::Cast { .. });
         let message = self.in_flight.insert(Message {
             src: member,
             dst: member,
@@ -608,15 +655,16 @@ impl World {
 
     /// A leg has arrived: a contribution at its switch (the last one of
     /// its ticket sends the result down to every member, each after the
-    /// switch's forwarding latency), or a result at its member.
+    /// switch's forwarding latency), a multicast's payload at its switch
+    /// (sent down to every member likewise), or a result at its member.
     fn leg_arrived(&mut self, member: Rank, leg: Leg, payload: Payload) {
         match leg.way {
-            Way::Up { .. } => {
+            Way::Up { to, .. } => {
                 let Some(reduced) = self.in_network.contribution_arrived(&leg, payload) else {
                     return;
                 };
                 let latency = self.network.forward_latency_ps(reduced.switch);
-                for &m in &leg.group {
+                for &m in leg.group.iter().filter(|&&m| to.is_none_or(|r| r == m)) {
                     let (payload, error) = match &reduced.result {
                         Ok(p) => (p.clone(), None),
                         Err(e) => (Payload::phantom(algorithms::DType::U8, 0), Some(e.clone())),
@@ -625,9 +673,23 @@ impl World {
                         group: leg.group.clone(),
                         tag: leg.tag,
                         ticket: leg.ticket,
+                        multicast: false,
                         way: Way::Down { error },
                     };
                     self.send_leg(m, down, payload, latency);
+                }
+            }
+            Way::Cast { switch } => {
+                let latency = self.network.forward_latency_ps(switch);
+                for &m in &leg.group {
+                    let down = Leg {
+                        group: leg.group.clone(),
+                        tag: leg.tag,
+                        ticket: leg.ticket,
+                        multicast: true,
+                        way: Way::Down { error: None },
+                    };
+                    self.send_leg(m, down, payload.clone(), latency);
                 }
             }
             Way::Down { ref error } => {
@@ -635,7 +697,12 @@ impl World {
                     None => Ok(payload),
                     Some(e) => Err(e.clone()),
                 };
-                self.in_network.result_arrived(member, &leg, result);
+                if !leg.multicast {
+                    self.in_network.result_arrived(member, &leg, result);
+                } else if leg.group.first() != Some(&member) {
+                    // The source's own copy is traffic only.
+                    self.multicasts.result_arrived(member, &leg, result);
+                }
             }
         }
     }

@@ -372,3 +372,50 @@ fn select_runs_nccl_nvls_when_nccl_picks_it_else_nccls_next_choice() {
     }
     assert_eq!(next.nccl, disabled.nccl);
 }
+
+#[test]
+fn select_runs_nccl_nvls_tree_across_two_nodes_else_nccls_next_choice() {
+    // Two DGX H100-style nodes on a fat-tree without SHARP: NCCL's NVLS
+    // tree wins from 4 MiB (NVLS across nodes would need the switches).
+    let text = |nccl: &str| {
+        format!(
+            "seed = 1\n[topology]\npreset = \"fat_tree\"\nnodes = 2\nmodel = \"flow\"\n\
+             [nccl]\nversion = \"2.29.7\"\n{nccl}\n\
+             [[collective]]\nkind = \"allreduce\"\nmin_bytes = \"16M\"\nmax_bytes = \"16M\"\nphantom = true\n"
+        )
+    };
+    let count = (16usize << 20) / 4;
+    let registry = Registry::builtin();
+    let s = scenario(&text(""));
+    let filter = engine::tuning::AlgoFilter::default();
+    let pick = engine::study::select(&s, &s.collectives[0], &filter, count);
+    assert_eq!(pick.algorithm.name(), "nccl_nvls_tree");
+    let choice = pick.nccl.expect("NCCL's choice");
+    assert_eq!(
+        (choice.algorithm, choice.protocol, choice.heads),
+        (NcclAlgorithm::NvlsTree, S, 8)
+    );
+    // NCCL's NVLS channels; its NVLS-Tree chunk: 128 KiB
+    // (NCCL_NVLS_CHUNKSIZE), down to 64 KiB as 16 MiB < 4 x (16 channels
+    // x 8 heads) x 128 KiB (src/enqueue.cc:2179 @b91894bd).
+    assert_eq!(
+        (pick.params.channels, pick.params.chunk_bytes),
+        (16, 65_536)
+    );
+    // Excluded by NCCL_ALGO, or NVLS turned off: NCCL's next choice, the
+    // same either way, and runnable.
+    let not_tree = engine::tuning::AlgoFilter::parse("^nvlstree", &registry).unwrap();
+    let next = engine::study::select(&s, &s.collectives[0], &not_tree, count);
+    let off = scenario(&text("nvls_enable = 0"));
+    let disabled = engine::study::select(&off, &off.collectives[0], &filter, count);
+    for pick in [&next, &disabled] {
+        let choice = pick.nccl.expect("NCCL's choice");
+        assert_ne!(choice.algorithm, NcclAlgorithm::NvlsTree);
+        assert_ne!(pick.algorithm.name(), "nccl_nvls_tree");
+        assert_eq!(
+            pick.algorithm.facts().nccl_algorithm(),
+            Some(engine::nccl::registry_name(choice.algorithm))
+        );
+    }
+    assert_eq!(next.nccl, disabled.nccl);
+}

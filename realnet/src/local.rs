@@ -136,6 +136,30 @@ mod tests {
     }
 
     #[test]
+    fn thread_ranks_have_no_switch_to_multicast_or_reduce_in() {
+        use algorithms::in_network::{NO_MULTICAST_REASON, NO_SWITCH_REASON};
+        use algorithms::{DType, ReduceOp};
+        let fabrics = LocalFabric::group(2, &JobOptions::default());
+        let f = &fabrics[0];
+        let data = || Payload::phantom(DType::F32, 4);
+        let refusals = [
+            f.can_multicast_in_network(&[0, 1]).err(),
+            f.block_on(f.multicast_in_network(&[0, 1], Tag(0), data()))
+                .err(),
+            f.block_on(f.reduce_to_in_network(&[0, 1], 0, Tag(0), data(), ReduceOp::Sum))
+                .err(),
+        ];
+        let words: Vec<String> = refusals
+            .iter()
+            .map(|e| e.as_ref().expect("refused").to_string())
+            .collect();
+        assert!(words[0].contains(NO_MULTICAST_REASON), "{}", words[0]);
+        assert!(words[1].contains(NO_MULTICAST_REASON), "{}", words[1]);
+        assert!(words[0].contains("NVSwitch"), "{}", words[0]);
+        assert!(words[2].contains(NO_SWITCH_REASON), "{}", words[2]);
+    }
+
+    #[test]
     fn ranks_calling_different_collectives_fail_clearly() {
         use algorithms::Collective;
         let job = JobOptions {

@@ -77,4 +77,29 @@ impl<F: Fabric> Fabric for Framed<'_, F> {
     ) -> impl std::future::Future<Output = Result<Payload, FabricError>> {
         self.fabric.reduce_in_network(group, tag, payload, op)
     }
+
+    fn reduce_to_in_network(
+        &self,
+        group: &[Rank],
+        root: Rank,
+        tag: Tag,
+        payload: Payload,
+        op: ReduceOp,
+    ) -> impl std::future::Future<Output = Result<Option<Payload>, FabricError>> {
+        self.fabric
+            .reduce_to_in_network(group, root, tag, payload, op)
+    }
+
+    fn can_multicast_in_network(&self, group: &[Rank]) -> Result<(), FabricError> {
+        self.fabric.can_multicast_in_network(group)
+    }
+
+    fn multicast_in_network(
+        &self,
+        group: &[Rank],
+        tag: Tag,
+        payload: Payload,
+    ) -> impl std::future::Future<Output = Result<Payload, FabricError>> {
+        self.fabric.multicast_in_network(group, tag, payload)
+    }
 }

@@ -30,6 +30,7 @@
 pub mod collnet;
 pub mod framed;
 pub mod nvls;
+pub mod nvls_tree;
 pub mod p2p;
 pub mod pat;
 pub mod plan;

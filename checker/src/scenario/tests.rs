@@ -323,7 +323,7 @@ fn mistakes_are_located() {
         (format!("{call}[params]\ncount = {{ from = 1, to = 4, by = 2 }}\n"), 5, 29, "unknown range key `by`"),
         // Unknown names.
         ("[[call]]\ncollective = \"allreduse\"\nalgorithm = \"ring\"\n".into(), 2, 14, "unknown collective `allreduse`"),
-        ("[[call]]\ncollective = \"allreduce\"\nalgorithm = \"rung\"\n".into(), 3, 13, "unknown algorithm `rung`; expected one of ring, recursive_doubling, rabenseifner, tree, hierarchical, nccl_ring, nccl_tree, nccl_nvls, nccl_collnet_direct, nccl_collnet_chain, buggy_ring, arrival_order_sum for allreduce"),
+        ("[[call]]\ncollective = \"allreduce\"\nalgorithm = \"rung\"\n".into(), 3, 13, "unknown algorithm `rung`; expected one of ring, recursive_doubling, rabenseifner, tree, hierarchical, nccl_ring, nccl_tree, nccl_nvls, nccl_nvls_tree, nccl_collnet_direct, nccl_collnet_chain, buggy_ring, arrival_order_sum for allreduce"),
         (format!("{call}op = \"sun\"\n"), 4, 6, "unknown reduction `sun`"),
         (format!("expect = \"verifed\"\n{call}"), 1, 10, "unknown verdict `verifed`; expected one of verified, deadlock"),
         (format!("{call}[params]\nbuffering = [\"eager:1\", \"eager\"]\n"), 5, 25, "buffering values are \"eager:K\""),

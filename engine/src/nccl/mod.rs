@@ -337,7 +337,9 @@ impl NcclSystem {
     /// it (`tuning.cc:387-396` @b91894bd): NVLS pays the NVLink row in
     /// place of a base latency, and the network row across nodes; CollNet
     /// pays the network row (its in-node hops are framed and charged per
-    /// hop).
+    /// hop); NVLS tree pays its base, the NVLink row and the network row
+    /// twice per level of its tree over nodes (`tuning.cc:395-396`: its
+    /// tree's messages are not framed).
     pub fn call_latency_ps(&self, algorithm: NcclAlgorithm, protocol: Protocol) -> u64 {
         let k = self.constants();
         let (a, p) = (model::a_index(algorithm), model::p_index(protocol));
@@ -354,6 +356,12 @@ impl NcclSystem {
             }
             NcclAlgorithm::CollNetDirect | NcclAlgorithm::CollNetChain => {
                 k.hop_latency_us[net][a][p]
+            }
+            NcclAlgorithm::NvlsTree => {
+                k.hop_latency_us[nvlink][a][p]
+                    + 2.0
+                        * model::log2i(self.machine.node_count() as u64) as f64
+                        * k.hop_latency_us[net][a][p]
             }
             _ => 0.0,
         };

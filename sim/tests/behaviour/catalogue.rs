@@ -434,7 +434,7 @@ fn no_rank_leaves_a_barrier_before_the_last_one_enters() {
 
 /// The NCCL algorithms, checked against the order-independent reference
 /// on integers (their reduction order follows the fabric's channels).
-const NCCL_TESTED: [(Collective, &str); 12] = [
+const NCCL_TESTED: [(Collective, &str); 13] = [
     (Collective::Allreduce, "nccl_ring"),
     (Collective::Allreduce, "nccl_tree"),
     (Collective::Allgather, "nccl_ring"),
@@ -445,6 +445,7 @@ const NCCL_TESTED: [(Collective, &str); 12] = [
     (Collective::ReduceScatter, "nccl_pat"),
     (Collective::SendRecv, "nccl_sendrecv"),
     (Collective::Allreduce, "nccl_nvls"),
+    (Collective::Allreduce, "nccl_nvls_tree"),
     (Collective::Allreduce, "nccl_collnet_direct"),
     (Collective::Allreduce, "nccl_collnet_chain"),
 ];

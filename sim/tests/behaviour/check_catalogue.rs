@@ -189,6 +189,7 @@ entries! {
     reduce_scatter_nccl_pat: ReduceScatter "nccl_pat", NCCL_CASES;
     sendrecv_nccl_sendrecv: SendRecv "nccl_sendrecv", NCCL_CASES;
     allreduce_nccl_nvls: Allreduce "nccl_nvls", NVLS_CASES;
+    allreduce_nccl_nvls_tree: Allreduce "nccl_nvls_tree", NVLS_TREE_CASES;
     allreduce_nccl_collnet_direct: Allreduce "nccl_collnet_direct", COLLNET_CASES;
     allreduce_nccl_collnet_chain: Allreduce "nccl_collnet_chain", COLLNET_CASES;
 }
@@ -196,6 +197,12 @@ entries! {
 /// NVLS: every rank's contribution to every other (the checker's switch,
 /// see `checker::fabric`): 2 ranks under every buffering, 3 unbounded.
 const NVLS_CASES: &[(usize, &[Buffering])] = &[(2, ALL_BUFFERING), (3, &[Buffering::Unbounded])];
+
+/// NVLS-Tree: 2 ranks (one node, 4 elements: both channels, both heads)
+/// unbounded (244 schedules); 4 ranks with two channels interleave to
+/// 14,976, so `scenarios/check/nvls_tree_ok.toml` checks them on one
+/// element.
+const NVLS_TREE_CASES: &[(usize, &[Buffering])] = &[(2, &[Buffering::Unbounded])];
 
 /// CollNet: 2 ranks (one node) under every buffering; 4 ranks (the
 /// checker's 2 nodes of 2) unbounded.

@@ -203,12 +203,17 @@ fn sizes_too_large_for_memory_are_refused_before_anything_runs() {
     }
 }
 
-/// NVLS and CollNet need a switch that reduces in the network: thread
+/// NVLS, NVLS-Tree and CollNet need a switch that reduces in the network: thread
 /// ranks refuse them with that reason, in `sim bench` and `sim run
 /// --fabric`, exiting non-zero without a panic.
 #[test]
 fn in_network_algorithms_are_refused_on_real_fabrics() {
-    for algorithm in ["nccl_nvls", "nccl_collnet_direct", "nccl_collnet_chain"] {
+    for algorithm in [
+        "nccl_nvls",
+        "nccl_nvls_tree",
+        "nccl_collnet_direct",
+        "nccl_collnet_chain",
+    ] {
         let out = sim_env(
             &[
                 "bench",

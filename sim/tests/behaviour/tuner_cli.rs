@@ -106,8 +106,8 @@ fn nccl_algo_restricts_the_tuner() {
     let (code, _, stderr) = run_with_env(AUTO, Some("sharp"));
     assert_eq!(code, Some(2));
     assert!(
-        stderr.contains("NCCL_ALGO: unknown algorithm `sharp`; valid: collnet_chain, collnet_direct, nvls, pat, \
-             ring, tree"),
+        stderr.contains("NCCL_ALGO: unknown algorithm `sharp`; valid: collnet_chain, collnet_direct, nvls, nvls_tree, \
+             pat, ring, tree"),
         "{stderr}"
     );
 }
