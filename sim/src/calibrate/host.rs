@@ -73,9 +73,32 @@ pub fn this_host(kind: FabricKind, interface: Option<&str>) -> HostFacts {
     facts(kind, interface, 1)
 }
 
-/// Logical CPUs this process may run on (1 if unknown).
+/// Logical CPUs online on this host, from `/sys/devices/system/cpu/online`
+/// (not this process's affinity mask: `sim launch` binds each
+/// shared-memory rank to a core of its own, and a bound rank would see
+/// one); this process's CPUs if that file cannot be read, 1 if unknown.
 fn this_host_cores() -> usize {
-    std::thread::available_parallelism().map_or(1, usize::from)
+    std::fs::read_to_string("/sys/devices/system/cpu/online")
+        .ok()
+        .and_then(|list| cpu_list_len(list.trim()))
+        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, usize::from))
+}
+
+/// How many CPUs a kernel CPU list names (`0-3,8,10-11` is 7); `None`
+/// if it is malformed or empty.
+fn cpu_list_len(list: &str) -> Option<usize> {
+    let mut total = 0;
+    for part in list.split(',') {
+        let (first, last) = match part.split_once('-') {
+            Some((a, b)) => (a.parse::<usize>().ok()?, b.parse::<usize>().ok()?),
+            None => {
+                let one = part.parse::<usize>().ok()?;
+                (one, one)
+            }
+        };
+        total += last.checked_sub(first)? + 1;
+    }
+    (total > 0).then_some(total)
 }
 
 /// NUMA nodes under `/sys/devices/system/node` (1 if none are listed).
@@ -98,4 +121,19 @@ fn numa_nodes() -> usize {
 /// A small number in a sysfs file.
 fn read_number(path: &Path) -> Option<u32> {
     std::fs::read_to_string(path).ok()?.trim().parse().ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::cpu_list_len;
+
+    #[test]
+    fn cpu_lists_count_ranges_and_single_cpus() {
+        assert_eq!(cpu_list_len("0-1"), Some(2));
+        assert_eq!(cpu_list_len("0-3,8,10-11"), Some(7));
+        assert_eq!(cpu_list_len("5"), Some(1));
+        assert_eq!(cpu_list_len(""), None);
+        assert_eq!(cpu_list_len("3-1"), None);
+        assert_eq!(cpu_list_len("x"), None);
+    }
 }
