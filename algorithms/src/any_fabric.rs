@@ -40,6 +40,14 @@ trait ErasedFabric {
     fn erased_send(&self, to: Rank, tag: Tag, payload: Payload) -> FabricFuture<'_, ()>;
     fn erased_recv(&self, from: Rank, tag: Tag, expect: Shape) -> FabricFuture<'_, Payload>;
     fn erased_compute(&self, work: Work) -> FabricFuture<'_, ()>;
+    fn erased_exchange(
+        &self,
+        to: Rank,
+        payload: Payload,
+        from: Rank,
+        expect: Shape,
+        tag: Tag,
+    ) -> FabricFuture<'_, Payload>;
     fn erased_send_framed(
         &self,
         to: Rank,
@@ -81,6 +89,17 @@ impl<F: Fabric> ErasedFabric for F {
 
     fn erased_compute(&self, work: Work) -> FabricFuture<'_, ()> {
         smallbox::smallbox!(self.compute(work))
+    }
+
+    fn erased_exchange(
+        &self,
+        to: Rank,
+        payload: Payload,
+        from: Rank,
+        expect: Shape,
+        tag: Tag,
+    ) -> FabricFuture<'_, Payload> {
+        smallbox::smallbox!(self.exchange(to, payload, from, expect, tag))
     }
 
     fn erased_send_framed(
@@ -174,6 +193,17 @@ impl Fabric for AnyFabric<'_> {
 
     fn compute(&self, work: Work) -> impl Future<Output = Result<(), FabricError>> {
         self.inner.erased_compute(work)
+    }
+
+    fn exchange(
+        &self,
+        to: Rank,
+        payload: Payload,
+        from: Rank,
+        expect: Shape,
+        tag: Tag,
+    ) -> impl Future<Output = Result<Payload, FabricError>> {
+        self.inner.erased_exchange(to, payload, from, expect, tag)
     }
 
     fn send_framed(

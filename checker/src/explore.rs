@@ -417,7 +417,10 @@ fn disturbs(q: Choice, q_effect: &Effect, r: Choice, r_effect: &Effect) -> bool 
         return false;
     }
     let same_kind = std::mem::discriminant(&q) == std::mem::discriminant(&r) && q.is_fault();
-    same_kind || q_effect.ranks.iter().any(|x| r_effect.ranks.contains(x))
+    same_kind
+        || q_effect
+            .touched_ranks()
+            .any(|x| r_effect.touched_ranks().any(|y| y == x))
 }
 
 /// Choices enabled before the step just taken from `parent` that it

@@ -19,7 +19,7 @@
 //! Chunks stream through the ring. Number the `M = S·K` chunks a rank
 //! sends `i = s·K + k`; it receives the same numbering. The rank runs
 //! `M + W - 1` rounds; round `i` sends chunk `i` *concurrently with*
-//! receiving chunk `i - W + 1` (futures joined), then processes what it
+//! receiving chunk `i - W + 1` (one [`Fabric::exchange`]), then processes what it
 //! received. `W = min(slots, K)` is the pipeline depth, like NCCL's
 //! `NCCL_STEPS` slots per connection: at most `W` chunks of a rank are
 //! ahead of what it has received, so messages in flight per link stay
@@ -189,24 +189,23 @@ pub async fn run<F: Fabric>(
     for round in 0..total + window - 1 {
         let outgoing = (round < total).then(|| buf.extract(sent_range(round)));
         let receiving = round.checked_sub(window - 1);
-        let send = async {
-            match outgoing {
-                Some(part) => fabric.send(next, params.tag, part).await,
-                None => Ok(()),
+        let expect = |i: usize| Shape::new(shape.dtype, received_range(i).len());
+        // Sending and receiving together: one exchange (one completion,
+        // whose halves a model checker need not order).
+        let received = match (outgoing, receiving) {
+            (Some(part), Some(i)) => Some(
+                fabric
+                    .exchange(next, part, prev, expect(i), params.tag)
+                    .await?,
+            ),
+            (Some(part), None) => {
+                fabric.send(next, params.tag, part).await?;
+                None
             }
+            (None, Some(i)) => Some(fabric.recv(prev, params.tag, expect(i)).await?),
+            (None, None) => None,
         };
-        let recv = async {
-            match receiving {
-                Some(i) => {
-                    let expect = Shape::new(shape.dtype, received_range(i).len());
-                    fabric.recv(prev, params.tag, expect).await.map(Some)
-                }
-                None => Ok(None),
-            }
-        };
-        let (sent, received) = futures_util::join!(send, recv);
-        sent?;
-        let (Some(i), Some(incoming)) = (receiving, received?) else {
+        let (Some(i), Some(incoming)) = (receiving, received) else {
             continue;
         };
         let range = received_range(i);
