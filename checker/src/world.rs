@@ -163,6 +163,9 @@ pub struct Half {
     pub exchange: OpId,
     /// The half's own operation.
     pub op: OpId,
+    /// Whether it completes the exchange (the other half was done): only
+    /// then is the rank woken.
+    pub completes: bool,
 }
 
 impl Effect {
@@ -199,10 +202,12 @@ impl Effect {
                 .iter()
                 .any(|&r| self.halves.iter().any(|h| h.rank == r))
             || self.halves.iter().any(|a| {
-                other
-                    .halves
-                    .iter()
-                    .any(|b| a.rank == b.rank && (a.exchange != b.exchange || a.op == b.op))
+                other.halves.iter().any(|b| {
+                    // Halves of different exchanges commute unless both
+                    // wake the rank (which may observe their order).
+                    let both_wake = a.exchange != b.exchange && a.completes && b.completes;
+                    a.rank == b.rank && (a.op == b.op || both_wake)
+                })
             })
     }
 
@@ -438,11 +443,18 @@ impl World {
     /// What completing `op` changes: its rank, or half of its exchange.
     fn touch_op(&self, effect: &mut Effect, op: OpId) {
         match self.half_of[op] {
-            Some(exchange) => effect.touch_half(Half {
-                rank: self.op_rank[op],
-                exchange,
-                op,
-            }),
+            Some(exchange) => {
+                let completes = self.exchanges.get(&exchange).is_none_or(|x| {
+                    let other = if x.send == op { x.recv } else { x.send };
+                    !matches!(self.ops[other], OpState::Pending(_))
+                });
+                effect.touch_half(Half {
+                    rank: self.op_rank[op],
+                    exchange,
+                    op,
+                    completes,
+                })
+            }
             None => effect.touch(self.op_rank[op]),
         }
     }
@@ -503,8 +515,17 @@ impl World {
         expect: Shape,
         tag: Tag,
     ) -> OpId {
+        let critical = self.effect.critical.len();
         let send = self.post_send(rank, to, tag, payload);
         let recv = self.post_recv(rank, from, tag, expect);
+        if matches!(self.ops[recv], OpState::Pending(_)) {
+            // Whether the send half takes a slot now or when one is freed
+            // is not observable while the receive half is pending: the
+            // rank wakes only once both are done, in the same state either
+            // way. So a step freeing a slot of the pair commutes with this
+            // one (see `Effect::critical`).
+            self.effect.critical.truncate(critical);
+        }
         let exchange = self.new_op(rank, OpState::Pending(None));
         self.half_of[send] = Some(exchange);
         self.half_of[recv] = Some(exchange);
