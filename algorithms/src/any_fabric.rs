@@ -40,6 +40,8 @@ trait ErasedFabric {
     fn erased_send(&self, to: Rank, tag: Tag, payload: Payload) -> FabricFuture<'_, ()>;
     fn erased_recv(&self, from: Rank, tag: Tag, expect: Shape) -> FabricFuture<'_, Payload>;
     fn erased_compute(&self, work: Work) -> FabricFuture<'_, ()>;
+    /// The fabric's own exchange, if its future fits the inline space;
+    /// else the payload back (the caller joins send and receive).
     fn erased_exchange(
         &self,
         to: Rank,
@@ -47,7 +49,7 @@ trait ErasedFabric {
         from: Rank,
         expect: Shape,
         tag: Tag,
-    ) -> FabricFuture<'_, Payload>;
+    ) -> Result<FabricFuture<'_, Payload>, Payload>;
     fn erased_send_framed(
         &self,
         to: Rank,
@@ -98,8 +100,18 @@ impl<F: Fabric> ErasedFabric for F {
         from: Rank,
         expect: Shape,
         tag: Tag,
-    ) -> FabricFuture<'_, Payload> {
-        smallbox::smallbox!(self.exchange(to, payload, from, expect, tag))
+    ) -> Result<FabricFuture<'_, Payload>, Payload> {
+        // The size of the future, known without calling `exchange` (which
+        // may act when called).
+        fn output_size<A, B, R>(_: &impl Fn(A, B) -> R) -> usize {
+            std::mem::size_of::<R>()
+        }
+        let exchange =
+            |payload: Payload, expect: Shape| self.exchange(to, payload, from, expect, tag);
+        if output_size(&exchange) > INLINE_FUTURE_BYTES {
+            return Err(payload);
+        }
+        Ok(smallbox::smallbox!(exchange(payload, expect)))
     }
 
     fn erased_send_framed(
@@ -203,7 +215,24 @@ impl Fabric for AnyFabric<'_> {
         expect: Shape,
         tag: Tag,
     ) -> impl Future<Output = Result<Payload, FabricError>> {
-        self.inner.erased_exchange(to, payload, from, expect, tag)
+        // A fabric whose exchange future is too large for the inline space
+        // (a default join of its own send and receive) is joined here, on
+        // the inline send and receive, so nothing is allocated.
+        let own = self.inner.erased_exchange(to, payload, from, expect, tag);
+        async move {
+            match own {
+                Ok(exchange) => exchange.await,
+                Err(payload) => {
+                    let (sent, received) = futures_util::future::join(
+                        self.send(to, tag, payload),
+                        self.recv(from, tag, expect),
+                    )
+                    .await;
+                    sent?;
+                    received
+                }
+            }
+        }
     }
 
     fn send_framed(
