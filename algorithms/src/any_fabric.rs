@@ -54,6 +54,16 @@ trait ErasedFabric {
         range: Range<usize>,
         op: Option<ReduceOp>,
     ) -> CombineFuture<'a>;
+    /// The fabric's own exchange, if its future fits the inline space;
+    /// else the payload back (the caller joins send and receive).
+    fn erased_exchange(
+        &self,
+        to: Rank,
+        payload: Payload,
+        from: Rank,
+        expect: Shape,
+        tag: Tag,
+    ) -> Result<FabricFuture<'_, Payload>, Payload>;
     fn erased_send_framed(
         &self,
         to: Rank,
@@ -125,6 +135,27 @@ impl<F: Fabric> ErasedFabric for F {
         op: Option<ReduceOp>,
     ) -> CombineFuture<'a> {
         smallbox::smallbox!(self.recv_combine(from, tag, buf, range, op))
+    }
+
+    fn erased_exchange(
+        &self,
+        to: Rank,
+        payload: Payload,
+        from: Rank,
+        expect: Shape,
+        tag: Tag,
+    ) -> Result<FabricFuture<'_, Payload>, Payload> {
+        // The size of the future, known without calling `exchange` (which
+        // may act when called).
+        fn output_size<A, B, R>(_: &impl Fn(A, B) -> R) -> usize {
+            std::mem::size_of::<R>()
+        }
+        let exchange =
+            |payload: Payload, expect: Shape| self.exchange(to, payload, from, expect, tag);
+        if output_size(&exchange) > INLINE_FUTURE_BYTES {
+            return Err(payload);
+        }
+        Ok(smallbox::smallbox!(exchange(payload, expect)))
     }
 
     fn erased_send_framed(
@@ -259,6 +290,34 @@ impl Fabric for AnyFabric<'_> {
         self.inner
             .erased_recv_combine(from, tag, buf, range, op)
             .await
+    }
+
+    fn exchange(
+        &self,
+        to: Rank,
+        payload: Payload,
+        from: Rank,
+        expect: Shape,
+        tag: Tag,
+    ) -> impl Future<Output = Result<Payload, FabricError>> {
+        // A fabric whose exchange future is too large for the inline space
+        // (a default join of its own send and receive) is joined here, on
+        // the inline send and receive, so nothing is allocated.
+        let own = self.inner.erased_exchange(to, payload, from, expect, tag);
+        async move {
+            match own {
+                Ok(exchange) => exchange.await,
+                Err(payload) => {
+                    let (sent, received) = futures_util::future::join(
+                        self.send(to, tag, payload),
+                        self.recv(from, tag, expect),
+                    )
+                    .await;
+                    sent?;
+                    received
+                }
+            }
+        }
     }
 
     fn send_framed(

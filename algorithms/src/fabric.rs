@@ -293,6 +293,32 @@ pub trait Fabric {
         }
     }
 
+    /// Sends `payload` to `to` and receives the next message from `from`
+    /// (of shape `expect`), both with `tag`, as one operation that
+    /// completes when both have (MPI's `MPI_Sendrecv`): the send's error
+    /// if it failed, else the receive's result. The rank observes one
+    /// completion, never which half finished first, so a back-end that
+    /// explores completion orders (the model checker) need not order the
+    /// halves. The default joins [`Fabric::send`] and [`Fabric::recv`],
+    /// polled in that order, exactly what an algorithm joining the two
+    /// futures itself would do.
+    fn exchange(
+        &self,
+        to: Rank,
+        payload: Payload,
+        from: Rank,
+        expect: Shape,
+        tag: Tag,
+    ) -> impl Future<Output = Result<Payload, FabricError>> {
+        let sending = self.send(to, tag, payload);
+        let receiving = self.recv(from, tag, expect);
+        async move {
+            let (sent, received) = futures_util::future::join(sending, receiving).await;
+            sent?;
+            received
+        }
+    }
+
     /// Sends `payload` like [`Fabric::send`], saying how it travels: which
     /// NCCL protocol frames it, for which algorithm, on which channel. A
     /// back-end that models GPU protocols (the simulator) charges the

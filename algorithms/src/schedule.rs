@@ -141,9 +141,9 @@ pub(crate) async fn execute<F: Fabric>(
     Ok(())
 }
 
-/// One [`Step::Move`]: the send is joined with the receive rather
-/// than issued first, so back-ends with rendezvous sends cannot
-/// deadlock on a pairwise exchange.
+/// One [`Step::Move`]: the send and the receive are one
+/// [`Fabric::exchange`] rather than the send issued first, so back-ends
+/// with rendezvous sends cannot deadlock on a pairwise exchange.
 async fn move_step<F: Fabric>(
     fabric: &F,
     buf: &mut Payload,
@@ -154,24 +154,21 @@ async fn move_step<F: Fabric>(
 ) -> Result<(), CollectiveError> {
     let dtype = buf.shape().dtype;
     let outgoing = send.map(|part| (part.peer, gather(buf, &part.ranges)));
-    let sending = async {
-        match outgoing {
-            Some((peer, payload)) => fabric.send(peer, tag, payload).await,
-            None => Ok(()),
+    let expect = |part: &Part| Shape::new(dtype, part.len());
+    let received = match (outgoing, recv) {
+        (Some((peer, payload)), Some((part, _))) => Some(
+            fabric
+                .exchange(peer, payload, part.peer, expect(part), tag)
+                .await?,
+        ),
+        (Some((peer, payload)), None) => {
+            fabric.send(peer, tag, payload).await?;
+            None
         }
+        (None, Some((part, _))) => Some(fabric.recv(part.peer, tag, expect(part)).await?),
+        (None, None) => None,
     };
-    let receiving = async {
-        match recv {
-            Some((part, _)) => {
-                let expect = Shape::new(dtype, part.len());
-                fabric.recv(part.peer, tag, expect).await.map(Some)
-            }
-            None => Ok(None),
-        }
-    };
-    let (sent, received) = futures_util::join!(sending, receiving);
-    sent?;
-    let (Some((part, combine)), Some(incoming)) = (recv, received?) else {
+    let (Some((part, combine)), Some(incoming)) = (recv, received) else {
         return Ok(());
     };
     scatter(buf, &part.ranges, &incoming, *combine, op)?;

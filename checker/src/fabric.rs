@@ -1,7 +1,9 @@
 //! [`CheckFabric`]: the [`Fabric`] a rank uses under the model checker.
 //! Sends and receives become operations in the checked [`World`]; they
 //! complete only when the checker's choices make them (a delivery, a freed
-//! slot, a notice that the peer stopped).
+//! slot, a notice that the peer stopped). An exchange
+//! ([`Fabric::exchange`]) is one operation whose two halves complete
+//! separately but wake the rank once, when both are done.
 //!
 //! An in-network reduction ([`Fabric::reduce_in_network`]) is checked as
 //! the switch behaves towards the members: each member's contribution is a
@@ -130,6 +132,32 @@ impl Fabric for CheckFabric {
         }
     }
 
+    /// One operation in the world ([`World::post_exchange`]): the rank is
+    /// woken once, when both halves are done, so the checker never orders
+    /// the halves' completions (see [`Effect`](super::world::Effect)).
+    async fn exchange(
+        &self,
+        to: Rank,
+        payload: Payload,
+        from: Rank,
+        expect: Shape,
+        tag: Tag,
+    ) -> Result<Payload, FabricError> {
+        let op = self
+            .world
+            .borrow_mut()
+            .post_exchange(self.rank, to, payload, from, expect, tag);
+        match (OpFuture {
+            world: &self.world,
+            op,
+        })
+        .await
+        {
+            OpState::RecvDone(result) => result,
+            other => unreachable!("an exchange completed as {other:?}"),
+        }
+    }
+
     /// Local work completes at once: the checker does not model time.
     async fn compute(&self, _work: Work) -> Result<(), FabricError> {
         Ok(())
@@ -253,6 +281,13 @@ mod tests {
             std::mem::size_of_val(&f.send(1, Tag(0), Payload::phantom(DType::F32, 1))),
             std::mem::size_of_val(&f.recv(1, Tag(0), Shape::new(DType::F32, 1))),
             std::mem::size_of_val(&f.compute(Work::Reduce { bytes: 1 })),
+            std::mem::size_of_val(&f.exchange(
+                1,
+                Payload::phantom(DType::F32, 1),
+                1,
+                Shape::new(DType::F32, 1),
+                Tag(0),
+            )),
         ];
         assert!(
             sizes.iter().all(|&s| s <= INLINE_FUTURE_BYTES),

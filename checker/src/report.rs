@@ -5,10 +5,12 @@
 
 use std::io::{self, Write};
 
+use crate::explore::SearchStats;
 use crate::program::Program;
 use crate::properties::describe_tag;
+use crate::run::PointReport;
 use crate::run::{CheckReport, Counterexample};
-use crate::spec::Verdict;
+use crate::spec::{Search, Verdict};
 use crate::world::Choice;
 
 /// Prints the report: the points, the verdict, the counterexample, the
@@ -27,11 +29,24 @@ pub fn print_report(
     for note in &program.notes {
         writeln!(out, "note: {note}")?;
     }
+    let sampled = program.search != Search::Exhaustive;
+    let cut_short = |p: &PointReport| sampled || !p.stats.complete();
+    let coverage = |p: &PointReport| match sampled {
+        true => format!(
+            "{} sampled schedule(s), {}; fraction explored unknown",
+            p.stats.schedules,
+            match program.search {
+                Search::Pct { .. } => "PCT",
+                _ => "random walks",
+            }
+        ),
+        false => coverage(&p.stats),
+    };
     for p in &report.points {
         let what = match p.violation {
             Some(v) => format!("{v}"),
-            None if p.stats.complete() => "ok".into(),
-            None => "ok within bounds".into(),
+            None if !cut_short(p) => "ok".into(),
+            None => format!("no violation within bounds ({})", coverage(p)),
         };
         let secs = p.wall.as_secs_f64();
         let mut line = format!(
@@ -56,12 +71,33 @@ pub fn print_report(
         Some(e) => format!(" (NOT the expected {e})"),
         None => String::new(),
     };
-    let scope = if report.verdict == Verdict::Verified && !report.complete {
-        " within the bounds (the search was not exhaustive)"
+    if report.verdict == Verdict::Verified && !report.complete {
+        // Never "verified" for a search cut short.
+        let cut: Vec<String> = report
+            .points
+            .iter()
+            .filter(|p| cut_short(p))
+            .map(|p| format!("{}: {}", p.point, coverage(p)))
+            .collect();
+        writeln!(
+            out,
+            "verdict: no violation within bounds, not verified ({} of {} point(s) not searched exhaustively){expected}",
+            cut.len(),
+            report.points.len()
+        )?;
+        for line in cut {
+            writeln!(out, "  {line}")?;
+        }
     } else {
-        ""
-    };
-    writeln!(out, "verdict: {}{scope}{expected}", report.verdict)?;
+        writeln!(out, "verdict: {}{expected}", report.verdict)?;
+        if report.verdict == Verdict::Verified {
+            writeln!(
+                out,
+                "coverage: every schedule of every point, up to equivalence; reductions: {}",
+                crate::explore::REDUCTIONS
+            )?;
+        }
+    }
     if let Some(cex) = &report.counterexample {
         print_counterexample(program, cex, out)?;
     }
@@ -71,6 +107,25 @@ pub fn print_report(
         report.schedules,
         report.wall.as_secs_f64()
     )
+}
+
+/// What a search cut short covered: the bounds it hit and the fraction
+/// explored, estimated where it can be.
+pub fn coverage(stats: &SearchStats) -> String {
+    let bounds = stats.bounds_hit();
+    let hit = if bounds.is_empty() {
+        "sampled schedules".to_string()
+    } else {
+        format!("hit {}", bounds.join(" and "))
+    };
+    let explored = match stats.explored_ppm {
+        Some(ppm) if stats.depth_cut == 0 && !stats.delay_pruned => format!(
+            "an estimated {:.2}% of the reduced search explored",
+            f64::from(ppm) / 1e4
+        ),
+        _ => "fraction explored unknown".to_string(),
+    };
+    format!("{hit}; {explored}")
 }
 
 /// A choice as the report prints it: with the call (and phase) its tag

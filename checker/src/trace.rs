@@ -49,7 +49,10 @@ pub fn write_trace(
         let ts = i + 1;
         let name = step.choice.to_string();
         events.push(slice(&name, "step", ts, rank, Some(ts)));
-        for &other in step.effect.ranks.iter().filter(|&&r| r != rank && r < n) {
+        let mut woken: Vec<usize> = step.effect.touched_ranks().collect();
+        woken.sort_unstable();
+        woken.dedup();
+        for other in woken.into_iter().filter(|&r| r != rank && r < n) {
             events.push(slice(&name, "woken", ts, other, Some(ts)));
         }
         if let Choice::Deliver(key) = step.choice {

@@ -139,6 +139,11 @@ pub const TIMINGS: [Timing; 2] = [
 pub struct Effect {
     /// Ranks changed (woken, stopped or told).
     pub ranks: Vec<Rank>,
+    /// Halves of exchanges ([`Fabric::exchange`](algorithms::Fabric::exchange))
+    /// completed: the two halves of one exchange commute (the rank observes
+    /// one completion, once both are done, whatever their order), so they
+    /// do not conflict with each other; anything else done to the rank does.
+    pub halves: Vec<Half>,
     /// The (src, dst) pair whose slot it freed.
     pub frees: Option<(Rank, Rank)>,
     /// Pairs on which a send of the woken ranks needed the last slot.
@@ -149,6 +154,20 @@ pub struct Effect {
     pub unsent_notices: Vec<(Rank, Rank)>,
 }
 
+/// One half (the send or the receive) of an exchange, completed by a step.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Half {
+    /// The rank whose exchange it is.
+    pub rank: Rank,
+    /// The exchange operation.
+    pub exchange: OpId,
+    /// The half's own operation.
+    pub op: OpId,
+    /// Whether it completes the exchange (the other half was done): only
+    /// then is the rank woken.
+    pub completes: bool,
+}
+
 impl Effect {
     fn touch(&mut self, rank: Rank) {
         if !self.ranks.contains(&rank) {
@@ -156,9 +175,45 @@ impl Effect {
         }
     }
 
+    fn touch_half(&mut self, half: Half) {
+        if !self.halves.contains(&half) {
+            self.halves.push(half);
+        }
+    }
+
+    /// Every rank this step changed, through a whole operation or half of
+    /// an exchange.
+    pub fn touched_ranks(&self) -> impl Iterator<Item = Rank> + '_ {
+        self.ranks
+            .iter()
+            .copied()
+            .chain(self.halves.iter().map(|h| h.rank))
+    }
+
+    /// Whether the two effects change a common rank in ways that may not
+    /// commute: always, unless each changes it only through the other
+    /// half of one same exchange.
+    fn rank_conflict(&self, other: &Effect) -> bool {
+        self.ranks
+            .iter()
+            .any(|&r| other.touched_ranks().any(|x| x == r))
+            || other
+                .ranks
+                .iter()
+                .any(|&r| self.halves.iter().any(|h| h.rank == r))
+            || self.halves.iter().any(|a| {
+                other.halves.iter().any(|b| {
+                    // Halves of different exchanges commute unless both
+                    // wake the rank (which may observe their order).
+                    let both_wake = a.exchange != b.exchange && a.completes && b.completes;
+                    a.rank == b.rank && (a.op == b.op || both_wake)
+                })
+            })
+    }
+
     /// Whether two executed steps may fail to commute.
     pub fn conflicts(&self, other: &Effect) -> bool {
-        self.ranks.iter().any(|r| other.ranks.contains(r))
+        self.rank_conflict(other)
             || self.frees.is_some_and(|p| other.critical.contains(&p))
             || other.frees.is_some_and(|p| self.critical.contains(&p))
     }
@@ -167,11 +222,11 @@ impl Effect {
     /// unknown) may fail to commute with an executed step: the sends of
     /// the ranks it wakes may need a slot the step freed.
     pub fn may_conflict(&self, executed: &Effect) -> bool {
-        self.ranks.iter().any(|r| executed.ranks.contains(r))
+        self.rank_conflict(executed)
             || self.frees.is_some_and(|p| executed.critical.contains(&p))
             || executed
                 .frees
-                .is_some_and(|(src, _)| self.ranks.contains(&src))
+                .is_some_and(|(src, _)| self.touched_ranks().any(|r| r == src))
     }
 }
 
@@ -209,6 +264,14 @@ struct PostedRecv {
 
 /// The index of a send or receive operation.
 pub type OpId = usize;
+
+/// An exchange waiting for its halves.
+#[derive(Debug)]
+struct PendingExchange {
+    send: OpId,
+    recv: OpId,
+    first_done_at: Option<Option<usize>>,
+}
 
 /// Where a send or receive operation is.
 #[derive(Debug)]
@@ -284,6 +347,16 @@ pub struct World {
     pub ops: Vec<OpState>,
     /// The rank of each operation.
     op_rank: Vec<Rank>,
+    /// The exchange each operation is a half of, if it is one.
+    half_of: Vec<Option<OpId>>,
+    /// Exchanges not complete: exchange -> its halves (send, receive) and
+    /// the step that completed the first of them (`Some(None)`: before the
+    /// first step), if one has.
+    exchanges: BTreeMap<OpId, PendingExchange>,
+    /// Steps the step being applied causally follows beyond its choice's
+    /// own causes: the step that completed the other half of an exchange
+    /// it completes.
+    extra_causes: Vec<usize>,
     channels: BTreeMap<ChannelKey, VecDeque<Message>>,
     posted: BTreeMap<ChannelKey, VecDeque<PostedRecv>>,
     /// Slots in use per (src, dst) pair.
@@ -343,6 +416,9 @@ impl World {
                 .collect(),
             ops: Vec::new(),
             op_rank: Vec::new(),
+            half_of: Vec::new(),
+            exchanges: BTreeMap::new(),
+            extra_causes: Vec::new(),
             channels: BTreeMap::new(),
             posted: BTreeMap::new(),
             slots_used: BTreeMap::new(),
@@ -360,15 +436,111 @@ impl World {
     fn new_op(&mut self, rank: Rank, state: OpState) -> OpId {
         self.ops.push(state);
         self.op_rank.push(rank);
+        self.half_of.push(None);
         self.ops.len() - 1
     }
 
+    /// What completing `op` changes: its rank, or half of its exchange.
+    fn touch_op(&self, effect: &mut Effect, op: OpId) {
+        match self.half_of[op] {
+            Some(exchange) => {
+                let completes = self.exchanges.get(&exchange).is_none_or(|x| {
+                    let other = if x.send == op { x.recv } else { x.send };
+                    !matches!(self.ops[other], OpState::Pending(_))
+                });
+                effect.touch_half(Half {
+                    rank: self.op_rank[op],
+                    exchange,
+                    op,
+                    completes,
+                })
+            }
+            None => effect.touch(self.op_rank[op]),
+        }
+    }
+
     fn complete(&mut self, op: OpId, done: OpState) {
-        let rank = self.op_rank[op];
-        self.effect.touch(rank);
+        let mut effect = std::mem::take(&mut self.effect);
+        self.touch_op(&mut effect, op);
+        self.effect = effect;
         if let OpState::Pending(Some(waker)) = std::mem::replace(&mut self.ops[op], done) {
             waker.wake();
         }
+        if let Some(exchange) = self.half_of[op] {
+            self.half_done(exchange);
+        }
+    }
+
+    /// A half of `exchange` completed: the exchange completes once both
+    /// have, and that step causally follows the one that completed the
+    /// other half.
+    fn half_done(&mut self, exchange: OpId) {
+        let Some(x) = self.exchanges.get_mut(&exchange) else {
+            return;
+        };
+        let pending = |s: &OpState| matches!(s, OpState::Pending(_));
+        let (send, recv) = (x.send, x.recv);
+        if pending(&self.ops[send]) || pending(&self.ops[recv]) {
+            x.first_done_at.get_or_insert(self.step);
+            return;
+        }
+        if let Some(Some(first)) = x.first_done_at {
+            self.extra_causes.push(first);
+        }
+        self.exchanges.remove(&exchange);
+        let sent = std::mem::replace(&mut self.ops[send], OpState::Taken);
+        let received = std::mem::replace(&mut self.ops[recv], OpState::Taken);
+        let result = match (sent, received) {
+            (OpState::SendDone(Err(e)), _) => Err(e),
+            (_, OpState::RecvDone(r)) => r,
+            (s, r) => unreachable!("an exchange's halves completed as {s:?} and {r:?}"),
+        };
+        if let OpState::Pending(Some(waker)) =
+            std::mem::replace(&mut self.ops[exchange], OpState::RecvDone(result))
+        {
+            waker.wake();
+        }
+    }
+
+    /// Starts an exchange of `rank`: a send to `to` and a receive from
+    /// `from`, both with `tag`, completing as one operation (a
+    /// [`OpState::RecvDone`] once both halves have).
+    #[allow(clippy::too_many_arguments)]
+    pub fn post_exchange(
+        &mut self,
+        rank: Rank,
+        to: Rank,
+        payload: Payload,
+        from: Rank,
+        expect: Shape,
+        tag: Tag,
+    ) -> OpId {
+        let critical = self.effect.critical.len();
+        let send = self.post_send(rank, to, tag, payload);
+        let recv = self.post_recv(rank, from, tag, expect);
+        if matches!(self.ops[recv], OpState::Pending(_)) {
+            // Whether the send half takes a slot now or when one is freed
+            // is not observable while the receive half is pending: the
+            // rank wakes only once both are done, in the same state either
+            // way. So a step freeing a slot of the pair commutes with this
+            // one (see `Effect::critical`).
+            self.effect.critical.truncate(critical);
+        }
+        let exchange = self.new_op(rank, OpState::Pending(None));
+        self.half_of[send] = Some(exchange);
+        self.half_of[recv] = Some(exchange);
+        self.exchanges.insert(
+            exchange,
+            PendingExchange {
+                send,
+                recv,
+                first_done_at: None,
+            },
+        );
+        // A half complete at once (a buffered send, a refused operation)
+        // completed while the rank posted it.
+        self.half_done(exchange);
+        exchange
     }
 
     fn is_running(&self, rank: Rank) -> bool {
@@ -503,16 +675,30 @@ impl World {
         let mut e = Effect::default();
         match choice {
             Choice::Deliver(k) => {
-                e.touch(k.dst);
+                match self.posted.get(&k).and_then(|p| p.front()) {
+                    Some(recv) => self.touch_op(&mut e, recv.op),
+                    None => e.touch(k.dst),
+                }
                 let head = self.channels.get(&k).and_then(|q| q.front());
                 let bounded = self.buffering.is_bounded();
                 if let Some(m) = head {
-                    let waiting = self
+                    // The send it completes: its own, or the oldest one
+                    // waiting for the slot it frees.
+                    let oldest_waiting = self
                         .channels
                         .range(pair_range(k.src, k.dst))
-                        .any(|(_, q)| q.iter().any(|m| !m.buffered));
-                    if m.send.is_some() || (m.buffered && bounded && waiting) {
-                        e.touch(k.src);
+                        .flat_map(|(_, q)| q.iter())
+                        .filter(|m| !m.buffered)
+                        .min_by_key(|m| m.pair_seq);
+                    let completes = match (m.send, oldest_waiting) {
+                        (Some(op), _) => Some(Some(op)),
+                        (None, Some(w)) if m.buffered && bounded => Some(w.send),
+                        _ => None,
+                    };
+                    match completes {
+                        Some(Some(op)) => self.touch_op(&mut e, op),
+                        Some(None) => e.touch(k.src),
+                        None => {}
                     }
                     if m.buffered && bounded {
                         e.frees = Some((k.src, k.dst));
@@ -524,7 +710,10 @@ impl World {
                 e.touch(k.src);
             }
             Choice::Crash(r) => e.touch(r),
-            Choice::Timeout(k) => e.touch(k.dst),
+            Choice::Timeout(k) => match self.posted.get(&k).and_then(|p| p.front()) {
+                Some(recv) => self.touch_op(&mut e, recv.op),
+                None => e.touch(k.dst),
+            },
             Choice::Notify { to, .. } => e.touch(to),
             Choice::Start { rank, .. } => e.touch(rank),
         }
@@ -652,6 +841,7 @@ impl World {
     pub fn apply(&mut self, choice: Choice, step: usize) -> Causes {
         self.step = Some(step);
         self.effect = Effect::default();
+        self.extra_causes.clear();
         let mut causes = Causes {
             after: self.pending_causes(choice),
             sent_at: None,
@@ -690,6 +880,11 @@ impl World {
                     .remove(&(from, to))
                     .expect("a notice is chosen only when pending");
                 self.learn_stopped(to, from, cause);
+            }
+        }
+        for c in std::mem::take(&mut self.extra_causes) {
+            if !causes.after.contains(&c) {
+                causes.after.push(c);
             }
         }
         causes

@@ -105,6 +105,22 @@ pub enum Command {
     /// Model-check a check scenario: explore message orders, buffering,
     /// parameters and faults; print a replayable counterexample.
     Check(Box<crate::check_cmd::CheckArgs>),
+    /// Benchmark the model checker: exhaustive checks of the ring on 4
+    /// ranks, tag_reuse_fixed and the catalogue, with schedules, states,
+    /// memory, wall time and the reduction factor against naive
+    /// enumeration.
+    CheckBench {
+        /// Which points.
+        #[arg(long, value_enum, default_value = "all")]
+        suite: crate::check_bench_cmd::Suite,
+        /// Schedules per point before its search stops (then reported as
+        /// not verified, with the fraction explored).
+        #[arg(long, default_value_t = 1_000_000)]
+        max_schedules: u64,
+        /// Naive schedules counted exactly per point before estimating.
+        #[arg(long, default_value_t = 2_000)]
+        naive_cap: u64,
+    },
     /// Re-run a counterexample saved by `sim check`, exactly.
     Replay(crate::check_cmd::ReplayArgs),
     /// Start N local processes of this program as the ranks of one job
@@ -273,6 +289,11 @@ fn dispatch(command: Command, registry: &Registry) -> io::Result<u8> {
         Command::Calibrate(args) => crate::calibrate::calibrate(&args, &command_line(), registry),
         Command::Validate(args) => crate::validate_cmd::validate(&args, &command_line(), registry),
         Command::Launch(_) => unreachable!("handled above"),
+        Command::CheckBench {
+            suite,
+            max_schedules,
+            naive_cap,
+        } => crate::check_bench_cmd::check_bench(suite, max_schedules, naive_cap, registry),
         Command::Check(args) => crate::check_cmd::check_command(&args, registry),
         Command::Replay(args) => crate::check_cmd::replay_command(&args, registry),
     };

@@ -56,6 +56,7 @@ macro_rules! report {
 
 pub mod bench_engine_cmd;
 pub mod calibrate;
+pub mod check_bench_cmd;
 pub mod check_cmd;
 pub mod cli;
 pub mod compare_cmd;

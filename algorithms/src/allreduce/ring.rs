@@ -19,7 +19,7 @@
 //! Chunks stream through the ring. Number the `M = S·K` chunks a rank
 //! sends `i = s·K + k`; it receives the same numbering. The rank runs
 //! `M + W - 1` rounds; round `i` sends chunk `i` *concurrently with*
-//! receiving chunk `i - W + 1` (futures joined), then processes what it
+//! receiving chunk `i - W + 1` (one [`Fabric::exchange`]), then processes what it
 //! received. `W = min(slots, K)` is the pipeline depth, like NCCL's
 //! `NCCL_STEPS` slots per connection: at most `W` chunks of a rank are
 //! ahead of what it has received, so messages in flight per link stay
@@ -64,7 +64,7 @@ use crate::dtype::{DType, ReduceOp};
 use crate::error::CollectiveError;
 use crate::fabric::{Fabric, Rank, Work};
 use crate::layout::block_range;
-use crate::payload::Payload;
+use crate::payload::{Payload, Shape};
 use crate::reference::ring_allreduce_reference;
 
 /// NCCL's `NCCL_STEPS`: the number of slots per connection (`src/include/device.h`).
@@ -189,26 +189,36 @@ pub async fn run<F: Fabric>(
     for round in 0..total + window - 1 {
         let outgoing = (round < total).then(|| fabric.send_copy(buf, sent_range(round)));
         let receiving = round.checked_sub(window - 1);
-        let send = async {
-            match outgoing {
-                Some(part) => fabric.send(next, params.tag, part).await,
-                None => Ok(()),
-            }
-        };
         // Reduce-scatter steps reduce what arrives, allgather steps copy it.
         let combine = |i: usize| (i / k_max < n - 1).then_some(op);
-        let recv = async {
-            match receiving {
-                Some(i) => fabric
-                    .recv_combine(prev, params.tag, buf, received_range(i), combine(i))
-                    .await
-                    .map(|()| Some(i)),
-                None => Ok(None),
+        // Sending and receiving together: one exchange (one completion,
+        // whose halves a model checker need not order); a receive alone
+        // combines straight into the buffer.
+        let received = match (outgoing, receiving) {
+            (Some(part), Some(i)) => {
+                let expect = Shape::new(shape.dtype, received_range(i).len());
+                let incoming = fabric
+                    .exchange(next, part, prev, expect, params.tag)
+                    .await?;
+                match combine(i) {
+                    Some(op) => buf.reduce_from(received_range(i), &incoming, op)?,
+                    None => buf.copy_from(received_range(i), &incoming)?,
+                }
+                Some(i)
             }
+            (Some(part), None) => {
+                fabric.send(next, params.tag, part).await?;
+                None
+            }
+            (None, Some(i)) => {
+                fabric
+                    .recv_combine(prev, params.tag, buf, received_range(i), combine(i))
+                    .await?;
+                Some(i)
+            }
+            (None, None) => None,
         };
-        let (sent, received) = futures_util::join!(send, recv);
-        sent?;
-        let Some(i) = received? else {
+        let Some(i) = received else {
             continue;
         };
         if combine(i).is_some() {

@@ -14,7 +14,11 @@
 //! step waits for its send to complete before posting its receive. With
 //! eager buffers that works; with rendezvous sends every rank waits in its
 //! first send for a receive nobody has posted, and the model checker finds
-//! the deadlock.
+//! the deadlock. [`BidirRingMirrored`] has another: each direction takes
+//! its block positions from the other direction's formula (`r + k·d`
+//! where the ring needs `r - k·d`), the same blocks on 2 ranks and wrong
+//! ones from 3; the checker finds the wrong result and shrinks it to 3
+//! ranks.
 
 use std::ops::Range;
 
@@ -25,12 +29,24 @@ use algorithms::{
     ReduceOp, Registry, Running, Shape, Work,
 };
 
-/// The catalogue and this example's two algorithms.
+/// The catalogue and this example's three algorithms.
 pub fn registry() -> Registry {
     Registry::builtin()
         .with(BidirRing)
         .and_then(|r| r.with(BidirRingSendsFirst))
+        .and_then(|r| r.with(BidirRingMirrored))
         .expect("the example's names are new")
+}
+
+/// A bug planted in [`bidir_ring_with`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Bug {
+    /// None: the correct algorithm.
+    None,
+    /// Each send completes before its receive is posted.
+    SendsFirst,
+    /// Block positions mirrored: `r + k·d` where the ring needs `r - k·d`.
+    Mirrored,
 }
 
 /// The bidirectional ring allreduce.
@@ -109,6 +125,29 @@ impl CollectiveAlgorithm for BidirRingSendsFirst {
     }
 }
 
+/// [`BidirRing`] with the planted mirrored-position bug ([`Bug::Mirrored`]).
+pub struct BidirRingMirrored;
+
+impl CollectiveAlgorithm for BidirRingMirrored {
+    fn name(&self) -> &str {
+        "bidir_ring_mirrored"
+    }
+
+    fn collective(&self) -> Collective {
+        Collective::Allreduce
+    }
+
+    fn run<'a>(
+        &'a self,
+        fabric: AnyFabric<'a>,
+        buf: &'a mut Payload,
+        op: ReduceOp,
+        params: &'a Params,
+    ) -> Running<'a> {
+        Box::pin(async move { bidir_ring_with(&fabric, buf, op, params, Bug::Mirrored).await })
+    }
+}
+
 /// One rank's bidirectional ring allreduce, in place on `buf`;
 /// `sends_first` plants the bug of [`BidirRingSendsFirst`]. The two
 /// halves go round independently (joined futures), so neither waits for
@@ -119,6 +158,22 @@ pub async fn bidir_ring<F: Fabric>(
     op: ReduceOp,
     params: &Params,
     sends_first: bool,
+) -> Result<(), CollectiveError> {
+    let bug = if sends_first {
+        Bug::SendsFirst
+    } else {
+        Bug::None
+    };
+    bidir_ring_with(fabric, buf, op, params, bug).await
+}
+
+/// [`bidir_ring`] with `bug` planted.
+pub async fn bidir_ring_with<F: Fabric>(
+    fabric: &F,
+    buf: &mut Payload,
+    op: ReduceOp,
+    params: &Params,
+    bug: Bug,
 ) -> Result<(), CollectiveError> {
     let (n, count) = (fabric.world_size(), buf.len());
     if n == 1 || count == 0 {
@@ -136,8 +191,8 @@ pub async fn bidir_ring<F: Fabric>(
         tag: params.tag.phase(1),
     };
     let (a, b) = futures_util::join!(
-        one_way(fabric, &mut cw, op, clockwise, sends_first),
-        one_way(fabric, &mut ccw, op, counter, sends_first),
+        one_way(fabric, &mut cw, op, clockwise, bug),
+        one_way(fabric, &mut ccw, op, counter, bug),
     );
     a?;
     b?;
@@ -162,13 +217,18 @@ async fn one_way<F: Fabric>(
     half: &mut Payload,
     op: ReduceOp,
     way: Way,
-    sends_first: bool,
+    bug: Bug,
 ) -> Result<(), CollectiveError> {
     let (n, r) = (fabric.world_size(), fabric.rank());
     let (to, from) = ((r + way.step) % n, (r + n - way.step) % n);
     // Block `r - k·d` for d = way.step (N - 1 is -1 mod N).
     let len = half.len();
-    let block = |k: usize| -> Range<usize> { block_range(len, n, (r + (n - way.step) * k) % n) };
+    let back = match bug {
+        // THE BUG: the step forward where the ring steps back.
+        Bug::Mirrored => way.step,
+        _ => n - way.step,
+    };
+    let block = |k: usize| -> Range<usize> { block_range(len, n, (r + back * k) % n) };
     // An average is a sum until it is complete, then divided once.
     let sum = if op == ReduceOp::Avg {
         ReduceOp::Sum
@@ -180,7 +240,7 @@ async fn one_way<F: Fabric>(
         let (out, into) = (block(s), block(s + 1));
         let send = fabric.send(to, way.tag, half.extract(out));
         let recv = fabric.recv(from, way.tag, Shape::new(dtype, into.len()));
-        let incoming = if sends_first {
+        let incoming = if bug == Bug::SendsFirst {
             // The bug: the receive is posted only once the send completed.
             send.await?;
             recv.await?

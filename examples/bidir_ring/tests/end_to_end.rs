@@ -164,6 +164,32 @@ fn the_checker_verifies_it_and_finds_shrinks_and_replays_the_planted_deadlock() 
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
+/// A user's bug that only shows from 3 ranks (mirrored block positions):
+/// found on the scenario's first point (4 ranks), shrunk to 3 ranks and
+/// the fewer elements, saved and replayed with the same verdict.
+#[test]
+fn the_checker_finds_the_mirrored_positions_bug_and_shrinks_it_to_three_ranks() {
+    let dir = scratch("mirrored");
+    let cex = dir.join("mirrored.cex.toml");
+    let cex_arg = cex.to_str().unwrap();
+    let out = bidir_sim(&["check", "scenarios/check_mirrored.toml", "--save", cex_arg]);
+    let stdout = text(&out.stdout);
+    assert_eq!(out.status.code(), Some(4), "{stdout}");
+    assert!(
+        stdout.contains("verdict: wrong_result (expected wrong_result)"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("counterexample at N=3 count=6 "),
+        "{stdout}"
+    );
+    let out = bidir_sim(&["replay", cex_arg]);
+    let replay = text(&out.stdout);
+    assert_eq!(out.status.code(), Some(4), "{replay}{}", text(&out.stderr));
+    assert!(replay.contains("wrong_result"), "{replay}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
 #[test]
 fn launched_on_shm_and_tcp_with_two_to_four_processes_every_element_is_right() {
     for fabric in ["shm", "tcp"] {

@@ -19,10 +19,10 @@ use checker::world::RankStatus;
 /// that reaches it means the case is too big to compare (shrink it).
 const SCHEDULES_MAX: u64 = 400_000;
 
-const RENDEZVOUS: Buffering = Buffering::Eager(0);
-const EAGER1: Buffering = Buffering::Eager(1);
+pub(crate) const RENDEZVOUS: Buffering = Buffering::Eager(0);
+pub(crate) const EAGER1: Buffering = Buffering::Eager(1);
 
-fn call(index: usize, algorithm: Algorithm) -> CallSpec {
+pub(crate) fn call(index: usize, algorithm: Algorithm) -> CallSpec {
     CallSpec {
         id: format!("call{index}"),
         collective: algorithm.collective(),
@@ -36,12 +36,12 @@ fn catalogue(index: usize, collective: Collective, name: &str) -> CallSpec {
     call(index, catalogue_algorithm(collective, name))
 }
 
-fn demo(algorithm: impl CollectiveAlgorithm) -> CallSpec {
+pub(crate) fn demo(algorithm: impl CollectiveAlgorithm) -> CallSpec {
     call(0, Algorithm::new(algorithm))
 }
 
 /// A program of `calls`, every rank in file order, exhaustive search.
-fn program(calls: Vec<CallSpec>) -> CheckScenario {
+pub(crate) fn program(calls: Vec<CallSpec>) -> CheckScenario {
     let default_order = (0..calls.len()).collect();
     CheckScenario {
         name: "soundness".into(),
@@ -71,7 +71,7 @@ fn program(calls: Vec<CallSpec>) -> CheckScenario {
     }
 }
 
-fn point(world_size: usize, count: usize, chunks: usize, buffering: Buffering) -> Point {
+pub(crate) fn point(world_size: usize, count: usize, chunks: usize, buffering: Buffering) -> Point {
     Point {
         world_size,
         count,
@@ -82,12 +82,12 @@ fn point(world_size: usize, count: usize, chunks: usize, buffering: Buffering) -
     }
 }
 
-fn ring() -> CallSpec {
+pub(crate) fn ring() -> CallSpec {
     catalogue(0, Collective::Allreduce, "ring")
 }
 
 /// Every distinct outcome of one search, and its counters.
-fn outcomes(
+pub(crate) fn outcomes(
     program: &Rc<CheckScenario>,
     point: Point,
     reduction: Reduction,
@@ -109,7 +109,7 @@ fn outcomes(
 
 /// Checks that DPOR reaches exactly the naive search's outcomes, with no
 /// more schedules; prints the two counts.
-fn assert_sound(name: &str, program: CheckScenario, point: Point) {
+pub(crate) fn assert_sound(name: &str, program: CheckScenario, point: Point) {
     let program = Rc::new(program);
     let (naive, naive_stats) = outcomes(&program, point, Reduction::Naive);
     assert!(
@@ -435,7 +435,12 @@ fn retry_exhaustion_after_the_sender_returned() {
     assert!(exhausted > 0, "no schedule lost the message");
 }
 
-fn faults(drops: usize, retransmit: Option<usize>, crashes: usize, timeouts: usize) -> Faults {
+pub(crate) fn faults(
+    drops: usize,
+    retransmit: Option<usize>,
+    crashes: usize,
+    timeouts: usize,
+) -> Faults {
     Faults {
         drops,
         retransmit: retransmit.is_some(),

@@ -10,6 +10,7 @@ mod catalogue;
 mod check_catalogue;
 mod check_cli;
 mod check_demos;
+mod check_exchange;
 mod check_soundness;
 mod closed_form;
 mod closed_stdout;
