@@ -9,7 +9,8 @@
 //! touched buffer (the likeliest to be in cache) goes first.
 
 use algorithms::payload::Buffer;
-use algorithms::{DType, Payload, Shape};
+use algorithms::{CollectiveError, DType, Payload, ReduceOp, Shape};
+use std::ops::Range;
 
 /// Payloads smaller than this are left to the allocator (its small-size
 /// caches already recycle them).
@@ -26,6 +27,38 @@ const POOL_MAX_BYTES: usize = 256 << 20;
 pub(crate) struct BufferPool {
     free: Vec<Buffer>,
     bytes: usize,
+}
+
+/// `buf[range]` copied for a send to own: into a recycled buffer that
+/// `take` finds for its shape, else into new memory. `take` is called
+/// only for real data, and the copy happens after it returns (no pool
+/// lock held while copying).
+pub(crate) fn copy_for_send(
+    buf: &Payload,
+    range: Range<usize>,
+    take: impl FnOnce(Shape) -> Option<Buffer>,
+) -> Payload {
+    let shape = Shape::new(buf.shape().dtype, range.len());
+    match (!buf.is_phantom()).then(|| take(shape)).flatten() {
+        Some(spare) => buf.extract_reusing(range, spare),
+        None => buf.extract(range),
+    }
+}
+
+/// `incoming` combined into `buf[range]`: reduced with `Some(op)`, copied
+/// with `None` (what [`algorithms::Fabric::recv_combine`] does after its
+/// receive).
+pub(crate) fn combine(
+    buf: &mut Payload,
+    range: Range<usize>,
+    incoming: &Payload,
+    op: Option<ReduceOp>,
+) -> Result<(), CollectiveError> {
+    match op {
+        Some(op) => buf.reduce_from(range, incoming, op)?,
+        None => buf.copy_from(range, incoming)?,
+    }
+    Ok(())
 }
 
 /// Bytes of the allocation behind `b`.

@@ -680,14 +680,7 @@ impl Fabric for TcpFabric {
 
     /// The copy goes into a recycled buffer when the pool has one.
     fn send_copy(&self, buf: &Payload, range: Range<usize>) -> Payload {
-        let shape = Shape::new(buf.shape().dtype, range.len());
-        let spare = (!buf.is_phantom())
-            .then(|| self.shared.pool().take(shape))
-            .flatten();
-        match spare {
-            Some(spare) => buf.extract_reusing(range, spare),
-            None => buf.extract(range),
-        }
+        crate::pool::copy_for_send(buf, range, |shape| self.shared.pool().take(shape))
     }
 
     /// Combines as the default does, then keeps the received buffer for
@@ -702,10 +695,7 @@ impl Fabric for TcpFabric {
     ) -> Result<(), CollectiveError> {
         let expect = Shape::new(buf.shape().dtype, range.len());
         let incoming = self.shared.mailbox.recv(from, tag, expect).await?;
-        match op {
-            Some(op) => buf.reduce_from(range, &incoming, op)?,
-            None => buf.copy_from(range, &incoming)?,
-        }
+        crate::pool::combine(buf, range, &incoming, op)?;
         self.shared.pool().give(incoming);
         Ok(())
     }
