@@ -1,17 +1,20 @@
 #!/usr/bin/env bash
-# Tree allreduce at scale: wall time and peak memory of `sim run` for the
-# catalogue's double binary tree (`tree`) and NCCL's tree (`nccl_tree`) on
-# a rail-optimised fat-tree of DGX H100-style nodes (IB NDR, flow model),
-# phantom payloads, one timed call per point.
+# Trees at scale: wall time and peak memory of `sim run` for the
+# catalogue's double binary tree (`tree`), NCCL's tree (`nccl_tree`),
+# NCCL's NVLS-Tree (`nccl_nvls_tree`, NVSwitch reduction inside each node,
+# a tree over the nodes) allreduces and NCCL's PAT (`nccl_pat`) allgather
+# on a rail-optimised fat-tree of DGX H100-style nodes (IB NDR, flow
+# model), phantom payloads, one timed call per point.
 #
-#   tools/bench_trees.sh                      # 512 and 2048 GPUs at 32 GiB, both trees
+#   tools/bench_trees.sh                      # 512 and 2048 GPUs at 32 GiB, all four
 #   tools/bench_trees.sh --nodes "8 64" --sizes "1G 32G" --algorithms tree
 #   tools/bench_trees.sh --timeout 120        # give up on a point after 120 s
 #
 # Options: --sim PATH (default: target/release/sim, built with
 # `cargo build --release -p sim`), --nodes "N..." (8 GPUs each; default
 # "64 256"), --sizes "S..." (default "32G"), --algorithms "A..." (default
-# "tree nccl_tree"), --model flow|packet (default flow), --timeout SECONDS
+# "tree nccl_tree nccl_nvls_tree nccl_pat"; `nccl_pat` and `pat` run an
+# allgather, the others an allreduce), --model flow|packet (default flow), --timeout SECONDS
 # (default 900; a point that takes longer is reported as such).
 #
 # Prints one line per point: algorithm, GPUs, bytes, wall seconds, peak
@@ -23,7 +26,7 @@ root="$(cd "$(dirname "$0")/.." && pwd)"
 sim="$root/target/release/sim"
 nodes="64 256"
 sizes="32G"
-algorithms="tree nccl_tree"
+algorithms="tree nccl_tree nccl_nvls_tree nccl_pat"
 model="flow"
 limit=900
 while [[ $# -gt 0 ]]; do
@@ -34,7 +37,7 @@ while [[ $# -gt 0 ]]; do
         --algorithms) algorithms="$2"; shift 2 ;;
         --model) model="$2"; shift 2 ;;
         --timeout) limit="$2"; shift 2 ;;
-        -h|--help) sed -n '2,19p' "$0"; exit 0 ;;
+        -h|--help) sed -n '2,23p' "$0"; exit 0 ;;
         *) echo "error: unknown option $1 (see --help)" >&2; exit 2 ;;
     esac
 done
@@ -50,8 +53,13 @@ fi
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
 
-printf '%-10s %6s %8s %10s %10s %14s %s\n' algorithm gpus bytes "wall (s)" "rss (MiB)" "simulated (us)" status
+printf '%-14s %6s %8s %10s %10s %14s %s\n' algorithm gpus bytes "wall (s)" "rss (MiB)" "simulated (us)" status
 for algorithm in $algorithms; do
+    # PAT is NCCL's allgather and reduce-scatter; the rest reduce.
+    case "$algorithm" in
+        pat|nccl_pat) kind="allgather" ;;
+        *) kind="allreduce" ;;
+    esac
     for n in $nodes; do
         for size in $sizes; do
             scenario="$work/${algorithm}_${n}_${size}.toml"
@@ -68,7 +76,7 @@ nic = "ib_ndr"
 model = "$model"
 
 [[collective]]
-kind = "allreduce"
+kind = "$kind"
 algorithm = "$algorithm"
 min_bytes = "$size"
 max_bytes = "$size"
@@ -97,7 +105,7 @@ TOML
                 124|137) what="timed out after ${limit} s"; wall=">$limit"; rss="-" ;;
                 *) what="exit $status: $(head -c 300 "$work/err" | tr '\n' ' ')" ;;
             esac
-            printf '%-10s %6d %8s %10s %10s %14s %s\n' "$algorithm" $((n * 8)) "$size" \
+            printf '%-14s %6d %8s %10s %10s %14s %s\n' "$algorithm" $((n * 8)) "$size" \
                 "$wall" "$rss" "${simulated:--}" "$what"
         done
     done

@@ -75,6 +75,7 @@
 //! Every problem is reported as a [`ScenarioError`] naming the file, line
 //! and column; nothing in a scenario can make the program panic.
 
+mod fold_check;
 mod link_faults;
 mod nccl;
 mod raw;

@@ -5,7 +5,7 @@ use std::ops::Range;
 use std::path::Path;
 
 use algorithms::algorithm::messages_bound;
-use algorithms::{Collective, DType, ReduceOp, Registry, RotationSymmetry, Time};
+use algorithms::{Collective, DType, ReduceOp, Registry, Time};
 use toml::Spanned;
 
 use topologies::LinkSpec;
@@ -231,7 +231,7 @@ pub fn parse(
         .collect::<Result<Vec<_>, _>>()?;
 
     if let Some(shift) = network.fold {
-        check_foldable(&src, &raw, &collectives, world_size, shift)?;
+        super::fold_check::check_foldable(&src, &raw, &collectives, world_size, shift)?;
     }
 
     let compare_without_link_faults = match &raw.compare_without_link_faults {
@@ -310,134 +310,6 @@ pub fn parse(
         nccl_systems,
         slowest_value: super::time_scale::slowest(time_values),
     })
-}
-
-/// A folded run (`symmetry = "fold"`, see [`crate::fold`]) simulates one
-/// orbit's representatives: every rank must do the same thing shifted.
-/// Rank faults, injected mistakes and link faults break that; real data
-/// would need every rank; a collective on fewer ranks or with a root is
-/// not symmetric. Each refusal points at what breaks it.
-fn check_foldable(
-    src: &Source,
-    raw: &RawScenario,
-    collectives: &[CollectiveSpec],
-    world_size: usize,
-    shift: usize,
-) -> Result<(), ScenarioError> {
-    let why = "a folded run (symmetry = \"fold\") simulates one node's ranks for all";
-    if let Some(f) = raw.fault.first() {
-        return Err(src.at(f, format!("{why}: rank faults break its symmetry")));
-    }
-    if let Some(i) = raw.inject.first() {
-        return Err(src.at(i, format!("{why}: injected mistakes break its symmetry")));
-    }
-    if let Some(l) = raw.link_fault.first() {
-        return Err(src.at(l, format!("{why}: link faults break its symmetry")));
-    }
-    for (raw_c, c) in raw.collective.iter().zip(collectives) {
-        let problem = if !c.phantom {
-            Some("it needs phantom = true (the folded ranks carry no real data)".to_string())
-        } else if c.world_size != world_size {
-            Some(format!(
-                "it needs every collective on all {world_size} ranks, not {}",
-                c.world_size
-            ))
-        } else if c.kind.has_root() {
-            Some(format!(
-                "{} has a root, which no rotation keeps",
-                c.kind.name()
-            ))
-        } else {
-            None
-        };
-        if let Some(problem) = problem {
-            return Err(src.at(raw_c, format!("{why}: {problem}")));
-        }
-        let at_algorithm = |problem: String| {
-            let r = raw_c.get_ref();
-            let span = r.algorithm.as_ref().map_or(raw_c.span(), |a| a.span());
-            Err(src.error(Some(span), format!("{why}: {problem}")))
-        };
-        if let Some(a) = &c.algorithm {
-            match a.facts().rotation_symmetry() {
-                RotationSymmetry::None => {
-                    return at_algorithm(format!(
-                        "{} {} does not do the same on every rank shifted (its partners are not a rotation), \
-                         so it cannot fold; drop symmetry = \"fold\" to simulate every rank, or name an \
-                         algorithm that folds ({})",
-                        c.kind.name(),
-                        a.name(),
-                        FOLDING_EXAMPLES
-                    ));
-                }
-                RotationSymmetry::WholeNodes if !shift.is_multiple_of(c.ranks_per_node) => {
-                    return at_algorithm(format!(
-                        "the rotation moves {shift} ranks, not whole nodes of ranks_per_node = {}",
-                        c.ranks_per_node
-                    ));
-                }
-                RotationSymmetry::WholeNodes | RotationSymmetry::Any => {}
-            }
-            if a.facts().runs_nccl_channels() {
-                return at_algorithm(format!(
-                    "{} {} sends each channel through that channel's own NIC, and a shift of ranks \
-                     does not carry those routes onto each other, so it cannot fold exactly; drop \
-                     symmetry = \"fold\" to simulate every rank, or name an algorithm that folds ({})",
-                    c.kind.name(),
-                    a.name(),
-                    FOLDING_EXAMPLES
-                ));
-            }
-        }
-        let elem = c.dtype.size_bytes() as u64;
-        if let Some(&size) = c
-            .sizes()
-            .iter()
-            .find(|&&b| !(b / elem).is_multiple_of(world_size as u64))
-        {
-            let r = raw_c.get_ref();
-            let span = if size == c.min_bytes {
-                r.min_bytes.span()
-            } else {
-                r.max_bytes.span()
-            };
-            return Err(src.error(
-                Some(span),
-                format!(
-                    "{why}: every size must split into equal blocks, but {size} B is {} elements, \
-                     not a multiple of {world_size} ranks; {}",
-                    size / elem,
-                    foldable_sizes(size, world_size as u64, elem)
-                ),
-            ));
-        }
-    }
-    Ok(())
-}
-
-/// The catalogue's allreduces that fold, named in refusals.
-const FOLDING_EXAMPLES: &str = "allreduce ring or hierarchical, allgather ring or bruck, \
-     reduce_scatter ring, alltoall pairwise or bruck";
-
-/// What to do instead of an uneven `size` in a folded run: the nearest
-/// sizes that split into `ranks` equal blocks of `elem`-byte elements, or
-/// the unfolded run. Blocks of different sizes would give the ranks of an
-/// orbit different messages (the first `count mod ranks` blocks hold one
-/// element more), so no rotation maps the run onto itself: an uneven size
-/// cannot fold exactly.
-fn foldable_sizes(size: u64, ranks: u64, elem: u64) -> String {
-    let unit = ranks.saturating_mul(elem);
-    let below = size / unit * unit;
-    let above = below.saturating_add(unit);
-    let nearest = if below == 0 {
-        format!("the smallest size that folds is {above} B")
-    } else {
-        format!("the nearest sizes that fold are {below} B and {above} B")
-    };
-    format!(
-        "{nearest} (multiples of {ranks} ranks x {elem} B; with step_factor, a min_bytes that is \
-         one keeps every size one), or drop symmetry = \"fold\" to simulate this size on every rank"
-    )
 }
 
 /// Validates `[calibration]`: the file read (relative to the scenario's
@@ -701,7 +573,8 @@ fn collective(
             Some(at),
             format!(
                 "{calls} calls at max_bytes = {max_bytes} with chunk_bytes = {chunk_bytes} on {world_size} ranks send {messages} messages, \
-                 more than the {MESSAGES_PER_POINT_MAX} limit; use a larger chunk_bytes, fewer iterations or fewer ranks"
+                 more than the {MESSAGES_PER_POINT_MAX} limit; use a larger chunk_bytes, fewer iterations or fewer ranks{}",
+                super::fold_check::fold_hint(algorithm.as_ref(), kind, fold)
             ),
         ));
     }

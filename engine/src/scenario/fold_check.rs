@@ -1,0 +1,229 @@
+//! What a folded run (`symmetry = "fold"`, see [`crate::fold`]) needs of
+//! a scenario's collectives, and the advice of refusals that a fold could
+//! avoid: which algorithms fold, which sizes fold, and when a run over the
+//! message cap would fit folded.
+
+use algorithms::{Algorithm, Collective, RotationSymmetry};
+
+use super::raw::RawScenario;
+use super::validate::Source;
+use super::{CollectiveSpec, ScenarioError};
+
+/// A folded run (`symmetry = "fold"`, see [`crate::fold`]) simulates one
+/// orbit's representatives: every rank must do the same thing shifted.
+/// Rank faults, injected mistakes and link faults break that; real data
+/// would need every rank; a collective on fewer ranks or with a root is
+/// not symmetric. Each refusal points at what breaks it.
+pub(super) fn check_foldable(
+    src: &Source,
+    raw: &RawScenario,
+    collectives: &[CollectiveSpec],
+    world_size: usize,
+    shift: usize,
+) -> Result<(), ScenarioError> {
+    let why = "a folded run (symmetry = \"fold\") simulates one node's ranks for all";
+    if let Some(f) = raw.fault.first() {
+        return Err(src.at(f, format!("{why}: rank faults break its symmetry")));
+    }
+    if let Some(i) = raw.inject.first() {
+        return Err(src.at(i, format!("{why}: injected mistakes break its symmetry")));
+    }
+    if let Some(l) = raw.link_fault.first() {
+        return Err(src.at(l, format!("{why}: link faults break its symmetry")));
+    }
+    for (raw_c, c) in raw.collective.iter().zip(collectives) {
+        let problem = if !c.phantom {
+            Some("it needs phantom = true (the folded ranks carry no real data)".to_string())
+        } else if c.world_size != world_size {
+            Some(format!(
+                "it needs every collective on all {world_size} ranks, not {}",
+                c.world_size
+            ))
+        } else if c.kind.has_root() {
+            Some(format!(
+                "{} has a root, which no rotation keeps",
+                c.kind.name()
+            ))
+        } else {
+            None
+        };
+        if let Some(problem) = problem {
+            return Err(src.at(raw_c, format!("{why}: {problem}")));
+        }
+        let at_algorithm = |problem: String| {
+            let r = raw_c.get_ref();
+            let span = r.algorithm.as_ref().map_or(raw_c.span(), |a| a.span());
+            Err(src.error(Some(span), format!("{why}: {problem}")))
+        };
+        if let Some(a) = &c.algorithm {
+            match a.facts().rotation_symmetry() {
+                RotationSymmetry::None => {
+                    return at_algorithm(format!(
+                        "{} {} does not do the same on every rank shifted (its partners are not a rotation), \
+                         so it cannot fold; drop symmetry = \"fold\" to simulate every rank, or name an \
+                         algorithm that folds ({})",
+                        c.kind.name(),
+                        a.name(),
+                        FOLDING_EXAMPLES
+                    ));
+                }
+                RotationSymmetry::WholeNodes if !shift.is_multiple_of(c.ranks_per_node) => {
+                    return at_algorithm(format!(
+                        "the rotation moves {shift} ranks, not whole nodes of ranks_per_node = {}",
+                        c.ranks_per_node
+                    ));
+                }
+                RotationSymmetry::WholeNodes | RotationSymmetry::Any => {}
+            }
+            if a.facts().runs_nccl_channels() {
+                return at_algorithm(format!(
+                    "{} {} sends each channel through that channel's own NIC, and a shift of ranks \
+                     does not carry those routes onto each other, so it cannot fold exactly; drop \
+                     symmetry = \"fold\" to simulate every rank, or name an algorithm that folds ({})",
+                    c.kind.name(),
+                    a.name(),
+                    FOLDING_EXAMPLES
+                ));
+            }
+        }
+        let elem = c.dtype.size_bytes() as u64;
+        if let Some(&size) = c
+            .sizes()
+            .iter()
+            .find(|&&b| !(b / elem).is_multiple_of(world_size as u64))
+        {
+            let r = raw_c.get_ref();
+            let span = if size == c.min_bytes {
+                r.min_bytes.span()
+            } else {
+                r.max_bytes.span()
+            };
+            return Err(src.error(
+                Some(span),
+                format!(
+                    "{why}: every size must split into equal blocks, but {size} B is {} elements, \
+                     not a multiple of {world_size} ranks; {}",
+                    size / elem,
+                    foldable_sizes(size, world_size as u64, elem)
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// The catalogue's collectives that fold, named in refusals.
+const FOLDING_EXAMPLES: &str = "allreduce ring or hierarchical, allgather ring, bruck or pat, \
+     reduce_scatter ring or pat, alltoall pairwise or bruck";
+
+/// The rest of the message cap's advice for a run that is not folded:
+/// fold it when its algorithm folds (a folded run sends one node's share
+/// of the messages), or else name the collectives that fold. Empty for a
+/// folded run (it already sends its share only).
+pub(super) fn fold_hint(
+    algorithm: Option<&Algorithm>,
+    kind: Collective,
+    fold: Option<usize>,
+) -> String {
+    if fold.is_some() {
+        return String::new();
+    }
+    let Some(a) = algorithm else {
+        return format!(
+            "; or name a {} algorithm that folds and set symmetry = \"fold\" under [topology] \
+             (a preset's rotation simulates one node's ranks for all): {FOLDING_EXAMPLES}",
+            kind.name()
+        );
+    };
+    let folds =
+        a.facts().rotation_symmetry() != RotationSymmetry::None && !a.facts().runs_nccl_channels();
+    if folds {
+        format!(
+            "; or set symmetry = \"fold\" under [topology]: {} {} folds on a preset's rotation, \
+             simulating one node's ranks for all",
+            kind.name(),
+            a.name()
+        )
+    } else {
+        format!(
+            "; {} {} does not fold, but these do under symmetry = \"fold\" on a preset topology \
+             (one node's ranks simulated for all): {FOLDING_EXAMPLES}",
+            kind.name(),
+            a.name()
+        )
+    }
+}
+
+/// What to do instead of an uneven `size` in a folded run: the nearest
+/// sizes that split into `ranks` equal blocks of `elem`-byte elements, or
+/// the unfolded run. Blocks of different sizes would give the ranks of an
+/// orbit different messages (the first `count mod ranks` blocks hold one
+/// element more), so no rotation maps the run onto itself: an uneven size
+/// cannot fold exactly.
+fn foldable_sizes(size: u64, ranks: u64, elem: u64) -> String {
+    let unit = ranks.saturating_mul(elem);
+    let below = size / unit * unit;
+    let above = below.saturating_add(unit);
+    let nearest = if below == 0 {
+        format!("the smallest size that folds is {above} B")
+    } else {
+        format!("the nearest sizes that fold are {below} B and {above} B")
+    };
+    format!(
+        "{nearest} (multiples of {ranks} ranks x {elem} B; with step_factor, a min_bytes that is \
+         one keeps every size one), or drop symmetry = \"fold\" to simulate this size on every rank"
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    use algorithms::Registry;
+
+    use crate::scenario::Scenario;
+
+    /// The refusal of a 32 GiB `kind` by `algorithm` on `ranks` ideal
+    /// ranks, one call: over the message cap.
+    fn over_the_cap(kind: &str, algorithm: &str, ranks: usize) -> String {
+        let text = format!(
+            "world_size = {ranks}\n\
+             [links]\n\
+             latency_us = 1.0\n\
+             bandwidth_gb_per_s = 50.0\n\
+             [[collective]]\n\
+             kind = \"{kind}\"\n\
+             algorithm = \"{algorithm}\"\n\
+             min_bytes = \"32G\"\n\
+             max_bytes = \"32G\"\n\
+             iters = 1\n\
+             warmup = 0\n\
+             phantom = true\n"
+        );
+        match Scenario::parse(Path::new("cap.toml"), &text, &Registry::builtin()) {
+            Ok(_) => panic!("{kind} {algorithm} on {ranks} ranks fits under the cap"),
+            Err(e) => e.to_string(),
+        }
+    }
+
+    #[test]
+    fn the_message_cap_says_when_folding_would_fit() {
+        // A ring folds: the cap names the fold besides the chunk size.
+        let ring = over_the_cap("allreduce", "ring", 16384);
+        assert!(
+            ring.contains("more than the 1073741824 limit")
+                && ring.contains("use a larger chunk_bytes")
+                && ring.contains("set symmetry = \"fold\" under [topology]: allreduce ring folds"),
+            "{ring}"
+        );
+        // The trees do not: the cap names the collectives that do, PAT
+        // among them.
+        let tree = over_the_cap("allreduce", "tree", 16384);
+        assert!(
+            tree.contains("use a larger chunk_bytes")
+                && tree.contains("allreduce tree does not fold")
+                && tree.contains("allgather ring, bruck or pat"),
+            "{tree}"
+        );
+    }
+}
