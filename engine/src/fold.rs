@@ -148,6 +148,46 @@
 //! seconds of `tree` at 512 GPUs, 1 GiB, each binary run on its own:
 //! 13.2-13.5 s before, 9.7 s after.)
 //!
+//! Measured again later that day with `tools/bench_trees.sh` extended to
+//! NVLS-Tree and PAT (`nccl_nvls_tree` allreduce, `nccl_pat` allgather),
+//! a 60 s timeout per point (the target), load 6-12 on the 2 cores:
+//!
+//! | algorithm | 512 GPUs, 32 GiB | 2048 GPUs, 32 GiB | 512 GPUs, 1 GiB (timeout 120 s): wall s, peak MiB, simulated |
+//! | --- | --- | --- | --- |
+//! | `tree` | > 60 | > 60 | 32.2, 39, 34 485.49 us |
+//! | `nccl_tree` | > 60 | > 60 | > 120 |
+//! | `nccl_nvls_tree` | > 60 | > 60 | > 120 |
+//! | `nccl_pat` allgather | > 60 | refused in 0.48 s (1.32·10^9 messages) | 5.40, 233, 81 788.46 us |
+//!
+//! The cap's refusal now also says what a fold would do: an algorithm
+//! that folds is told to set `symmetry = "fold"`, one that does not (the
+//! trees, NCCL's algorithms) gets the list of the collectives that fold,
+//! the catalogue's `pat` allgather and reduce-scatter among them (which
+//! meets the target folded, above).
+//!
+//! Where the time goes (release `sim`, `tree` allreduce, same fat-tree,
+//! one run at a time): 64, 128, 256 and 512 GPUs at 256 MiB take 0.15,
+//! 0.30, 0.88 and 3.33 s; 64 GPUs at 256 MiB and at 2 GiB 0.15 and
+//! 0.97 s. The time is the messages (linear in the size and in the
+//! ranks) times a cost per message that itself grows with the ranks from
+//! about 256 GPUs on: the max-min recomputation of the one component
+//! (`perf` at 512 GPUs, 256 MiB: 33% in `FlowNetwork::handle`, where the
+//! filling is inlined, and 12% in its heap's pops). Extrapolated, `tree`
+//! at 512 GPUs and 32 GiB takes about 3.33 s x 128 = 7 min, and 2048 GPUs
+//! about 16 times that. A recomputation that cost nothing would still
+//! leave the per-message work of the small runs, about 0.15 s per 64 GPUs
+//! and 256 MiB: some 2.5 min at 512 GPUs and 10 min at 2048 GPUs for
+//! 32 GiB. `nccl_pat` already costs about 0.6 us per message (5.4 s for
+//! 1 GiB at 512 GPUs; its profile is spread over the flow model, 18%,
+//! page clearing, 12%, and `join_all`'s polling of every channel's
+//! future, 9%), so its 32 GiB at 512 GPUs is about 3 min. Neither a
+//! faster filling (the incremental ideas weighed: aggregating flows with
+//! identical routes, which a tree's pairs never share; pruning links that
+//! cannot saturate, which the fat-tree's shared PCIe and leaf uplinks can;
+//! restarting the filling at the changed flow's level, which saves at
+//! most the flows below it, about half) nor a cheaper event reaches a
+//! minute: the target needs fewer simulated messages.
+//!
 //! What would reach the target, and what it needs:
 //! - **Folding by the channel turn** (`nccl_tree`, `tuner = "nccl"`): the
 //!   four items listed above.
