@@ -188,6 +188,17 @@
 //! most the flows below it, about half) nor a cheaper event reaches a
 //! minute: the target needs fewer simulated messages.
 //!
+//! `nccl_nvls_tree` is dearer per byte than the others: 64, 128 and 256
+//! GPUs at 256 MiB take 2.98, 8.84 and 31.2 s and 146, 280 and 516 MiB
+//! (`tree`: 0.15 to 0.88 s, under 40 MiB). Every non-head rank posts all
+//! its units' node reductions and multicasts at once (`try_join_all` in
+//! `nccl/nvls_tree.rs`), so the live futures and in-network calls grow
+//! with the units; `perf` at 64 GPUs: 16% the flow model, 13%
+//! `FuturesUnordered::poll_next`, 6% `World::deliver`, the rest spread
+//! over the in-network calls, allocation and wakers. Posting a bounded
+//! window of units instead would change which sends share an instant,
+//! so it needs the same every-rank, every-link comparison as the folds.
+//!
 //! What would reach the target, and what it needs:
 //! - **Folding by the channel turn** (`nccl_tree`, `tuner = "nccl"`): the
 //!   four items listed above.
