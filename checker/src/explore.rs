@@ -39,6 +39,28 @@
 //! the same program joining its own futures). With it the ring on 4 ranks
 //! under rendezvous is one schedule, its pipelined form too.
 //!
+//! # Concurrent calls: a rank's calls as separate units
+//! Two calls issued concurrently on a rank (`concurrent = true`) are
+//! independent futures joined by the rank's program; a step of one and a
+//! step of the other commute unless the calls meet in state they share (a
+//! channel, when they use one tag; a pair's eager send slots; the rank's
+//! end, crash or notices). [`effect`](super::effect) names those
+//! [`Unit`](super::effect::Unit)s and
+//! [`Resource`](super::effect::Resource)s, as DPOR tools for threads name
+//! threads and shared variables (Flanagan and Godefroid, POPL 2005). The
+//! refinement assumes a call observes nothing of the others but through
+//! its own operations; the world checks it on every step (a call that
+//! moves without one of its operations completing, a call reading the
+//! rank's clock), and [`exhaustive`] then searches again with whole ranks
+//! ([`SearchStats::calls_fallback`]). The first step that breaks the
+//! assumption follows only steps for which the refinement holds, and the
+//! refined search runs a representative of every class of such prefixes,
+//! in which that call reaches the same state and breaks it too. With the refinement tag_reuse_fixed's two rings are one
+//! schedule on 3 and 4 ranks under rendezvous and unbounded buffering;
+//! under one eager slot per pair the two calls' sends contend for the slot
+//! (which send gets it decides which exchange may complete first, a real
+//! difference), and the search stays large.
+//!
 //! Stateful search (a visited-state table keyed by the world and each
 //! rank's observation history) and optimal DPOR with wakeup trees (Abdulla
 //! et al., JACM 2017) were weighed: the exchange removes the explosion at
