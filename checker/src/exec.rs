@@ -73,8 +73,22 @@ pub struct Execution {
 impl Execution {
     /// Starts `program` at `point` and runs every rank until it blocks.
     pub fn start(program: &Rc<Program>, point: Point, faults: Faults) -> Execution {
+        Execution::start_with(program, point, faults, false)
+    }
+
+    /// [`Execution::start`], with the concurrent calls of each rank as
+    /// separate units of the dependence relation when `calls_independent`
+    /// (see [`effect`](super::effect)).
+    pub fn start_with(
+        program: &Rc<Program>,
+        point: Point,
+        faults: Faults,
+        calls_independent: bool,
+    ) -> Execution {
         let n = point.world_size;
-        let world = Rc::new(RefCell::new(World::new(n, point.buffering, faults)));
+        let mut world = World::new(n, point.buffering, faults);
+        world.calls_independent = calls_independent;
+        let world = Rc::new(RefCell::new(world));
         let ready = Arc::new(Ready::default());
         let tasks = (0..n)
             .map(|rank| {
@@ -120,10 +134,17 @@ impl Execution {
         let step = self.steps.len();
         let alternatives = self.world.borrow().enabled().len() > 1;
         self.branching.push(alternatives);
-        let causes = self.world.borrow_mut().apply(choice, step);
+        let mut causes = self.world.borrow_mut().apply(choice, step);
         self.drop_stopped();
         self.run_ready();
-        let effect = std::mem::take(&mut self.world.borrow_mut().effect);
+        let mut world = self.world.borrow_mut();
+        for c in world.end_step() {
+            if c != step && !causes.after.contains(&c) {
+                causes.after.push(c);
+            }
+        }
+        let effect = std::mem::take(&mut world.effect);
+        drop(world);
         self.steps.push(Step {
             choice,
             causes,

@@ -39,6 +39,28 @@
 //! the same program joining its own futures). With it the ring on 4 ranks
 //! under rendezvous is one schedule, its pipelined form too.
 //!
+//! # Concurrent calls: a rank's calls as separate units
+//! Two calls issued concurrently on a rank (`concurrent = true`) are
+//! independent futures joined by the rank's program; a step of one and a
+//! step of the other commute unless the calls meet in state they share (a
+//! channel, when they use one tag; a pair's eager send slots; the rank's
+//! end, crash or notices). [`effect`](super::effect) names those
+//! [`Unit`](super::effect::Unit)s and
+//! [`Resource`](super::effect::Resource)s, as DPOR tools for threads name
+//! threads and shared variables (Flanagan and Godefroid, POPL 2005). The
+//! refinement assumes a call observes nothing of the others but through
+//! its own operations; the world checks it on every step (a call that
+//! moves without one of its operations completing, a call reading the
+//! rank's clock), and [`exhaustive`] then searches again with whole ranks
+//! ([`SearchStats::calls_fallback`]). The first step that breaks the
+//! assumption follows only steps for which the refinement holds, and the
+//! refined search runs a representative of every class of such prefixes,
+//! in which that call reaches the same state and breaks it too. With the refinement tag_reuse_fixed's two rings are one
+//! schedule on 3 and 4 ranks under rendezvous and unbounded buffering;
+//! under one eager slot per pair the two calls' sends contend for the slot
+//! (which send gets it decides which exchange may complete first, a real
+//! difference), and the search stays large.
+//!
 //! Stateful search (a visited-state table keyed by the world and each
 //! rank's observation history) and optimal DPOR with wakeup trees (Abdulla
 //! et al., JACM 2017) were weighed: the exchange removes the explosion at
@@ -54,7 +76,7 @@ use rand_chacha::ChaCha8Rng;
 
 use super::exec::Execution;
 use super::program::Program;
-use super::spec::{Bounds, Buffering, Faults, Point, Search};
+use super::spec::{Assertion, Bounds, Buffering, Faults, Point, Search};
 use super::world::{Choice, Effect};
 
 /// What to do after a schedule.
@@ -101,6 +123,13 @@ pub struct SearchStats {
     /// fraction of its (reduced) tree explored, in parts per million,
     /// counting each node's known branches as equally large subtrees.
     pub explored_ppm: Option<u32>,
+    /// Whether the search treated the concurrent calls of a rank as
+    /// separate units ([`CALLS_REDUCTION`]).
+    pub calls_independent: bool,
+    /// Whether it tried to and found the assumption broken (a call moved
+    /// without one of its operations completing, or read the rank's
+    /// clock), so searched again with whole ranks.
+    pub calls_fallback: bool,
 }
 
 impl SearchStats {
@@ -128,6 +157,36 @@ impl SearchStats {
 
 /// The reductions an exhaustive search applies, as reports name them.
 pub const REDUCTIONS: &str = "DPOR with sleep sets (Flanagan and Godefroid); an exchange's halves commute (one completion, as MPI_Sendrecv)";
+
+/// The reduction added when a program's calls are concurrent.
+pub const CALLS_REDUCTION: &str = "a rank's concurrent calls as separate units (steps of different calls commute unless they share a channel or a send slot)";
+
+/// The reductions a search with these counters applied, as reports name
+/// them.
+pub fn reductions(stats: &SearchStats) -> String {
+    let mut out = REDUCTIONS.to_string();
+    if stats.calls_independent {
+        out += "; ";
+        out += CALLS_REDUCTION;
+    } else if stats.calls_fallback {
+        out +=
+            "; concurrent calls as whole ranks (a call observed state outside its own operations)";
+    }
+    out
+}
+
+/// Whether the search may treat the concurrent calls of each rank as
+/// separate units: the program has several concurrent calls and no
+/// property reads the ranks' clocks, which the calls share (see
+/// [`effect`](super::effect)).
+pub fn calls_refinable(program: &Program) -> bool {
+    program.concurrent
+        && program.calls.len() > 1
+        && !program
+            .asserts
+            .iter()
+            .any(|a| matches!(a, Assertion::MaxSteps { .. }))
+}
 
 /// How far the search has got when stopped: each node's finished branches
 /// count as that share of its subtree, every branch of a node assumed as
@@ -246,6 +305,10 @@ impl Target<'_> {
         Execution::start(self.program, self.point, self.faults)
     }
 
+    fn start_with(&self, calls_independent: bool) -> Execution {
+        Execution::start_with(self.program, self.point, self.faults, calls_independent)
+    }
+
     fn buffering(&self) -> Buffering {
         self.point.buffering
     }
@@ -253,7 +316,16 @@ impl Target<'_> {
 
 /// Runs `prefix` from the start, checking that each choice is enabled.
 pub fn replay(target: &Target<'_>, prefix: &[Choice]) -> Result<Execution, SearchError> {
-    let mut exec = target.start();
+    replay_with(target, prefix, false)
+}
+
+/// [`replay`], naming calls as units when `calls_independent`.
+fn replay_with(
+    target: &Target<'_>,
+    prefix: &[Choice],
+    calls_independent: bool,
+) -> Result<Execution, SearchError> {
+    let mut exec = target.start_with(calls_independent);
     for (step, &choice) in prefix.iter().enumerate() {
         if !exec.enabled().contains(&choice) {
             return Err(SearchError::Diverged { step, choice });
@@ -266,12 +338,51 @@ pub fn replay(target: &Target<'_>, prefix: &[Choice]) -> Result<Execution, Searc
 /// Explores every schedule of `target` (up to equivalence with
 /// [`Reduction::Dpor`]), calling `visit` on each complete one.
 /// Schedules extend `prefix`, which is never revisited.
+///
+/// With DPOR, a program of several concurrent calls is searched first with
+/// each call as its own unit ([`CALLS_REDUCTION`]); if some execution
+/// breaks that refinement's assumption, the search starts again with
+/// whole ranks, visiting schedules anew.
 pub fn exhaustive(
     target: &Target<'_>,
     reduction: Reduction,
     prefix: &[Choice],
     mut visit: impl FnMut(&Execution) -> Control,
 ) -> Result<SearchStats, SearchError> {
+    let refine = reduction == Reduction::Dpor && calls_refinable(target.program);
+    if refine {
+        match search(target, reduction, prefix, true, &mut visit)? {
+            Searched::Done(mut stats) => {
+                stats.calls_independent = true;
+                return Ok(stats);
+            }
+            Searched::Broken => {}
+        }
+    }
+    match search(target, reduction, prefix, false, &mut visit)? {
+        Searched::Done(mut stats) => {
+            stats.calls_fallback = refine;
+            Ok(stats)
+        }
+        Searched::Broken => unreachable!("whole ranks assume nothing of calls"),
+    }
+}
+
+/// How one search ended.
+enum Searched {
+    /// It ran to its end (or a bound, or was stopped).
+    Done(SearchStats),
+    /// An execution broke the per-call refinement's assumption.
+    Broken,
+}
+
+fn search(
+    target: &Target<'_>,
+    reduction: Reduction,
+    prefix: &[Choice],
+    calls_independent: bool,
+    visit: &mut impl FnMut(&Execution) -> Control,
+) -> Result<Searched, SearchError> {
     let mut stats = SearchStats::default();
     let mut stack: Vec<Node> = Vec::new();
     let mut path: Vec<Choice> = Vec::new();
@@ -280,7 +391,7 @@ pub fn exhaustive(
         // Re-run the schedule so far.
         let mut full: Vec<Choice> = prefix.to_vec();
         full.extend(&path);
-        let mut exec = replay(target, &full)?;
+        let mut exec = replay_with(target, &full, calls_independent)?;
         stats.steps += full.len() as u64;
         if reduction == Reduction::Dpor && !path.is_empty() {
             // The step just switched to a backtrack choice is new.
@@ -363,13 +474,16 @@ pub fn exhaustive(
                 record_hb(&mut stack, &exec, base);
             }
         }
+        if exec.world.borrow().independence_broken.is_some() {
+            return Ok(Searched::Broken);
+        }
         if blocked {
             stats.sleep_blocked += 1;
         } else {
             stats.schedules += 1;
             if visit(&exec) == Control::Stop {
                 stats.stopped = true;
-                return Ok(stats);
+                return Ok(Searched::Done(stats));
             }
         }
         stats.peak_nodes = stats.peak_nodes.max(stack.len() as u64);
@@ -379,10 +493,10 @@ pub fn exhaustive(
             if stats.schedule_cap_hit {
                 stats.explored_ppm = Some((fraction * 1e6) as u32);
             }
-            return Ok(stats);
+            return Ok(Searched::Done(stats));
         }
         if !next_branch(&mut stack, &mut path, target, &mut stats, true) {
-            return Ok(stats);
+            return Ok(Searched::Done(stats));
         }
     }
 }
@@ -480,10 +594,7 @@ fn unsent_notice_races(stack: &mut [Node], exec: &Execution, base: usize) {
     let j = exec.steps.len() - 1;
     let local = j - base;
     for &(from, to) in &exec.steps[j].effect.unsent_notices {
-        let notice = Effect {
-            ranks: vec![to],
-            ..Effect::default()
-        };
+        let notice = Effect::on_rank(to);
         let past = causal_past(stack, &[j], base);
         let race = (0..local)
             .rev()

@@ -34,6 +34,8 @@ use super::world::{OpId, OpState, World};
 #[derive(Clone, Debug)]
 pub struct CheckFabric {
     rank: Rank,
+    /// The concurrent call this view of the fabric serves, if any.
+    call: Option<usize>,
     world_size: usize,
     world: Rc<RefCell<World>>,
 }
@@ -44,8 +46,26 @@ impl CheckFabric {
         let world_size = world.borrow().world_size;
         CheckFabric {
             rank,
+            call: None,
             world_size,
             world,
+        }
+    }
+
+    /// The same rank's fabric for its concurrent call `call`: the world
+    /// knows which call posts each operation (see
+    /// [`effect`](super::effect)).
+    pub fn for_call(&self, call: usize) -> CheckFabric {
+        CheckFabric {
+            call: Some(call),
+            ..self.clone()
+        }
+    }
+
+    /// Tells the world that this fabric's call returned.
+    pub fn call_done(&self) {
+        if let Some(call) = self.call {
+            self.world.borrow_mut().call_done(self.rank, call);
         }
     }
 }
@@ -97,14 +117,16 @@ impl Fabric for CheckFabric {
     /// The number of messages this rank has received: time is not modelled
     /// by the checker, and a rank-local count keeps ranks independent.
     fn now(&self) -> Time {
-        Time(self.world.borrow().ranks[self.rank].received)
+        let mut world = self.world.borrow_mut();
+        world.clock_read(self.rank, self.call);
+        Time(world.ranks[self.rank].received)
     }
 
     async fn send(&self, to: Rank, tag: Tag, payload: Payload) -> Result<(), FabricError> {
         let op = self
             .world
             .borrow_mut()
-            .post_send(self.rank, to, tag, payload);
+            .post_send(self.rank, self.call, to, tag, payload);
         match (OpFuture {
             world: &self.world,
             op,
@@ -120,7 +142,7 @@ impl Fabric for CheckFabric {
         let op = self
             .world
             .borrow_mut()
-            .post_recv(self.rank, from, tag, expect);
+            .post_recv(self.rank, self.call, from, tag, expect);
         match (OpFuture {
             world: &self.world,
             op,
@@ -146,7 +168,7 @@ impl Fabric for CheckFabric {
         let op = self
             .world
             .borrow_mut()
-            .post_exchange(self.rank, to, payload, from, expect, tag);
+            .post_exchange(self.rank, self.call, to, payload, from, expect, tag);
         match (OpFuture {
             world: &self.world,
             op,

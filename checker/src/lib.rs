@@ -49,6 +49,7 @@ pub mod cex;
 pub mod check;
 pub mod cost;
 pub mod demo;
+pub mod effect;
 pub mod exec;
 pub mod explore;
 pub mod fabric;

@@ -135,12 +135,16 @@ pub async fn rank_program(fabric: CheckFabric, program: Rc<Program>, point: Poin
     if program.concurrent {
         // Each call waits for the checker to start it: the order in which
         // a rank's streams issue concurrent calls is a choice too.
+        // Each call posts through its own view of the fabric, so the
+        // checker knows which call every operation belongs to.
         let calls = order.iter().map(|&i| {
-            let fabric = &fabric;
+            let fabric = fabric.for_call(i);
             let program = &program;
             async move {
                 fabric.wait_start(i).await;
-                run_call(fabric, i, &program.calls[i], point).await
+                let result = run_call(&fabric, i, &program.calls[i], point).await;
+                fabric.call_done();
+                result
             }
         });
         for (&i, r) in order.iter().zip(join_all(calls).await) {

@@ -13,6 +13,7 @@ use std::task::Waker;
 
 use algorithms::{FabricError, Payload, Rank, Shape, Tag};
 
+pub use super::effect::{Effect, Half, Post, Resource, Unit};
 use super::spec::{Buffering, Faults};
 
 /// A channel: the messages from `src` to `dst` with one tag, delivered in
@@ -128,107 +129,6 @@ pub const TIMINGS: [Timing; 2] = [
         ps_per_byte: 1,
     },
 ];
-
-/// What a step did to shared state, for the dependency relation of the
-/// partial-order reduction: the ranks whose operations it completed or
-/// whose state it changed, the send slot it freed, and the sends of the
-/// ranks it woke that found their pair's slots full or took the last one
-/// (only those sends would behave differently had the slot been freed in
-/// another order).
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Effect {
-    /// Ranks changed (woken, stopped or told).
-    pub ranks: Vec<Rank>,
-    /// Halves of exchanges ([`Fabric::exchange`](algorithms::Fabric::exchange))
-    /// completed: the two halves of one exchange commute (the rank observes
-    /// one completion, once both are done, whatever their order), so they
-    /// do not conflict with each other; anything else done to the rank does.
-    pub halves: Vec<Half>,
-    /// The (src, dst) pair whose slot it freed.
-    pub frees: Option<(Rank, Rank)>,
-    /// Pairs on which a send of the woken ranks needed the last slot.
-    pub critical: Vec<(Rank, Rank)>,
-    /// Notices (from, to) a rank stopping in this step did not send
-    /// because `to` had already stopped: had `to` stopped later, the notice
-    /// would have been a choice. The explorer checks their races.
-    pub unsent_notices: Vec<(Rank, Rank)>,
-}
-
-/// One half (the send or the receive) of an exchange, completed by a step.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Half {
-    /// The rank whose exchange it is.
-    pub rank: Rank,
-    /// The exchange operation.
-    pub exchange: OpId,
-    /// The half's own operation.
-    pub op: OpId,
-    /// Whether it completes the exchange (the other half was done): only
-    /// then is the rank woken.
-    pub completes: bool,
-}
-
-impl Effect {
-    fn touch(&mut self, rank: Rank) {
-        if !self.ranks.contains(&rank) {
-            self.ranks.push(rank);
-        }
-    }
-
-    fn touch_half(&mut self, half: Half) {
-        if !self.halves.contains(&half) {
-            self.halves.push(half);
-        }
-    }
-
-    /// Every rank this step changed, through a whole operation or half of
-    /// an exchange.
-    pub fn touched_ranks(&self) -> impl Iterator<Item = Rank> + '_ {
-        self.ranks
-            .iter()
-            .copied()
-            .chain(self.halves.iter().map(|h| h.rank))
-    }
-
-    /// Whether the two effects change a common rank in ways that may not
-    /// commute: always, unless each changes it only through the other
-    /// half of one same exchange.
-    fn rank_conflict(&self, other: &Effect) -> bool {
-        self.ranks
-            .iter()
-            .any(|&r| other.touched_ranks().any(|x| x == r))
-            || other
-                .ranks
-                .iter()
-                .any(|&r| self.halves.iter().any(|h| h.rank == r))
-            || self.halves.iter().any(|a| {
-                other.halves.iter().any(|b| {
-                    // Halves of different exchanges commute unless both
-                    // wake the rank (which may observe their order).
-                    let both_wake = a.exchange != b.exchange && a.completes && b.completes;
-                    a.rank == b.rank && (a.op == b.op || both_wake)
-                })
-            })
-    }
-
-    /// Whether two executed steps may fail to commute.
-    pub fn conflicts(&self, other: &Effect) -> bool {
-        self.rank_conflict(other)
-            || self.frees.is_some_and(|p| other.critical.contains(&p))
-            || other.frees.is_some_and(|p| self.critical.contains(&p))
-    }
-
-    /// Whether a choice not yet taken (`self`, as predicted: its sends are
-    /// unknown) may fail to commute with an executed step: the sends of
-    /// the ranks it wakes may need a slot the step freed.
-    pub fn may_conflict(&self, executed: &Effect) -> bool {
-        self.rank_conflict(executed)
-            || self.frees.is_some_and(|p| executed.critical.contains(&p))
-            || executed
-                .frees
-                .is_some_and(|(src, _)| self.touched_ranks().any(|r| r == src))
-    }
-}
 
 /// A message in a channel.
 #[derive(Debug)]
@@ -347,6 +247,8 @@ pub struct World {
     pub ops: Vec<OpState>,
     /// The rank of each operation.
     op_rank: Vec<Rank>,
+    /// The concurrent call that posted each operation, if any.
+    op_call: Vec<Option<usize>>,
     /// The exchange each operation is a half of, if it is one.
     half_of: Vec<Option<OpId>>,
     /// Exchanges not complete: exchange -> its halves (send, receive) and
@@ -380,6 +282,16 @@ pub struct World {
     gates: BTreeMap<(Rank, usize), (OpId, Option<usize>)>,
     /// The step being applied (`None` before the first choice).
     pub step: Option<usize>,
+    /// Whether steps name the calls of a rank as separate units (the
+    /// per-call refinement of the dependence relation, see
+    /// [`effect`](super::effect)); otherwise each rank is one unit.
+    pub calls_independent: bool,
+    /// Why the per-call refinement's assumption failed in this execution,
+    /// if it did: the explorer then searches again with whole ranks.
+    pub independence_broken: Option<String>,
+    /// The step during which each call of each rank returned
+    /// (`Some(None)`: before the first step).
+    calls_done: BTreeMap<(Rank, usize), Option<usize>>,
 }
 
 /// What the explorer needs to know about an applied choice: the steps it
@@ -416,6 +328,7 @@ impl World {
                 .collect(),
             ops: Vec::new(),
             op_rank: Vec::new(),
+            op_call: Vec::new(),
             half_of: Vec::new(),
             exchanges: BTreeMap::new(),
             extra_causes: Vec::new(),
@@ -430,18 +343,33 @@ impl World {
             gates: BTreeMap::new(),
             effect: Effect::default(),
             step: None,
+            calls_independent: false,
+            independence_broken: None,
+            calls_done: BTreeMap::new(),
         }
     }
 
-    fn new_op(&mut self, rank: Rank, state: OpState) -> OpId {
+    fn new_op(&mut self, rank: Rank, call: Option<usize>, state: OpState) -> OpId {
         self.ops.push(state);
         self.op_rank.push(rank);
+        self.op_call.push(call);
         self.half_of.push(None);
         self.ops.len() - 1
     }
 
-    /// What completing `op` changes: its rank, or half of its exchange.
+    /// The unit a call's operation changes: the call when calls are
+    /// independent units, else its whole rank.
+    fn unit(&self, rank: Rank, call: Option<usize>) -> Unit {
+        Unit {
+            rank,
+            call: call.filter(|_| self.calls_independent),
+        }
+    }
+
+    /// What completing `op` changes: its rank (or call), or half of its
+    /// exchange.
     fn touch_op(&self, effect: &mut Effect, op: OpId) {
+        let unit = self.unit(self.op_rank[op], self.op_call[op]);
         match self.half_of[op] {
             Some(exchange) => {
                 let completes = self.exchanges.get(&exchange).is_none_or(|x| {
@@ -449,13 +377,13 @@ impl World {
                     !matches!(self.ops[other], OpState::Pending(_))
                 });
                 effect.touch_half(Half {
-                    rank: self.op_rank[op],
+                    unit,
                     exchange,
                     op,
                     completes,
                 })
             }
-            None => effect.touch(self.op_rank[op]),
+            None => effect.touch(unit),
         }
     }
 
@@ -509,6 +437,7 @@ impl World {
     pub fn post_exchange(
         &mut self,
         rank: Rank,
+        call: Option<usize>,
         to: Rank,
         payload: Payload,
         from: Rank,
@@ -516,8 +445,8 @@ impl World {
         tag: Tag,
     ) -> OpId {
         let critical = self.effect.critical.len();
-        let send = self.post_send(rank, to, tag, payload);
-        let recv = self.post_recv(rank, from, tag, expect);
+        let send = self.post_send(rank, call, to, tag, payload);
+        let recv = self.post_recv(rank, call, from, tag, expect);
         if matches!(self.ops[recv], OpState::Pending(_)) {
             // Whether the send half takes a slot now or when one is freed
             // is not observable while the receive half is pending: the
@@ -526,7 +455,7 @@ impl World {
             // one (see `Effect::critical`).
             self.effect.critical.truncate(critical);
         }
-        let exchange = self.new_op(rank, OpState::Pending(None));
+        let exchange = self.new_op(rank, call, OpState::Pending(None));
         self.half_of[send] = Some(exchange);
         self.half_of[recv] = Some(exchange);
         self.exchanges.insert(
@@ -557,18 +486,25 @@ impl World {
 
     /// Starts a send from `src`; returns its operation (complete at once
     /// when the message is buffered).
-    pub fn post_send(&mut self, src: Rank, dst: Rank, tag: Tag, payload: Payload) -> OpId {
+    pub fn post_send(
+        &mut self,
+        src: Rank,
+        call: Option<usize>,
+        dst: Rank,
+        tag: Tag,
+        payload: Payload,
+    ) -> OpId {
         if dst >= self.world_size {
             let e = FabricError::PeerOutOfRange {
                 rank: src,
                 peer: dst,
                 world_size: self.world_size,
             };
-            return self.new_op(src, OpState::SendDone(Err(e)));
+            return self.new_op(src, call, OpState::SendDone(Err(e)));
         }
         if self.ranks[src].known_stopped.contains_key(&dst) {
             let e = self.stopped_error(src, dst);
-            return self.new_op(src, OpState::SendDone(Err(e)));
+            return self.new_op(src, call, OpState::SendDone(Err(e)));
         }
         let bytes = payload.shape().bytes();
         let sender = &mut self.ranks[src];
@@ -598,21 +534,25 @@ impl World {
         if critical {
             self.effect.critical.push((src, dst));
         }
-        if buffered && self.buffering.is_bounded() {
-            *used += 1;
-        }
-        let seq = self.pair_seq.entry((src, dst)).or_default();
-        *seq += 1;
-        let pair_seq = *seq;
-        let op = if buffered {
-            self.new_op(src, OpState::SendDone(Ok(())))
-        } else {
-            self.new_op(src, OpState::Pending(None))
-        };
         let key = ChannelKey {
             src,
             dst,
             tag: tag.0,
+        };
+        if buffered && self.buffering.is_bounded() {
+            *used += 1;
+        }
+        if let Buffering::Eager(1..) = self.buffering {
+            self.record_post(src, call, Resource::Slots(src, dst), critical);
+        }
+        self.record_post(src, call, Resource::Sends(key), false);
+        let seq = self.pair_seq.entry((src, dst)).or_default();
+        *seq += 1;
+        let pair_seq = *seq;
+        let op = if buffered {
+            self.new_op(src, call, OpState::SendDone(Ok(())))
+        } else {
+            self.new_op(src, call, OpState::Pending(None))
         };
         self.channels.entry(key).or_default().push_back(Message {
             payload,
@@ -629,14 +569,21 @@ impl World {
     }
 
     /// Posts a receive at `dst` from `src`.
-    pub fn post_recv(&mut self, dst: Rank, src: Rank, tag: Tag, expect: Shape) -> OpId {
+    pub fn post_recv(
+        &mut self,
+        dst: Rank,
+        call: Option<usize>,
+        src: Rank,
+        tag: Tag,
+        expect: Shape,
+    ) -> OpId {
         if src >= self.world_size {
             let e = FabricError::PeerOutOfRange {
                 rank: dst,
                 peer: src,
                 world_size: self.world_size,
             };
-            return self.new_op(dst, OpState::RecvDone(Err(e)));
+            return self.new_op(dst, call, OpState::RecvDone(Err(e)));
         }
         let key = ChannelKey {
             src,
@@ -645,9 +592,10 @@ impl World {
         };
         if self.ranks[dst].known_stopped.contains_key(&src) && !self.satisfiable(key, 1) {
             let e = self.stopped_error(dst, src);
-            return self.new_op(dst, OpState::RecvDone(Err(e)));
+            return self.new_op(dst, call, OpState::RecvDone(Err(e)));
         }
-        let op = self.new_op(dst, OpState::Pending(None));
+        self.record_post(dst, call, Resource::Receives(key), false);
+        let op = self.new_op(dst, call, OpState::Pending(None));
         self.posted.entry(key).or_default().push_back(PostedRecv {
             op,
             expect,
@@ -677,7 +625,7 @@ impl World {
             Choice::Deliver(k) => {
                 match self.posted.get(&k).and_then(|p| p.front()) {
                     Some(recv) => self.touch_op(&mut e, recv.op),
-                    None => e.touch(k.dst),
+                    None => e.touch(Unit::rank(k.dst)),
                 }
                 let head = self.channels.get(&k).and_then(|q| q.front());
                 let bounded = self.buffering.is_bounded();
@@ -697,7 +645,7 @@ impl World {
                     };
                     match completes {
                         Some(Some(op)) => self.touch_op(&mut e, op),
-                        Some(None) => e.touch(k.src),
+                        Some(None) => e.touch(Unit::rank(k.src)),
                         None => {}
                     }
                     if m.buffered && bounded {
@@ -706,23 +654,76 @@ impl World {
                 }
             }
             Choice::Drop(k) => {
-                e.touch(k.dst);
-                e.touch(k.src);
+                e.touch(Unit::rank(k.dst));
+                e.touch(Unit::rank(k.src));
             }
-            Choice::Crash(r) => e.touch(r),
+            Choice::Crash(r) => e.touch(Unit::rank(r)),
             Choice::Timeout(k) => match self.posted.get(&k).and_then(|p| p.front()) {
                 Some(recv) => self.touch_op(&mut e, recv.op),
-                None => e.touch(k.dst),
+                None => e.touch(Unit::rank(k.dst)),
             },
-            Choice::Notify { to, .. } => e.touch(to),
-            Choice::Start { rank, .. } => e.touch(rank),
+            Choice::Notify { to, .. } => e.touch(Unit::rank(to)),
+            Choice::Start { rank, call } => e.touch(self.unit(rank, Some(call))),
         }
         e
     }
 
+    /// Records a post of `rank`'s call on state its calls share (see
+    /// [`effect`](super::effect)), when calls are independent units.
+    fn record_post(&mut self, rank: Rank, call: Option<usize>, resource: Resource, critical: bool) {
+        if self.calls_independent && call.is_some() {
+            let unit = self.unit(rank, call);
+            self.effect.posts.push(Post {
+                unit,
+                resource,
+                critical,
+            });
+        }
+    }
+
+    /// Records that `rank`'s call `call` returned.
+    pub fn call_done(&mut self, rank: Rank, call: usize) {
+        self.calls_done.insert((rank, call), self.step);
+    }
+
+    /// Records that `rank`'s call `call` read the rank's clock
+    /// ([`Fabric::now`](algorithms::Fabric::now)), which every call of the
+    /// rank moves: the per-call refinement does not hold for it.
+    pub fn clock_read(&mut self, rank: Rank, call: Option<usize>) {
+        if self.calls_independent
+            && let Some(call) = call
+        {
+            self.independence_broken.get_or_insert_with(|| {
+                format!(
+                    "call {call} of rank {rank} read the rank's clock, which its other calls move"
+                )
+            });
+        }
+    }
+
+    /// Checks the step just run against the per-call refinement's
+    /// assumption (a call moves only when one of its own operations
+    /// completes) and returns the causes found while the woken ranks ran
+    /// (a rank's end follows the ends of its calls).
+    pub fn end_step(&mut self) -> Vec<usize> {
+        if self.calls_independent
+            && let Some(unit) = self.effect.unexplained_post()
+        {
+            self.independence_broken.get_or_insert_with(|| {
+                format!(
+                    "call {} of rank {} moved at step {} although none of its operations completed",
+                    unit.call.map_or("?".into(), |c| c.to_string()),
+                    unit.rank,
+                    self.step.map_or(0, |s| s + 1)
+                )
+            });
+        }
+        std::mem::take(&mut self.extra_causes)
+    }
+
     /// Makes `rank` wait until the checker lets it start call `call`.
     pub fn post_gate(&mut self, rank: Rank, call: usize) -> OpId {
-        let op = self.new_op(rank, OpState::Pending(None));
+        let op = self.new_op(rank, Some(call), OpState::Pending(None));
         self.gates.insert((rank, call), (op, self.step));
         op
     }
@@ -949,8 +950,8 @@ impl World {
 
     fn drop_message(&mut self, key: ChannelKey, step: usize) {
         self.used[0] += 1;
-        self.effect.touch(key.src);
-        self.effect.touch(key.dst);
+        self.effect.touch(Unit::rank(key.src));
+        self.effect.touch(Unit::rank(key.dst));
         let queue = self.channels.get_mut(&key).expect("a drop names a channel");
         let head = queue
             .front_mut()
@@ -991,7 +992,7 @@ impl World {
     /// Stops `rank` (crash, or an imposed transport failure): its receives
     /// and unsent messages go, and every running peer will be told.
     pub fn stop(&mut self, rank: Rank, status: RankStatus) {
-        self.effect.touch(rank);
+        self.effect.touch(Unit::rank(rank));
         if let RankStatus::Crashed(cause) = &status {
             let cause = cause.clone();
             self.note_cause(rank, cause);
@@ -1025,6 +1026,15 @@ impl World {
     /// Records that `rank`'s program returned (with the cause of its
     /// error, if it failed); a failed rank's peers will be told.
     pub fn finish(&mut self, rank: Rank, error: Option<String>) {
+        if self.calls_independent {
+            // The program ends when its last call does: a change to the
+            // whole rank, after every call's end (as an exchange completes
+            // after both halves).
+            self.effect.touch(Unit::rank(rank));
+            let ends = self.calls_done.range((rank, 0)..=(rank, usize::MAX));
+            let ends: Vec<usize> = ends.filter_map(|(_, &at)| at).collect();
+            self.extra_causes.extend(ends);
+        }
         let failed = error.is_some();
         if let Some(e) = &error {
             let cause = self.ranks[rank].cause.clone().unwrap_or_else(|| e.clone());
@@ -1041,7 +1051,7 @@ impl World {
     }
 
     fn learn_stopped(&mut self, rank: Rank, peer: Rank, cause: String) {
-        self.effect.touch(rank);
+        self.effect.touch(Unit::rank(rank));
         self.note_cause(rank, cause.clone());
         self.ranks[rank].known_stopped.insert(peer, cause);
         // Receives from the peer beyond the messages it left fail.

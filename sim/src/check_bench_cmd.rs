@@ -136,14 +136,22 @@ fn targets(max_schedules: u64) -> Vec<BenchPoint> {
             max_schedules,
         ));
     }
-    for n in [3, 4] {
-        out.push(bench_point(
-            "tag_reuse_fixed (2 concurrent rings, tags 7, 8)".into(),
-            vec![call(0, ring(), 7), call(1, ring(), 8)],
-            point(n, n, 1, Buffering::Eager(1)),
-            true,
-            max_schedules,
-        ));
+    // tag_reuse_fixed's buffering (one eager slot) first, then the two
+    // under which its calls share no slot.
+    for buffering in [
+        Buffering::Eager(1),
+        Buffering::Eager(0),
+        Buffering::Unbounded,
+    ] {
+        for n in [3, 4] {
+            out.push(bench_point(
+                "tag_reuse_fixed (2 concurrent rings, tags 7, 8)".into(),
+                vec![call(0, ring(), 7), call(1, ring(), 8)],
+                point(n, n, 1, buffering),
+                true,
+                max_schedules,
+            ));
+        }
     }
     out
 }
@@ -194,8 +202,9 @@ pub fn check_bench(
     let mut out = crate::output::Stdout::new();
     writeln!(
         out,
-        "# exhaustive search, reductions: {}; naive = every interleaving, exact when it finishes within {naive_cap} schedules, else ~ Knuth's estimate from {PROBES} random walks",
-        explore::REDUCTIONS
+        "# exhaustive search, reductions: {}; with concurrent calls also {}; naive = every interleaving, exact when it finishes within {naive_cap} schedules, else ~ Knuth's estimate from {PROBES} random walks",
+        explore::REDUCTIONS,
+        explore::CALLS_REDUCTION
     )?;
     writeln!(
         out,

@@ -1,0 +1,271 @@
+//! What a step did, for the dependence relation of the partial-order
+//! reduction ([`Effect`]), and the parts of a rank that steps change
+//! independently ([`Unit`]).
+//!
+//! # Units: a rank, or one of its concurrent calls
+//! A rank whose program issues several calls at once (two allreduces from
+//! two streams, `concurrent = true`) runs each call as its own future over
+//! its own view of the fabric, and the rank's task only joins them. A
+//! step that completes an operation of call `A` wakes the rank, but only
+//! `A`'s future can move: the others find their own operations as they
+//! were. So the state a rank keeps is the product of its calls' states,
+//! and completing an operation of `A` commutes with completing one of `B`
+//! unless what the two calls then do meets in shared state. That is the
+//! independence of threads in Flanagan and Godefroid's DPOR (POPL 2005),
+//! with each call as a thread of the rank; the rank's shared state is
+//! named by [`Resource`]s, the way DPOR tools for shared memory name
+//! variables:
+//!
+//! - the messages of one channel (one `(src, dst, tag)`), whose order
+//!   decides which receive each matches: two calls sending, or two calls
+//!   receiving, on one channel (a tag shared by two calls, the
+//!   `tag_reuse` bug) conflict;
+//! - the eager send slots of a `(src, dst)` pair, which calls share
+//!   whatever their tags: two sends of different calls on the pair
+//!   conflict when either took the last slot or found none (the slot goes
+//!   to whichever came first, and the other waits); sends that both found
+//!   room commute. Under rendezvous no send ever holds a slot, so sends of
+//!   different calls on one pair commute;
+//! - the rank itself: a crash, a notice that a peer stopped, a fault, the
+//!   end of the rank's program (whichever call finishes last ends it) and
+//!   everything of a program whose calls are not concurrent change the
+//!   whole rank ([`Unit::call`] `None`) and conflict with every step that
+//!   changes any part of it.
+//!
+//! # Assumption, checked
+//! The refinement assumes that a call observes nothing of another call
+//! but through the fabric's operations, so that a call moves only when one
+//! of its own operations completes. Through the checker's fabric the only
+//! other window is [`Fabric::now`](algorithms::Fabric::now) (the rank's
+//! count of received messages, which every call of the rank moves), and a
+//! call that posts an operation during a step that completed none of its
+//! own has observed something else (state the algorithm shares between
+//! calls, for instance). The world records both
+//! ([`World::independence_broken`](super::world::World::independence_broken)),
+//! and the explorer then runs the search again with whole ranks as units,
+//! so a program that breaks the assumption is still explored completely
+//! (tested by `check_calls`: a call that reads the clock, and one whose
+//! algorithm shares a counter between calls). Timing (each rank's clock
+//! under the [`TIMINGS`](super::world::TIMINGS) models) is shared by a
+//! rank's calls and not modelled per call; the only property reading it on
+//! every schedule (`max_steps`) turns the refinement off.
+
+use algorithms::Rank;
+
+use super::world::{ChannelKey, OpId};
+
+/// A part of a rank that steps change independently: one of its
+/// concurrent calls, or (`call` `None`) the whole rank.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Unit {
+    /// The rank.
+    pub rank: Rank,
+    /// The call's index in the scenario; `None`: the whole rank.
+    pub call: Option<usize>,
+}
+
+impl Unit {
+    /// The whole of `rank`.
+    pub fn rank(rank: Rank) -> Unit {
+        Unit { rank, call: None }
+    }
+
+    /// Whether changes to the two units may fail to commute: same rank,
+    /// and one is the whole rank or both are the same call.
+    pub fn overlaps(self, other: Unit) -> bool {
+        self.rank == other.rank
+            && (self.call.is_none() || other.call.is_none() || self.call == other.call)
+    }
+}
+
+/// State of a rank that its concurrent calls share (see the module docs).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Resource {
+    /// The messages a rank sends on the channel.
+    Sends(ChannelKey),
+    /// The receives a rank posts on the channel.
+    Receives(ChannelKey),
+    /// The eager send slots of the (src, dst) pair (bounded buffering with
+    /// at least one slot).
+    Slots(Rank, Rank),
+}
+
+/// An operation a concurrent call posted during a step, on shared state.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Post {
+    /// The call that posted it.
+    pub unit: Unit,
+    /// What it used.
+    pub resource: Resource,
+    /// For [`Resource::Slots`]: whether the send took the pair's last slot
+    /// or found none free (its outcome depends on which send came first).
+    pub critical: bool,
+}
+
+impl Post {
+    /// Whether two posts of different calls meet on shared state.
+    fn conflicts(&self, other: &Post) -> bool {
+        self.resource == other.resource
+            && self.unit != other.unit
+            && match self.resource {
+                Resource::Slots(..) => self.critical || other.critical,
+                Resource::Sends(_) | Resource::Receives(_) => true,
+            }
+    }
+}
+
+/// What a step did to shared state, for the dependency relation of the
+/// partial-order reduction: the units (ranks, or calls of ranks) whose
+/// operations it completed or whose state it changed, the send slot it
+/// freed, the sends of the ranks it woke that found their pair's slots
+/// full or took the last one (only those sends would behave differently
+/// had the slot been freed in another order), and the shared state the
+/// calls it woke then used.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Effect {
+    /// Units changed (woken, stopped or told); `Unit::call` `None`: the
+    /// whole rank.
+    pub units: Vec<Unit>,
+    /// Halves of exchanges ([`Fabric::exchange`](algorithms::Fabric::exchange))
+    /// completed: the two halves of one exchange commute (the rank observes
+    /// one completion, once both are done, whatever their order), so they
+    /// do not conflict with each other; anything else done to the rank does.
+    pub halves: Vec<Half>,
+    /// The (src, dst) pair whose slot it freed.
+    pub frees: Option<(Rank, Rank)>,
+    /// Pairs on which a send of the woken ranks needed the last slot.
+    pub critical: Vec<(Rank, Rank)>,
+    /// Notices (from, to) a rank stopping in this step did not send
+    /// because `to` had already stopped: had `to` stopped later, the notice
+    /// would have been a choice. The explorer checks their races.
+    pub unsent_notices: Vec<(Rank, Rank)>,
+    /// Operations concurrent calls posted on state they share with the
+    /// rank's other calls.
+    pub posts: Vec<Post>,
+}
+
+/// One half (the send or the receive) of an exchange, completed by a step.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Half {
+    /// The rank (and call) whose exchange it is.
+    pub unit: Unit,
+    /// The exchange operation.
+    pub exchange: OpId,
+    /// The half's own operation.
+    pub op: OpId,
+    /// Whether it completes the exchange (the other half was done): only
+    /// then is the rank woken.
+    pub completes: bool,
+}
+
+impl Effect {
+    /// An effect changing the whole of `rank`.
+    pub fn on_rank(rank: Rank) -> Effect {
+        Effect {
+            units: vec![Unit::rank(rank)],
+            ..Effect::default()
+        }
+    }
+
+    /// Records that the step changed `unit`.
+    pub fn touch(&mut self, unit: Unit) {
+        if !self.units.contains(&unit) {
+            self.units.push(unit);
+        }
+    }
+
+    /// Records that the step completed `half`.
+    pub fn touch_half(&mut self, half: Half) {
+        if !self.halves.contains(&half) {
+            self.halves.push(half);
+        }
+    }
+
+    /// Every unit this step changed, through a whole operation or half of
+    /// an exchange.
+    pub fn touched(&self) -> impl Iterator<Item = Unit> + '_ {
+        self.units
+            .iter()
+            .copied()
+            .chain(self.halves.iter().map(|h| h.unit))
+    }
+
+    /// Every rank this step changed, in whole or in part.
+    pub fn touched_ranks(&self) -> impl Iterator<Item = Rank> + '_ {
+        self.touched().map(|u| u.rank)
+    }
+
+    /// Whether the step changed `unit` (or a unit overlapping it).
+    pub fn changes(&self, unit: Unit) -> bool {
+        self.touched().any(|u| u.overlaps(unit))
+    }
+
+    /// Whether the two effects change a common unit in ways that may not
+    /// commute: always, unless each changes it only through the other
+    /// half of one same exchange.
+    fn unit_conflict(&self, other: &Effect) -> bool {
+        self.units
+            .iter()
+            .any(|&u| other.touched().any(|x| x.overlaps(u)))
+            || other
+                .units
+                .iter()
+                .any(|&u| self.halves.iter().any(|h| h.unit.overlaps(u)))
+            || self.halves.iter().any(|a| {
+                other.halves.iter().any(|b| {
+                    // Halves of different exchanges commute unless both
+                    // wake the same unit (which may observe their order).
+                    let both_wake = a.exchange != b.exchange && a.completes && b.completes;
+                    a.unit.overlaps(b.unit) && (a.op == b.op || both_wake)
+                })
+            })
+    }
+
+    fn post_conflict(&self, other: &Effect) -> bool {
+        self.posts
+            .iter()
+            .any(|p| other.posts.iter().any(|q| p.conflicts(q)))
+    }
+
+    /// Whether two executed steps may fail to commute.
+    pub fn conflicts(&self, other: &Effect) -> bool {
+        self.unit_conflict(other)
+            || self.post_conflict(other)
+            || self.frees.is_some_and(|p| other.critical.contains(&p))
+            || other.frees.is_some_and(|p| self.critical.contains(&p))
+    }
+
+    /// Whether a choice not yet taken (`self`, as predicted: its sends are
+    /// unknown) may fail to commute with an executed step: the calls it
+    /// wakes may post on state the step's calls posted on, or need a slot
+    /// the step freed.
+    pub fn may_conflict(&self, executed: &Effect) -> bool {
+        self.unit_conflict(executed)
+            || self.frees.is_some_and(|p| executed.critical.contains(&p))
+            || executed
+                .frees
+                .is_some_and(|(src, _)| self.touched_ranks().any(|r| r == src))
+            || self.may_post_into(executed)
+    }
+
+    /// Whether the calls this predicted step wakes might post on shared
+    /// state the executed step's calls posted on: any post of the
+    /// executed step made by another call of a rank this step wakes.
+    fn may_post_into(&self, executed: &Effect) -> bool {
+        executed.posts.iter().any(|p| {
+            self.touched()
+                .any(|u| u.rank == p.unit.rank && u.call != p.unit.call)
+        })
+    }
+
+    /// The first post of this step by a call the step did not change:
+    /// that call moved without one of its own operations completing, so
+    /// it observed something other than its operations (see the module
+    /// docs).
+    pub fn unexplained_post(&self) -> Option<Unit> {
+        self.posts
+            .iter()
+            .map(|p| p.unit)
+            .find(|&u| !self.changes(u))
+    }
+}
