@@ -27,6 +27,27 @@ fn known_link(injection: Option<f64>) -> LinkSpec {
     }
 }
 
+/// The calibration `sim calibrate` would write for `samples` taken on
+/// the simulator.
+fn fitted_on_the_simulator(
+    samples: &[sim::calibrate::fit::Sample],
+    world_size: usize,
+) -> Calibration {
+    let about = About {
+        format: FORMAT,
+        fabric: "sim".into(),
+        ranks: world_size,
+        command: "test".into(),
+    };
+    fitted(
+        about,
+        host::this_host(FabricKind::Shm, None),
+        samples,
+        world_size,
+    )
+    .unwrap()
+}
+
 fn within(got: f64, want: f64, pct: f64) -> bool {
     ((got - want) / want).abs() * 100.0 <= pct
 }
@@ -54,19 +75,7 @@ fn calibrating_against_the_simulator_recovers_its_parameters_within_2_percent() 
         "{model:?}"
     );
     // The fitted simulator reproduces the measurements it was fitted on.
-    let about = About {
-        format: FORMAT,
-        fabric: "sim".into(),
-        ranks: world_size,
-        command: "test".into(),
-    };
-    let c = fitted(
-        about,
-        host::this_host(FabricKind::Shm, None),
-        &samples,
-        world_size,
-    )
-    .unwrap();
+    let c = fitted_on_the_simulator(&samples, world_size);
     assert!(c.fit.worst_abs_residual_pct < 2.0, "{:?}", c.fit);
     assert_eq!(c.measurements.len(), plan.probes.len());
 }
@@ -92,19 +101,7 @@ fn a_bandwidth_that_depends_on_the_size_is_recovered_at_the_measured_sizes() {
     for (bytes, rate) in [(131_072, curve.rate(131_072)), (2 << 20, 3e9)] {
         assert!(within(at(bytes), rate / 1e9, 2.0), "{bytes}: {model:?}");
     }
-    let about = About {
-        format: FORMAT,
-        fabric: "sim".into(),
-        ranks: world_size,
-        command: "test".into(),
-    };
-    let c = fitted(
-        about,
-        host::this_host(FabricKind::Shm, None),
-        &samples,
-        world_size,
-    )
-    .unwrap();
+    let c = fitted_on_the_simulator(&samples, world_size);
     // One bandwidth could not fit both ends; the curve does (within 5%:
     // the fixed cost is fitted from the small sizes, at the lower rate).
     assert!(c.fit.worst_abs_residual_pct < 5.0, "{:?}", c.fit);
