@@ -14,6 +14,12 @@
 #                              rendezvous), rank i's stdout and stderr in
 #                              OUTDIR/rank<i>.out|err; returns non-zero if any
 #                              rank failed.
+#   cluster_loss PERCENT       drops that share of every host's outgoing packets
+#                              (a classic BPF filter, direct action, on eth0's
+#                              clsact egress: the packet is dropped when the
+#                              kernel's per-packet random number is below
+#                              PERCENT/100 of 2^32; this kernel has no netem).
+#                              Returns 3 where the filter cannot be attached.
 #   cluster_down               removes every namespace and link (also on exit).
 #
 # Returns 3 from cluster_up where namespaces cannot be made (callers skip).
@@ -77,6 +83,18 @@ cluster_up() {
   if command -v ping >/dev/null; then
     ip netns exec "${CLUSTER_PREFIX}h$((n - 1))" ping -c 1 -W 3 "$NET.1" >/dev/null 2>&1 || return 1
   fi
+}
+
+cluster_loss() {
+  # ld [SKF_AD_OFF + SKF_AD_RANDOM]; jge #threshold -> pass; ret TC_ACT_SHOT; ret TC_ACT_OK
+  local threshold
+  threshold=$(awk -v p="$1" 'BEGIN { printf "%d", p / 100 * 4294967296 }')
+  for i in $(seq 0 $((CLUSTER_N - 1))); do
+    local ns="${CLUSTER_PREFIX}h$i"
+    ip netns exec "$ns" tc qdisc add dev eth0 clsact || return 3
+    ip netns exec "$ns" tc filter add dev eth0 egress bpf da \
+      bytecode "4,32 0 0 4294963256,53 1 0 $threshold,6 0 0 2,6 0 0 0" || return 3
+  done
 }
 
 cluster_run() {

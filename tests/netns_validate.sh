@@ -28,7 +28,7 @@ esac
 
 fail() { echo "netns validate: FAILED: $*" >&2; exit 1; }
 
-cluster_run "$OUT/cal" "$SIM" calibrate --out "$OUT/tcp.toml" --max-bytes 256K --reps 3 \
+cluster_run "$OUT/cal" "$SIM" calibrate --out "$OUT/tcp.toml" --max-bytes 1M --reps 5 \
   || fail "sim calibrate"
 cat "$OUT/cal/rank0.out"
 grep -q '^hosts = 4$' "$OUT/tcp.toml" || fail "the calibration did not see 4 hosts"

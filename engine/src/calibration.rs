@@ -4,7 +4,8 @@
 //!
 //! A scenario uses one with `[calibration] file = "PATH"` (instead of
 //! `[links]` and `[compute]`): its ranks get ideal links with the fitted
-//! latency, bandwidth, per-message overhead and per-rank injection rate
+//! latency, bandwidth (one, or one per message size), per-message overhead
+//! and per-rank injection rate
 //! (see [`crate::links`]) and reductions at the fitted rate of each
 //! collective's element type. The file is TOML:
 //!
@@ -26,6 +27,9 @@
 //! injection_gb_per_s = 4.0 # optional
 //! [model.reduce_gb_per_s]  # per element type
 //! float = 5.0
+//! [[model.bandwidth_by_size]] # optional: the pair bandwidth per message size
+//! bytes = 131072
+//! gb_per_s = 0.8
 //! [fit]                    # residuals of the fit over the measurements
 //! median_abs_residual_pct = 3.0
 //! worst_abs_residual_pct = 9.0
@@ -44,7 +48,7 @@ use std::path::Path;
 
 use algorithms::DType;
 use serde::{Deserialize, Serialize};
-use topologies::LinkSpec;
+use topologies::{LinkSpec, SizeBandwidth};
 
 /// The format this build writes and reads.
 pub const FORMAT: u32 = 1;
@@ -141,6 +145,50 @@ pub struct FittedModel {
     pub injection_gb_per_s: Option<f64>,
     /// Local reduction rate per element type name, GB/s of one operand.
     pub reduce_gb_per_s: BTreeMap<String, f64>,
+    /// The pair bandwidth at the measured message sizes, where it depends
+    /// on the size (`[[model.bandwidth_by_size]]`; absent: the one
+    /// `bandwidth_gb_per_s` for every size). See [`topologies::SizeBandwidth`].
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub bandwidth_by_size: Vec<SizeRate>,
+}
+
+/// One `[[model.bandwidth_by_size]]` anchor.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SizeRate {
+    /// Message size.
+    pub bytes: u64,
+    /// A pair's bandwidth for messages of that size, GB/s.
+    pub gb_per_s: f64,
+}
+
+impl FittedModel {
+    /// The ideal link of these parameters, checked.
+    pub fn link_spec(&self) -> Result<LinkSpec, String> {
+        let m = self;
+        let latency_us = non_negative("latency_us", m.latency_us)?;
+        let overhead_us = non_negative("overhead_us", m.overhead_us)?;
+        let bandwidth = positive("bandwidth_gb_per_s", m.bandwidth_gb_per_s)?;
+        let mut link = LinkSpec::new((latency_us * 1e6).round() as u64, bandwidth * 1e9)
+            .map_err(|e| e.to_string())?
+            .with_overhead_ps((overhead_us * 1e6).round() as u64);
+        if !m.bandwidth_by_size.is_empty() {
+            let anchors: Vec<(u64, f64)> = m
+                .bandwidth_by_size
+                .iter()
+                .map(|a| (a.bytes, a.gb_per_s * 1e9))
+                .collect();
+            let curve = SizeBandwidth::new(&anchors)
+                .map_err(|e| format!("[[model.bandwidth_by_size]]: {e}"))?;
+            link = link.with_size_bandwidth(curve);
+        }
+        match m.injection_gb_per_s {
+            None => Ok(link),
+            Some(i) => link
+                .with_injection(positive("injection_gb_per_s", i)? * 1e9)
+                .map_err(|e| e.to_string()),
+        }
+    }
 }
 
 /// `[fit]`: the residuals over all measurements.
@@ -212,19 +260,7 @@ impl Calibration {
 
     /// The ideal link of the fitted model.
     pub fn link_spec(&self) -> Result<LinkSpec, String> {
-        let m = &self.model;
-        let latency_us = non_negative("latency_us", m.latency_us)?;
-        let overhead_us = non_negative("overhead_us", m.overhead_us)?;
-        let bandwidth = positive("bandwidth_gb_per_s", m.bandwidth_gb_per_s)?;
-        let link = LinkSpec::new((latency_us * 1e6).round() as u64, bandwidth * 1e9)
-            .map_err(|e| e.to_string())?
-            .with_overhead_ps((overhead_us * 1e6).round() as u64);
-        match m.injection_gb_per_s {
-            None => Ok(link),
-            Some(i) => link
-                .with_injection(positive("injection_gb_per_s", i)? * 1e9)
-                .map_err(|e| e.to_string()),
-        }
+        self.model.link_spec()
     }
 
     /// The fitted reduction rate of `dtype` in bytes per second, if it was
@@ -291,6 +327,16 @@ mod tests {
                 overhead_us: 0.25,
                 injection_gb_per_s: Some(4.0),
                 reduce_gb_per_s: [("float".to_string(), 5.0)].into_iter().collect(),
+                bandwidth_by_size: vec![
+                    SizeRate {
+                        bytes: 1024,
+                        gb_per_s: 1.0,
+                    },
+                    SizeRate {
+                        bytes: 1 << 20,
+                        gb_per_s: 2.5,
+                    },
+                ],
             },
             fit: FitSummary {
                 median_abs_residual_pct: 1.0,
@@ -321,6 +367,12 @@ mod tests {
         assert_eq!(link.injection_bytes_per_s, Some(4e9));
         assert_eq!(back.reduce_bytes_per_s(DType::F32), Some(5e9));
         assert_eq!(back.reduce_bytes_per_s(DType::F64), None);
+        // The size-dependent bandwidth: 1 KiB at 1 GB/s, 1 MiB at 2.5 GB/s.
+        assert_eq!(link.serialization_ps(1024), 1_024_000);
+        assert_eq!(link.serialization_ps(1 << 20), (1u64 << 20) * 400);
+        let unordered = text.replace("bytes = 1048576", "bytes = 512");
+        let e = Calibration::parse(Path::new("c.toml"), &unordered).unwrap_err();
+        assert!(e.contains("[[model.bandwidth_by_size]]"), "{e}");
     }
 
     #[test]

@@ -23,6 +23,14 @@
 //! order senders post, would charge flows into one rank by the order the
 //! engine polls the senders rather than by a fair share.
 //!
+//! With racks ([`LinkSpec::racks`]: ranks in racks of consecutive ranks, a
+//! rate-limited link between each two racks, one per direction) a message
+//! from rack `x` to rack `y` also starts no earlier than the link `x -> y`
+//! is free, holds it for `b / rack rate` (and its own link at least as
+//! long), and arrives the rack link's latency later: the flows between two
+//! racks share one rate, in the order they are posted, as they share a
+//! shaped uplink.
+//!
 //! For in-network reductions (the `in_network` module) the ideal links also
 //! give every rank a full-duplex link of the same parameters to one
 //! switch that reduces every group at once (no forwarding latency): a leg
@@ -61,6 +69,9 @@ pub struct IdealLinks {
     /// When each rank's port out becomes free (with an injection rate);
     /// only looked up.
     port_free_at: HashMap<u32, Time>,
+    /// When each rack-to-rack link becomes free (with racks); only
+    /// looked up.
+    rack_free_at: HashMap<(u32, u32), Time>,
     stats: LinkStats,
 }
 
@@ -73,6 +84,7 @@ impl IdealLinks {
             leg_free_at: HashMap::default(),
             posted_at: HashMap::default(),
             port_free_at: HashMap::default(),
+            rack_free_at: HashMap::default(),
             stats: LinkStats::default(),
         }
     }
@@ -100,11 +112,23 @@ impl IdealLinks {
             *port = start.checked_plus_ps(port_ps)?;
             busy_ps = busy_ps.max(port_ps);
         }
+        let mut latency_ps = self.spec.latency_ps;
+        if let Some(racks) = self.spec.racks {
+            let (from, to) = (racks.rack_of(src), racks.rack_of(dst));
+            if from != to {
+                let shared = self.rack_free_at.entry((from, to)).or_insert(Time::ZERO);
+                start = start.max(*shared);
+                let rack_ps = topologies::duration_ps(bytes, racks.bandwidth_bytes_per_s);
+                *shared = start.checked_plus_ps(rack_ps)?;
+                busy_ps = busy_ps.max(rack_ps);
+                latency_ps = latency_ps.saturating_add(racks.latency_ps);
+            }
+        }
         let done = start.checked_plus_ps(busy_ps)?;
         self.free_at.insert(key, done);
         self.stats.messages += 1;
         self.stats.bytes += bytes;
-        done.checked_plus_ps(self.spec.latency_ps)
+        done.checked_plus_ps(latency_ps)
     }
 
     /// When a message `src` posts at `now` is through its software
@@ -190,5 +214,30 @@ mod tests {
         assert_eq!(l.transmit(Time(0), 3, 1, 1000), Some(Time(1_101_000)));
         // Self-sends pay nothing.
         assert_eq!(l.transmit(Time(5), 2, 2, 1000), Some(Time(5)));
+    }
+
+    #[test]
+    fn flows_between_two_racks_share_the_rack_link_in_turn() {
+        // 1 ns latency, 1 GB/s links; racks of 2 ranks joined at 0.5 GB/s
+        // with 10 ns more latency.
+        let spec = LinkSpec::new(1_000, 1e9)
+            .unwrap()
+            .with_racks(topologies::RackLink {
+                ranks_per_rack: 2,
+                bandwidth_bytes_per_s: 0.5e9,
+                latency_ps: 10_000,
+            })
+            .unwrap();
+        let mut l = IdealLinks::new(spec);
+        // Within rack 0: the pair's own link only.
+        assert_eq!(l.transmit(Time(0), 0, 1, 1000), Some(Time(1_001_000)));
+        // Rack 0 to rack 1: 2 us on the rack link, then both latencies.
+        assert_eq!(l.transmit(Time(0), 0, 2, 1000), Some(Time(2_011_000)));
+        // Another pair across the same direction waits for the rack link.
+        assert_eq!(l.transmit(Time(0), 1, 3, 1000), Some(Time(4_011_000)));
+        // The other direction is a link of its own.
+        assert_eq!(l.transmit(Time(0), 3, 0, 1000), Some(Time(2_011_000)));
+        // Within rack 1, nothing shared with the crossing flows.
+        assert_eq!(l.transmit(Time(0), 2, 3, 1000), Some(Time(1_001_000)));
     }
 }

@@ -16,7 +16,8 @@ use realnet::connect::FabricKind;
 
 use crate::bench_engine_cmd::{AlgorithmArg, NetworkArg, SymmetryArg, bench_engine};
 use crate::exit::ExitStatus;
-use crate::real::bench_cmd::{BenchArgs, JobArgs};
+use crate::real::bench_cmd::BenchArgs;
+use crate::real::job::JobArgs;
 use crate::real::launch_cmd::LaunchArgs;
 use crate::run_cmd::Outputs;
 use crate::sweep_cmd;
@@ -84,7 +85,7 @@ pub enum Command {
         rendezvous: Option<String>,
         /// With --fabric: how long a rank waits for a silent peer (default:
         /// REALNET_TIMEOUT_MS, else 30 s).
-        #[arg(long, value_name = "S", requires = "fabric", value_parser = crate::real::bench_cmd::parse_seconds)]
+        #[arg(long, value_name = "S", requires = "fabric", value_parser = crate::real::job::parse_seconds)]
         timeout_s: Option<f64>,
         /// With --fabric tcp: the address or interface name to listen on
         /// and advertise (default: loopback).

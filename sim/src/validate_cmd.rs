@@ -25,7 +25,8 @@ use crate::calibrate::fit::{median, percent_error};
 use crate::calibrate::host::this_host;
 use crate::exit::ExitStatus;
 use crate::output::{Named, OutputFile, Stdout, check_paths};
-use crate::real::bench_cmd::{JobArgs, Section, SectionsJob, algo_filter};
+use crate::real::bench_cmd::{Section, SectionsJob, algo_filter};
+use crate::real::job::{JobArgs, JobSetup};
 use crate::real::run_cmd::{options, refuse_simulated_programs};
 
 /// `sim validate`'s flags.
@@ -74,12 +75,12 @@ pub fn validate(args: &ValidateArgs, command: &str, registry: &Registry) -> io::
         Ok(s) => s,
         Err(e) => return input_error(e.to_string()),
     };
-    let env = match args.job.rank_env() {
-        Ok(env) => env,
-        Err(e) => return input_error(e),
-    };
-    let kind = match args.job.fabric_kind(&env, FabricKind::Threads) {
-        Ok(k) => k,
+    let JobSetup {
+        env,
+        kind,
+        world_size,
+    } = match args.job.setup(None) {
+        Ok(s) => s,
         Err(e) => return input_error(e),
     };
     if let Err(e) = check_calibration(&scenario, kind, args.job.interface.as_deref()) {
@@ -91,7 +92,7 @@ pub fn validate(args: &ValidateArgs, command: &str, registry: &Registry) -> io::
     let world_size = if kind.in_process() {
         scenario.world_size
     } else {
-        env.world_size
+        world_size
     };
     if let Some(spec) = scenario
         .collectives

@@ -27,12 +27,14 @@ pub mod nvsmi;
 pub mod presets;
 pub mod rotation;
 pub mod routing;
+pub mod size_bandwidth;
 pub mod vertex;
 
 pub use graph::{LinkId, Topology, VertexId};
 pub use kind::{IbRate, Link, LinkKind};
 pub use rotation::Rotation;
 pub use routing::{Placement, Route, Router, Routing};
+pub use size_bandwidth::SizeBandwidth;
 pub use vertex::{Vertex, VertexKind};
 
 /// Why a topology or link description is invalid.
@@ -92,6 +94,35 @@ pub struct LinkSpec {
     /// rank share), in bytes per second; `None`: every pair's link is
     /// independent.
     pub injection_bytes_per_s: Option<f64>,
+    /// Ideal links only: the ranks in racks of consecutive ranks joined by
+    /// one shared link per direction between each two racks (a rate-limited
+    /// uplink); `None`: every pair's link is independent.
+    pub racks: Option<RackLink>,
+    /// Ideal links only: a pair bandwidth that depends on the message
+    /// size, used instead of `bandwidth_bytes_per_s` for the time a
+    /// message holds its link; `None`: one bandwidth for every size.
+    pub size_bandwidth: Option<SizeBandwidth>,
+}
+
+/// Racks of `ranks_per_rack` consecutive ranks (rank `r` in rack
+/// `r / ranks_per_rack`); every message between two racks also crosses
+/// the one link of its direction between them, which carries
+/// `bandwidth_bytes_per_s` and adds `latency_ps`.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct RackLink {
+    /// Ranks of one rack (at least 1).
+    pub ranks_per_rack: u32,
+    /// The shared link's rate per direction, bytes per second.
+    pub bandwidth_bytes_per_s: f64,
+    /// Latency the shared link adds to a message crossing it, ps.
+    pub latency_ps: u64,
+}
+
+impl RackLink {
+    /// The rack of `rank`.
+    pub fn rack_of(&self, rank: usize) -> u32 {
+        (rank / self.ranks_per_rack.max(1) as usize) as u32
+    }
 }
 
 impl LinkSpec {
@@ -105,6 +136,8 @@ impl LinkSpec {
             bandwidth_bytes_per_s,
             overhead_ps: 0,
             injection_bytes_per_s: None,
+            racks: None,
+            size_bandwidth: None,
         })
     }
 
@@ -128,9 +161,37 @@ impl LinkSpec {
         })
     }
 
-    /// Time to put `bytes` on the wire, in picoseconds; see [`duration_ps`].
+    /// The same link with ranks in racks joined by `racks`' shared
+    /// links, checked (a positive, finite rate; at least one rank a rack).
+    pub fn with_racks(self, racks: RackLink) -> Result<LinkSpec, TopologyError> {
+        let rate = racks.bandwidth_bytes_per_s;
+        if !(rate.is_finite() && rate > 0.0) {
+            return Err(TopologyError::Bandwidth(rate));
+        }
+        if racks.ranks_per_rack == 0 {
+            return Err(TopologyError::NoRanks);
+        }
+        Ok(LinkSpec {
+            racks: Some(racks),
+            ..self
+        })
+    }
+
+    /// The same link with a bandwidth that depends on the message size.
+    pub fn with_size_bandwidth(self, curve: SizeBandwidth) -> LinkSpec {
+        LinkSpec {
+            size_bandwidth: Some(curve),
+            ..self
+        }
+    }
+
+    /// Time to put `bytes` on the wire, in picoseconds (at the size's
+    /// rate where the bandwidth depends on the size); see [`duration_ps`].
     pub fn serialization_ps(&self, bytes: u64) -> u64 {
-        duration_ps(bytes, self.bandwidth_bytes_per_s)
+        match &self.size_bandwidth {
+            Some(curve) => duration_ps(bytes, curve.rate(bytes)),
+            None => duration_ps(bytes, self.bandwidth_bytes_per_s),
+        }
     }
 }
 

@@ -399,7 +399,7 @@ pub enum Sent {
 /// router.
 #[derive(Debug)]
 pub(crate) enum Network {
-    Ideal(IdealLinks),
+    Ideal(Box<IdealLinks>),
     Packet(Box<Routed<packet::PacketNetwork>>),
     Flow(Box<Routed<flow::FlowNetwork>>),
 }
@@ -451,7 +451,7 @@ impl Network {
         nccl: Option<Arc<NcclSystem>>,
     ) -> Network {
         match config {
-            NetworkConfig::Ideal(spec) => Network::Ideal(IdealLinks::new(*spec)),
+            NetworkConfig::Ideal(spec) => Network::Ideal(Box::new(IdealLinks::new(*spec))),
             NetworkConfig::Topology(t) => {
                 let router = Arc::clone(&t.router);
                 let placement = Arc::clone(&t.placement);

@@ -186,6 +186,15 @@ pub struct RawLinks {
 #[serde(deny_unknown_fields)]
 pub struct RawCalibration {
     pub file: Spanned<String>,
+    /// Racks of consecutive ranks joined by shared links (with `rack_gb_per_s`).
+    #[serde(default)]
+    pub racks: Option<Spanned<i64>>,
+    /// The rate of each rack-to-rack link, per direction.
+    #[serde(default)]
+    pub rack_gb_per_s: Option<Spanned<f64>>,
+    /// The latency a rack-to-rack link adds (default 0).
+    #[serde(default)]
+    pub rack_latency_us: Option<Spanned<f64>>,
 }
 
 /// `[compute]`.

@@ -342,10 +342,11 @@ fn calibrated(
     let link = calibration
         .link_spec()
         .map_err(|e| src.at(file, format!("calibration {}: {e}", path.display())))?;
+    let (link, racks) = rack_links(src, spanned.get_ref(), link, world_size)?;
     let m = &calibration.model;
     let description = format!(
         "ideal links calibrated on {} ({}: latency {:.3} us, {:.2} GB/s per pair, overhead {:.3} us \
-         per message{})",
+         per message{}){racks}",
         calibration.calibration.fabric,
         path.display(),
         m.latency_us,
@@ -372,6 +373,57 @@ fn calibrated(
             fold: None,
         },
         LoadedCalibration { path, calibration },
+    ))
+}
+
+/// `[calibration] racks` and `rack_gb_per_s` (given together): `link`
+/// with its ranks in that many racks of consecutive ranks joined by
+/// shared links, and the words describing them.
+fn rack_links(
+    src: &Source,
+    raw: &RawCalibration,
+    link: LinkSpec,
+    world_size: usize,
+) -> Result<(LinkSpec, String), ScenarioError> {
+    let (racks, rate) = match (&raw.racks, &raw.rack_gb_per_s) {
+        (None, None) => {
+            if let Some(l) = &raw.rack_latency_us {
+                return Err(src.at(l, "rack_latency_us needs racks and rack_gb_per_s"));
+            }
+            return Ok((link, String::new()));
+        }
+        (Some(r), Some(g)) => (r, g),
+        (Some(r), None) => {
+            return Err(src.at(r, "racks needs rack_gb_per_s (the racks' link rate)"));
+        }
+        (None, Some(g)) => return Err(src.at(g, "rack_gb_per_s needs racks (how many racks)")),
+    };
+    let count = src.count(racks, "racks", 1, world_size as i64)? as usize;
+    if !world_size.is_multiple_of(count) {
+        return Err(src.at(
+            racks,
+            format!("{count} racks do not split world_size = {world_size} ranks evenly"),
+        ));
+    }
+    let gb = src.number(rate, "rack_gb_per_s", false)?;
+    let latency_us = match &raw.rack_latency_us {
+        Some(l) => src.number(l, "rack_latency_us", true)?,
+        None => 0.0,
+    };
+    let rack = topologies::RackLink {
+        ranks_per_rack: (world_size / count) as u32,
+        bandwidth_bytes_per_s: gb * 1e9,
+        latency_ps: (latency_us * 1e6).round() as u64,
+    };
+    let link = link
+        .with_racks(rack)
+        .map_err(|e| src.at(rate, e.to_string()))?;
+    Ok((
+        link,
+        format!(
+            ", in {count} racks of {} ranks joined by {gb:.3} GB/s links (+{latency_us:.3} us)",
+            rack.ranks_per_rack
+        ),
     ))
 }
 

@@ -19,19 +19,26 @@
 //! - flows to `p` peers at once: `o + L + (p-1) b/I + b/B` when the
 //!   rank's rate `I` (at least `B`) is what limits them, `o + L + p b/I`
 //!   when `I` is below `B`; that gives `I` at each large size (the median
-//!   is kept); flows that show no shared limit (`I` above `p B`) leave `I`
-//!   unset;
+//!   is kept; `B` is the pair's bandwidth at the flows' size where it
+//!   depends on the size); flows that show no shared limit (`I` above
+//!   `p B`) leave `I` unset;
 //! - a reduction of `b` bytes: `b/R`; the median of `b/t` over the sizes
-//!   of each element type.
+//!   of each element type;
+//! - the bandwidth per message size: a host's path is not one line (TCP's
+//!   windows and copies, cache sizes), so besides `B` the fit keeps
+//!   `b / (t(b) - o - L)` at each shift size where the bytes are a tenth
+//!   of the fixed cost or more (`[[model.bandwidth_by_size]]`); the
+//!   simulator interpolates between them (`topologies::SizeBandwidth`).
+//!   `B` stays the large sizes' slope (the tuner's figure).
 
 use std::collections::BTreeMap;
 
 use algorithms::{DType, Time};
-use engine::calibration::{FitSummary, FittedModel, Measurement};
+use engine::calibration::{FitSummary, FittedModel, Measurement, SizeRate};
 use engine::executor;
 use engine::network::NetworkConfig;
 use engine::world::WorldConfig;
-use topologies::LinkSpec;
+use topologies::{LinkSpec, SizeBandwidth};
 
 use super::probe::{Probe, run_once};
 
@@ -89,7 +96,18 @@ pub fn fit(samples: &[Sample], world_size: usize) -> Result<FittedModel, FitErro
     let intercept_ps = intercept_ps.max(0.0);
     let overhead_ps = stream_gap_ps(samples)?.clamp(0.0, intercept_ps);
     let latency_ps = intercept_ps - overhead_ps;
-    let injection = injection_rate(samples, world_size, overhead_ps, latency_ps, bandwidth);
+    let bandwidth_by_size = size_rates(&pings, intercept_ps, bandwidth);
+    let pair_rate = |bytes: u64| match bandwidth_by_size.iter().find(|a| a.bytes == bytes) {
+        Some(a) => a.gb_per_s * 1e9,
+        None => bandwidth,
+    };
+    let injection = injection_rate(
+        samples,
+        world_size,
+        (overhead_ps, latency_ps),
+        bandwidth,
+        pair_rate,
+    );
     let mut reduce: BTreeMap<String, Vec<f64>> = BTreeMap::new();
     for s in samples {
         if let Probe::Reduce { dtype, bytes } = s.probe {
@@ -109,7 +127,51 @@ pub fn fit(samples: &[Sample], world_size: usize) -> Result<FittedModel, FitErro
             .into_iter()
             .map(|(name, mut rates)| (name, median(&mut rates)))
             .collect(),
+        bandwidth_by_size,
     })
+}
+
+/// The pair bandwidth at each measured size, `b / (t(b) - a)` with `a`
+/// the fitted fixed cost, for the sizes whose bytes take at least a tenth
+/// of `a` (below that the difference is mostly noise, and the bytes matter
+/// little), and at most `sustained`, the large sizes' bandwidth: a shift of
+/// a few mid-size messages can go faster than that (socket buffers
+/// absorb a burst), but a collective's stream of such messages does not
+/// (measured on TCP: a 64 MiB ring allreduce's 512 KiB chunks went at the
+/// large shifts' rate, not at the 512 KiB shift's). None unless two sizes
+/// or more qualify (one would be the single bandwidth again).
+fn size_rates(points: &[(f64, f64)], intercept_ps: f64, sustained: f64) -> Vec<SizeRate> {
+    let mut sorted = points.to_vec();
+    sorted.sort_by(|a, b| a.0.total_cmp(&b.0));
+    let mut rates: Vec<SizeRate> = Vec::new();
+    for &(bytes, time_ps) in &sorted {
+        let bytes_ps = time_ps - intercept_ps;
+        if bytes < 1.0 || bytes_ps < 0.1 * intercept_ps.max(1.0) {
+            continue;
+        }
+        let size = bytes as u64;
+        if rates.last().is_some_and(|r| r.bytes >= size) || rates.len() == SizeBandwidth::MAX {
+            continue;
+        }
+        rates.push(SizeRate {
+            bytes: size,
+            gb_per_s: round_sig((bytes * 1e12 / bytes_ps).min(sustained) / 1e9),
+        });
+    }
+    if rates.len() < 2 {
+        rates.clear();
+    }
+    rates
+}
+
+/// `x` to six significant digits, so the file's rates read back as
+/// written and stay short.
+fn round_sig(x: f64) -> f64 {
+    if x == 0.0 || !x.is_finite() {
+        return x;
+    }
+    let scale = 10f64.powi(5 - x.abs().log10().floor() as i32);
+    (x * scale).round() / scale
 }
 
 /// The line `t = a + s x` of the shifts: the slope from the larger half
@@ -180,13 +242,15 @@ fn stream_gap_ps(samples: &[Sample]) -> Result<f64, FitError> {
     Ok((many.2 as f64 - few.2 as f64) / f64::from(many.1 - few.1))
 }
 
-/// Each rank's shared rate from the flows, if they show one.
+/// Each rank's shared rate from the flows, if they show one, with
+/// `pair_rate(b)` a pair's bandwidth for messages of `b` bytes and
+/// `bandwidth` the one for large messages.
 fn injection_rate(
     samples: &[Sample],
     world_size: usize,
-    overhead_ps: f64,
-    latency_ps: f64,
+    (overhead_ps, latency_ps): (f64, f64),
     bandwidth: f64,
+    pair_rate: impl Fn(u64) -> f64,
 ) -> Option<f64> {
     let peers = world_size.checked_sub(1).filter(|&p| p >= 2)? as f64;
     let mut rates: Vec<f64> = samples
@@ -194,12 +258,13 @@ fn injection_rate(
         .filter_map(|s| match s.probe {
             Probe::Flows { bytes } => {
                 let b = bytes as f64;
+                let pair = pair_rate(bytes);
                 let after_ps = s.time_ps as f64 - overhead_ps - latency_ps;
-                let shared_ps = after_ps - b * 1e12 / bandwidth;
+                let shared_ps = after_ps - b * 1e12 / pair;
                 let above_pair = (peers - 1.0) * b * 1e12 / shared_ps;
                 Some(if shared_ps <= 0.0 {
                     f64::INFINITY
-                } else if above_pair >= bandwidth {
+                } else if above_pair >= pair {
                     above_pair
                 } else {
                     // Slower than one pair's link: every message holds
@@ -231,19 +296,9 @@ pub fn median(values: &mut [f64]) -> f64 {
         .unwrap_or(0.0)
 }
 
-/// The simulator's parameters for a fitted model: the ideal link and the
-/// reduction rate of each element type.
+/// The simulator's ideal link for a fitted model.
 pub fn simulated_link(model: &FittedModel) -> Result<LinkSpec, String> {
-    let link = LinkSpec::new(
-        (model.latency_us * 1e6).round() as u64,
-        model.bandwidth_gb_per_s * 1e9,
-    )
-    .map_err(|e| e.to_string())?
-    .with_overhead_ps((model.overhead_us * 1e6).round() as u64);
-    match model.injection_gb_per_s {
-        Some(i) => link.with_injection(i * 1e9).map_err(|e| e.to_string()),
-        None => Ok(link),
-    }
+    model.link_spec()
 }
 
 /// Runs each probe on a simulated world of `world_size` ranks with `link`

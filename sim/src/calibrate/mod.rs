@@ -24,13 +24,13 @@ use engine::calibration::{About, Calibration, FORMAT};
 use engine::scenario::ByteSize;
 use realnet::Endpoint;
 use realnet::call::CallId;
-use realnet::connect::{FabricKind, RankJob, with_fabric};
+use realnet::connect::{RankJob, with_fabric};
 
 use self::fit::{Sample, fit, residuals, simulate, simulated_link};
 use self::probe::{Plan, Probe, run_once};
 use crate::exit::ExitStatus;
 use crate::output::{OutputFile, Stdout};
-use crate::real::bench_cmd::JobArgs;
+use crate::real::job::{JobArgs, JobSetup};
 
 /// The call kind of every probe's messages (no algorithm's: a message of a
 /// probe is never taken for a collective's).
@@ -110,22 +110,13 @@ pub fn calibrate(
         crate::report!("error: {message}");
         Ok(ExitStatus::InvalidInput)
     };
-    let env = match args.job.rank_env() {
-        Ok(env) => env,
+    let JobSetup {
+        env,
+        kind,
+        world_size,
+    } = match args.job.setup(args.ranks) {
+        Ok(s) => s,
         Err(e) => return input_error(e),
-    };
-    let kind = match args.job.fabric_kind(&env, FabricKind::Threads) {
-        Ok(k) => k,
-        Err(e) => return input_error(e),
-    };
-    let world_size = match (kind.in_process(), args.ranks) {
-        (true, r) => usize::from(r.unwrap_or(2)),
-        (false, None) => env.world_size,
-        (false, Some(_)) => {
-            return input_error(format!(
-                "--ranks applies to --fabric threads; with {kind} the launcher sets the world size"
-            ));
-        }
     };
     if args.max_bytes.0 < 1024 {
         return input_error(format!(

@@ -124,8 +124,8 @@ pub struct Plan {
 impl Plan {
     /// The standard plan up to `max_bytes` per message: ping-pongs and
     /// shifts from 8 B in steps of 4, streams of 8 B, flows at the three largest
-    /// ping-pong sizes, reductions of every real element type at 256 KiB
-    /// and `max_bytes`.
+    /// ping-pong sizes, reductions of every real element type at 256 KiB,
+    /// 1 MiB and 4 MiB (those below `max_bytes`) and `max_bytes`.
     pub fn standard(max_bytes: u64, world_size: usize) -> Plan {
         let mut sizes = Vec::new();
         let mut b = 8u64;
@@ -142,7 +142,11 @@ impl Plan {
         let large = sizes.len().saturating_sub(3);
         probes.extend(sizes[large..].iter().map(|&bytes| Probe::Flows { bytes }));
         for dtype in [DType::F32, DType::F64, DType::I32, DType::I64, DType::U8] {
-            let mut sizes = vec![256 << 10, max_bytes.max(256 << 10)];
+            let mut sizes: Vec<u64> = [256 << 10, 1 << 20, 4 << 20]
+                .into_iter()
+                .filter(|&b| b < max_bytes)
+                .collect();
+            sizes.push(max_bytes.max(256 << 10));
             sizes.dedup();
             for bytes in sizes {
                 probes.push(Probe::Reduce { dtype, bytes });

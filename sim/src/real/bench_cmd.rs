@@ -7,7 +7,6 @@
 
 use std::io::{self, Write};
 use std::path::PathBuf;
-use std::time::Duration;
 
 use algorithms::{Collective, CollectiveError, DType, Params, ReduceOp, Registry};
 use engine::report::{table_header, table_row, write_csv};
@@ -17,70 +16,13 @@ use engine::tuning::AlgoFilter;
 use realnet::Endpoint;
 use realnet::bench::{AlgorithmChoice, BenchOptions, run_bench};
 use realnet::connect::{FabricKind, RankJob, with_fabric};
-use realnet::launch::{EnvOverrides, RankEnv};
+use realnet::launch::RankEnv;
 use realnet::memory::check_memory;
 
+use super::job::{JobArgs, JobSetup};
 use super::table::{footer, to_row};
 use crate::exit::ExitStatus;
 use crate::output::{OutputFile, Stdout};
-
-/// How a rank finds its job: the fabric and the rendezvous.
-#[derive(Clone, Debug, clap::Args)]
-pub struct JobArgs {
-    /// The fabric: threads (every rank a thread of this process), shm or
-    /// tcp (one rank per process, started by a launcher). Default: the
-    /// launcher's REALNET_FABRIC, else threads.
-    #[arg(long, value_parser = super::fabric_parser())]
-    pub fabric: Option<FabricKind>,
-    /// Where rank 0 runs the rendezvous, instead of MASTER_ADDR:MASTER_PORT.
-    #[arg(long, value_name = "HOST:PORT")]
-    pub rendezvous: Option<String>,
-    /// How long a rank waits for a silent peer before reporting it
-    /// (default: REALNET_TIMEOUT_MS, else 30 s).
-    #[arg(long, value_name = "S", value_parser = parse_seconds)]
-    pub timeout_s: Option<f64>,
-    /// With --fabric tcp: the address or interface name (eth0, ib0) to
-    /// listen on and advertise; needed when ranks span hosts (default:
-    /// loopback).
-    #[arg(long, value_name = "IP|NAME")]
-    pub interface: Option<String>,
-}
-
-impl JobArgs {
-    /// This process's rank environment, or the error to print.
-    pub fn rank_env(&self) -> Result<RankEnv, String> {
-        let overrides = EnvOverrides {
-            rendezvous: self.rendezvous.clone(),
-            timeout: self.timeout_s.map(Duration::from_secs_f64),
-        };
-        RankEnv::from_env(&overrides).map_err(|e| e.to_string())
-    }
-
-    /// The fabric: `--fabric`, else the launcher's `REALNET_FABRIC`, else
-    /// `default`.
-    pub fn fabric_kind(&self, env: &RankEnv, default: FabricKind) -> Result<FabricKind, String> {
-        match (self.fabric, &env.fabric) {
-            (Some(k), _) => Ok(k),
-            (None, Some(name)) => {
-                FabricKind::parse(name).map_err(|e| format!("REALNET_FABRIC: {e}"))
-            }
-            (None, None) => Ok(default),
-        }
-    }
-}
-
-/// A timeout in seconds: positive, at most a day.
-pub fn parse_seconds(text: &str) -> Result<f64, String> {
-    let s: f64 = text
-        .parse()
-        .map_err(|_| format!("`{text}` is not a number of seconds"))?;
-    if !(s > 0.0 && s <= 86_400.0) {
-        return Err(format!(
-            "the timeout must be in (0, 86400] seconds, got {text}"
-        ));
-    }
-    Ok(s)
-}
 
 /// `sim bench`'s flags, nccl-tests' where it has them.
 #[derive(Clone, Debug, clap::Args)]
@@ -178,22 +120,13 @@ pub fn bench(args: &BenchArgs, command: &str, registry: &Registry) -> io::Result
         crate::report!("error: {message}");
         Ok(ExitStatus::InvalidInput)
     };
-    let env = match args.job.rank_env() {
-        Ok(env) => env,
+    let JobSetup {
+        env,
+        kind,
+        world_size,
+    } = match args.job.setup(args.ranks) {
+        Ok(s) => s,
         Err(e) => return input_error(e),
-    };
-    let kind = match args.job.fabric_kind(&env, FabricKind::Threads) {
-        Ok(k) => k,
-        Err(e) => return input_error(e),
-    };
-    let world_size = match (kind.in_process(), args.ranks) {
-        (true, r) => usize::from(r.unwrap_or(2)),
-        (false, None) => env.world_size,
-        (false, Some(_)) => {
-            return input_error(format!(
-                "--ranks applies to --fabric threads; with {kind} the launcher sets the world size"
-            ));
-        }
     };
     let filter = match algo_filter(registry) {
         Ok(f) => f,

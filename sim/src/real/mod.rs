@@ -4,6 +4,7 @@
 //! benchmark).
 //!
 //! - [`bench_cmd`]: `sim bench`, nccl-tests on a real fabric.
+//! - [`job`]: the flags that find a rank's job, shared by every such command.
 //! - [`run_cmd`]: `sim run SCENARIO --fabric`, a scenario's collectives on a
 //!   real fabric.
 //! - [`launch_cmd`]: `sim launch`, local processes with the rank environment.
@@ -13,6 +14,7 @@
 //! exits with its first failed rank's status.
 
 pub mod bench_cmd;
+pub mod job;
 pub mod launch_cmd;
 pub mod run_cmd;
 pub mod table;

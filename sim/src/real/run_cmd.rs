@@ -32,7 +32,8 @@ use realnet::connect::FabricKind;
 use realnet::launch::RankEnv;
 use realnet::memory::check_memory;
 
-use super::bench_cmd::{JobArgs, Section, SectionsJob, algo_filter, run_job};
+use super::bench_cmd::{Section, SectionsJob, algo_filter, run_job};
+use super::job::JobArgs;
 use crate::exit::ExitStatus;
 use crate::output::{Named, OutputFile, Stdout, check_paths};
 

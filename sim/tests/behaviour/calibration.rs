@@ -27,6 +27,27 @@ fn known_link(injection: Option<f64>) -> LinkSpec {
     }
 }
 
+/// The calibration `sim calibrate` would write for `samples` taken on
+/// the simulator.
+fn fitted_on_the_simulator(
+    samples: &[sim::calibrate::fit::Sample],
+    world_size: usize,
+) -> Calibration {
+    let about = About {
+        format: FORMAT,
+        fabric: "sim".into(),
+        ranks: world_size,
+        command: "test".into(),
+    };
+    fitted(
+        about,
+        host::this_host(FabricKind::Shm, None),
+        samples,
+        world_size,
+    )
+    .unwrap()
+}
+
 fn within(got: f64, want: f64, pct: f64) -> bool {
     ((got - want) / want).abs() * 100.0 <= pct
 }
@@ -54,21 +75,38 @@ fn calibrating_against_the_simulator_recovers_its_parameters_within_2_percent() 
         "{model:?}"
     );
     // The fitted simulator reproduces the measurements it was fitted on.
-    let about = About {
-        format: FORMAT,
-        fabric: "sim".into(),
-        ranks: world_size,
-        command: "test".into(),
-    };
-    let c = fitted(
-        about,
-        host::this_host(FabricKind::Shm, None),
-        &samples,
-        world_size,
-    )
-    .unwrap();
+    let c = fitted_on_the_simulator(&samples, world_size);
     assert!(c.fit.worst_abs_residual_pct < 2.0, "{:?}", c.fit);
     assert_eq!(c.measurements.len(), plan.probes.len());
+}
+
+#[test]
+fn a_bandwidth_that_depends_on_the_size_is_recovered_at_the_measured_sizes() {
+    // 1 GB/s up to 32 KiB, 3 GB/s from 512 KiB (log-interpolated between).
+    let world_size = 2;
+    let curve = topologies::SizeBandwidth::new(&[(32 << 10, 1e9), (512 << 10, 3e9)]).unwrap();
+    let link = known_link(None).with_size_bandwidth(curve);
+    let plan = Plan::standard(4 << 20, world_size);
+    let samples = simulate(&plan.probes, world_size, link, |_| Some(4e9)).unwrap();
+    let model = fit(&samples, world_size).unwrap();
+    let at = |bytes: u64| {
+        model
+            .bandwidth_by_size
+            .iter()
+            .find(|a| a.bytes == bytes)
+            .unwrap_or_else(|| panic!("no anchor at {bytes} B: {model:?}"))
+            .gb_per_s
+    };
+    // Where the bytes take most of the time, each size's rate comes back.
+    for (bytes, rate) in [(131_072, curve.rate(131_072)), (2 << 20, 3e9)] {
+        assert!(within(at(bytes), rate / 1e9, 2.0), "{bytes}: {model:?}");
+    }
+    let c = fitted_on_the_simulator(&samples, world_size);
+    // One bandwidth could not fit both ends; the curve does (within 5%:
+    // the fixed cost is fitted from the small sizes, at the lower rate).
+    assert!(c.fit.worst_abs_residual_pct < 5.0, "{:?}", c.fit);
+    let back = Calibration::parse(Path::new("c.toml"), &c.to_toml()).unwrap();
+    assert_eq!(back.model.bandwidth_by_size, c.model.bandwidth_by_size);
 }
 
 #[test]
@@ -288,6 +326,71 @@ fn a_calibrated_scenario_gets_the_fitted_links_and_refuses_links_beside_them() {
         e.contains("s.toml:4:8") && e.contains("nowhere.toml"),
         "{e}"
     );
+}
+
+#[test]
+fn calibrated_racks_share_their_link_and_bad_rack_keys_are_located() {
+    let dir = temp_dir("calibrated-racks");
+    let cal = calibration_file(&dir, FabricKind::Tcp, |_| {});
+    let path = dir.join("s.toml");
+    let registry = algorithms::Registry::builtin();
+    let scenario = |extra: &str| {
+        VALIDATED
+            .replace("world_size = 2", "world_size = 4")
+            .replace("file = \"CAL\"", &format!("file = \"{cal}\"\n{extra}"))
+            .replace("max_bytes = \"4K\"", "max_bytes = \"1M\"")
+            .replace("step_factor = 8", "step_factor = 16384")
+    };
+    let time_at_1m = |extra: &str| {
+        let s = engine::scenario::Scenario::parse(&path, &scenario(extra), &registry).unwrap();
+        let rows = engine::study::run_scenario(
+            &s,
+            &Default::default(),
+            engine::study::Options::default(),
+            |_| std::ops::ControlFlow::Continue(()),
+        )
+        .unwrap();
+        (s, rows.last().unwrap().time_ps as f64 / 1e6)
+    };
+    let (_, flat) = time_at_1m("");
+    let (racked, slow) = time_at_1m("racks = 2\nrack_gb_per_s = 0.25");
+    let engine::network::NetworkConfig::Ideal(link) = racked.network else {
+        panic!("ideal links");
+    };
+    let rack = link.racks.unwrap();
+    assert_eq!(
+        (rack.ranks_per_rack, rack.bandwidth_bytes_per_s),
+        (2, 0.25e9)
+    );
+    assert!(
+        racked.to_string().contains("in 2 racks of 2 ranks"),
+        "{racked}"
+    );
+    // A 1 MiB ring allreduce on 4 ranks sends 2 x 3 blocks of 256 KiB on
+    // each link of the ring, two of which cross the racks: at 0.25 GB/s
+    // instead of 2 GB/s per pair, those dominate.
+    let crossing_s = 6.0 * 262_144.0 / 0.25e9;
+    assert!(slow * 1e-6 >= crossing_s, "{slow} us, flat {flat} us");
+    assert!(slow > 3.0 * flat, "{slow} us, flat {flat} us");
+    // Half the pair of keys, or racks that do not split the ranks: located.
+    for (extra, words) in [
+        ("racks = 2", "racks needs rack_gb_per_s"),
+        ("rack_gb_per_s = 1.0", "rack_gb_per_s needs racks"),
+        (
+            "racks = 3\nrack_gb_per_s = 1.0",
+            "3 racks do not split world_size = 4",
+        ),
+        (
+            "racks = 2\nrack_gb_per_s = -1.0",
+            "rack_gb_per_s must be a positive number",
+        ),
+    ] {
+        let e = engine::scenario::Scenario::parse(&path, &scenario(extra), &registry)
+            .unwrap_err()
+            .to_string();
+        let located = e.contains("s.toml:5:") || e.contains("s.toml:6:");
+        assert!(located && e.contains(words), "{extra}: {e}");
+    }
 }
 
 #[test]
