@@ -46,6 +46,7 @@ trait ErasedFabric {
     fn erased_recv(&self, from: Rank, tag: Tag, expect: Shape) -> FabricFuture<'_, Payload>;
     fn erased_compute(&self, work: Work) -> FabricFuture<'_, ()>;
     fn erased_send_copy(&self, buf: &Payload, range: Range<usize>) -> Payload;
+    fn erased_recycle(&self, payload: Payload);
     fn erased_recv_combine<'a>(
         &'a self,
         from: Rank,
@@ -64,6 +65,20 @@ trait ErasedFabric {
         expect: Shape,
         tag: Tag,
     ) -> Result<FabricFuture<'_, Payload>, Payload>;
+    /// The fabric's own in-place exchange, if its future fits the inline
+    /// space; else the buffer back (the caller runs the default on its own
+    /// inline operations).
+    #[allow(clippy::too_many_arguments)]
+    fn erased_exchange_in_place<'a>(
+        &'a self,
+        to: Rank,
+        from: Rank,
+        tag: Tag,
+        buf: &'a mut Payload,
+        send: Range<usize>,
+        recv: Range<usize>,
+        op: Option<ReduceOp>,
+    ) -> Result<CombineFuture<'a>, &'a mut Payload>;
     fn erased_send_framed(
         &self,
         to: Rank,
@@ -126,6 +141,10 @@ impl<F: Fabric> ErasedFabric for F {
         self.send_copy(buf, range)
     }
 
+    fn erased_recycle(&self, payload: Payload) {
+        self.recycle(payload)
+    }
+
     fn erased_recv_combine<'a>(
         &'a self,
         from: Rank,
@@ -156,6 +175,28 @@ impl<F: Fabric> ErasedFabric for F {
             return Err(payload);
         }
         Ok(smallbox::smallbox!(exchange(payload, expect)))
+    }
+
+    fn erased_exchange_in_place<'a>(
+        &'a self,
+        to: Rank,
+        from: Rank,
+        tag: Tag,
+        buf: &'a mut Payload,
+        send: Range<usize>,
+        recv: Range<usize>,
+        op: Option<ReduceOp>,
+    ) -> Result<CombineFuture<'a>, &'a mut Payload> {
+        // The size of the future, known without calling the method.
+        fn output_size<A, R>(_: &impl FnOnce(A) -> R) -> usize {
+            std::mem::size_of::<R>()
+        }
+        let exchange =
+            move |buf: &'a mut Payload| self.exchange_in_place(to, from, tag, buf, send, recv, op);
+        if output_size(&exchange) > INLINE_FUTURE_BYTES {
+            return Err(buf);
+        }
+        Ok(smallbox::smallbox!(exchange(buf)))
     }
 
     fn erased_send_framed(
@@ -279,6 +320,10 @@ impl Fabric for AnyFabric<'_> {
         self.inner.erased_send_copy(buf, range)
     }
 
+    fn recycle(&self, payload: Payload) {
+        self.inner.erased_recycle(payload)
+    }
+
     async fn recv_combine(
         &self,
         from: Rank,
@@ -290,6 +335,31 @@ impl Fabric for AnyFabric<'_> {
         self.inner
             .erased_recv_combine(from, tag, buf, range, op)
             .await
+    }
+
+    async fn exchange_in_place(
+        &self,
+        to: Rank,
+        from: Rank,
+        tag: Tag,
+        buf: &mut Payload,
+        send: Range<usize>,
+        recv: Range<usize>,
+        op: Option<ReduceOp>,
+    ) -> Result<(), CollectiveError> {
+        // A fabric whose future is too large for the inline space runs
+        // the default here, on the inline operations, so nothing is
+        // allocated.
+        let own =
+            self.inner
+                .erased_exchange_in_place(to, from, tag, buf, send.clone(), recv.clone(), op);
+        match own {
+            Ok(exchange) => exchange.await,
+            Err(buf) => {
+                crate::fabric::exchange_in_place_by_copy(self, to, from, tag, buf, send, recv, op)
+                    .await
+            }
+        }
     }
 
     fn exchange(

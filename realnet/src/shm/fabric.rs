@@ -6,10 +6,12 @@ use std::cell::{Cell, RefCell};
 use std::collections::VecDeque;
 use std::ops::Range;
 use std::sync::Arc;
+use std::task::{Poll, Waker};
 use std::time::{Duration, Instant};
 
+use algorithms::fabric::exchange_in_place_by_copy;
 use algorithms::{
-    CollectiveError, Fabric, FabricError, Payload, Rank, ReduceOp, Shape, Tag, Time, Work,
+    CollectiveError, DType, Fabric, FabricError, Payload, Rank, ReduceOp, Shape, Tag, Time, Work,
 };
 
 use super::ShmOptions;
@@ -41,16 +43,45 @@ struct Pending {
 pub(crate) struct Outgoing {
     cur: Cursor,
     queue: VecDeque<Pending>,
-    /// Payloads the peer copies out of our memory, oldest first.
-    attached: VecDeque<Payload>,
+    /// Payloads the peer copies out of our memory, oldest first; `None`
+    /// for a part of a caller's buffer lent by
+    /// [`Fabric::exchange_in_place`] (nothing to free).
+    attached: VecDeque<Option<Payload>>,
     /// Attached payloads freed so far (the peer's `copied` count we saw).
     freed: u64,
+    /// The exchange waiting for the peer to copy a lent part (woken when
+    /// `freed` moves, and on each probe of the peers).
+    lent_waker: Option<Waker>,
 }
 
 impl Outgoing {
     /// Whether everything sent to this peer has left this rank's hands.
     pub(crate) fn is_flushed(&self) -> bool {
         self.queue.is_empty() && self.attached.is_empty()
+    }
+}
+
+/// Fails the rank if an in-place exchange ends (an error, or its future
+/// dropped) while a peer may still copy the part of the caller's buffer it
+/// lent: the caller may reuse that memory, and a peer must not deliver
+/// bytes read from it (it checks for a failed sender after each copy).
+struct LendGuard<'a> {
+    fabric: &'a ShmFabric,
+    to: Rank,
+    armed: bool,
+}
+
+impl Drop for LendGuard<'_> {
+    fn drop(&mut self) {
+        if self.armed {
+            let to = self.to;
+            let e = self.fabric.mailbox.fatal().unwrap_or_else(|| {
+                self.fabric.error(format!(
+                    "an exchange ended before rank {to} copied the part of the buffer lent to it"
+                ))
+            });
+            self.fabric.fail_with(e);
+        }
     }
 }
 
@@ -204,7 +235,7 @@ impl ShmFabric {
         let inline = match kind {
             Kind::Inline if bytes > 0 => Some(payload),
             Kind::Attach => {
-                o.attached.push_back(payload);
+                o.attached.push_back(Some(payload));
                 None
             }
             _ => None,
@@ -217,6 +248,101 @@ impl ShmFabric {
         });
         self.push(to, o)?;
         Ok(())
+    }
+
+    /// Queues the header of a part of the caller's buffer that `to` copies
+    /// straight out of this rank's memory (`addr`, `shape`); returns the
+    /// ticket `freed` must reach once the peer has copied it.
+    fn enqueue_lent(
+        &self,
+        to: Rank,
+        tag: Tag,
+        shape: Shape,
+        addr: u64,
+    ) -> Result<u64, FabricError> {
+        let header = MessageHeader {
+            tag,
+            call: self.call.get(),
+            shape,
+            kind: Kind::Attach,
+            addr,
+        }
+        .encode();
+        let mut out = self.out.borrow_mut();
+        let o = &mut out[to];
+        o.attached.push_back(None);
+        let ticket = o.freed + o.attached.len() as u64;
+        o.queue.push_back(Pending {
+            header,
+            header_sent: false,
+            inline: None,
+            offset: 0,
+        });
+        self.push(to, o)?;
+        Ok(ticket)
+    }
+
+    /// Whether `buf[send]` may be lent to `to` by an in-place exchange:
+    /// real data large enough for cross-memory attach to that peer, apart
+    /// from `buf[recv]`.
+    fn can_lend(&self, to: Rank, buf: &Payload, send: &Range<usize>, recv: &Range<usize>) -> bool {
+        let dtype = buf.shape().dtype;
+        let bytes = send.len() * dtype.size_bytes();
+        to != self.rank
+            && to < self.world
+            && !buf.is_phantom()
+            && dtype != DType::Sym
+            && send.end <= buf.shape().count
+            && (send.end <= recv.start || recv.end <= send.start)
+            && self.attach_to[to]
+            && self
+                .options
+                .attach_min_bytes
+                .is_some_and(|min| bytes >= min.max(1))
+    }
+
+    /// Waits until `to` has copied every lent part up to `ticket`; fails
+    /// if the rank fails or the peer copies nothing for the timeout.
+    async fn lent_copied(&self, to: Rank, ticket: u64) -> Result<(), FabricError> {
+        let timeout = self.options.job.timeout;
+        let mut since = (Instant::now(), self.out.borrow()[to].freed);
+        std::future::poll_fn(|cx| {
+            let mut out = self.out.borrow_mut();
+            let o = &mut out[to];
+            if o.freed >= ticket {
+                return Poll::Ready(Ok(()));
+            }
+            if let Some(e) = self.mailbox.fatal() {
+                return Poll::Ready(Err(e));
+            }
+            let now = Instant::now();
+            if o.freed != since.1 {
+                since = (now, o.freed);
+            } else if now.duration_since(since.0) > timeout {
+                return Poll::Ready(Err(FabricError::Timeout {
+                    rank: self.rank,
+                    peer: to,
+                    reason: format!(
+                        "rank {to} did not copy the part of the buffer lent to it within {:.1} s \
+                         (it is stopped, frozen or waiting for something else)",
+                        timeout.as_secs_f64()
+                    ),
+                }));
+            }
+            o.lent_waker = Some(cx.waker().clone());
+            Poll::Pending
+        })
+        .await
+    }
+
+    /// Wakes the exchanges waiting for lent parts to be copied, so they
+    /// notice a failure or their timeout.
+    fn wake_lenders(&self) {
+        for o in self.out.borrow_mut().iter_mut() {
+            if let Some(w) = o.lent_waker.take() {
+                w.wake();
+            }
+        }
     }
 
     /// Moves queued bytes for `dst` into its ring; returns whether any moved.
@@ -259,9 +385,14 @@ impl ShmFabric {
             while o.freed < copied
                 && let Some(p) = o.attached.pop_front()
             {
-                self.pool.borrow_mut().give(p);
+                if let Some(p) = p {
+                    self.pool.borrow_mut().give(p);
+                }
                 o.freed += 1;
                 moved = true;
+            }
+            if moved && let Some(w) = o.lent_waker.take() {
+                w.wake();
             }
         }
         Ok(moved)
@@ -488,6 +619,55 @@ impl Fabric for ShmFabric {
         crate::pool::copy_for_send(buf, range, |shape| self.pool.borrow_mut().take(shape))
     }
 
+    /// Keeps a received buffer the caller is done with for the next message.
+    fn recycle(&self, payload: Payload) {
+        self.pool.borrow_mut().give(payload);
+    }
+
+    /// Lends `buf[send]` to the peer, which copies it straight out of this
+    /// rank's memory (no copy into a message of its own), combines the
+    /// received message into `buf[recv]`, and completes once the peer has
+    /// copied the lent part. Parts too small for cross-memory attach (or
+    /// to a peer without it) take the default's copy.
+    async fn exchange_in_place(
+        &self,
+        to: Rank,
+        from: Rank,
+        tag: Tag,
+        buf: &mut Payload,
+        send: Range<usize>,
+        recv: Range<usize>,
+        op: Option<ReduceOp>,
+    ) -> Result<(), CollectiveError> {
+        if !self.can_lend(to, buf, &send, &recv) {
+            return exchange_in_place_by_copy(self, to, from, tag, buf, send, recv, op).await;
+        }
+        if let Some(e) = self.mailbox.fatal() {
+            return Err(e.into());
+        }
+        let dtype = buf.shape().dtype;
+        let elem = dtype.size_bytes();
+        let addr = buf
+            .as_bytes()
+            .map(|b| b[send.start * elem..].as_ptr() as u64)
+            .expect("can_lend: real data");
+        let mut guard = LendGuard {
+            fabric: self,
+            to,
+            armed: true,
+        };
+        let ticket = self
+            .enqueue_lent(to, tag, Shape::new(dtype, send.len()), addr)
+            .inspect_err(|e| self.mailbox.fail_all(e.clone()))?;
+        let expect = Shape::new(dtype, recv.len());
+        let incoming = self.mailbox.recv(from, tag, expect).await?;
+        crate::pool::combine(buf, recv, &incoming, op)?;
+        self.pool.borrow_mut().give(incoming);
+        self.lent_copied(to, ticket).await?;
+        guard.armed = false;
+        Ok(())
+    }
+
     /// Combines as the default does, then keeps the received buffer for
     /// the next message.
     async fn recv_combine(
@@ -521,7 +701,9 @@ impl Endpoint for ShmFabric {
                 true
             }
             Ok(false) => {
-                self.check_peers_when_due();
+                if self.check_peers_when_due() {
+                    self.wake_lenders();
+                }
                 false
             }
             Err(e) => {

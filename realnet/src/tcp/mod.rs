@@ -67,15 +67,16 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
 
+use algorithms::fabric::exchange_in_place_by_copy;
 use algorithms::{
-    CollectiveError, Fabric, FabricError, Payload, Rank, ReduceOp, Shape, Tag, Time, Work,
+    CollectiveError, DType, Fabric, FabricError, Payload, Rank, ReduceOp, Shape, Tag, Time, Work,
 };
 
 use crate::bootstrap::Bootstrap;
 use crate::call::CallId;
 use crate::endpoint::Endpoint;
 use crate::executor::IdlePolicy;
-use crate::frame::{Body, DEFAULT_FRAME_CAP, Frame, HEADER_LEN};
+use crate::frame::{Body, DEFAULT_FRAME_CAP, Frame, HEADER_LEN, Header, Kind};
 use crate::heartbeat::{self, Beater, PeerSilence};
 use crate::job::JobOptions;
 use crate::mailbox::Mailbox;
@@ -482,6 +483,24 @@ impl TcpFabric {
     /// Writes one frame to `to` and gives its body back; a failed write
     /// fails the peer.
     fn send_body(&self, to: Rank, tag: Tag, body: Body) -> Result<Body, FabricError> {
+        let (kind, count) = body.kind_and_count();
+        let bye = matches!(body, Body::Bye);
+        self.write_frame(to, tag, kind, count, &body.bytes(), bye)?;
+        Ok(body)
+    }
+
+    /// Writes one frame of `kind` and `count` carrying `payload` to `to`
+    /// (straight from where `payload` lies, for a large one); a failed
+    /// write fails the peer.
+    fn write_frame(
+        &self,
+        to: Rank,
+        tag: Tag,
+        kind: Kind,
+        count: u64,
+        payload: &[u8],
+        bye: bool,
+    ) -> Result<(), FabricError> {
         let Some(Some(link)) = self.links.get(to) else {
             return Err(FabricError::PeerOutOfRange {
                 rank: self.rank,
@@ -493,16 +512,6 @@ impl TcpFabric {
             return Err(e);
         }
         let mut link = link.lock().unwrap_or_else(|e| e.into_inner());
-        let frame = Frame {
-            job_id: self.job_id,
-            src: self.rank as u32,
-            dst: to as u32,
-            tag,
-            seq: link.seq,
-            call: self.current_call(),
-            body,
-        };
-        let payload = frame.body.bytes();
         let len = (HEADER_LEN + payload.len()) as u64;
         if len > self.frame_cap {
             return Err(self.error(format!(
@@ -511,8 +520,18 @@ impl TcpFabric {
                 self.frame_cap
             )));
         }
-        let header = frame.header().encode();
-        let bye = matches!(frame.body, Body::Bye);
+        let header = Header {
+            job_id: self.job_id,
+            src: self.rank as u32,
+            dst: to as u32,
+            tag,
+            seq: link.seq,
+            call: self.current_call(),
+            kind,
+            count,
+            payload_crc: crc32c::crc32c(payload),
+        }
+        .encode();
         let Link {
             stream,
             buf,
@@ -529,12 +548,12 @@ impl TcpFabric {
             if payload.len() + HEADER_LEN <= SMALL_FRAME_BYTES {
                 buf.clear();
                 buf.extend_from_slice(&header);
-                buf.extend_from_slice(&payload);
+                buf.extend_from_slice(payload);
                 stream.write_all(buf)
             } else {
                 stream
                     .write_all(&header)
-                    .and_then(|()| stream.write_all(&payload))
+                    .and_then(|()| stream.write_all(payload))
             }
         });
         if let Err(e) = written {
@@ -574,7 +593,7 @@ impl TcpFabric {
         link.seq += 1;
         link.closed |= bye;
         drop(link);
-        Ok(frame.body)
+        Ok(())
     }
 
     /// Waits until every peer said bye, up to the timeout.
@@ -681,6 +700,47 @@ impl Fabric for TcpFabric {
     /// The copy goes into a recycled buffer when the pool has one.
     fn send_copy(&self, buf: &Payload, range: Range<usize>) -> Payload {
         crate::pool::copy_for_send(buf, range, |shape| self.shared.pool().take(shape))
+    }
+
+    /// Keeps a received buffer the caller is done with for the reader
+    /// threads' next receives.
+    fn recycle(&self, payload: Payload) {
+        self.shared.pool().give(payload);
+    }
+
+    /// Writes `buf[send]` straight from the caller's buffer (a send is a
+    /// blocking write, done before this returns, so the buffer is only
+    /// lent for the write), then receives and combines into `buf[recv]`.
+    async fn exchange_in_place(
+        &self,
+        to: Rank,
+        from: Rank,
+        tag: Tag,
+        buf: &mut Payload,
+        send: Range<usize>,
+        recv: Range<usize>,
+        op: Option<ReduceOp>,
+    ) -> Result<(), CollectiveError> {
+        let dtype = buf.shape().dtype;
+        let lend = to != self.rank
+            && !buf.is_phantom()
+            && dtype != DType::Sym
+            && send.end <= buf.shape().count
+            && (send.end <= recv.start || recv.end <= send.start);
+        if !lend {
+            return exchange_in_place_by_copy(self, to, from, tag, buf, send, recv, op).await;
+        }
+        if let Some(e) = self.shared.mailbox.fatal() {
+            return Err(e.into());
+        }
+        let elem = dtype.size_bytes();
+        let bytes = &buf.as_bytes().expect("real data")[send.start * elem..send.end * elem];
+        self.write_frame(to, tag, Kind::Data(dtype), send.len() as u64, bytes, false)?;
+        let expect = Shape::new(dtype, recv.len());
+        let incoming = self.shared.mailbox.recv(from, tag, expect).await?;
+        crate::pool::combine(buf, recv, &incoming, op)?;
+        self.shared.pool().give(incoming);
+        Ok(())
     }
 
     /// Combines as the default does, then keeps the received buffer for
