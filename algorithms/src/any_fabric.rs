@@ -47,6 +47,15 @@ trait ErasedFabric {
     fn erased_compute(&self, work: Work) -> FabricFuture<'_, ()>;
     fn erased_send_copy(&self, buf: &Payload, range: Range<usize>) -> Payload;
     fn erased_recycle(&self, payload: Payload);
+    /// The fabric's own `send_from`, if its future fits the inline space;
+    /// else `None` (the caller sends a copy).
+    fn erased_send_from<'a>(
+        &'a self,
+        to: Rank,
+        tag: Tag,
+        buf: &'a Payload,
+        range: Range<usize>,
+    ) -> Option<FabricFuture<'a, ()>>;
     fn erased_recv_combine<'a>(
         &'a self,
         from: Rank,
@@ -143,6 +152,24 @@ impl<F: Fabric> ErasedFabric for F {
 
     fn erased_recycle(&self, payload: Payload) {
         self.recycle(payload)
+    }
+
+    fn erased_send_from<'a>(
+        &'a self,
+        to: Rank,
+        tag: Tag,
+        buf: &'a Payload,
+        range: Range<usize>,
+    ) -> Option<FabricFuture<'a, ()>> {
+        // The size of the future, known without calling the method.
+        fn output_size<A, R>(_: &impl FnOnce(A) -> R) -> usize {
+            std::mem::size_of::<R>()
+        }
+        let send = move |buf: &'a Payload| self.send_from(to, tag, buf, range);
+        if output_size(&send) > INLINE_FUTURE_BYTES {
+            return None;
+        }
+        Some(smallbox::smallbox!(send(buf)))
     }
 
     fn erased_recv_combine<'a>(
@@ -322,6 +349,24 @@ impl Fabric for AnyFabric<'_> {
 
     fn recycle(&self, payload: Payload) {
         self.inner.erased_recycle(payload)
+    }
+
+    async fn send_from(
+        &self,
+        to: Rank,
+        tag: Tag,
+        buf: &Payload,
+        range: Range<usize>,
+    ) -> Result<(), FabricError> {
+        // A fabric whose future is too large for the inline space sends
+        // the default's copy through the inline send.
+        match self.inner.erased_send_from(to, tag, buf, range.clone()) {
+            Some(send) => send.await,
+            None => {
+                let part = self.send_copy(buf, range);
+                self.send(to, tag, part).await
+            }
+        }
     }
 
     async fn recv_combine(

@@ -293,6 +293,21 @@ pub trait Fabric {
         }
     }
 
+    /// Sends the elements `range` of `buf` to `to` with `tag`. The default
+    /// is [`Fabric::send`] of [`Fabric::send_copy`]'s copy (made when
+    /// called); a real transport may lend `buf[range]` to the peer
+    /// instead, completing once the peer has the bytes.
+    fn send_from(
+        &self,
+        to: Rank,
+        tag: Tag,
+        buf: &Payload,
+        range: Range<usize>,
+    ) -> impl Future<Output = Result<(), FabricError>> {
+        let part = self.send_copy(buf, range);
+        self.send(to, tag, part)
+    }
+
     /// Hands back a received payload the caller is done with (already
     /// combined into its own buffer), so that a real transport may reuse
     /// its memory for the next messages instead of freeing it. The

@@ -129,3 +129,39 @@ fn an_exchange_abandoned_while_lending_fails_the_rank_and_its_peer() {
         });
     });
 }
+
+#[test]
+fn a_pipelined_ring_lends_every_send_and_sums_exactly() {
+    // 4 KiB chunks of a 30,000-float buffer on 3 ranks: 3 chunks per
+    // segment, so the ring's first sends (before anything arrives) lend
+    // their part alone (`send_from`), the rest within exchanges. Integer
+    // values: the sums are exact whatever the order.
+    let n = 30_000;
+    let ranks = 3;
+    let group = LocalBootstrap::group(ranks);
+    let ring = algorithms::catalogue_algorithm(Collective::Allreduce, "ring");
+    let params = algorithms::Params {
+        chunk_bytes: 4096,
+        ..algorithms::Params::default()
+    };
+    std::thread::scope(|s| {
+        for b in &group {
+            let (ring, params) = (ring.clone(), params.clone());
+            s.spawn(move || {
+                let f = ShmFabric::connect(b, &options(702)).unwrap();
+                let me = f.rank();
+                for call in 1..=3u64 {
+                    f.begin_call(CallId::new(call, &ring)).unwrap();
+                    let mut buf = Payload::from_vec(values(me, n));
+                    f.block_on(ring.run(&f, &mut buf, ReduceOp::Sum, &params))
+                        .unwrap();
+                    let inputs: Vec<Vec<f32>> = (0..ranks).map(|r| values(r, n)).collect();
+                    let want: Vec<f32> =
+                        (0..n).map(|i| inputs.iter().map(|v| v[i]).sum()).collect();
+                    assert_eq!(buf.as_slice::<f32>().unwrap(), &want[..], "rank {me}");
+                }
+                f.finish().unwrap();
+            });
+        }
+    });
+}

@@ -211,8 +211,9 @@ pub async fn run<F: Fabric>(
                 Some(i)
             }
             (true, None) => {
-                let part = fabric.send_copy(buf, sent_range(round));
-                fabric.send(next, params.tag, part).await?;
+                fabric
+                    .send_from(next, params.tag, buf, sent_range(round))
+                    .await?;
                 None
             }
             (false, Some(i)) => {

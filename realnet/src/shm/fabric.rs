@@ -282,10 +282,9 @@ impl ShmFabric {
         Ok(ticket)
     }
 
-    /// Whether `buf[send]` may be lent to `to` by an in-place exchange:
-    /// real data large enough for cross-memory attach to that peer, apart
-    /// from `buf[recv]`.
-    fn can_lend(&self, to: Rank, buf: &Payload, send: &Range<usize>, recv: &Range<usize>) -> bool {
+    /// Whether `buf[send]` may be lent to `to`: real data large enough
+    /// for cross-memory attach to that peer.
+    fn can_lend(&self, to: Rank, buf: &Payload, send: &Range<usize>) -> bool {
         let dtype = buf.shape().dtype;
         let bytes = send.len() * dtype.size_bytes();
         to != self.rank
@@ -293,7 +292,6 @@ impl ShmFabric {
             && !buf.is_phantom()
             && dtype != DType::Sym
             && send.end <= buf.shape().count
-            && (send.end <= recv.start || recv.end <= send.start)
             && self.attach_to[to]
             && self
                 .options
@@ -528,6 +526,14 @@ impl ShmFabric {
     }
 }
 
+/// The address of `buf[range]`'s first byte, for a peer to copy from.
+fn lent_address(buf: &Payload, range: &Range<usize>) -> u64 {
+    let elem = buf.shape().dtype.size_bytes();
+    buf.as_bytes()
+        .map(|b| b[range.start * elem..].as_ptr() as u64)
+        .expect("only real data is lent")
+}
+
 /// Idle rounds a rank with a core of its own spins before it yields: tens
 /// of milliseconds, as MPI libraries poll while every rank has a core. A
 /// rank that yields sooner loses its core for a whole time slice of any
@@ -624,6 +630,37 @@ impl Fabric for ShmFabric {
         self.pool.borrow_mut().give(payload);
     }
 
+    /// Lends `buf[range]` to the peer, which copies it straight out of this
+    /// rank's memory, and completes once it has; a part too small for
+    /// cross-memory attach (or to a peer without it) is sent as a copy.
+    async fn send_from(
+        &self,
+        to: Rank,
+        tag: Tag,
+        buf: &Payload,
+        range: Range<usize>,
+    ) -> Result<(), FabricError> {
+        if !self.can_lend(to, buf, &range) {
+            let part = self.send_copy(buf, range);
+            return self.send(to, tag, part).await;
+        }
+        if let Some(e) = self.mailbox.fatal() {
+            return Err(e);
+        }
+        let shape = Shape::new(buf.shape().dtype, range.len());
+        let mut guard = LendGuard {
+            fabric: self,
+            to,
+            armed: true,
+        };
+        let ticket = self
+            .enqueue_lent(to, tag, shape, lent_address(buf, &range))
+            .inspect_err(|e| self.mailbox.fail_all(e.clone()))?;
+        self.lent_copied(to, ticket).await?;
+        guard.armed = false;
+        Ok(())
+    }
+
     /// Lends `buf[send]` to the peer, which copies it straight out of this
     /// rank's memory (no copy into a message of its own), combines the
     /// received message into `buf[recv]`, and completes once the peer has
@@ -639,18 +676,15 @@ impl Fabric for ShmFabric {
         recv: Range<usize>,
         op: Option<ReduceOp>,
     ) -> Result<(), CollectiveError> {
-        if !self.can_lend(to, buf, &send, &recv) {
+        let apart = send.end <= recv.start || recv.end <= send.start;
+        if !apart || !self.can_lend(to, buf, &send) {
             return exchange_in_place_by_copy(self, to, from, tag, buf, send, recv, op).await;
         }
         if let Some(e) = self.mailbox.fatal() {
             return Err(e.into());
         }
         let dtype = buf.shape().dtype;
-        let elem = dtype.size_bytes();
-        let addr = buf
-            .as_bytes()
-            .map(|b| b[send.start * elem..].as_ptr() as u64)
-            .expect("can_lend: real data");
+        let addr = lent_address(buf, &send);
         let mut guard = LendGuard {
             fabric: self,
             to,

@@ -708,6 +708,32 @@ impl Fabric for TcpFabric {
         self.shared.pool().give(payload);
     }
 
+    /// Writes `buf[range]` straight from the caller's buffer (no copy: a
+    /// send is a blocking write, done before this returns).
+    async fn send_from(
+        &self,
+        to: Rank,
+        tag: Tag,
+        buf: &Payload,
+        range: Range<usize>,
+    ) -> Result<(), FabricError> {
+        let dtype = buf.shape().dtype;
+        if to == self.rank
+            || buf.is_phantom()
+            || dtype == DType::Sym
+            || range.end > buf.shape().count
+        {
+            let part = self.send_copy(buf, range);
+            return self.send(to, tag, part).await;
+        }
+        if let Some(e) = self.shared.mailbox.fatal() {
+            return Err(e);
+        }
+        let elem = dtype.size_bytes();
+        let bytes = &buf.as_bytes().expect("real data")[range.start * elem..range.end * elem];
+        self.write_frame(to, tag, Kind::Data(dtype), range.len() as u64, bytes, false)
+    }
+
     /// Writes `buf[send]` straight from the caller's buffer (a send is a
     /// blocking write, done before this returns, so the buffer is only
     /// lent for the write), then receives and combines into `buf[recv]`.
