@@ -12,14 +12,16 @@
 //! [`SmallBox`] with [`INLINE_FUTURE_BYTES`] of inline space: the futures
 //! of this project's fabrics fit, so an operation allocates nothing (the
 //! simulator's allocation test holds this). A larger future is boxed on
-//! the heap, which is correct, only slower.
+//! the heap, which is correct, only slower. The two operations that lend
+//! the caller's buffer get [`INLINE_LEND_FUTURE_BYTES`]; a fabric whose
+//! future for them does not fit runs their defaults (a copy) instead.
 
 use std::future::Future;
 use std::ops::Range;
 use std::sync::Arc;
 
 use smallbox::SmallBox;
-use smallbox::space::S16;
+use smallbox::space::{S16, S32};
 
 use crate::dtype::ReduceOp;
 use crate::error::CollectiveError;
@@ -35,6 +37,18 @@ pub type FabricFuture<'a, T> = SmallBox<dyn Future<Output = Result<T, FabricErro
 
 /// The future of [`Fabric::recv_combine`] on an [`AnyFabric`].
 pub type CombineFuture<'a> = SmallBox<dyn Future<Output = Result<(), CollectiveError>> + 'a, S16>;
+
+/// Bytes of inline space for the future of an operation that lends the
+/// caller's buffer ([`Fabric::send_from`], [`Fabric::exchange_in_place`]):
+/// a real transport's holds the loan's state besides a receive.
+pub const INLINE_LEND_FUTURE_BYTES: usize = std::mem::size_of::<S32>();
+
+/// The future of [`Fabric::send_from`] on an [`AnyFabric`].
+pub type LendFuture<'a> = SmallBox<dyn Future<Output = Result<(), FabricError>> + 'a, S32>;
+
+/// The future of [`Fabric::exchange_in_place`] on an [`AnyFabric`].
+pub type LendCombineFuture<'a> =
+    SmallBox<dyn Future<Output = Result<(), CollectiveError>> + 'a, S32>;
 
 /// The object-safe face of a [`Fabric`], implemented for every fabric.
 /// Private: callers see it only through [`AnyFabric`].
@@ -55,7 +69,7 @@ trait ErasedFabric {
         tag: Tag,
         buf: &'a Payload,
         range: Range<usize>,
-    ) -> Option<FabricFuture<'a, ()>>;
+    ) -> Option<LendFuture<'a>>;
     fn erased_recv_combine<'a>(
         &'a self,
         from: Rank,
@@ -87,7 +101,7 @@ trait ErasedFabric {
         send: Range<usize>,
         recv: Range<usize>,
         op: Option<ReduceOp>,
-    ) -> Result<CombineFuture<'a>, &'a mut Payload>;
+    ) -> Result<LendCombineFuture<'a>, &'a mut Payload>;
     fn erased_send_framed(
         &self,
         to: Rank,
@@ -160,13 +174,13 @@ impl<F: Fabric> ErasedFabric for F {
         tag: Tag,
         buf: &'a Payload,
         range: Range<usize>,
-    ) -> Option<FabricFuture<'a, ()>> {
+    ) -> Option<LendFuture<'a>> {
         // The size of the future, known without calling the method.
         fn output_size<A, R>(_: &impl FnOnce(A) -> R) -> usize {
             std::mem::size_of::<R>()
         }
         let send = move |buf: &'a Payload| self.send_from(to, tag, buf, range);
-        if output_size(&send) > INLINE_FUTURE_BYTES {
+        if output_size(&send) > INLINE_LEND_FUTURE_BYTES {
             return None;
         }
         Some(smallbox::smallbox!(send(buf)))
@@ -213,14 +227,14 @@ impl<F: Fabric> ErasedFabric for F {
         send: Range<usize>,
         recv: Range<usize>,
         op: Option<ReduceOp>,
-    ) -> Result<CombineFuture<'a>, &'a mut Payload> {
+    ) -> Result<LendCombineFuture<'a>, &'a mut Payload> {
         // The size of the future, known without calling the method.
         fn output_size<A, R>(_: &impl FnOnce(A) -> R) -> usize {
             std::mem::size_of::<R>()
         }
         let exchange =
             move |buf: &'a mut Payload| self.exchange_in_place(to, from, tag, buf, send, recv, op);
-        if output_size(&exchange) > INLINE_FUTURE_BYTES {
+        if output_size(&exchange) > INLINE_LEND_FUTURE_BYTES {
             return Err(buf);
         }
         Ok(smallbox::smallbox!(exchange(buf)))

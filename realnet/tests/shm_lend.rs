@@ -10,8 +10,10 @@ use std::pin::pin;
 use std::task::{Context, Waker};
 use std::time::Duration;
 
+use algorithms::any_fabric::INLINE_LEND_FUTURE_BYTES;
 use algorithms::{Collective, Fabric, Payload, ReduceOp, Shape, Tag};
 use realnet::shm::{ShmFabric, ShmOptions};
+use realnet::tcp::{TcpFabric, TcpOptions};
 use realnet::{CallId, Endpoint, JobOptions, LocalBootstrap};
 
 fn options(job_id: u64) -> ShmOptions {
@@ -164,4 +166,43 @@ fn a_pipelined_ring_lends_every_send_and_sums_exactly() {
             });
         }
     });
+}
+
+/// The sizes of `f`'s two lending futures (created, never polled).
+fn lend_future_sizes<F: Fabric>(f: &F) -> [usize; 2] {
+    let mut buf = Payload::from_vec(vec![0.0f32; 8]);
+    let sending = std::mem::size_of_val(&f.send_from(0, Tag(0), &buf, 0..4));
+    let exchanging =
+        std::mem::size_of_val(&f.exchange_in_place(0, 0, Tag(0), &mut buf, 0..4, 4..8, None));
+    [sending, exchanging]
+}
+
+#[test]
+fn the_lending_futures_fit_inline_so_the_registry_path_lends() {
+    // An algorithm reached through the registry runs on an `AnyFabric`,
+    // which runs the defaults (a copy) for futures larger than its inline
+    // space.
+    let group = LocalBootstrap::group(1);
+    let shm = ShmFabric::connect(&group[0], &options(703)).unwrap();
+    let sizes = lend_future_sizes(&shm);
+    assert!(
+        sizes.iter().all(|s| *s <= INLINE_LEND_FUTURE_BYTES),
+        "shm {sizes:?} > {INLINE_LEND_FUTURE_BYTES}"
+    );
+    shm.finish().unwrap();
+    let group = LocalBootstrap::group(1);
+    let opts = TcpOptions {
+        job: JobOptions {
+            job_id: 704,
+            ..JobOptions::default()
+        },
+        ..TcpOptions::default()
+    };
+    let tcp = TcpFabric::connect(&group[0], &opts).unwrap();
+    let sizes = lend_future_sizes(&tcp);
+    assert!(
+        sizes.iter().all(|s| *s <= INLINE_LEND_FUTURE_BYTES),
+        "tcp {sizes:?} > {INLINE_LEND_FUTURE_BYTES}"
+    );
+    tcp.finish().unwrap();
 }

@@ -4,12 +4,13 @@
 
 use std::cell::{Cell, RefCell};
 use std::collections::VecDeque;
+use std::future::Future;
 use std::ops::Range;
+use std::pin::Pin;
 use std::sync::Arc;
-use std::task::{Poll, Waker};
+use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant};
 
-use algorithms::fabric::exchange_in_place_by_copy;
 use algorithms::{
     CollectiveError, DType, Fabric, FabricError, Payload, Rank, ReduceOp, Shape, Tag, Time, Work,
 };
@@ -61,19 +62,61 @@ impl Outgoing {
     }
 }
 
-/// Fails the rank if an in-place exchange ends (an error, or its future
-/// dropped) while a peer may still copy the part of the caller's buffer it
-/// lent: the caller may reuse that memory, and a peer must not deliver
-/// bytes read from it (it checks for a failed sender after each copy).
-struct LendGuard<'a> {
+/// A part of the caller's buffer lent to peer `to` (its header is queued
+/// for the ring): a future that completes once the peer has copied it
+/// (`freed` reaches `ticket`), and fails if the rank fails or the peer
+/// copies nothing for the job's timeout. Dropped before that (an error,
+/// or the exchange abandoned), it fails the rank: the caller may reuse
+/// that memory, and a peer must not deliver bytes read from it (it checks
+/// for a failed sender after each copy).
+struct Loan<'a> {
     fabric: &'a ShmFabric,
     to: Rank,
-    armed: bool,
+    ticket: u64,
+    /// When `freed` last moved (monotonic ns) and its value then.
+    since: (u64, u64),
+    done: bool,
 }
 
-impl Drop for LendGuard<'_> {
+impl Future for Loan<'_> {
+    type Output = Result<(), FabricError>;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let this = &mut *self;
+        let fabric = this.fabric;
+        let mut out = fabric.out.borrow_mut();
+        let o = &mut out[this.to];
+        if o.freed >= this.ticket {
+            this.done = true;
+            return Poll::Ready(Ok(()));
+        }
+        if let Some(e) = fabric.mailbox.fatal() {
+            return Poll::Ready(Err(e));
+        }
+        let now = heartbeat::monotonic_ns();
+        let timeout = fabric.options.job.timeout;
+        if o.freed != this.since.1 {
+            this.since = (now, o.freed);
+        } else if now.saturating_sub(this.since.0) > timeout.as_nanos() as u64 {
+            let to = this.to;
+            return Poll::Ready(Err(FabricError::Timeout {
+                rank: fabric.rank,
+                peer: to,
+                reason: format!(
+                    "rank {to} did not copy the part of the buffer lent to it within {:.1} s \
+                     (it is stopped, frozen or waiting for something else)",
+                    timeout.as_secs_f64()
+                ),
+            }));
+        }
+        o.lent_waker = Some(cx.waker().clone());
+        Poll::Pending
+    }
+}
+
+impl Drop for Loan<'_> {
     fn drop(&mut self) {
-        if self.armed {
+        if !self.done {
             let to = self.to;
             let e = self.fabric.mailbox.fatal().unwrap_or_else(|| {
                 self.fabric.error(format!(
@@ -250,6 +293,28 @@ impl ShmFabric {
         Ok(())
     }
 
+    /// [`Fabric::send`]'s work, done at once (a send is eager: queued
+    /// and pushed as far as the ring takes it).
+    fn send_now(&self, to: Rank, tag: Tag, payload: Payload) -> Result<(), FabricError> {
+        crate::endpoint::refuse_symbols(self.rank, to, &payload)?;
+        if to >= self.world {
+            return Err(FabricError::PeerOutOfRange {
+                rank: self.rank,
+                peer: to,
+                world_size: self.world,
+            });
+        }
+        if let Some(e) = self.mailbox.fatal() {
+            return Err(e);
+        }
+        if to == self.rank {
+            self.mailbox.deliver(to, tag, self.call.get(), payload);
+            return Ok(());
+        }
+        self.enqueue(to, tag, payload)
+            .inspect_err(|e| self.mailbox.fail_all(e.clone()))
+    }
+
     /// Queues the header of a part of the caller's buffer that `to` copies
     /// straight out of this rank's memory (`addr`, `shape`); returns the
     /// ticket `freed` must reach once the peer has copied it.
@@ -299,38 +364,30 @@ impl ShmFabric {
                 .is_some_and(|min| bytes >= min.max(1))
     }
 
-    /// Waits until `to` has copied every lent part up to `ticket`; fails
-    /// if the rank fails or the peer copies nothing for the timeout.
-    async fn lent_copied(&self, to: Rank, ticket: u64) -> Result<(), FabricError> {
-        let timeout = self.options.job.timeout;
-        let mut since = (Instant::now(), self.out.borrow()[to].freed);
-        std::future::poll_fn(|cx| {
-            let mut out = self.out.borrow_mut();
-            let o = &mut out[to];
-            if o.freed >= ticket {
-                return Poll::Ready(Ok(()));
-            }
-            if let Some(e) = self.mailbox.fatal() {
-                return Poll::Ready(Err(e));
-            }
-            let now = Instant::now();
-            if o.freed != since.1 {
-                since = (now, o.freed);
-            } else if now.duration_since(since.0) > timeout {
-                return Poll::Ready(Err(FabricError::Timeout {
-                    rank: self.rank,
-                    peer: to,
-                    reason: format!(
-                        "rank {to} did not copy the part of the buffer lent to it within {:.1} s \
-                         (it is stopped, frozen or waiting for something else)",
-                        timeout.as_secs_f64()
-                    ),
-                }));
-            }
-            o.lent_waker = Some(cx.waker().clone());
-            Poll::Pending
+    /// Lends `buf[range]` to `to`: queues its header (the peer copies
+    /// the bytes from this rank's memory) and returns the [`Loan`] to
+    /// await before the caller may touch that part again.
+    fn lend(
+        &self,
+        to: Rank,
+        tag: Tag,
+        buf: &Payload,
+        range: &Range<usize>,
+    ) -> Result<Loan<'_>, FabricError> {
+        if let Some(e) = self.mailbox.fatal() {
+            return Err(e);
+        }
+        let shape = Shape::new(buf.shape().dtype, range.len());
+        let ticket = self
+            .enqueue_lent(to, tag, shape, lent_address(buf, range))
+            .inspect_err(|e| self.fail_with(e.clone()))?;
+        Ok(Loan {
+            fabric: self,
+            to,
+            ticket,
+            since: (heartbeat::monotonic_ns(), self.out.borrow()[to].freed),
+            done: false,
         })
-        .await
     }
 
     /// Wakes the exchanges waiting for lent parts to be copied, so they
@@ -593,23 +650,7 @@ impl Fabric for ShmFabric {
     }
 
     async fn send(&self, to: Rank, tag: Tag, payload: Payload) -> Result<(), FabricError> {
-        crate::endpoint::refuse_symbols(self.rank, to, &payload)?;
-        if to >= self.world {
-            return Err(FabricError::PeerOutOfRange {
-                rank: self.rank,
-                peer: to,
-                world_size: self.world,
-            });
-        }
-        if let Some(e) = self.mailbox.fatal() {
-            return Err(e);
-        }
-        if to == self.rank {
-            self.mailbox.deliver(to, tag, self.call.get(), payload);
-            return Ok(());
-        }
-        self.enqueue(to, tag, payload)
-            .inspect_err(|e| self.mailbox.fail_all(e.clone()))
+        self.send_now(to, tag, payload)
     }
 
     async fn recv(&self, from: Rank, tag: Tag, expect: Shape) -> Result<Payload, FabricError> {
@@ -642,23 +683,9 @@ impl Fabric for ShmFabric {
     ) -> Result<(), FabricError> {
         if !self.can_lend(to, buf, &range) {
             let part = self.send_copy(buf, range);
-            return self.send(to, tag, part).await;
+            return self.send_now(to, tag, part);
         }
-        if let Some(e) = self.mailbox.fatal() {
-            return Err(e);
-        }
-        let shape = Shape::new(buf.shape().dtype, range.len());
-        let mut guard = LendGuard {
-            fabric: self,
-            to,
-            armed: true,
-        };
-        let ticket = self
-            .enqueue_lent(to, tag, shape, lent_address(buf, &range))
-            .inspect_err(|e| self.mailbox.fail_all(e.clone()))?;
-        self.lent_copied(to, ticket).await?;
-        guard.armed = false;
-        Ok(())
+        self.lend(to, tag, buf, &range)?.await
     }
 
     /// Lends `buf[send]` to the peer, which copies it straight out of this
@@ -676,29 +703,25 @@ impl Fabric for ShmFabric {
         recv: Range<usize>,
         op: Option<ReduceOp>,
     ) -> Result<(), CollectiveError> {
-        let apart = send.end <= recv.start || recv.end <= send.start;
-        if !apart || !self.can_lend(to, buf, &send) {
-            return exchange_in_place_by_copy(self, to, from, tag, buf, send, recv, op).await;
-        }
-        if let Some(e) = self.mailbox.fatal() {
-            return Err(e.into());
-        }
         let dtype = buf.shape().dtype;
-        let addr = lent_address(buf, &send);
-        let mut guard = LendGuard {
-            fabric: self,
-            to,
-            armed: true,
+        let apart = send.end <= recv.start || recv.end <= send.start;
+        // A part that cannot be lent is copied and sent at once (an eager
+        // send completes when called, so sending first then receiving is
+        // the default's exchange).
+        let loan = if apart && self.can_lend(to, buf, &send) {
+            Some(self.lend(to, tag, buf, &send)?)
+        } else {
+            let part = self.send_copy(buf, send);
+            self.send_now(to, tag, part)?;
+            None
         };
-        let ticket = self
-            .enqueue_lent(to, tag, Shape::new(dtype, send.len()), addr)
-            .inspect_err(|e| self.mailbox.fail_all(e.clone()))?;
         let expect = Shape::new(dtype, recv.len());
         let incoming = self.mailbox.recv(from, tag, expect).await?;
         crate::pool::combine(buf, recv, &incoming, op)?;
         self.pool.borrow_mut().give(incoming);
-        self.lent_copied(to, ticket).await?;
-        guard.armed = false;
+        if let Some(loan) = loan {
+            loan.await?;
+        }
         Ok(())
     }
 

@@ -67,7 +67,6 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
 
-use algorithms::fabric::exchange_in_place_by_copy;
 use algorithms::{
     CollectiveError, DType, Fabric, FabricError, Payload, Rank, ReduceOp, Shape, Tag, Time, Work,
 };
@@ -480,6 +479,24 @@ impl TcpFabric {
         }
     }
 
+    /// [`Fabric::send`]'s work: the frame written before this returns.
+    fn send_now(&self, to: Rank, tag: Tag, payload: Payload) -> Result<(), FabricError> {
+        crate::endpoint::refuse_symbols(self.rank, to, &payload)?;
+        if let Some(e) = self.shared.mailbox.fatal() {
+            return Err(e);
+        }
+        if to == self.rank {
+            self.shared
+                .mailbox
+                .deliver(self.rank, tag, self.current_call(), payload);
+            return Ok(());
+        }
+        if let Body::Payload(sent) = self.send_body(to, tag, Body::Payload(payload))? {
+            self.shared.pool().give(sent);
+        }
+        Ok(())
+    }
+
     /// Writes one frame to `to` and gives its body back; a failed write
     /// fails the peer.
     fn send_body(&self, to: Rank, tag: Tag, body: Body) -> Result<Body, FabricError> {
@@ -673,20 +690,7 @@ impl Fabric for TcpFabric {
     }
 
     async fn send(&self, to: Rank, tag: Tag, payload: Payload) -> Result<(), FabricError> {
-        crate::endpoint::refuse_symbols(self.rank, to, &payload)?;
-        if let Some(e) = self.shared.mailbox.fatal() {
-            return Err(e);
-        }
-        if to == self.rank {
-            self.shared
-                .mailbox
-                .deliver(self.rank, tag, self.current_call(), payload);
-            return Ok(());
-        }
-        if let Body::Payload(sent) = self.send_body(to, tag, Body::Payload(payload))? {
-            self.shared.pool().give(sent);
-        }
-        Ok(())
+        self.send_now(to, tag, payload)
     }
 
     async fn recv(&self, from: Rank, tag: Tag, expect: Shape) -> Result<Payload, FabricError> {
@@ -724,7 +728,7 @@ impl Fabric for TcpFabric {
             || range.end > buf.shape().count
         {
             let part = self.send_copy(buf, range);
-            return self.send(to, tag, part).await;
+            return self.send_now(to, tag, part);
         }
         if let Some(e) = self.shared.mailbox.fatal() {
             return Err(e);
@@ -753,15 +757,19 @@ impl Fabric for TcpFabric {
             && dtype != DType::Sym
             && send.end <= buf.shape().count
             && (send.end <= recv.start || recv.end <= send.start);
-        if !lend {
-            return exchange_in_place_by_copy(self, to, from, tag, buf, send, recv, op).await;
+        if lend {
+            if let Some(e) = self.shared.mailbox.fatal() {
+                return Err(e.into());
+            }
+            let elem = dtype.size_bytes();
+            let bytes = &buf.as_bytes().expect("real data")[send.start * elem..send.end * elem];
+            self.write_frame(to, tag, Kind::Data(dtype), send.len() as u64, bytes, false)?;
+        } else {
+            // A send is a blocking write: sending then receiving is the
+            // default's exchange.
+            let part = self.send_copy(buf, send);
+            self.send_now(to, tag, part)?;
         }
-        if let Some(e) = self.shared.mailbox.fatal() {
-            return Err(e.into());
-        }
-        let elem = dtype.size_bytes();
-        let bytes = &buf.as_bytes().expect("real data")[send.start * elem..send.end * elem];
-        self.write_frame(to, tag, Kind::Data(dtype), send.len() as u64, bytes, false)?;
         let expect = Shape::new(dtype, recv.len());
         let incoming = self.shared.mailbox.recv(from, tag, expect).await?;
         crate::pool::combine(buf, recv, &incoming, op)?;
