@@ -148,7 +148,7 @@ fn a_pipelined_ring_lends_every_send_and_sums_exactly() {
     };
     std::thread::scope(|s| {
         for b in &group {
-            let (ring, params) = (ring.clone(), params.clone());
+            let (ring, params) = (ring.clone(), params);
             s.spawn(move || {
                 let f = ShmFabric::connect(b, &options(702)).unwrap();
                 let me = f.rank();
