@@ -4,15 +4,13 @@
 
 use std::cell::{Cell, RefCell};
 use std::collections::VecDeque;
-use std::future::Future;
 use std::ops::Range;
-use std::pin::Pin;
 use std::sync::Arc;
-use std::task::{Context, Poll, Waker};
+use std::task::Waker;
 use std::time::{Duration, Instant};
 
 use algorithms::{
-    CollectiveError, DType, Fabric, FabricError, Payload, Rank, ReduceOp, Shape, Tag, Time, Work,
+    CollectiveError, Fabric, FabricError, Payload, Rank, ReduceOp, Shape, Tag, Time, Work,
 };
 
 use super::ShmOptions;
@@ -30,101 +28,35 @@ use crate::mailbox::Mailbox;
 use crate::pool::BufferPool;
 
 /// A message waiting for ring space: its header and inline bytes.
-struct Pending {
-    header: [u8; HEADER_BYTES],
-    header_sent: bool,
+pub(super) struct Pending {
+    pub(super) header: [u8; HEADER_BYTES],
+    pub(super) header_sent: bool,
     /// The payload whose bytes follow the header (`None`: header only).
-    inline: Option<Payload>,
+    pub(super) inline: Option<Payload>,
     /// Inline bytes already in the ring.
-    offset: usize,
+    pub(super) offset: usize,
 }
 
 /// This rank's sending side towards one peer.
 #[derive(Default)]
 pub(crate) struct Outgoing {
     cur: Cursor,
-    queue: VecDeque<Pending>,
+    pub(super) queue: VecDeque<Pending>,
     /// Payloads the peer copies out of our memory, oldest first; `None`
     /// for a part of a caller's buffer lent by
     /// [`Fabric::exchange_in_place`] (nothing to free).
-    attached: VecDeque<Option<Payload>>,
+    pub(super) attached: VecDeque<Option<Payload>>,
     /// Attached payloads freed so far (the peer's `copied` count we saw).
-    freed: u64,
+    pub(super) freed: u64,
     /// The exchange waiting for the peer to copy a lent part (woken when
     /// `freed` moves, and on each probe of the peers).
-    lent_waker: Option<Waker>,
+    pub(super) lent_waker: Option<Waker>,
 }
 
 impl Outgoing {
     /// Whether everything sent to this peer has left this rank's hands.
     pub(crate) fn is_flushed(&self) -> bool {
         self.queue.is_empty() && self.attached.is_empty()
-    }
-}
-
-/// A part of the caller's buffer lent to peer `to` (its header is queued
-/// for the ring): a future that completes once the peer has copied it
-/// (`freed` reaches `ticket`), and fails if the rank fails or the peer
-/// copies nothing for the job's timeout. Dropped before that (an error,
-/// or the exchange abandoned), it fails the rank: the caller may reuse
-/// that memory, and a peer must not deliver bytes read from it (it checks
-/// for a failed sender after each copy).
-struct Loan<'a> {
-    fabric: &'a ShmFabric,
-    to: Rank,
-    ticket: u64,
-    /// When `freed` last moved (monotonic ns) and its value then.
-    since: (u64, u64),
-    done: bool,
-}
-
-impl Future for Loan<'_> {
-    type Output = Result<(), FabricError>;
-
-    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        let this = &mut *self;
-        let fabric = this.fabric;
-        let mut out = fabric.out.borrow_mut();
-        let o = &mut out[this.to];
-        if o.freed >= this.ticket {
-            this.done = true;
-            return Poll::Ready(Ok(()));
-        }
-        if let Some(e) = fabric.mailbox.fatal() {
-            return Poll::Ready(Err(e));
-        }
-        let now = heartbeat::monotonic_ns();
-        let timeout = fabric.options.job.timeout;
-        if o.freed != this.since.1 {
-            this.since = (now, o.freed);
-        } else if now.saturating_sub(this.since.0) > timeout.as_nanos() as u64 {
-            let to = this.to;
-            return Poll::Ready(Err(FabricError::Timeout {
-                rank: fabric.rank,
-                peer: to,
-                reason: format!(
-                    "rank {to} did not copy the part of the buffer lent to it within {:.1} s \
-                     (it is stopped, frozen or waiting for something else)",
-                    timeout.as_secs_f64()
-                ),
-            }));
-        }
-        o.lent_waker = Some(cx.waker().clone());
-        Poll::Pending
-    }
-}
-
-impl Drop for Loan<'_> {
-    fn drop(&mut self) {
-        if !self.done {
-            let to = self.to;
-            let e = self.fabric.mailbox.fatal().unwrap_or_else(|| {
-                self.fabric.error(format!(
-                    "an exchange ended before rank {to} copied the part of the buffer lent to it"
-                ))
-            });
-            self.fabric.fail_with(e);
-        }
     }
 }
 
@@ -157,8 +89,8 @@ pub struct ShmFabric {
     /// Peers' process ids (for cross-memory attach).
     pids: Vec<u32>,
     /// Per destination: whether it may copy large payloads out of our memory.
-    attach_to: Vec<bool>,
-    call: Cell<CallId>,
+    pub(super) attach_to: Vec<bool>,
+    pub(super) call: Cell<CallId>,
     start: Instant,
     pub(crate) out: RefCell<Vec<Outgoing>>,
     inc: RefCell<Vec<Incoming>>,
@@ -315,93 +247,8 @@ impl ShmFabric {
             .inspect_err(|e| self.mailbox.fail_all(e.clone()))
     }
 
-    /// Queues the header of a part of the caller's buffer that `to` copies
-    /// straight out of this rank's memory (`addr`, `shape`); returns the
-    /// ticket `freed` must reach once the peer has copied it.
-    fn enqueue_lent(
-        &self,
-        to: Rank,
-        tag: Tag,
-        shape: Shape,
-        addr: u64,
-    ) -> Result<u64, FabricError> {
-        let header = MessageHeader {
-            tag,
-            call: self.call.get(),
-            shape,
-            kind: Kind::Attach,
-            addr,
-        }
-        .encode();
-        let mut out = self.out.borrow_mut();
-        let o = &mut out[to];
-        o.attached.push_back(None);
-        let ticket = o.freed + o.attached.len() as u64;
-        o.queue.push_back(Pending {
-            header,
-            header_sent: false,
-            inline: None,
-            offset: 0,
-        });
-        self.push(to, o)?;
-        Ok(ticket)
-    }
-
-    /// Whether `buf[send]` may be lent to `to`: real data large enough
-    /// for cross-memory attach to that peer.
-    fn can_lend(&self, to: Rank, buf: &Payload, send: &Range<usize>) -> bool {
-        let dtype = buf.shape().dtype;
-        let bytes = send.len() * dtype.size_bytes();
-        to != self.rank
-            && to < self.world
-            && !buf.is_phantom()
-            && dtype != DType::Sym
-            && send.end <= buf.shape().count
-            && self.attach_to[to]
-            && self
-                .options
-                .attach_min_bytes
-                .is_some_and(|min| bytes >= min.max(1))
-    }
-
-    /// Lends `buf[range]` to `to`: queues its header (the peer copies
-    /// the bytes from this rank's memory) and returns the [`Loan`] to
-    /// await before the caller may touch that part again.
-    fn lend(
-        &self,
-        to: Rank,
-        tag: Tag,
-        buf: &Payload,
-        range: &Range<usize>,
-    ) -> Result<Loan<'_>, FabricError> {
-        if let Some(e) = self.mailbox.fatal() {
-            return Err(e);
-        }
-        let shape = Shape::new(buf.shape().dtype, range.len());
-        let ticket = self
-            .enqueue_lent(to, tag, shape, lent_address(buf, range))
-            .inspect_err(|e| self.fail_with(e.clone()))?;
-        Ok(Loan {
-            fabric: self,
-            to,
-            ticket,
-            since: (heartbeat::monotonic_ns(), self.out.borrow()[to].freed),
-            done: false,
-        })
-    }
-
-    /// Wakes the exchanges waiting for lent parts to be copied, so they
-    /// notice a failure or their timeout.
-    fn wake_lenders(&self) {
-        for o in self.out.borrow_mut().iter_mut() {
-            if let Some(w) = o.lent_waker.take() {
-                w.wake();
-            }
-        }
-    }
-
     /// Moves queued bytes for `dst` into its ring; returns whether any moved.
-    fn push(&self, dst: Rank, o: &mut Outgoing) -> Result<bool, FabricError> {
+    pub(super) fn push(&self, dst: Rank, o: &mut Outgoing) -> Result<bool, FabricError> {
         let ring = self.seg.ring(self.rank, dst);
         let corrupt = |c| self.corrupt(self.rank, dst, c);
         let mut moved = false;
@@ -581,14 +428,6 @@ impl ShmFabric {
     pub fn fail(&self, reason: &str) {
         self.fail_with(self.error(reason.to_string()));
     }
-}
-
-/// The address of `buf[range]`'s first byte, for a peer to copy from.
-fn lent_address(buf: &Payload, range: &Range<usize>) -> u64 {
-    let elem = buf.shape().dtype.size_bytes();
-    buf.as_bytes()
-        .map(|b| b[range.start * elem..].as_ptr() as u64)
-        .expect("only real data is lent")
 }
 
 /// Idle rounds a rank with a core of its own spins before it yields: tens

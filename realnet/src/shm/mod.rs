@@ -79,6 +79,8 @@ mod connect;
 #[cfg(not(loom))]
 pub mod fabric;
 #[cfg(not(loom))]
+mod lend;
+#[cfg(not(loom))]
 pub mod liveness;
 #[cfg(not(loom))]
 mod segment;
