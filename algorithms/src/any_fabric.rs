@@ -12,14 +12,16 @@
 //! [`SmallBox`] with [`INLINE_FUTURE_BYTES`] of inline space: the futures
 //! of this project's fabrics fit, so an operation allocates nothing (the
 //! simulator's allocation test holds this). A larger future is boxed on
-//! the heap, which is correct, only slower.
+//! the heap, which is correct, only slower. The two operations that lend
+//! the caller's buffer get [`INLINE_LEND_FUTURE_BYTES`]; a fabric whose
+//! future for them does not fit runs their defaults (a copy) instead.
 
 use std::future::Future;
 use std::ops::Range;
 use std::sync::Arc;
 
 use smallbox::SmallBox;
-use smallbox::space::S16;
+use smallbox::space::{S16, S32};
 
 use crate::dtype::ReduceOp;
 use crate::error::CollectiveError;
@@ -36,6 +38,18 @@ pub type FabricFuture<'a, T> = SmallBox<dyn Future<Output = Result<T, FabricErro
 /// The future of [`Fabric::recv_combine`] on an [`AnyFabric`].
 pub type CombineFuture<'a> = SmallBox<dyn Future<Output = Result<(), CollectiveError>> + 'a, S16>;
 
+/// Bytes of inline space for the future of an operation that lends the
+/// caller's buffer ([`Fabric::send_from`], [`Fabric::exchange_in_place`]):
+/// a real transport's holds the loan's state besides a receive.
+pub const INLINE_LEND_FUTURE_BYTES: usize = std::mem::size_of::<S32>();
+
+/// The future of [`Fabric::send_from`] on an [`AnyFabric`].
+pub type LendFuture<'a> = SmallBox<dyn Future<Output = Result<(), FabricError>> + 'a, S32>;
+
+/// The future of [`Fabric::exchange_in_place`] on an [`AnyFabric`].
+pub type LendCombineFuture<'a> =
+    SmallBox<dyn Future<Output = Result<(), CollectiveError>> + 'a, S32>;
+
 /// The object-safe face of a [`Fabric`], implemented for every fabric.
 /// Private: callers see it only through [`AnyFabric`].
 trait ErasedFabric {
@@ -46,6 +60,16 @@ trait ErasedFabric {
     fn erased_recv(&self, from: Rank, tag: Tag, expect: Shape) -> FabricFuture<'_, Payload>;
     fn erased_compute(&self, work: Work) -> FabricFuture<'_, ()>;
     fn erased_send_copy(&self, buf: &Payload, range: Range<usize>) -> Payload;
+    fn erased_recycle(&self, payload: Payload);
+    /// The fabric's own `send_from`, if its future fits the inline space;
+    /// else `None` (the caller sends a copy).
+    fn erased_send_from<'a>(
+        &'a self,
+        to: Rank,
+        tag: Tag,
+        buf: &'a Payload,
+        range: Range<usize>,
+    ) -> Option<LendFuture<'a>>;
     fn erased_recv_combine<'a>(
         &'a self,
         from: Rank,
@@ -64,6 +88,20 @@ trait ErasedFabric {
         expect: Shape,
         tag: Tag,
     ) -> Result<FabricFuture<'_, Payload>, Payload>;
+    /// The fabric's own in-place exchange, if its future fits the inline
+    /// space; else the buffer back (the caller runs the default on its own
+    /// inline operations).
+    #[allow(clippy::too_many_arguments)]
+    fn erased_exchange_in_place<'a>(
+        &'a self,
+        to: Rank,
+        from: Rank,
+        tag: Tag,
+        buf: &'a mut Payload,
+        send: Range<usize>,
+        recv: Range<usize>,
+        op: Option<ReduceOp>,
+    ) -> Result<LendCombineFuture<'a>, &'a mut Payload>;
     fn erased_send_framed(
         &self,
         to: Rank,
@@ -126,6 +164,28 @@ impl<F: Fabric> ErasedFabric for F {
         self.send_copy(buf, range)
     }
 
+    fn erased_recycle(&self, payload: Payload) {
+        self.recycle(payload)
+    }
+
+    fn erased_send_from<'a>(
+        &'a self,
+        to: Rank,
+        tag: Tag,
+        buf: &'a Payload,
+        range: Range<usize>,
+    ) -> Option<LendFuture<'a>> {
+        // The size of the future, known without calling the method.
+        fn output_size<A, R>(_: &impl FnOnce(A) -> R) -> usize {
+            std::mem::size_of::<R>()
+        }
+        let send = move |buf: &'a Payload| self.send_from(to, tag, buf, range);
+        if output_size(&send) > INLINE_LEND_FUTURE_BYTES {
+            return None;
+        }
+        Some(smallbox::smallbox!(send(buf)))
+    }
+
     fn erased_recv_combine<'a>(
         &'a self,
         from: Rank,
@@ -156,6 +216,28 @@ impl<F: Fabric> ErasedFabric for F {
             return Err(payload);
         }
         Ok(smallbox::smallbox!(exchange(payload, expect)))
+    }
+
+    fn erased_exchange_in_place<'a>(
+        &'a self,
+        to: Rank,
+        from: Rank,
+        tag: Tag,
+        buf: &'a mut Payload,
+        send: Range<usize>,
+        recv: Range<usize>,
+        op: Option<ReduceOp>,
+    ) -> Result<LendCombineFuture<'a>, &'a mut Payload> {
+        // The size of the future, known without calling the method.
+        fn output_size<A, R>(_: &impl FnOnce(A) -> R) -> usize {
+            std::mem::size_of::<R>()
+        }
+        let exchange =
+            move |buf: &'a mut Payload| self.exchange_in_place(to, from, tag, buf, send, recv, op);
+        if output_size(&exchange) > INLINE_LEND_FUTURE_BYTES {
+            return Err(buf);
+        }
+        Ok(smallbox::smallbox!(exchange(buf)))
     }
 
     fn erased_send_framed(
@@ -279,6 +361,28 @@ impl Fabric for AnyFabric<'_> {
         self.inner.erased_send_copy(buf, range)
     }
 
+    fn recycle(&self, payload: Payload) {
+        self.inner.erased_recycle(payload)
+    }
+
+    async fn send_from(
+        &self,
+        to: Rank,
+        tag: Tag,
+        buf: &Payload,
+        range: Range<usize>,
+    ) -> Result<(), FabricError> {
+        // A fabric whose future is too large for the inline space sends
+        // the default's copy through the inline send.
+        match self.inner.erased_send_from(to, tag, buf, range.clone()) {
+            Some(send) => send.await,
+            None => {
+                let part = self.send_copy(buf, range);
+                self.send(to, tag, part).await
+            }
+        }
+    }
+
     async fn recv_combine(
         &self,
         from: Rank,
@@ -290,6 +394,31 @@ impl Fabric for AnyFabric<'_> {
         self.inner
             .erased_recv_combine(from, tag, buf, range, op)
             .await
+    }
+
+    async fn exchange_in_place(
+        &self,
+        to: Rank,
+        from: Rank,
+        tag: Tag,
+        buf: &mut Payload,
+        send: Range<usize>,
+        recv: Range<usize>,
+        op: Option<ReduceOp>,
+    ) -> Result<(), CollectiveError> {
+        // A fabric whose future is too large for the inline space runs
+        // the default here, on the inline operations, so nothing is
+        // allocated.
+        let own =
+            self.inner
+                .erased_exchange_in_place(to, from, tag, buf, send.clone(), recv.clone(), op);
+        match own {
+            Ok(exchange) => exchange.await,
+            Err(buf) => {
+                crate::fabric::exchange_in_place_by_copy(self, to, from, tag, buf, send, recv, op)
+                    .await
+            }
+        }
     }
 
     fn exchange(

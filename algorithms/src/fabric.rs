@@ -293,6 +293,29 @@ pub trait Fabric {
         }
     }
 
+    /// Sends the elements `range` of `buf` to `to` with `tag`. The default
+    /// is [`Fabric::send`] of [`Fabric::send_copy`]'s copy (made when
+    /// called); a real transport may lend `buf[range]` to the peer
+    /// instead, completing once the peer has the bytes.
+    fn send_from(
+        &self,
+        to: Rank,
+        tag: Tag,
+        buf: &Payload,
+        range: Range<usize>,
+    ) -> impl Future<Output = Result<(), FabricError>> {
+        let part = self.send_copy(buf, range);
+        self.send(to, tag, part)
+    }
+
+    /// Hands back a received payload the caller is done with (already
+    /// combined into its own buffer), so that a real transport may reuse
+    /// its memory for the next messages instead of freeing it. The
+    /// default drops it; the simulator and the model checker keep it.
+    fn recycle(&self, payload: Payload) {
+        drop(payload);
+    }
+
     /// Sends `payload` to `to` and receives the next message from `from`
     /// (of shape `expect`), both with `tag`, as one operation that
     /// completes when both have (MPI's `MPI_Sendrecv`): the send's error
@@ -317,6 +340,30 @@ pub trait Fabric {
             sent?;
             received
         }
+    }
+
+    /// [`Fabric::exchange`] within one buffer: sends `buf[send]` to `to`
+    /// and combines the next message from `from` into `buf[recv]` (reduced
+    /// with `Some(op)`, the incoming contribution on the left, or copied
+    /// with `None`), both with `tag`, as one operation. `send` and `recv`
+    /// must not overlap. The default is [`Fabric::send_copy`], then
+    /// [`Fabric::exchange`], then the combine and [`Fabric::recycle`]
+    /// ([`exchange_in_place_by_copy`]); a real transport may instead let
+    /// the peer read `buf[send]` where it lies (no copy out of the sender's
+    /// buffer), completing only once the peer has it. It charges no
+    /// [`Work`]: the caller does.
+    #[allow(clippy::too_many_arguments)]
+    fn exchange_in_place(
+        &self,
+        to: Rank,
+        from: Rank,
+        tag: Tag,
+        buf: &mut Payload,
+        send: Range<usize>,
+        recv: Range<usize>,
+        op: Option<ReduceOp>,
+    ) -> impl Future<Output = Result<(), CollectiveError>> {
+        exchange_in_place_by_copy(self, to, from, tag, buf, send, recv, op)
     }
 
     /// Sends `payload` like [`Fabric::send`], saying how it travels: which
@@ -453,6 +500,33 @@ pub trait Fabric {
             reason: crate::in_network::NO_MULTICAST_REASON.to_string(),
         }))
     }
+}
+
+/// [`Fabric::exchange_in_place`] as its default runs it: the sent part
+/// copied out of `buf` ([`Fabric::send_copy`]), one [`Fabric::exchange`],
+/// the received message combined into `buf[recv]` and handed back
+/// ([`Fabric::recycle`]). Back-ends that override the method fall back on
+/// it where they cannot lend the buffer.
+#[allow(clippy::too_many_arguments)]
+pub async fn exchange_in_place_by_copy<F: Fabric + ?Sized>(
+    fabric: &F,
+    to: Rank,
+    from: Rank,
+    tag: Tag,
+    buf: &mut Payload,
+    send: Range<usize>,
+    recv: Range<usize>,
+    op: Option<ReduceOp>,
+) -> Result<(), CollectiveError> {
+    let part = fabric.send_copy(buf, send);
+    let expect = Shape::new(buf.shape().dtype, recv.len());
+    let incoming = fabric.exchange(to, part, from, expect, tag).await?;
+    match op {
+        Some(op) => buf.reduce_from(recv, &incoming, op)?,
+        None => buf.copy_from(recv, &incoming)?,
+    }
+    fabric.recycle(incoming);
+    Ok(())
 }
 
 #[cfg(test)]

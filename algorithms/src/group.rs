@@ -69,6 +69,10 @@ impl<F: Fabric> Fabric for Group<'_, F> {
         self.fabric.compute(work).await
     }
 
+    fn recycle(&self, payload: Payload) {
+        self.fabric.recycle(payload)
+    }
+
     async fn send_framed(
         &self,
         to: Rank,

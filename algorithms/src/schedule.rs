@@ -153,7 +153,7 @@ async fn move_step<F: Fabric>(
     recv: Option<&(Part, Combine)>,
 ) -> Result<(), CollectiveError> {
     let dtype = buf.shape().dtype;
-    let outgoing = send.map(|part| (part.peer, gather(buf, &part.ranges)));
+    let outgoing = send.map(|part| (part.peer, gather(fabric, buf, &part.ranges)));
     let expect = |part: &Part| Shape::new(dtype, part.len());
     let received = match (outgoing, recv) {
         (Some((peer, payload)), Some((part, _))) => Some(
@@ -172,17 +172,19 @@ async fn move_step<F: Fabric>(
         return Ok(());
     };
     scatter(buf, &part.ranges, &incoming, *combine, op)?;
+    let bytes = incoming.shape().bytes();
+    fabric.recycle(incoming);
     if *combine != Combine::Copy {
-        let bytes = incoming.shape().bytes();
         fabric.compute(Work::Reduce { bytes }).await?;
     }
     Ok(())
 }
 
-/// The elements of `ranges`, concatenated into one payload.
-fn gather(buf: &Payload, ranges: &[Range<usize>]) -> Payload {
+/// The elements of `ranges`, concatenated into one payload (one range:
+/// [`Fabric::send_copy`]'s copy).
+fn gather<F: Fabric>(fabric: &F, buf: &Payload, ranges: &[Range<usize>]) -> Payload {
     if let [range] = ranges {
-        return buf.extract(range.clone());
+        return fabric.send_copy(buf, range.clone());
     }
     let total = ranges.iter().map(|r| r.len()).sum();
     let mut out = Payload::zeros(buf.shape().dtype, total, buf.is_phantom());

@@ -364,7 +364,7 @@ pub enum Body {
 
 impl Body {
     /// The kind and count this body gets in its header.
-    fn kind_and_count(&self) -> (Kind, u64) {
+    pub(crate) fn kind_and_count(&self) -> (Kind, u64) {
         match self {
             Body::Payload(p) => {
                 let s = p.shape();

@@ -64,7 +64,7 @@ use crate::dtype::{DType, ReduceOp};
 use crate::error::CollectiveError;
 use crate::fabric::{Fabric, Rank, Work};
 use crate::layout::block_range;
-use crate::payload::{Payload, Shape};
+use crate::payload::Payload;
 use crate::reference::ring_allreduce_reference;
 
 /// NCCL's `NCCL_STEPS`: the number of slots per connection (`src/include/device.h`).
@@ -187,36 +187,42 @@ pub async fn run<F: Fabric>(
     let received_range = |i: usize| plan.chunk(seg_sent(i / k_max + 1), i % k_max);
 
     for round in 0..total + window - 1 {
-        let outgoing = (round < total).then(|| fabric.send_copy(buf, sent_range(round)));
+        let sending = round < total;
         let receiving = round.checked_sub(window - 1);
         // Reduce-scatter steps reduce what arrives, allgather steps copy it.
         let combine = |i: usize| (i / k_max < n - 1).then_some(op);
-        // Sending and receiving together: one exchange (one completion,
-        // whose halves a model checker need not order); a receive alone
-        // combines straight into the buffer.
-        let received = match (outgoing, receiving) {
-            (Some(part), Some(i)) => {
-                let expect = Shape::new(shape.dtype, received_range(i).len());
-                let incoming = fabric
-                    .exchange(next, part, prev, expect, params.tag)
+        // Sending and receiving together: one exchange within the buffer
+        // (one completion, whose halves a model checker need not order; a
+        // real transport may lend the sent part instead of copying it); a
+        // receive alone combines straight into the buffer.
+        let received = match (sending, receiving) {
+            (true, Some(i)) => {
+                fabric
+                    .exchange_in_place(
+                        next,
+                        prev,
+                        params.tag,
+                        buf,
+                        sent_range(round),
+                        received_range(i),
+                        combine(i),
+                    )
                     .await?;
-                match combine(i) {
-                    Some(op) => buf.reduce_from(received_range(i), &incoming, op)?,
-                    None => buf.copy_from(received_range(i), &incoming)?,
-                }
                 Some(i)
             }
-            (Some(part), None) => {
-                fabric.send(next, params.tag, part).await?;
+            (true, None) => {
+                fabric
+                    .send_from(next, params.tag, buf, sent_range(round))
+                    .await?;
                 None
             }
-            (None, Some(i)) => {
+            (false, Some(i)) => {
                 fabric
                     .recv_combine(prev, params.tag, buf, received_range(i), combine(i))
                     .await?;
                 Some(i)
             }
-            (None, None) => None,
+            (false, None) => None,
         };
         let Some(i) = received else {
             continue;

@@ -50,6 +50,10 @@ impl<F: Fabric> Fabric for Framed<'_, F> {
         self.fabric.compute(work).await
     }
 
+    fn recycle(&self, payload: Payload) {
+        self.fabric.recycle(payload)
+    }
+
     async fn send_framed(
         &self,
         to: Rank,

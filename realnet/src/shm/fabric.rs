@@ -6,6 +6,7 @@ use std::cell::{Cell, RefCell};
 use std::collections::VecDeque;
 use std::ops::Range;
 use std::sync::Arc;
+use std::task::Waker;
 use std::time::{Duration, Instant};
 
 use algorithms::{
@@ -27,24 +28,29 @@ use crate::mailbox::Mailbox;
 use crate::pool::BufferPool;
 
 /// A message waiting for ring space: its header and inline bytes.
-struct Pending {
-    header: [u8; HEADER_BYTES],
-    header_sent: bool,
+pub(super) struct Pending {
+    pub(super) header: [u8; HEADER_BYTES],
+    pub(super) header_sent: bool,
     /// The payload whose bytes follow the header (`None`: header only).
-    inline: Option<Payload>,
+    pub(super) inline: Option<Payload>,
     /// Inline bytes already in the ring.
-    offset: usize,
+    pub(super) offset: usize,
 }
 
 /// This rank's sending side towards one peer.
 #[derive(Default)]
 pub(crate) struct Outgoing {
     cur: Cursor,
-    queue: VecDeque<Pending>,
-    /// Payloads the peer copies out of our memory, oldest first.
-    attached: VecDeque<Payload>,
+    pub(super) queue: VecDeque<Pending>,
+    /// Payloads the peer copies out of our memory, oldest first; `None`
+    /// for a part of a caller's buffer lent by
+    /// [`Fabric::exchange_in_place`] (nothing to free).
+    pub(super) attached: VecDeque<Option<Payload>>,
     /// Attached payloads freed so far (the peer's `copied` count we saw).
-    freed: u64,
+    pub(super) freed: u64,
+    /// The exchange waiting for the peer to copy a lent part (woken when
+    /// `freed` moves, and on each probe of the peers).
+    pub(super) lent_waker: Option<Waker>,
 }
 
 impl Outgoing {
@@ -83,8 +89,8 @@ pub struct ShmFabric {
     /// Peers' process ids (for cross-memory attach).
     pids: Vec<u32>,
     /// Per destination: whether it may copy large payloads out of our memory.
-    attach_to: Vec<bool>,
-    call: Cell<CallId>,
+    pub(super) attach_to: Vec<bool>,
+    pub(super) call: Cell<CallId>,
     start: Instant,
     pub(crate) out: RefCell<Vec<Outgoing>>,
     inc: RefCell<Vec<Incoming>>,
@@ -204,7 +210,7 @@ impl ShmFabric {
         let inline = match kind {
             Kind::Inline if bytes > 0 => Some(payload),
             Kind::Attach => {
-                o.attached.push_back(payload);
+                o.attached.push_back(Some(payload));
                 None
             }
             _ => None,
@@ -219,8 +225,30 @@ impl ShmFabric {
         Ok(())
     }
 
+    /// [`Fabric::send`]'s work, done at once (a send is eager: queued
+    /// and pushed as far as the ring takes it).
+    fn send_now(&self, to: Rank, tag: Tag, payload: Payload) -> Result<(), FabricError> {
+        crate::endpoint::refuse_symbols(self.rank, to, &payload)?;
+        if to >= self.world {
+            return Err(FabricError::PeerOutOfRange {
+                rank: self.rank,
+                peer: to,
+                world_size: self.world,
+            });
+        }
+        if let Some(e) = self.mailbox.fatal() {
+            return Err(e);
+        }
+        if to == self.rank {
+            self.mailbox.deliver(to, tag, self.call.get(), payload);
+            return Ok(());
+        }
+        self.enqueue(to, tag, payload)
+            .inspect_err(|e| self.mailbox.fail_all(e.clone()))
+    }
+
     /// Moves queued bytes for `dst` into its ring; returns whether any moved.
-    fn push(&self, dst: Rank, o: &mut Outgoing) -> Result<bool, FabricError> {
+    pub(super) fn push(&self, dst: Rank, o: &mut Outgoing) -> Result<bool, FabricError> {
         let ring = self.seg.ring(self.rank, dst);
         let corrupt = |c| self.corrupt(self.rank, dst, c);
         let mut moved = false;
@@ -259,9 +287,14 @@ impl ShmFabric {
             while o.freed < copied
                 && let Some(p) = o.attached.pop_front()
             {
-                self.pool.borrow_mut().give(p);
+                if let Some(p) = p {
+                    self.pool.borrow_mut().give(p);
+                }
                 o.freed += 1;
                 moved = true;
+            }
+            if moved && let Some(w) = o.lent_waker.take() {
+                w.wake();
             }
         }
         Ok(moved)
@@ -456,23 +489,7 @@ impl Fabric for ShmFabric {
     }
 
     async fn send(&self, to: Rank, tag: Tag, payload: Payload) -> Result<(), FabricError> {
-        crate::endpoint::refuse_symbols(self.rank, to, &payload)?;
-        if to >= self.world {
-            return Err(FabricError::PeerOutOfRange {
-                rank: self.rank,
-                peer: to,
-                world_size: self.world,
-            });
-        }
-        if let Some(e) = self.mailbox.fatal() {
-            return Err(e);
-        }
-        if to == self.rank {
-            self.mailbox.deliver(to, tag, self.call.get(), payload);
-            return Ok(());
-        }
-        self.enqueue(to, tag, payload)
-            .inspect_err(|e| self.mailbox.fail_all(e.clone()))
+        self.send_now(to, tag, payload)
     }
 
     async fn recv(&self, from: Rank, tag: Tag, expect: Shape) -> Result<Payload, FabricError> {
@@ -486,6 +503,65 @@ impl Fabric for ShmFabric {
     /// The copy goes into a recycled buffer when the pool has one.
     fn send_copy(&self, buf: &Payload, range: Range<usize>) -> Payload {
         crate::pool::copy_for_send(buf, range, |shape| self.pool.borrow_mut().take(shape))
+    }
+
+    /// Keeps a received buffer the caller is done with for the next message.
+    fn recycle(&self, payload: Payload) {
+        self.pool.borrow_mut().give(payload);
+    }
+
+    /// Lends `buf[range]` to the peer, which copies it straight out of this
+    /// rank's memory, and completes once it has; a part too small for
+    /// cross-memory attach (or to a peer without it) is sent as a copy.
+    async fn send_from(
+        &self,
+        to: Rank,
+        tag: Tag,
+        buf: &Payload,
+        range: Range<usize>,
+    ) -> Result<(), FabricError> {
+        if !self.can_lend(to, buf, &range) {
+            let part = self.send_copy(buf, range);
+            return self.send_now(to, tag, part);
+        }
+        self.lend(to, tag, buf, &range)?.await
+    }
+
+    /// Lends `buf[send]` to the peer, which copies it straight out of this
+    /// rank's memory (no copy into a message of its own), combines the
+    /// received message into `buf[recv]`, and completes once the peer has
+    /// copied the lent part. Parts too small for cross-memory attach (or
+    /// to a peer without it) take the default's copy.
+    async fn exchange_in_place(
+        &self,
+        to: Rank,
+        from: Rank,
+        tag: Tag,
+        buf: &mut Payload,
+        send: Range<usize>,
+        recv: Range<usize>,
+        op: Option<ReduceOp>,
+    ) -> Result<(), CollectiveError> {
+        let dtype = buf.shape().dtype;
+        let apart = send.end <= recv.start || recv.end <= send.start;
+        // A part that cannot be lent is copied and sent at once (an eager
+        // send completes when called, so sending first then receiving is
+        // the default's exchange).
+        let loan = if apart && self.can_lend(to, buf, &send) {
+            Some(self.lend(to, tag, buf, &send)?)
+        } else {
+            let part = self.send_copy(buf, send);
+            self.send_now(to, tag, part)?;
+            None
+        };
+        let expect = Shape::new(dtype, recv.len());
+        let incoming = self.mailbox.recv(from, tag, expect).await?;
+        crate::pool::combine(buf, recv, &incoming, op)?;
+        self.pool.borrow_mut().give(incoming);
+        if let Some(loan) = loan {
+            loan.await?;
+        }
+        Ok(())
     }
 
     /// Combines as the default does, then keeps the received buffer for
@@ -521,7 +597,9 @@ impl Endpoint for ShmFabric {
                 true
             }
             Ok(false) => {
-                self.check_peers_when_due();
+                if self.check_peers_when_due() {
+                    self.wake_lenders();
+                }
                 false
             }
             Err(e) => {

@@ -136,23 +136,25 @@ impl ShmFabric {
     }
 
     /// Called when progress found nothing to do: probes the peers when
-    /// `probe_interval` has passed since the last probe.
-    pub(crate) fn check_peers_when_due(&self) {
+    /// `probe_interval` has passed since the last probe; returns whether
+    /// it probed.
+    pub(crate) fn check_peers_when_due(&self) -> bool {
         let mut h = self.health.borrow_mut();
         h.idle_calls += 1;
         if h.idle_calls < IDLE_CALLS_PER_CLOCK {
-            return;
+            return false;
         }
         h.idle_calls = 0;
         let now = Instant::now();
         if now.duration_since(h.last_probe) < self.options.probe_interval {
-            return;
+            return false;
         }
         h.last_probe = now;
         drop(h);
         if let Err(e) = self.check_peers() {
             self.fail_with(e);
         }
+        true
     }
 
     /// Fails this rank with `e` at once, in its mailbox and in its

@@ -29,7 +29,14 @@
 //!   `process_vm_readv` (cross-memory attach, as Open MPI's vader does):
 //!   one copy instead of two, and no ring space. The sender keeps the
 //!   payload until the receiver counts the copy in the ring's `copied`
-//!   counter. Each pair is probed at connect time; where the kernel
+//!   counter. A part of a caller's buffer sent by
+//!   [`Fabric::send_from`](algorithms::Fabric::send_from) or
+//!   [`Fabric::exchange_in_place`](algorithms::Fabric::exchange_in_place)
+//!   (the ring allreduce's sends) is *lent* rather than copied: the header
+//!   carries the caller's own address, and the operation completes only
+//!   once the peer's `copied` count passes it (a loan abandoned earlier
+//!   fails the rank, so the peer refuses what it read). Each pair is
+//!   probed at connect time; where the kernel
 //!   refuses (`EPERM` under a strict ptrace policy, no such syscall in a
 //!   sandbox) that pair falls back to streaming through the ring.
 //! - **Progress** ([`fabric`]): sends are eager (the future completes once
@@ -71,6 +78,8 @@ mod cma;
 mod connect;
 #[cfg(not(loom))]
 pub mod fabric;
+#[cfg(not(loom))]
+mod lend;
 #[cfg(not(loom))]
 pub mod liveness;
 #[cfg(not(loom))]

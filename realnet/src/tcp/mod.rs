@@ -68,14 +68,14 @@ use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
 
 use algorithms::{
-    CollectiveError, Fabric, FabricError, Payload, Rank, ReduceOp, Shape, Tag, Time, Work,
+    CollectiveError, DType, Fabric, FabricError, Payload, Rank, ReduceOp, Shape, Tag, Time, Work,
 };
 
 use crate::bootstrap::Bootstrap;
 use crate::call::CallId;
 use crate::endpoint::Endpoint;
 use crate::executor::IdlePolicy;
-use crate::frame::{Body, DEFAULT_FRAME_CAP, Frame, HEADER_LEN};
+use crate::frame::{Body, DEFAULT_FRAME_CAP, Frame, HEADER_LEN, Header, Kind};
 use crate::heartbeat::{self, Beater, PeerSilence};
 use crate::job::JobOptions;
 use crate::mailbox::Mailbox;
@@ -479,9 +479,45 @@ impl TcpFabric {
         }
     }
 
+    /// [`Fabric::send`]'s work: the frame written before this returns.
+    fn send_now(&self, to: Rank, tag: Tag, payload: Payload) -> Result<(), FabricError> {
+        crate::endpoint::refuse_symbols(self.rank, to, &payload)?;
+        if let Some(e) = self.shared.mailbox.fatal() {
+            return Err(e);
+        }
+        if to == self.rank {
+            self.shared
+                .mailbox
+                .deliver(self.rank, tag, self.current_call(), payload);
+            return Ok(());
+        }
+        if let Body::Payload(sent) = self.send_body(to, tag, Body::Payload(payload))? {
+            self.shared.pool().give(sent);
+        }
+        Ok(())
+    }
+
     /// Writes one frame to `to` and gives its body back; a failed write
     /// fails the peer.
     fn send_body(&self, to: Rank, tag: Tag, body: Body) -> Result<Body, FabricError> {
+        let (kind, count) = body.kind_and_count();
+        let bye = matches!(body, Body::Bye);
+        self.write_frame(to, tag, kind, count, &body.bytes(), bye)?;
+        Ok(body)
+    }
+
+    /// Writes one frame of `kind` and `count` carrying `payload` to `to`
+    /// (straight from where `payload` lies, for a large one); a failed
+    /// write fails the peer.
+    fn write_frame(
+        &self,
+        to: Rank,
+        tag: Tag,
+        kind: Kind,
+        count: u64,
+        payload: &[u8],
+        bye: bool,
+    ) -> Result<(), FabricError> {
         let Some(Some(link)) = self.links.get(to) else {
             return Err(FabricError::PeerOutOfRange {
                 rank: self.rank,
@@ -493,16 +529,6 @@ impl TcpFabric {
             return Err(e);
         }
         let mut link = link.lock().unwrap_or_else(|e| e.into_inner());
-        let frame = Frame {
-            job_id: self.job_id,
-            src: self.rank as u32,
-            dst: to as u32,
-            tag,
-            seq: link.seq,
-            call: self.current_call(),
-            body,
-        };
-        let payload = frame.body.bytes();
         let len = (HEADER_LEN + payload.len()) as u64;
         if len > self.frame_cap {
             return Err(self.error(format!(
@@ -511,8 +537,18 @@ impl TcpFabric {
                 self.frame_cap
             )));
         }
-        let header = frame.header().encode();
-        let bye = matches!(frame.body, Body::Bye);
+        let header = Header {
+            job_id: self.job_id,
+            src: self.rank as u32,
+            dst: to as u32,
+            tag,
+            seq: link.seq,
+            call: self.current_call(),
+            kind,
+            count,
+            payload_crc: crc32c::crc32c(payload),
+        }
+        .encode();
         let Link {
             stream,
             buf,
@@ -529,12 +565,12 @@ impl TcpFabric {
             if payload.len() + HEADER_LEN <= SMALL_FRAME_BYTES {
                 buf.clear();
                 buf.extend_from_slice(&header);
-                buf.extend_from_slice(&payload);
+                buf.extend_from_slice(payload);
                 stream.write_all(buf)
             } else {
                 stream
                     .write_all(&header)
-                    .and_then(|()| stream.write_all(&payload))
+                    .and_then(|()| stream.write_all(payload))
             }
         });
         if let Err(e) = written {
@@ -574,7 +610,7 @@ impl TcpFabric {
         link.seq += 1;
         link.closed |= bye;
         drop(link);
-        Ok(frame.body)
+        Ok(())
     }
 
     /// Waits until every peer said bye, up to the timeout.
@@ -654,20 +690,7 @@ impl Fabric for TcpFabric {
     }
 
     async fn send(&self, to: Rank, tag: Tag, payload: Payload) -> Result<(), FabricError> {
-        crate::endpoint::refuse_symbols(self.rank, to, &payload)?;
-        if let Some(e) = self.shared.mailbox.fatal() {
-            return Err(e);
-        }
-        if to == self.rank {
-            self.shared
-                .mailbox
-                .deliver(self.rank, tag, self.current_call(), payload);
-            return Ok(());
-        }
-        if let Body::Payload(sent) = self.send_body(to, tag, Body::Payload(payload))? {
-            self.shared.pool().give(sent);
-        }
-        Ok(())
+        self.send_now(to, tag, payload)
     }
 
     async fn recv(&self, from: Rank, tag: Tag, expect: Shape) -> Result<Payload, FabricError> {
@@ -681,6 +704,77 @@ impl Fabric for TcpFabric {
     /// The copy goes into a recycled buffer when the pool has one.
     fn send_copy(&self, buf: &Payload, range: Range<usize>) -> Payload {
         crate::pool::copy_for_send(buf, range, |shape| self.shared.pool().take(shape))
+    }
+
+    /// Keeps a received buffer the caller is done with for the reader
+    /// threads' next receives.
+    fn recycle(&self, payload: Payload) {
+        self.shared.pool().give(payload);
+    }
+
+    /// Writes `buf[range]` straight from the caller's buffer (no copy: a
+    /// send is a blocking write, done before this returns).
+    async fn send_from(
+        &self,
+        to: Rank,
+        tag: Tag,
+        buf: &Payload,
+        range: Range<usize>,
+    ) -> Result<(), FabricError> {
+        let dtype = buf.shape().dtype;
+        if to == self.rank
+            || buf.is_phantom()
+            || dtype == DType::Sym
+            || range.end > buf.shape().count
+        {
+            let part = self.send_copy(buf, range);
+            return self.send_now(to, tag, part);
+        }
+        if let Some(e) = self.shared.mailbox.fatal() {
+            return Err(e);
+        }
+        let elem = dtype.size_bytes();
+        let bytes = &buf.as_bytes().expect("real data")[range.start * elem..range.end * elem];
+        self.write_frame(to, tag, Kind::Data(dtype), range.len() as u64, bytes, false)
+    }
+
+    /// Writes `buf[send]` straight from the caller's buffer (a send is a
+    /// blocking write, done before this returns, so the buffer is only
+    /// lent for the write), then receives and combines into `buf[recv]`.
+    async fn exchange_in_place(
+        &self,
+        to: Rank,
+        from: Rank,
+        tag: Tag,
+        buf: &mut Payload,
+        send: Range<usize>,
+        recv: Range<usize>,
+        op: Option<ReduceOp>,
+    ) -> Result<(), CollectiveError> {
+        let dtype = buf.shape().dtype;
+        let lend = to != self.rank
+            && !buf.is_phantom()
+            && dtype != DType::Sym
+            && send.end <= buf.shape().count
+            && (send.end <= recv.start || recv.end <= send.start);
+        if lend {
+            if let Some(e) = self.shared.mailbox.fatal() {
+                return Err(e.into());
+            }
+            let elem = dtype.size_bytes();
+            let bytes = &buf.as_bytes().expect("real data")[send.start * elem..send.end * elem];
+            self.write_frame(to, tag, Kind::Data(dtype), send.len() as u64, bytes, false)?;
+        } else {
+            // A send is a blocking write: sending then receiving is the
+            // default's exchange.
+            let part = self.send_copy(buf, send);
+            self.send_now(to, tag, part)?;
+        }
+        let expect = Shape::new(dtype, recv.len());
+        let incoming = self.shared.mailbox.recv(from, tag, expect).await?;
+        crate::pool::combine(buf, recv, &incoming, op)?;
+        self.shared.pool().give(incoming);
+        Ok(())
     }
 
     /// Combines as the default does, then keeps the received buffer for

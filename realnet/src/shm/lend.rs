@@ -1,0 +1,180 @@
+//! Lending a part of the caller's buffer to a peer (see [`Fabric::send_from`]
+//! and [`Fabric::exchange_in_place`]): the attach header carries the
+//! caller's own address, the peer copies the bytes with cross-memory
+//! attach, and a [`Loan`] completes once the peer's `copied` count passes
+//! the part (the same count that frees attached payloads).
+//!
+//! [`Fabric::send_from`]: algorithms::Fabric::send_from
+//! [`Fabric::exchange_in_place`]: algorithms::Fabric::exchange_in_place
+
+use std::future::Future;
+use std::ops::Range;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+
+use algorithms::{DType, FabricError, Payload, Rank, Shape, Tag};
+
+use super::fabric::{Pending, ShmFabric};
+use super::wire::{Kind, MessageHeader};
+use crate::heartbeat;
+
+/// A part of the caller's buffer lent to peer `to` (its header is queued
+/// for the ring): a future that completes once the peer has copied it
+/// (`freed` reaches `ticket`), and fails if the rank fails or the peer
+/// copies nothing for the job's timeout. Dropped before that (an error,
+/// or the exchange abandoned), it fails the rank: the caller may reuse
+/// that memory, and a peer must not deliver bytes read from it (it checks
+/// for a failed sender after each copy).
+pub(super) struct Loan<'a> {
+    fabric: &'a ShmFabric,
+    to: Rank,
+    ticket: u64,
+    /// When `freed` last moved (monotonic ns) and its value then.
+    since: (u64, u64),
+    done: bool,
+}
+
+impl Future for Loan<'_> {
+    type Output = Result<(), FabricError>;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let this = &mut *self;
+        let fabric = this.fabric;
+        let mut out = fabric.out.borrow_mut();
+        let o = &mut out[this.to];
+        if o.freed >= this.ticket {
+            this.done = true;
+            return Poll::Ready(Ok(()));
+        }
+        if let Some(e) = fabric.mailbox.fatal() {
+            return Poll::Ready(Err(e));
+        }
+        let now = heartbeat::monotonic_ns();
+        let timeout = fabric.options.job.timeout;
+        if o.freed != this.since.1 {
+            this.since = (now, o.freed);
+        } else if now.saturating_sub(this.since.0) > timeout.as_nanos() as u64 {
+            let to = this.to;
+            return Poll::Ready(Err(FabricError::Timeout {
+                rank: fabric.rank,
+                peer: to,
+                reason: format!(
+                    "rank {to} did not copy the part of the buffer lent to it within {:.1} s \
+                     (it is stopped, frozen or waiting for something else)",
+                    timeout.as_secs_f64()
+                ),
+            }));
+        }
+        o.lent_waker = Some(cx.waker().clone());
+        Poll::Pending
+    }
+}
+
+impl Drop for Loan<'_> {
+    fn drop(&mut self) {
+        if !self.done {
+            let to = self.to;
+            let e = self.fabric.mailbox.fatal().unwrap_or_else(|| {
+                self.fabric.error(format!(
+                    "an exchange ended before rank {to} copied the part of the buffer lent to it"
+                ))
+            });
+            self.fabric.fail_with(e);
+        }
+    }
+}
+
+impl ShmFabric {
+    /// Queues the header of a part of the caller's buffer that `to` copies
+    /// straight out of this rank's memory (`addr`, `shape`); returns the
+    /// ticket `freed` must reach once the peer has copied it.
+    pub(super) fn enqueue_lent(
+        &self,
+        to: Rank,
+        tag: Tag,
+        shape: Shape,
+        addr: u64,
+    ) -> Result<u64, FabricError> {
+        let header = MessageHeader {
+            tag,
+            call: self.call.get(),
+            shape,
+            kind: Kind::Attach,
+            addr,
+        }
+        .encode();
+        let mut out = self.out.borrow_mut();
+        let o = &mut out[to];
+        o.attached.push_back(None);
+        let ticket = o.freed + o.attached.len() as u64;
+        o.queue.push_back(Pending {
+            header,
+            header_sent: false,
+            inline: None,
+            offset: 0,
+        });
+        self.push(to, o)?;
+        Ok(ticket)
+    }
+
+    /// Whether `buf[send]` may be lent to `to`: real data large enough
+    /// for cross-memory attach to that peer.
+    pub(super) fn can_lend(&self, to: Rank, buf: &Payload, send: &Range<usize>) -> bool {
+        let dtype = buf.shape().dtype;
+        let bytes = send.len() * dtype.size_bytes();
+        to != self.rank
+            && to < self.world
+            && !buf.is_phantom()
+            && dtype != DType::Sym
+            && send.end <= buf.shape().count
+            && self.attach_to[to]
+            && self
+                .options
+                .attach_min_bytes
+                .is_some_and(|min| bytes >= min.max(1))
+    }
+
+    /// Lends `buf[range]` to `to`: queues its header (the peer copies
+    /// the bytes from this rank's memory) and returns the [`Loan`] to
+    /// await before the caller may touch that part again.
+    pub(super) fn lend(
+        &self,
+        to: Rank,
+        tag: Tag,
+        buf: &Payload,
+        range: &Range<usize>,
+    ) -> Result<Loan<'_>, FabricError> {
+        if let Some(e) = self.mailbox.fatal() {
+            return Err(e);
+        }
+        let shape = Shape::new(buf.shape().dtype, range.len());
+        let ticket = self
+            .enqueue_lent(to, tag, shape, lent_address(buf, range))
+            .inspect_err(|e| self.fail_with(e.clone()))?;
+        Ok(Loan {
+            fabric: self,
+            to,
+            ticket,
+            since: (heartbeat::monotonic_ns(), self.out.borrow()[to].freed),
+            done: false,
+        })
+    }
+
+    /// Wakes the exchanges waiting for lent parts to be copied, so they
+    /// notice a failure or their timeout.
+    pub(super) fn wake_lenders(&self) {
+        for o in self.out.borrow_mut().iter_mut() {
+            if let Some(w) = o.lent_waker.take() {
+                w.wake();
+            }
+        }
+    }
+}
+
+/// The address of `buf[range]`'s first byte, for a peer to copy from.
+pub(super) fn lent_address(buf: &Payload, range: &Range<usize>) -> u64 {
+    let elem = buf.shape().dtype.size_bytes();
+    buf.as_bytes()
+        .map(|b| b[range.start * elem..].as_ptr() as u64)
+        .expect("only real data is lent")
+}

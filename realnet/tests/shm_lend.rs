@@ -1,0 +1,208 @@
+//! `Fabric::exchange_in_place` on shared memory lends the sent part of the
+//! caller's buffer: the peer copies it straight out of this rank's memory.
+//! The exchange must not return before the peer has it (the caller may
+//! then overwrite it), and an exchange abandoned while the part is lent
+//! fails the rank, so the peer never delivers bytes read from memory the
+//! caller took back.
+#![cfg(not(loom))]
+
+use std::pin::pin;
+use std::task::{Context, Waker};
+use std::time::Duration;
+
+use algorithms::any_fabric::INLINE_LEND_FUTURE_BYTES;
+use algorithms::{Collective, Fabric, Payload, ReduceOp, Shape, Tag};
+use realnet::shm::{ShmFabric, ShmOptions};
+use realnet::tcp::{TcpFabric, TcpOptions};
+use realnet::{CallId, Endpoint, JobOptions, LocalBootstrap};
+
+fn options(job_id: u64) -> ShmOptions {
+    ShmOptions {
+        job: JobOptions {
+            job_id,
+            timeout: Duration::from_secs(20),
+            ..JobOptions::default()
+        },
+        dir: std::env::temp_dir(),
+        ring_bytes: 1 << 16,
+        attach_min_bytes: Some(1024),
+        ..ShmOptions::default()
+    }
+}
+
+fn begin(f: &ShmFabric) {
+    let ring = algorithms::catalogue_algorithm(Collective::Allreduce, "ring");
+    f.begin_call(CallId::new(1, &ring)).unwrap();
+}
+
+/// Rank `r`'s values: distinct per rank and element.
+fn values(r: usize, n: usize) -> Vec<f32> {
+    (0..n).map(|i| (r * 1_000_000 + i) as f32).collect()
+}
+
+#[test]
+fn a_lent_part_is_copied_before_the_exchange_returns() {
+    // 64 KiB parts, several exchanges back to back: each rank sends the
+    // first half of its buffer and sums the peer's into the second half,
+    // then scribbles over the half it lent, as a caller may once the
+    // exchange returned. A peer that copied later would sum the scribbles.
+    let n = 16 << 10;
+    let group = LocalBootstrap::group(2);
+    std::thread::scope(|s| {
+        for b in &group {
+            s.spawn(move || {
+                let f = ShmFabric::connect(b, &options(700)).unwrap();
+                let (me, peer) = (f.rank(), 1 - f.rank());
+                begin(&f);
+                for round in 0..8 {
+                    let mut v = values(me, n);
+                    v.extend(vec![round as f32; n]);
+                    let mut buf = Payload::from_vec(v);
+                    f.block_on(f.exchange_in_place(
+                        peer,
+                        peer,
+                        Tag(round),
+                        &mut buf,
+                        0..n,
+                        n..2 * n,
+                        Some(ReduceOp::Sum),
+                    ))
+                    .unwrap();
+                    let scribble = Payload::from_vec(vec![-1.0f32; n]);
+                    buf.copy_from(0..n, &scribble).unwrap();
+                    let got = &buf.as_slice::<f32>().unwrap()[n..];
+                    let want: Vec<f32> = values(peer, n)
+                        .into_iter()
+                        .map(|x| x + round as f32)
+                        .collect();
+                    assert_eq!(got, &want[..], "rank {me} round {round}");
+                }
+                f.finish().unwrap();
+            });
+        }
+    });
+}
+
+#[test]
+fn an_exchange_abandoned_while_lending_fails_the_rank_and_its_peer() {
+    let n = 16 << 10;
+    let group = LocalBootstrap::group(2);
+    let (lent, ready) = std::sync::mpsc::channel::<()>();
+    std::thread::scope(|s| {
+        let lender = &group[0];
+        let peer = &group[1];
+        s.spawn(move || {
+            let f = ShmFabric::connect(lender, &options(701)).unwrap();
+            if !f.attaches_to(1) {
+                eprintln!("process_vm_readv refused here: nothing is lent");
+                lent.send(()).unwrap();
+                return;
+            }
+            begin(&f);
+            let mut buf = Payload::from_vec(values(0, 2 * n));
+            {
+                let exchange = f.exchange_in_place(1, 1, Tag(0), &mut buf, 0..n, n..2 * n, None);
+                let mut exchange = pin!(exchange);
+                let mut cx = Context::from_waker(Waker::noop());
+                // The part is lent and its header is in the ring; the peer
+                // has not run, so nothing arrived and nothing was copied.
+                assert!(exchange.as_mut().poll(&mut cx).is_pending());
+            }
+            let fatal = f.mailbox().fatal().expect("the rank failed");
+            assert!(
+                fatal.to_string().contains("lent"),
+                "the error says why: {fatal}"
+            );
+            lent.send(()).unwrap();
+            // The buffer lives on until the peer is done with the job.
+            std::thread::sleep(Duration::from_millis(200));
+            drop(buf);
+        });
+        s.spawn(move || {
+            let f = ShmFabric::connect(peer, &options(701)).unwrap();
+            ready.recv().unwrap();
+            if !f.attaches_to(0) {
+                return;
+            }
+            begin(&f);
+            let got = f.block_on(f.recv(0, Tag(0), Shape::new(algorithms::DType::F32, n)));
+            let e = got.expect_err("bytes of an abandoned loan are not delivered");
+            assert!(e.to_string().contains("rank 0"), "names the lender: {e}");
+        });
+    });
+}
+
+#[test]
+fn a_pipelined_ring_lends_every_send_and_sums_exactly() {
+    // 4 KiB chunks of a 30,000-float buffer on 3 ranks: 3 chunks per
+    // segment, so the ring's first sends (before anything arrives) lend
+    // their part alone (`send_from`), the rest within exchanges. Integer
+    // values: the sums are exact whatever the order.
+    let n = 30_000;
+    let ranks = 3;
+    let group = LocalBootstrap::group(ranks);
+    let ring = algorithms::catalogue_algorithm(Collective::Allreduce, "ring");
+    let params = algorithms::Params {
+        chunk_bytes: 4096,
+        ..algorithms::Params::default()
+    };
+    std::thread::scope(|s| {
+        for b in &group {
+            let (ring, params) = (ring.clone(), params);
+            s.spawn(move || {
+                let f = ShmFabric::connect(b, &options(702)).unwrap();
+                let me = f.rank();
+                for call in 1..=3u64 {
+                    f.begin_call(CallId::new(call, &ring)).unwrap();
+                    let mut buf = Payload::from_vec(values(me, n));
+                    f.block_on(ring.run(&f, &mut buf, ReduceOp::Sum, &params))
+                        .unwrap();
+                    let inputs: Vec<Vec<f32>> = (0..ranks).map(|r| values(r, n)).collect();
+                    let want: Vec<f32> =
+                        (0..n).map(|i| inputs.iter().map(|v| v[i]).sum()).collect();
+                    assert_eq!(buf.as_slice::<f32>().unwrap(), &want[..], "rank {me}");
+                }
+                f.finish().unwrap();
+            });
+        }
+    });
+}
+
+/// The sizes of `f`'s two lending futures (created, never polled).
+fn lend_future_sizes<F: Fabric>(f: &F) -> [usize; 2] {
+    let mut buf = Payload::from_vec(vec![0.0f32; 8]);
+    let sending = std::mem::size_of_val(&f.send_from(0, Tag(0), &buf, 0..4));
+    let exchanging =
+        std::mem::size_of_val(&f.exchange_in_place(0, 0, Tag(0), &mut buf, 0..4, 4..8, None));
+    [sending, exchanging]
+}
+
+#[test]
+fn the_lending_futures_fit_inline_so_the_registry_path_lends() {
+    // An algorithm reached through the registry runs on an `AnyFabric`,
+    // which runs the defaults (a copy) for futures larger than its inline
+    // space.
+    let group = LocalBootstrap::group(1);
+    let shm = ShmFabric::connect(&group[0], &options(703)).unwrap();
+    let sizes = lend_future_sizes(&shm);
+    assert!(
+        sizes.iter().all(|s| *s <= INLINE_LEND_FUTURE_BYTES),
+        "shm {sizes:?} > {INLINE_LEND_FUTURE_BYTES}"
+    );
+    shm.finish().unwrap();
+    let group = LocalBootstrap::group(1);
+    let opts = TcpOptions {
+        job: JobOptions {
+            job_id: 704,
+            ..JobOptions::default()
+        },
+        ..TcpOptions::default()
+    };
+    let tcp = TcpFabric::connect(&group[0], &opts).unwrap();
+    let sizes = lend_future_sizes(&tcp);
+    assert!(
+        sizes.iter().all(|s| *s <= INLINE_LEND_FUTURE_BYTES),
+        "tcp {sizes:?} > {INLINE_LEND_FUTURE_BYTES}"
+    );
+    tcp.finish().unwrap();
+}
