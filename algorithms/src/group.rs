@@ -65,6 +65,22 @@ impl<F: Fabric> Fabric for Group<'_, F> {
         self.fabric.recv(from, tag, expect).await
     }
 
+    /// Both ranks are local: they become global and the underlying
+    /// fabric exchanges (so a back-end's exchange is reached through the
+    /// group).
+    async fn exchange(
+        &self,
+        to: Rank,
+        payload: Payload,
+        from: Rank,
+        expect: Shape,
+        tag: Tag,
+    ) -> Result<Payload, FabricError> {
+        let to = self.global(to)?;
+        let from = self.global(from)?;
+        self.fabric.exchange(to, payload, from, expect, tag).await
+    }
+
     async fn compute(&self, work: Work) -> Result<(), FabricError> {
         self.fabric.compute(work).await
     }

@@ -248,10 +248,8 @@ async fn allgather<F: Fabric>(
         let to = plan.fold.core_rank(peer);
         let outgoing = buf.extract(mine);
         let expect = Shape::new(dtype, theirs.len());
-        let (sent, received) =
-            futures_util::join!(fabric.send(to, tag, outgoing), fabric.recv(to, tag, expect));
-        sent?;
-        buf.copy_from(theirs, &received?)?;
+        let received = fabric.exchange(to, outgoing, to, expect, tag).await?;
+        buf.copy_from(theirs, &received)?;
     }
     Ok(())
 }

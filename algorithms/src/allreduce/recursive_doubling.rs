@@ -293,12 +293,10 @@ pub(crate) async fn exchange_reduce<F: Fabric>(
 ) -> Result<(), CollectiveError> {
     let outgoing = buf.extract(send);
     let expect = Shape::new(buf.shape().dtype, keep.len());
-    let (sent, received) = futures_util::join!(
-        fabric.send(link.peer, link.tag, outgoing),
-        fabric.recv(link.peer, link.tag, expect)
-    );
-    sent?;
-    reduce_into(fabric, buf, keep, received?, op, !link.lower).await
+    let received = fabric
+        .exchange(link.peer, outgoing, link.peer, expect, link.tag)
+        .await?;
+    reduce_into(fabric, buf, keep, received, op, !link.lower).await
 }
 
 /// Sets `buf[range]` to `incoming ⊕ buf[range]` if `incoming_left`, else to

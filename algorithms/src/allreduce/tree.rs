@@ -50,15 +50,22 @@
 //! planned time, in units of `1/W` hop, `2c + W·(H_t - depth)` for up(c)
 //! and `2c + W·(H_t + depth)` for down(c) (`H_t` the tree's height; ties in
 //! order of chunk, then tree), i.e. chunks enter every `2/W` hops, the rate
-//! the credits allow when latency dominates. Sends are posted joined with
-//! the receive that follows them. Every message goes from a group to one
-//! planned `W` units (one hop) later, credits included, and every rank
-//! runs its groups in planned order, so by induction on the planned time
-//! no rank waits forever: with eager sends (as the simulator's) the
-//! program cannot deadlock, whatever the parameters. With rendezvous sends
-//! it can: a rank sends its queued messages one after another, so a send
-//! may wait for a receive its peer has not posted yet; mapping which
-//! buffering each algorithm needs is the model checker's job. A single program per rank also fixes the order of the
+//! the credits allow when latency dominates. Sends go to an
+//! outbox (`outbox.rs`): they start where the rank next waits for a
+//! receive, in program order, and stay in flight while it receives and
+//! computes (one lane per destination and tag keeps each stream in order);
+//! the call returns once all have completed. Every message goes from a
+//! group to one planned `W` units (one hop) later, credits included, and
+//! every rank runs its groups in planned order, so by induction on the
+//! planned time no rank waits forever on a receive; since a rank never
+//! waits for its own sends before its next receive, this holds under any
+//! buffering, rendezvous included, whatever the parameters. (Awaiting the
+//! sends with the next receive, as this program once did, deadlocked under
+//! rendezvous on 6 and 10 ranks: ranks 2 and 3 on 6 are each other's child
+//! in the two trees, and each waited for the other to take its send before
+//! posting the receive that would take it.) On the simulator, whose sends
+//! complete at once, the timing is that of sending right before the next
+//! receive. A single program per rank also fixes the order of the
 //! messages on every link, which is what makes the cost exact.
 //!
 //! # Reduction order (floating point)
@@ -103,8 +110,9 @@ use crate::collective::{Params, reduction_is_trivial};
 use crate::cost::CostModel;
 use crate::dtype::{DType, ReduceOp};
 use crate::error::CollectiveError;
-use crate::fabric::{Fabric, Rank, Tag, Work};
+use crate::fabric::{Fabric, Rank, Work};
 use crate::layout::block_range;
+use crate::outbox::Outbox;
 use crate::payload::{Payload, Shape};
 use crate::reference::{Order, fold_reference};
 
@@ -127,7 +135,8 @@ pub async fn run<F: Fabric>(
     let shape = buf.shape();
     let n = fabric.world_size();
     let plan = Plan::new(shape.count, n, shape.dtype.size_bytes(), params);
-    let mut sends = Vec::new();
+    let start = |to, tag, payload| fabric.send(to, tag, payload);
+    let mut outbox = Outbox::new();
     for step in Program::new(&plan, fabric.rank()) {
         match step {
             Op::Send {
@@ -138,7 +147,7 @@ pub async fn run<F: Fabric>(
             } => {
                 let range = plan.range(tree, chunk, credit);
                 let tag = params.tag.phase(stream(tree, credit));
-                sends.push((to, tag, buf.extract(range)));
+                outbox.push(to, tag, buf.extract(range));
             }
             Op::Recv {
                 from,
@@ -151,9 +160,8 @@ pub async fn run<F: Fabric>(
                 let expect = Shape::new(shape.dtype, range.len());
                 let tag = params.tag.phase(stream(tree, credit));
                 let recv = fabric.recv(from, tag, expect);
-                let (sent, received) = futures_util::join!(send_all(fabric, &mut sends), recv);
-                sent?;
-                apply(fabric, buf, range, received?, op, action).await?;
+                let received = outbox.alongside(recv, &start).await??;
+                apply(fabric, buf, range, received, op, action).await?;
             }
             Op::Average { tree, chunk } if op == ReduceOp::Avg => {
                 buf.divide(plan.chunk(tree, chunk), n);
@@ -161,7 +169,7 @@ pub async fn run<F: Fabric>(
             Op::Average { .. } => {}
         }
     }
-    send_all(fabric, &mut sends).await
+    Ok(outbox.flush(&start).await?)
 }
 
 /// Modelled time of one call in picoseconds under ideal links: the longest
@@ -592,17 +600,6 @@ fn down_chunk(node: Node, tree: u8, chunk: usize, ops: &mut Vec<Op>) {
         chunk,
         credit: false,
     }));
-}
-
-/// Posts every queued send, in order (sends are eager, so this is quick).
-async fn send_all<F: Fabric>(
-    fabric: &F,
-    sends: &mut Vec<(Rank, Tag, Payload)>,
-) -> Result<(), CollectiveError> {
-    for (to, tag, payload) in sends.drain(..) {
-        fabric.send(to, tag, payload).await?;
-    }
-    Ok(())
 }
 
 /// Applies a received chunk to `buf[range]` and charges any reduction.

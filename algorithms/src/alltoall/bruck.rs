@@ -89,11 +89,11 @@ async fn step<F: Fabric>(
     let indices: Vec<usize> = (0..n).filter(|i| i & distance != 0).collect();
     let outgoing = pack(tmp, n, &indices)?;
     let expect = outgoing.shape();
-    let send = fabric.send((r + distance) % n, params.tag, outgoing);
-    let recv = fabric.recv((r + n - distance) % n, params.tag, expect);
-    let (sent, received) = futures_util::join!(send, recv);
-    sent?;
-    unpack(tmp, n, &indices, &received?)
+    let (to, from) = ((r + distance) % n, (r + n - distance) % n);
+    let received = fabric
+        .exchange(to, outgoing, from, expect, params.tag)
+        .await?;
+    unpack(tmp, n, &indices, &received)
 }
 
 /// The elements of block `i` when the buffer holds `n` equal blocks.

@@ -83,11 +83,10 @@ async fn step<F: Fabric>(
     let (to, from) = ((r + s) % n, (r + n - s) % n);
     let count = buf.len();
     let expect = Shape::new(buf.shape().dtype, count / n);
-    let send = fabric.send(to, params.tag, buf.extract(block_range(count, n, to)));
-    let recv = fabric.recv(from, params.tag, expect);
-    let (sent, received) = futures_util::join!(send, recv);
-    sent?;
-    let block = received?;
+    let outgoing = buf.extract(block_range(count, n, to));
+    let block = fabric
+        .exchange(to, outgoing, from, expect, params.tag)
+        .await?;
     // Slot `to` has now been sent from, so a block held for it can land.
     if let Some(early) = held[to].take() {
         buf.copy_from(block_range(count, n, to), &early)?;

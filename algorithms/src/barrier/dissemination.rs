@@ -60,15 +60,15 @@ async fn round<F: Fabric>(
     let n = fabric.world_size();
     let r = fabric.rank();
     let token = Shape::new(DType::U8, 0);
-    let send = fabric.send(
-        (r + distance) % n,
-        params.tag,
-        Payload::phantom(DType::U8, 0),
-    );
-    let recv = fabric.recv((r + n - distance) % n, params.tag, token);
-    let (sent, received) = futures_util::join!(send, recv);
-    sent?;
-    received?;
+    fabric
+        .exchange(
+            (r + distance) % n,
+            Payload::phantom(DType::U8, 0),
+            (r + n - distance) % n,
+            token,
+            params.tag,
+        )
+        .await?;
     Ok(())
 }
 

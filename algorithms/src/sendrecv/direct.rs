@@ -65,12 +65,9 @@ pub async fn run<F: Fabric>(
     let (next, prev) = ((r + 1) % n, (r + n - 1) % n);
     let shape = buf.shape();
     let outgoing = buf.clone();
-    let (sent, received) = futures_util::join!(
-        fabric.send(next, params.tag, outgoing),
-        fabric.recv(prev, params.tag, shape)
-    );
-    sent?;
-    *buf = received?;
+    *buf = fabric
+        .exchange(next, outgoing, prev, shape, params.tag)
+        .await?;
     Ok(())
 }
 

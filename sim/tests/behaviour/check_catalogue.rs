@@ -295,3 +295,40 @@ fn pipelined_ring_allreduce_is_verified_with_rendezvous_sends() {
         two_chunks_per_segment,
     );
 }
+
+/// Regression: the double binary tree on 6 and 10 ranks under rendezvous
+/// sends used to deadlock on every schedule (ranks 2 and 3 at N = 6 each
+/// waited for the other to take a send before posting the receive that
+/// would take it). Its sends now stay in flight while it receives, so no
+/// schedule deadlocks; 200 random schedules per point (the old program
+/// failed on the first) keep the test cheap, and
+/// `scenarios/check/tree6_rendezvous_ok.toml` searches N = 6 exhaustively.
+#[test]
+fn tree_allreduce_on_six_and_ten_ranks_does_not_deadlock_under_rendezvous() {
+    let tree = catalogue_algorithm(Collective::Allreduce, "tree");
+    for n in [6, 10] {
+        let mut scenario = scenario(&tree, n, &[Buffering::Eager(0)]);
+        scenario.axes.count = vec![2];
+        scenario.axes.root = vec![0];
+        scenario.axes.in_place = vec![true];
+        scenario.axes.chunks = vec![1];
+        scenario.search = Search::Random {
+            schedules: 200,
+            seed: 7,
+        };
+        scenario.expect = None;
+        let program = Rc::new(scenario);
+        let report = check(&program, Options::default())
+            .unwrap_or_else(|e| panic!("{}: the search failed: {e}", program.name));
+        if let Some(cex) = &report.counterexample {
+            let mut out = Vec::new();
+            print_counterexample(&program, cex, &mut out).expect("writing to memory");
+            panic!(
+                "N={n}: {}\n{}",
+                report.verdict,
+                String::from_utf8_lossy(&out)
+            );
+        }
+        assert_eq!(report.schedules, 200, "N={n}: every random schedule ran");
+    }
+}
