@@ -56,32 +56,32 @@
 //! frame. No heartbeat follows a bye.
 
 mod address;
+mod fabric;
 mod handshake;
+mod link;
 mod reader;
 
 use std::io::Write;
 use std::net::{Shutdown, SocketAddr, TcpStream};
-use std::ops::{Range, RangeInclusive};
+use std::ops::RangeInclusive;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
 
-use algorithms::{
-    CollectiveError, DType, Fabric, FabricError, Payload, Rank, ReduceOp, Shape, Tag, Time, Work,
-};
+use algorithms::{FabricError, Payload, Rank, Tag};
 
 use crate::bootstrap::Bootstrap;
 use crate::call::CallId;
 use crate::endpoint::Endpoint;
-use crate::executor::IdlePolicy;
-use crate::frame::{Body, DEFAULT_FRAME_CAP, Frame, HEADER_LEN, Header, Kind};
+use crate::frame::{Body, DEFAULT_FRAME_CAP, HEADER_LEN, Header, Kind};
 use crate::heartbeat::{self, Beater, PeerSilence};
 use crate::job::JobOptions;
 use crate::mailbox::Mailbox;
 use crate::pool::BufferPool;
 
 use handshake::{Hand, Refusals};
+use link::{Link, beat_all};
 use reader::Reader;
 
 /// Frames up to this size are written from one buffer in one system call.
@@ -211,60 +211,6 @@ impl Shared {
         self.mailbox.fail_peer(peer, err);
         let _guard = self.byes();
         self.changed.notify_all();
-    }
-}
-
-/// The sending half of one connection.
-struct Link {
-    stream: TcpStream,
-    /// The number of the next frame (the hello was 0).
-    seq: u64,
-    /// Reused buffer for small frames.
-    buf: Vec<u8>,
-    /// The part of a heartbeat frame the socket did not take yet: written
-    /// before anything else.
-    unsent: Vec<u8>,
-    /// A bye went out: nothing more may follow, heartbeats included.
-    closed: bool,
-}
-
-impl Link {
-    /// Sends a heartbeat (or the rest of one) without ever blocking: a
-    /// peer that does not read gets none, which is right, as it is the one
-    /// that stopped responding.
-    fn beat(&mut self, job_id: u64, src: u32, dst: u32) {
-        if self.closed {
-            return;
-        }
-        if self.unsent.is_empty() {
-            let frame = Frame {
-                job_id,
-                src,
-                dst,
-                tag: Tag(0),
-                seq: self.seq,
-                call: CallId::NONE,
-                body: Body::Heartbeat,
-            };
-            self.seq += 1;
-            frame.encode(&mut self.unsent);
-        }
-        let sock = socket2::SockRef::from(&self.stream);
-        // A failed send leaves the bytes for the next send, which reports
-        // a broken connection (and so does the reader).
-        if let Ok(n) = sock.send_with_flags(&self.unsent, libc::MSG_DONTWAIT | libc::MSG_NOSIGNAL) {
-            self.unsent.drain(..n);
-        }
-    }
-}
-
-/// One heartbeat to every peer whose link is not busy (a link busy with a
-/// send is being heard from already, or its peer does not read).
-fn beat_all(links: &[Option<Mutex<Link>>], job_id: u64, rank: u32) {
-    for (peer, link) in links.iter().enumerate() {
-        if let Some(Ok(mut link)) = link.as_ref().map(Mutex::try_lock) {
-            link.beat(job_id, rank, peer as u32);
-        }
     }
 }
 
@@ -674,189 +620,6 @@ fn parse_addresses(all: &[Vec<u8>]) -> Result<Vec<SocketAddr>, String> {
                 })
         })
         .collect()
-}
-
-impl Fabric for TcpFabric {
-    fn rank(&self) -> Rank {
-        self.rank
-    }
-
-    fn world_size(&self) -> usize {
-        self.world_size
-    }
-
-    fn now(&self) -> Time {
-        crate::endpoint::time_since(self.start)
-    }
-
-    async fn send(&self, to: Rank, tag: Tag, payload: Payload) -> Result<(), FabricError> {
-        self.send_now(to, tag, payload)
-    }
-
-    async fn recv(&self, from: Rank, tag: Tag, expect: Shape) -> Result<Payload, FabricError> {
-        self.shared.mailbox.recv(from, tag, expect).await
-    }
-
-    async fn compute(&self, _work: Work) -> Result<(), FabricError> {
-        Ok(())
-    }
-
-    /// The copy goes into a recycled buffer when the pool has one.
-    fn send_copy(&self, buf: &Payload, range: Range<usize>) -> Payload {
-        crate::pool::copy_for_send(buf, range, |shape| self.shared.pool().take(shape))
-    }
-
-    /// Keeps a received buffer the caller is done with for the reader
-    /// threads' next receives.
-    fn recycle(&self, payload: Payload) {
-        self.shared.pool().give(payload);
-    }
-
-    /// Writes `buf[range]` straight from the caller's buffer (no copy: a
-    /// send is a blocking write, done before this returns).
-    async fn send_from(
-        &self,
-        to: Rank,
-        tag: Tag,
-        buf: &Payload,
-        range: Range<usize>,
-    ) -> Result<(), FabricError> {
-        let dtype = buf.shape().dtype;
-        if to == self.rank
-            || buf.is_phantom()
-            || dtype == DType::Sym
-            || range.end > buf.shape().count
-        {
-            let part = self.send_copy(buf, range);
-            return self.send_now(to, tag, part);
-        }
-        if let Some(e) = self.shared.mailbox.fatal() {
-            return Err(e);
-        }
-        let elem = dtype.size_bytes();
-        let bytes = &buf.as_bytes().expect("real data")[range.start * elem..range.end * elem];
-        self.write_frame(to, tag, Kind::Data(dtype), range.len() as u64, bytes, false)
-    }
-
-    /// Writes `buf[send]` straight from the caller's buffer (a send is a
-    /// blocking write, done before this returns, so the buffer is only
-    /// lent for the write), then receives and combines into `buf[recv]`.
-    async fn exchange_in_place(
-        &self,
-        to: Rank,
-        from: Rank,
-        tag: Tag,
-        buf: &mut Payload,
-        send: Range<usize>,
-        recv: Range<usize>,
-        op: Option<ReduceOp>,
-    ) -> Result<(), CollectiveError> {
-        let dtype = buf.shape().dtype;
-        let lend = to != self.rank
-            && !buf.is_phantom()
-            && dtype != DType::Sym
-            && send.end <= buf.shape().count
-            && (send.end <= recv.start || recv.end <= send.start);
-        if lend {
-            if let Some(e) = self.shared.mailbox.fatal() {
-                return Err(e.into());
-            }
-            let elem = dtype.size_bytes();
-            let bytes = &buf.as_bytes().expect("real data")[send.start * elem..send.end * elem];
-            self.write_frame(to, tag, Kind::Data(dtype), send.len() as u64, bytes, false)?;
-        } else {
-            // A send is a blocking write: sending then receiving is the
-            // default's exchange.
-            let part = self.send_copy(buf, send);
-            self.send_now(to, tag, part)?;
-        }
-        let expect = Shape::new(dtype, recv.len());
-        let incoming = self.shared.mailbox.recv(from, tag, expect).await?;
-        crate::pool::combine(buf, recv, &incoming, op)?;
-        self.shared.pool().give(incoming);
-        Ok(())
-    }
-
-    /// Combines as the default does, then keeps the received buffer for
-    /// the reader threads' next receives.
-    async fn recv_combine(
-        &self,
-        from: Rank,
-        tag: Tag,
-        buf: &mut Payload,
-        range: Range<usize>,
-        op: Option<ReduceOp>,
-    ) -> Result<(), CollectiveError> {
-        let expect = Shape::new(buf.shape().dtype, range.len());
-        let incoming = self.shared.mailbox.recv(from, tag, expect).await?;
-        crate::pool::combine(buf, range, &incoming, op)?;
-        self.shared.pool().give(incoming);
-        Ok(())
-    }
-}
-
-impl Endpoint for TcpFabric {
-    fn mailbox(&self) -> &Mailbox {
-        &self.shared.mailbox
-    }
-
-    /// Reader threads deliver on their own. What is left: once a peer
-    /// died, the rank's call cannot complete (every collective needs every
-    /// rank), so when the rank waits again after consuming what had
-    /// arrived, it fails naming the dead peer, even when it was waiting on
-    /// another (live) rank, rather than wait for the timeout.
-    fn progress(&self) -> bool {
-        match self.shared.dead() {
-            Some(e) if self.shared.mailbox.fatal().is_none() => {
-                self.shared.mailbox.fail_all(e);
-                true
-            }
-            _ => false,
-        }
-    }
-
-    /// Readers wake the executor, so it parks soon rather than spin.
-    fn idle_policy(&self) -> IdlePolicy {
-        IdlePolicy {
-            spin: 200,
-            yields: 50,
-            park: Duration::from_millis(2),
-        }
-    }
-
-    /// Peers that said bye or failed are left out.
-    fn peer_silence(&self) -> PeerSilence {
-        let now = Instant::now();
-        let byes = self.shared.byes();
-        let silences: Vec<(Rank, Duration)> = (0..self.world_size)
-            .filter(|&p| p != self.rank && !byes[p])
-            .filter(|&p| self.shared.mailbox.peer_failure(p).is_none())
-            .map(|p| (p, self.shared.silent_for(p, now)))
-            .collect();
-        PeerSilence::judge(silences, self.silence_threshold)
-    }
-
-    fn begin_call(&self, call: CallId) -> Result<(), FabricError> {
-        *self.call.lock().unwrap_or_else(|e| e.into_inner()) = call;
-        self.shared.mailbox.begin_call(call)
-    }
-
-    fn finish(&self) -> Result<(), FabricError> {
-        if let Some(e) = self.shared.mailbox.fatal().or_else(|| self.shared.dead()) {
-            return Err(e);
-        }
-        for peer in 0..self.world_size {
-            if peer != self.rank {
-                self.send_body(peer, Tag(0), Body::Bye)?;
-            }
-        }
-        self.wait_for_byes()?;
-        for link in self.links.iter().flatten() {
-            let link = link.lock().unwrap_or_else(|e| e.into_inner());
-            let _ = link.stream.shutdown(Shutdown::Write);
-        }
-        Ok(())
-    }
 }
 
 impl Drop for TcpFabric {
