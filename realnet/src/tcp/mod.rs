@@ -34,9 +34,9 @@
 //!
 //! # Recycled memory
 //! A payload that was written, and a received one that
-//! [`Fabric::recv_combine`] has combined into the caller's buffer, go back
+//! [`Fabric::recv_combine`](algorithms::Fabric::recv_combine) has combined into the caller's buffer, go back
 //! to a `crate::pool::BufferPool` the rank shares with its reader
-//! threads: readers receive into it and [`Fabric::send_copy`] copies into
+//! threads: readers receive into it and [`Fabric::send_copy`](algorithms::Fabric::send_copy) copies into
 //! it, so a large collective does not fault in fresh pages per frame.
 //!
 //! # Failures
