@@ -589,6 +589,11 @@ impl Endpoint for ShmFabric {
 
     fn progress(&self) -> bool {
         if self.mailbox.fatal().is_some() {
+            // A loan waits on its peer's copy count, not on the mailbox, so
+            // a failure that came any other way than a probe (a step's
+            // error, a receive's timeout) would never wake it: wake it to
+            // see the failure.
+            self.wake_lenders();
             return false;
         }
         match self.step() {
