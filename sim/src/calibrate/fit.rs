@@ -146,7 +146,12 @@ fn size_rates(points: &[(f64, f64)], intercept_ps: f64, sustained: f64) -> Vec<S
     let mut rates: Vec<SizeRate> = Vec::new();
     for &(bytes, time_ps) in &sorted {
         let bytes_ps = time_ps - intercept_ps;
-        if bytes < 1.0 || bytes_ps < 0.1 * intercept_ps.max(1.0) {
+        // Whether a size counts is judged by its bytes at the sustained
+        // rate, not by its measured excess: a small size delayed by noise
+        // would otherwise enter with a rate of a few bytes per microsecond
+        // and, as the table's last entry, slow every larger message.
+        let sustained_ps = bytes * 1e12 / sustained;
+        if bytes < 1.0 || sustained_ps < 0.1 * intercept_ps.max(1.0) || bytes_ps <= 0.0 {
             continue;
         }
         let size = bytes as u64;
