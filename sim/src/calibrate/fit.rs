@@ -6,8 +6,9 @@
 //! and per-rank rate `I` (see `engine::links`) give the probes these
 //! times, which the fit inverts step by step:
 //! - a shift of `b` bytes (every rank sends to the next and receives from
-//!   the previous at once, as a collective's steps do): `o + L + b/B`; a
-//!   least-squares line through the larger half of the sizes gives `B`,
+//!   the previous at once, as a collective's steps do): `o + L + b/B`; the
+//!   median slope between the larger half of the sizes (Theil-Sen, robust
+//!   to one size slowed by noise) gives `B`,
 //!   and the smaller half (weighted by `1/t²`, relative errors) gives
 //!   `o + L`. The
 //!   ping-pong (two ranks busy, the others idle) has the same form; it is
@@ -180,18 +181,32 @@ fn round_sig(x: f64) -> f64 {
 }
 
 /// The line `t = a + s x` of the shifts: the slope from the larger half
-/// of the sizes (a least-squares line, where the bytes dominate), the
-/// intercept from the smaller half (the mean of `t - s x` weighted by
-/// `1/t²`, where the fixed costs dominate). One line through every size
-/// weighted by relative error follows the small sizes and misses the
-/// bandwidth of the large ones when the fabric's bandwidth changes with
-/// size; this splits the two.
+/// of the sizes (where the bytes dominate), the intercept from the smaller
+/// half (the mean of `t - s x` weighted by `1/t²`, where the fixed costs
+/// dominate). One line through every size weighted by relative error
+/// follows the small sizes and misses the bandwidth of the large ones when
+/// the fabric's bandwidth changes with size; this splits the two.
+///
+/// The slope is Theil and Sen's: the median of the slopes between every
+/// two of the larger sizes, so one size slowed by a descheduled rank moves
+/// it little (a least-squares line through four sizes turned negative when
+/// one run of a mid size took hundreds of microseconds too long). Where
+/// even that is not positive (the bytes drown in noise), the slope between
+/// the smallest and the largest size is kept: positive whenever the largest
+/// message took longer than the smallest.
 fn two_stage_line(points: &[(f64, f64)]) -> (f64, f64) {
     let mut sorted = points.to_vec();
     sorted.sort_by(|a, b| a.0.total_cmp(&b.0));
     let half = sorted.len().div_ceil(2).max(2).min(sorted.len());
     let large = &sorted[sorted.len() - half..];
-    let (_, slope) = line(large, |_| 1.0);
+    let mut slope = median_slope(large);
+    if slope <= 0.0 {
+        if let (Some(first), Some(last)) = (sorted.first(), sorted.last()) {
+            if last.0 > first.0 {
+                slope = (last.1 - first.1) / (last.0 - first.0);
+            }
+        }
+    }
     let small = &sorted[..half];
     let (mut sw, mut sum) = (0.0, 0.0);
     for &(x, y) in small {
@@ -202,24 +217,27 @@ fn two_stage_line(points: &[(f64, f64)]) -> (f64, f64) {
     (sum / sw, slope)
 }
 
-/// The least-squares line `t = a + s x` through `points`, each weighted
-/// by `weight(t)`.
-fn line(points: &[(f64, f64)], weight: impl Fn(f64) -> f64) -> (f64, f64) {
-    let (mut sw, mut sx, mut sy, mut sxx, mut sxy) = (0.0, 0.0, 0.0, 0.0, 0.0);
-    for &(x, y) in points {
-        let w = weight(y);
-        sw += w;
-        sx += w * x;
-        sy += w * y;
-        sxx += w * x * x;
-        sxy += w * x * y;
+/// The median of the slopes between every two points of different `x`
+/// (0 for fewer than two such points).
+fn median_slope(points: &[(f64, f64)]) -> f64 {
+    let mut slopes = Vec::new();
+    for (i, a) in points.iter().enumerate() {
+        for b in &points[i + 1..] {
+            if b.0 != a.0 {
+                slopes.push((b.1 - a.1) / (b.0 - a.0));
+            }
+        }
     }
-    let det = sw * sxx - sx * sx;
-    if det.abs() < f64::MIN_POSITIVE {
-        return (sy / sw, 0.0);
+    if slopes.is_empty() {
+        return 0.0;
     }
-    let slope = (sw * sxy - sx * sy) / det;
-    ((sy - slope * sx) / sw, slope)
+    slopes.sort_by(f64::total_cmp);
+    let n = slopes.len();
+    if n % 2 == 1 {
+        slopes[n / 2]
+    } else {
+        (slopes[n / 2 - 1] + slopes[n / 2]) / 2.0
+    }
 }
 
 /// The per-message gap of the smallest streams: the time between two
@@ -384,4 +402,101 @@ pub fn percent_error(predicted: f64, measured: f64) -> f64 {
 /// Three decimals, so the file's figures read back as written.
 fn round3(x: f64) -> f64 {
     (x * 1000.0).round() / 1000.0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Shift sizes and times in microseconds as `(bytes, ps)` points.
+    fn points(us: &[(u64, f64)]) -> Vec<(f64, f64)> {
+        us.iter().map(|&(b, t)| (b as f64, t * 1e6)).collect()
+    }
+
+    #[test]
+    fn a_clean_line_is_recovered_exactly() {
+        // 5 us fixed, 2 GB/s = 500 ps per byte.
+        let clean: Vec<(u64, f64)> = [8u64, 32, 128, 512, 2048, 8192, 32768]
+            .iter()
+            .map(|&b| (b, 5.0 + b as f64 * 500e-6))
+            .collect();
+        let (a, s) = two_stage_line(&points(&clean));
+        assert!((s - 500.0).abs() < 1e-6, "{s}");
+        assert!((a - 5e6).abs() < 1e-3, "{a}");
+    }
+
+    #[test]
+    fn one_slow_size_does_not_turn_the_bandwidth_negative() {
+        // As on a loaded machine: one run of the 2 KiB shift took 300 us
+        // too long. A least-squares line through the larger half turns
+        // negative here; the median slope stays near 500 ps/B.
+        let noisy = points(&[
+            (8, 5.0),
+            (32, 5.0),
+            (128, 5.1),
+            (512, 5.3),
+            (2048, 306.0),
+            (8192, 9.1),
+            (32768, 21.4),
+        ]);
+        let (_, least_squares) = least_squares_line(&noisy[3..]);
+        assert!(least_squares < 0.0, "{least_squares}");
+        let (_, s) = two_stage_line(&noisy);
+        assert!(s > 300.0 && s < 700.0, "{s}");
+    }
+
+    #[test]
+    fn bytes_lost_in_noise_fall_back_to_the_span_of_the_sizes() {
+        let flat = points(&[
+            (8, 50.0),
+            (512, 40.0),
+            (2048, 90.0),
+            (8192, 45.0),
+            (32768, 60.0),
+        ]);
+        let (_, s) = two_stage_line(&flat);
+        assert!((s - 10e6 / 32760.0).abs() < 1e-6, "{s}");
+    }
+
+    #[test]
+    fn noisy_small_shifts_do_not_enter_the_bandwidth_by_size() {
+        // The TCP shifts of a CI run (us): the small sizes were delayed by
+        // hundreds of microseconds. Before sizes were judged by their
+        // bytes, 8 B entered the table at a few bytes per microsecond and
+        // slowed every larger message.
+        let ci = points(&[
+            (8, 333.0),
+            (32, 894.0),
+            (128, 627.0),
+            (512, 71.0),
+            (2048, 42.0),
+            (8192, 51.0),
+            (32768, 81.0),
+        ]);
+        let (a, s) = two_stage_line(&ci);
+        assert!(s > 0.0, "{s}");
+        let sustained = 1e12 / s;
+        for rate in size_rates(&ci, a, sustained) {
+            // Every entry is a size whose bytes at the sustained rate are
+            // a tenth of the fixed cost or more, and none is faster.
+            assert!(rate.bytes as f64 * 1e12 / sustained >= 0.1 * a, "{rate:?}");
+            assert!(rate.gb_per_s * 1e9 <= sustained * 1.000_01, "{rate:?}");
+            assert!(rate.bytes >= 512, "{rate:?}");
+        }
+    }
+
+    /// An unweighted least-squares line `(intercept, slope)`, what the fit
+    /// used before the median slope.
+    fn least_squares_line(points: &[(f64, f64)]) -> (f64, f64) {
+        let n = points.len() as f64;
+        let mx = points.iter().map(|p| p.0).sum::<f64>() / n;
+        let my = points.iter().map(|p| p.1).sum::<f64>() / n;
+        let (mut sxy, mut sxx) = (0.0, 0.0);
+        for p in points {
+            sxy += (p.0 - mx) * (p.1 - my);
+            sxx += (p.0 - mx) * (p.0 - mx);
+        }
+        let slope = sxy / sxx;
+        (my - slope * mx, slope)
+    }
 }

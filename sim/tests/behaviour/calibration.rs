@@ -239,24 +239,36 @@ fn a_real_calibration_writes_its_measurements_and_bounded_residuals() {
     let dir = temp_dir("calibrate-real");
     for fabric in [FabricKind::Shm, FabricKind::Tcp] {
         let out_path = dir.join(format!("{}.toml", fabric.name()));
-        let out = sim_env(
-            &[
-                "launch",
-                "-n",
-                "3",
-                "--fabric",
-                fabric.name(),
-                "--",
-                "calibrate",
-                "--out",
-                out_path.to_str().unwrap(),
-                "--max-bytes",
-                "64K",
-                "--reps",
-                "2",
-            ],
-            &[],
-        );
+        let calibrate = || {
+            sim_env(
+                &[
+                    "launch",
+                    "-n",
+                    "3",
+                    "--fabric",
+                    fabric.name(),
+                    "--",
+                    "calibrate",
+                    "--out",
+                    out_path.to_str().unwrap(),
+                    "--max-bytes",
+                    "1M",
+                    "--reps",
+                    "3",
+                ],
+                &[],
+            )
+        };
+        // Real timings on a shared machine: a fit the noise makes
+        // unphysical is refused with "measure again", which is what a user
+        // does; the test does it up to twice more, and then must succeed.
+        let mut out = calibrate();
+        for _ in 0..2 {
+            if out.status.success() || !text(&out.stderr).contains("measure again") {
+                break;
+            }
+            out = calibrate();
+        }
         let stdout = text(&out.stdout);
         assert!(out.status.success(), "{stdout}\n{}", text(&out.stderr));
         assert!(stdout.contains("# residuals: median"), "{stdout}");
@@ -264,7 +276,7 @@ fn a_real_calibration_writes_its_measurements_and_bounded_residuals() {
         assert_eq!(c.calibration.fabric, fabric.name());
         assert_eq!(c.calibration.ranks, 3);
         assert_eq!(c.host.hosts, 1);
-        let plan = Plan::standard(64 << 10, 3);
+        let plan = Plan::standard(1 << 20, 3);
         assert_eq!(c.measurements.len(), plan.probes.len());
         // Every residual is the fitted time against the measured one, and
         // the summary is their median and maximum (bounded by them, not by
