@@ -200,12 +200,10 @@ fn two_stage_line(points: &[(f64, f64)]) -> (f64, f64) {
     let half = sorted.len().div_ceil(2).max(2).min(sorted.len());
     let large = &sorted[sorted.len() - half..];
     let mut slope = median_slope(large);
-    if slope <= 0.0 {
-        if let (Some(first), Some(last)) = (sorted.first(), sorted.last()) {
-            if last.0 > first.0 {
-                slope = (last.1 - first.1) / (last.0 - first.0);
-            }
-        }
+    if let (true, Some(first), Some(last)) = (slope <= 0.0, sorted.first(), sorted.last())
+        && last.0 > first.0
+    {
+        slope = (last.1 - first.1) / (last.0 - first.0);
     }
     let small = &sorted[..half];
     let (mut sw, mut sum) = (0.0, 0.0);
