@@ -18,7 +18,6 @@ use super::cma;
 use super::liveness::Health;
 use super::ring::{Corrupt, Cursor};
 use super::segment::{RankState, Segment};
-use super::sync::Ordering;
 use super::wire::{HEADER_BYTES, Kind, MessageHeader};
 use crate::call::CallId;
 use crate::endpoint::Endpoint;
@@ -283,7 +282,7 @@ impl ShmFabric {
         }
         // Free the attached payloads the peer has finished copying.
         if !o.attached.is_empty() {
-            let copied = ring.control().copied.0.load(Ordering::Acquire);
+            let copied = ring.control().copied();
             while o.freed < copied
                 && let Some(p) = o.attached.pop_front()
             {
@@ -326,7 +325,7 @@ impl ShmFabric {
                         ),
                         Kind::Attach => {
                             let payload = self.attach(src, &h)?;
-                            ring.control().copied.0.fetch_add(1, Ordering::Release);
+                            ring.control().mark_copied();
                             self.mailbox.deliver(src, h.tag, h.call, payload);
                         }
                         Kind::Inline => {

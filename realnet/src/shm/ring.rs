@@ -61,7 +61,7 @@ pub(crate) struct RingControl {
     /// Bytes the consumer has freed.
     tail: Line,
     /// Messages the consumer copied out of the producer's memory.
-    pub(crate) copied: Line,
+    copied: Line,
 }
 
 impl RingControl {
@@ -73,6 +73,23 @@ impl RingControl {
             tail: Line(AtomicU64::new(0)),
             copied: Line(AtomicU64::new(0)),
         }
+    }
+}
+
+impl RingControl {
+    /// Counts one more message copied out of the producer's memory (an
+    /// attached payload or a lent part of a caller's buffer). Release: the
+    /// consumer's reads of those bytes happen before the producer sees the
+    /// count and reuses them.
+    pub(crate) fn mark_copied(&self) {
+        self.copied.0.fetch_add(1, Ordering::Release);
+    }
+
+    /// The messages the consumer has copied out of the producer's memory.
+    /// Acquire: pairs with [`RingControl::mark_copied`], so the producer
+    /// may overwrite or free those bytes once the count covers them.
+    pub(crate) fn copied(&self) -> u64 {
+        self.copied.0.load(Ordering::Acquire)
     }
 }
 
@@ -402,5 +419,48 @@ mod loom_tests {
     #[test]
     fn a_full_ring_is_refilled_as_the_consumer_frees_it() {
         stream(2, 3, 1);
+    }
+
+    /// A lent part of a caller's buffer (see `shm::lend`): the producer
+    /// announces it through the ring, the consumer copies it straight out
+    /// of the producer's memory (cross-memory attach, modelled as reads of
+    /// the producer's cells) and counts it copied; the producer reuses its
+    /// buffer once the count covers the part. Loom fails on a data race if
+    /// the count's release/acquire did not order the copy before the reuse.
+    #[test]
+    fn a_lent_buffer_is_reused_only_after_the_peer_copied_it() {
+        loom::model(|| {
+            let shared = Shared::new(2);
+            let lent: Arc<Vec<UnsafeCell>> = Arc::new((0..2).map(|_| UnsafeCell::new()).collect());
+            let producer = {
+                let (shared, lent) = (shared.clone(), lent.clone());
+                loom::thread::spawn(move || {
+                    copy_in(&lent, &[7, 9]);
+                    let ring = shared.ring();
+                    let mut p = Cursor::default();
+                    assert!(ring.writable(&mut p, 1).unwrap() >= 1);
+                    ring.write(&mut p, &[1]);
+                    ring.publish(&p);
+                    while shared.ctl.copied() < 1 {
+                        loom::thread::yield_now();
+                    }
+                    // The loan is over: the caller writes its buffer again.
+                    copy_in(&lent, &[0, 0]);
+                })
+            };
+            let ring = shared.ring();
+            let mut c = Cursor::default();
+            while ring.readable(&mut c, 1).unwrap() < 1 {
+                loom::thread::yield_now();
+            }
+            let mut header = [0];
+            ring.read(&mut c, &mut header);
+            ring.release(&c);
+            let mut copy = [0; 2];
+            copy_out(&mut copy, &lent);
+            shared.ctl.mark_copied();
+            assert_eq!(copy, [7, 9]);
+            producer.join().unwrap();
+        });
     }
 }
