@@ -178,7 +178,7 @@ pub enum OpState {
     SendDone(Result<(), FabricError>),
     /// A completed receive.
     RecvDone(Result<Payload, FabricError>),
-    /// A completed joint operation (see [`joint`]): its error, or the
+    /// A completed joint operation (see [`World::post_joint`]): its error, or the
     /// payloads of its receives.
     JointDone(Result<Vec<Payload>, FabricError>),
     /// Its result has been taken.
