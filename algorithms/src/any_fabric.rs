@@ -109,6 +109,19 @@ trait ErasedFabric {
         payload: Payload,
         framing: Framing,
     ) -> FabricFuture<'_, ()>;
+    /// The fabric's own framed exchange, if its future fits the inline
+    /// space; else the payload back (the caller joins the framed send and
+    /// the receive).
+    #[allow(clippy::too_many_arguments)]
+    fn erased_exchange_framed(
+        &self,
+        to: Rank,
+        payload: Payload,
+        from: Rank,
+        expect: Shape,
+        tag: Tag,
+        framing: Framing,
+    ) -> Result<FabricFuture<'_, Payload>, Payload>;
     fn erased_channel_plan(&self) -> Option<Arc<ChannelPlan>>;
     fn erased_reduce_in_network<'a>(
         &'a self,
@@ -248,6 +261,28 @@ impl<F: Fabric> ErasedFabric for F {
         framing: Framing,
     ) -> FabricFuture<'_, ()> {
         smallbox::smallbox!(self.send_framed(to, tag, payload, framing))
+    }
+
+    fn erased_exchange_framed(
+        &self,
+        to: Rank,
+        payload: Payload,
+        from: Rank,
+        expect: Shape,
+        tag: Tag,
+        framing: Framing,
+    ) -> Result<FabricFuture<'_, Payload>, Payload> {
+        // The size of the future, known without calling the method.
+        fn output_size<A, B, R>(_: &impl Fn(A, B) -> R) -> usize {
+            std::mem::size_of::<R>()
+        }
+        let exchange = |payload: Payload, expect: Shape| {
+            self.exchange_framed(to, payload, from, expect, tag, framing)
+        };
+        if output_size(&exchange) > INLINE_FUTURE_BYTES {
+            return Err(payload);
+        }
+        Ok(smallbox::smallbox!(exchange(payload, expect)))
     }
 
     fn erased_channel_plan(&self) -> Option<Arc<ChannelPlan>> {
@@ -457,6 +492,36 @@ impl Fabric for AnyFabric<'_> {
         framing: Framing,
     ) -> impl Future<Output = Result<(), FabricError>> {
         self.inner.erased_send_framed(to, tag, payload, framing)
+    }
+
+    fn exchange_framed(
+        &self,
+        to: Rank,
+        payload: Payload,
+        from: Rank,
+        expect: Shape,
+        tag: Tag,
+        framing: Framing,
+    ) -> impl Future<Output = Result<Payload, FabricError>> {
+        // As `exchange`: a future too large for the inline space is
+        // joined here from the inline framed send and receive.
+        let own = self
+            .inner
+            .erased_exchange_framed(to, payload, from, expect, tag, framing);
+        async move {
+            match own {
+                Ok(exchange) => exchange.await,
+                Err(payload) => {
+                    let (sent, received) = futures_util::future::join(
+                        self.send_framed(to, tag, payload, framing),
+                        self.recv(from, tag, expect),
+                    )
+                    .await;
+                    sent?;
+                    received
+                }
+            }
+        }
     }
 
     fn channel_plan(&self) -> Option<Arc<ChannelPlan>> {

@@ -382,6 +382,32 @@ pub trait Fabric {
         self.send(to, tag, payload)
     }
 
+    /// [`Fabric::exchange`] whose send is framed like
+    /// [`Fabric::send_framed`]: one operation that completes when both
+    /// halves have, the send's error first. The default joins
+    /// [`Fabric::send_framed`] and [`Fabric::recv`], polled in that order,
+    /// exactly what an NCCL-style algorithm joining the two futures itself
+    /// would do (so the simulator's timing is that of the two operations);
+    /// the model checker makes it one operation, as it does `exchange`.
+    #[allow(clippy::too_many_arguments)]
+    fn exchange_framed(
+        &self,
+        to: Rank,
+        payload: Payload,
+        from: Rank,
+        expect: Shape,
+        tag: Tag,
+        framing: Framing,
+    ) -> impl Future<Output = Result<Payload, FabricError>> {
+        let sending = self.send_framed(to, tag, payload, framing);
+        let receiving = self.recv(from, tag, expect);
+        async move {
+            let (sent, received) = futures_util::future::join(sending, receiving).await;
+            sent?;
+            received
+        }
+    }
+
     /// The channels NCCL would build on this fabric (each channel's ring
     /// and tree), if the back-end knows its hardware; `None` (the default)
     /// lets algorithms fall back to [`ChannelPlan::rank_order`].

@@ -81,6 +81,23 @@ impl<F: Fabric> Fabric for Group<'_, F> {
         self.fabric.exchange(to, payload, from, expect, tag).await
     }
 
+    /// Both ranks are local, as in [`Group::exchange`](Fabric::exchange).
+    async fn exchange_framed(
+        &self,
+        to: Rank,
+        payload: Payload,
+        from: Rank,
+        expect: Shape,
+        tag: Tag,
+        framing: Framing,
+    ) -> Result<Payload, FabricError> {
+        let to = self.global(to)?;
+        let from = self.global(from)?;
+        self.fabric
+            .exchange_framed(to, payload, from, expect, tag, framing)
+            .await
+    }
+
     async fn compute(&self, work: Work) -> Result<(), FabricError> {
         self.fabric.compute(work).await
     }

@@ -39,6 +39,20 @@
 //! the same program joining its own futures). With it the ring on 4 ranks
 //! under rendezvous is one schedule, its pipelined form too.
 //!
+//! The same holds for every joint operation of the world
+//! ([`World::post_joint`](super::world::World::post_joint)): a framed exchange
+//! ([`Fabric::exchange_framed`](algorithms::Fabric::exchange_framed),
+//! which `Framed` makes of every exchange, so the NCCL ring, PAT and p2p
+//! pipelines) and each in-network operation, whose messages between the
+//! members are the checker's model of the switch (the algorithm sees one
+//! future, as it would of a switch). A part conflicts with the others only
+//! when both would wake the rank, which only the last part does. Tested
+//! by `check_joint`: outcome sets equal the naive search's, the framed
+//! exchange's equal those of the framed send and receive joined, faults
+//! strike the parts, and a rank that observes whether an in-network
+//! reduction or another receive completed first still reaches both
+//! outcomes.
+//!
 //! # Concurrent calls: a rank's calls as separate units
 //! Two calls issued concurrently on a rank (`concurrent = true`) are
 //! independent futures joined by the rank's program; a step of one and a
@@ -156,7 +170,7 @@ impl SearchStats {
 }
 
 /// The reductions an exhaustive search applies, as reports name them.
-pub const REDUCTIONS: &str = "DPOR with sleep sets (Flanagan and Godefroid); an exchange's halves commute (one completion, as MPI_Sendrecv)";
+pub const REDUCTIONS: &str = "DPOR with sleep sets (Flanagan and Godefroid); the parts of a joint operation commute (an exchange's halves, one completion as MPI_Sendrecv; an in-network operation's messages)";
 
 /// The reduction added when a program's calls are concurrent.
 pub const CALLS_REDUCTION: &str = "a rank's concurrent calls as separate units (steps of different calls commute unless they share a channel or a send slot)";

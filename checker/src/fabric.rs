@@ -2,7 +2,8 @@
 //! Sends and receives become operations in the checked [`World`]; they
 //! complete only when the checker's choices make them (a delivery, a freed
 //! slot, a notice that the peer stopped). An exchange
-//! ([`Fabric::exchange`]) is one operation whose two halves complete
+//! ([`Fabric::exchange`], and [`Fabric::exchange_framed`], whose framing
+//! the checker ignores) is one operation whose two halves complete
 //! separately but wake the rank once, when both are done.
 //!
 //! An in-network reduction ([`Fabric::reduce_in_network`]) is checked as
@@ -16,7 +17,11 @@
 //! members. A multicast ([`Fabric::multicast_in_network`]) is likewise the
 //! source's payload sent to every other member with the call's tag, and a
 //! reduction to one member ([`Fabric::reduce_to_in_network`]) every other
-//! member's contribution sent to the root, which combines them.
+//! member's contribution sent to the root, which combines them. Each is
+//! one joint operation ([`World::post_joint`]): the member sees one
+//! completion, as it would of a switch, so the checker never orders the
+//! completions of its messages (they commute, as an exchange's halves
+//! do).
 
 use std::cell::RefCell;
 use std::future::Future;
@@ -25,10 +30,10 @@ use std::rc::Rc;
 use std::task::{Context, Poll};
 
 use algorithms::in_network::{check_group, check_members, check_root, reduce_in_member_order};
+use algorithms::nccl::Framing;
 use algorithms::{Fabric, FabricError, Payload, Rank, ReduceOp, Shape, Tag, Time, Work};
-use futures_util::future::try_join_all;
 
-use super::world::{OpId, OpState, World};
+use super::world::{JointRecv, JointSend, OpId, OpState, World};
 
 /// One rank's view of a checked execution.
 #[derive(Clone, Debug)]
@@ -105,6 +110,37 @@ impl Future for OpFuture<'_> {
     }
 }
 
+impl CheckFabric {
+    /// Posts `sends` and `recvs` as one joint operation
+    /// ([`World::post_joint`]) and waits for it: the rank wakes once,
+    /// when every part is done, with the received payloads in the order
+    /// of `recvs` (or the first error).
+    async fn joint(
+        &self,
+        sends: Vec<JointSend>,
+        recvs: Vec<JointRecv>,
+    ) -> Result<Vec<Payload>, FabricError> {
+        let op = self
+            .world
+            .borrow_mut()
+            .post_joint(self.rank, self.call, sends, recvs);
+        self.wait_joint(op).await
+    }
+
+    /// Waits for the joint operation `op`.
+    async fn wait_joint(&self, op: OpId) -> Result<Vec<Payload>, FabricError> {
+        match (OpFuture {
+            world: &self.world,
+            op,
+        })
+        .await
+        {
+            OpState::JointDone(result) => result,
+            other => unreachable!("a joint operation completed as {other:?}"),
+        }
+    }
+}
+
 impl Fabric for CheckFabric {
     fn rank(&self) -> Rank {
         self.rank
@@ -154,9 +190,10 @@ impl Fabric for CheckFabric {
         }
     }
 
-    /// One operation in the world ([`World::post_exchange`]): the rank is
-    /// woken once, when both halves are done, so the checker never orders
-    /// the halves' completions (see [`Effect`](super::world::Effect)).
+    /// One joint operation in the world ([`World::post_joint`]): the rank
+    /// is woken once, when both halves are done, so the checker never
+    /// orders the halves' completions (see
+    /// [`Effect`](super::world::Effect)).
     async fn exchange(
         &self,
         to: Rank,
@@ -165,19 +202,29 @@ impl Fabric for CheckFabric {
         expect: Shape,
         tag: Tag,
     ) -> Result<Payload, FabricError> {
-        let op = self
-            .world
-            .borrow_mut()
-            .post_exchange(self.rank, self.call, to, payload, from, expect, tag);
-        match (OpFuture {
-            world: &self.world,
-            op,
-        })
-        .await
-        {
-            OpState::RecvDone(result) => result,
-            other => unreachable!("an exchange completed as {other:?}"),
-        }
+        let op = self.world.borrow_mut().post_joint(
+            self.rank,
+            self.call,
+            vec![(to, tag, payload)],
+            vec![(from, tag, expect)],
+        );
+        let mut received = self.wait_joint(op).await?;
+        Ok(received.pop().expect("an exchange receives one message"))
+    }
+
+    /// The checker does not model framing (its sends ignore it, as
+    /// [`Fabric::send_framed`]'s default does): one exchange, as
+    /// [`CheckFabric::exchange`](Fabric::exchange).
+    fn exchange_framed(
+        &self,
+        to: Rank,
+        payload: Payload,
+        from: Rank,
+        expect: Shape,
+        tag: Tag,
+        _framing: Framing,
+    ) -> impl Future<Output = Result<Payload, FabricError>> {
+        self.exchange(to, payload, from, expect, tag)
     }
 
     /// Local work completes at once: the checker does not model time.
@@ -201,20 +248,20 @@ impl Fabric for CheckFabric {
     ) -> Result<Payload, FabricError> {
         check_group(self.rank, group, self.world_size)?;
         let shape = payload.shape();
-        let others = || group.iter().copied().filter(|&r| r != self.rank);
-        let sends = try_join_all(others().map(|r| self.send(r, tag, payload.clone())));
-        let recvs = try_join_all(group.iter().map(|&r| {
-            let own = (r == self.rank).then(|| payload.clone());
-            async move {
-                match own {
-                    Some(p) => Ok(p),
-                    None => self.recv(r, tag, shape).await,
+        let others: Vec<Rank> = group.iter().copied().filter(|&r| r != self.rank).collect();
+        let sends = others.iter().map(|&r| (r, tag, payload.clone())).collect();
+        let recvs = others.iter().map(|&r| (r, tag, shape)).collect();
+        let mut received = self.joint(sends, recvs).await?.into_iter();
+        let parts: Vec<Payload> = group
+            .iter()
+            .map(|&r| {
+                if r == self.rank {
+                    payload.clone()
+                } else {
+                    received.next().expect("one message from each other member")
                 }
-            }
-        }));
-        let (sent, parts) = futures_util::future::join(sends, recvs).await;
-        sent?;
-        let parts = parts?;
+            })
+            .collect();
         reduce_in_member_order(parts.iter(), op).ok_or_else(|| FabricError::Transport {
             rank: self.rank,
             reason: format!("the in-network reduction of group {group:?} tag {tag} got no result"),
@@ -238,16 +285,19 @@ impl Fabric for CheckFabric {
             return Ok(None);
         }
         let shape = payload.shape();
-        let parts = try_join_all(group.iter().map(|&r| {
-            let own = (r == self.rank).then(|| payload.clone());
-            async move {
-                match own {
-                    Some(p) => Ok(p),
-                    None => self.recv(r, tag, shape).await,
+        let others = group.iter().copied().filter(|&r| r != self.rank);
+        let recvs = others.map(|r| (r, tag, shape)).collect();
+        let mut received = self.joint(Vec::new(), recvs).await?.into_iter();
+        let parts: Vec<Payload> = group
+            .iter()
+            .map(|&r| {
+                if r == self.rank {
+                    payload.clone()
+                } else {
+                    received.next().expect("one message from each other member")
                 }
-            }
-        }))
-        .await?;
+            })
+            .collect();
         let sum =
             reduce_in_member_order(parts.iter(), op).ok_or_else(|| FabricError::Transport {
                 rank: self.rank,
@@ -276,8 +326,11 @@ impl Fabric for CheckFabric {
         if source != self.rank {
             return self.recv(source, tag, payload.shape()).await;
         }
-        let others = group[1..].iter();
-        try_join_all(others.map(|&r| self.send(r, tag, payload.clone()))).await?;
+        let sends = group[1..]
+            .iter()
+            .map(|&r| (r, tag, payload.clone()))
+            .collect();
+        self.joint(sends, Vec::new()).await?;
         Ok(payload)
     }
 }
@@ -309,6 +362,18 @@ mod tests {
                 1,
                 Shape::new(DType::F32, 1),
                 Tag(0),
+            )),
+            std::mem::size_of_val(&f.exchange_framed(
+                1,
+                Payload::phantom(DType::F32, 1),
+                1,
+                Shape::new(DType::F32, 1),
+                Tag(0),
+                Framing {
+                    protocol: algorithms::nccl::Protocol::Simple,
+                    algorithm: algorithms::nccl::NcclAlgorithm::Ring,
+                    channel: 0,
+                },
             )),
         ];
         assert!(

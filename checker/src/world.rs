@@ -7,6 +7,8 @@
 //! is lost, which rank crashes, which receive times out, and when a rank
 //! learns that a peer stopped.
 
+mod joint;
+
 use std::collections::{BTreeMap, VecDeque};
 use std::fmt;
 use std::task::Waker;
@@ -15,6 +17,8 @@ use algorithms::{FabricError, Payload, Rank, Shape, Tag};
 
 pub use super::effect::{Effect, Half, Post, Resource, Unit};
 use super::spec::{Buffering, Faults};
+use joint::PendingJoint;
+pub use joint::{JointRecv, JointSend};
 
 /// A channel: the messages from `src` to `dst` with one tag, delivered in
 /// the order they were sent.
@@ -165,14 +169,6 @@ struct PostedRecv {
 /// The index of a send or receive operation.
 pub type OpId = usize;
 
-/// An exchange waiting for its halves.
-#[derive(Debug)]
-struct PendingExchange {
-    send: OpId,
-    recv: OpId,
-    first_done_at: Option<Option<usize>>,
-}
-
 /// Where a send or receive operation is.
 #[derive(Debug)]
 pub enum OpState {
@@ -182,6 +178,9 @@ pub enum OpState {
     SendDone(Result<(), FabricError>),
     /// A completed receive.
     RecvDone(Result<Payload, FabricError>),
+    /// A completed joint operation (see [`World::post_joint`]): its error, or the
+    /// payloads of its receives.
+    JointDone(Result<Vec<Payload>, FabricError>),
     /// Its result has been taken.
     Taken,
 }
@@ -249,15 +248,14 @@ pub struct World {
     op_rank: Vec<Rank>,
     /// The concurrent call that posted each operation, if any.
     op_call: Vec<Option<usize>>,
-    /// The exchange each operation is a half of, if it is one.
+    /// The joint operation (an exchange, an in-network operation) each
+    /// operation is a part of, if it is one.
     half_of: Vec<Option<OpId>>,
-    /// Exchanges not complete: exchange -> its halves (send, receive) and
-    /// the step that completed the first of them (`Some(None)`: before the
-    /// first step), if one has.
-    exchanges: BTreeMap<OpId, PendingExchange>,
+    /// Joint operations not complete, with their parts.
+    joints: BTreeMap<OpId, PendingJoint>,
     /// Steps the step being applied causally follows beyond its choice's
-    /// own causes: the step that completed the other half of an exchange
-    /// it completes.
+    /// own causes: the steps that completed the other parts of a joint
+    /// operation it completes.
     extra_causes: Vec<usize>,
     channels: BTreeMap<ChannelKey, VecDeque<Message>>,
     posted: BTreeMap<ChannelKey, VecDeque<PostedRecv>>,
@@ -330,7 +328,7 @@ impl World {
             op_rank: Vec::new(),
             op_call: Vec::new(),
             half_of: Vec::new(),
-            exchanges: BTreeMap::new(),
+            joints: BTreeMap::new(),
             extra_causes: Vec::new(),
             channels: BTreeMap::new(),
             posted: BTreeMap::new(),
@@ -372,10 +370,7 @@ impl World {
         let unit = self.unit(self.op_rank[op], self.op_call[op]);
         match self.half_of[op] {
             Some(exchange) => {
-                let completes = self.exchanges.get(&exchange).is_none_or(|x| {
-                    let other = if x.send == op { x.recv } else { x.send };
-                    !matches!(self.ops[other], OpState::Pending(_))
-                });
+                let completes = self.completes_joint(exchange, op);
                 effect.touch_half(Half {
                     unit,
                     exchange,
@@ -394,45 +389,14 @@ impl World {
         if let OpState::Pending(Some(waker)) = std::mem::replace(&mut self.ops[op], done) {
             waker.wake();
         }
-        if let Some(exchange) = self.half_of[op] {
-            self.half_done(exchange);
-        }
-    }
-
-    /// A half of `exchange` completed: the exchange completes once both
-    /// have, and that step causally follows the one that completed the
-    /// other half.
-    fn half_done(&mut self, exchange: OpId) {
-        let Some(x) = self.exchanges.get_mut(&exchange) else {
-            return;
-        };
-        let pending = |s: &OpState| matches!(s, OpState::Pending(_));
-        let (send, recv) = (x.send, x.recv);
-        if pending(&self.ops[send]) || pending(&self.ops[recv]) {
-            x.first_done_at.get_or_insert(self.step);
-            return;
-        }
-        if let Some(Some(first)) = x.first_done_at {
-            self.extra_causes.push(first);
-        }
-        self.exchanges.remove(&exchange);
-        let sent = std::mem::replace(&mut self.ops[send], OpState::Taken);
-        let received = std::mem::replace(&mut self.ops[recv], OpState::Taken);
-        let result = match (sent, received) {
-            (OpState::SendDone(Err(e)), _) => Err(e),
-            (_, OpState::RecvDone(r)) => r,
-            (s, r) => unreachable!("an exchange's halves completed as {s:?} and {r:?}"),
-        };
-        if let OpState::Pending(Some(waker)) =
-            std::mem::replace(&mut self.ops[exchange], OpState::RecvDone(result))
-        {
-            waker.wake();
+        if let Some(joint) = self.half_of[op] {
+            self.part_done(joint);
         }
     }
 
     /// Starts an exchange of `rank`: a send to `to` and a receive from
-    /// `from`, both with `tag`, completing as one operation (a
-    /// [`OpState::RecvDone`] once both halves have).
+    /// `from`, both with `tag`, completing as one joint operation (an
+    /// [`OpState::JointDone`] once both halves have).
     #[allow(clippy::too_many_arguments)]
     pub fn post_exchange(
         &mut self,
@@ -444,32 +408,12 @@ impl World {
         expect: Shape,
         tag: Tag,
     ) -> OpId {
-        let critical = self.effect.critical.len();
-        let send = self.post_send(rank, call, to, tag, payload);
-        let recv = self.post_recv(rank, call, from, tag, expect);
-        if matches!(self.ops[recv], OpState::Pending(_)) {
-            // Whether the send half takes a slot now or when one is freed
-            // is not observable while the receive half is pending: the
-            // rank wakes only once both are done, in the same state either
-            // way. So a step freeing a slot of the pair commutes with this
-            // one (see `Effect::critical`).
-            self.effect.critical.truncate(critical);
-        }
-        let exchange = self.new_op(rank, call, OpState::Pending(None));
-        self.half_of[send] = Some(exchange);
-        self.half_of[recv] = Some(exchange);
-        self.exchanges.insert(
-            exchange,
-            PendingExchange {
-                send,
-                recv,
-                first_done_at: None,
-            },
-        );
-        // A half complete at once (a buffered send, a refused operation)
-        // completed while the rank posted it.
-        self.half_done(exchange);
-        exchange
+        self.post_joint(
+            rank,
+            call,
+            vec![(to, tag, payload)],
+            vec![(from, tag, expect)],
+        )
     }
 
     fn is_running(&self, rank: Rank) -> bool {

@@ -1,6 +1,8 @@
 //! [`Framed`]: a fabric whose sends all carry one [`Framing`], so that an
 //! algorithm written against plain [`Fabric::send`] (the catalogue's
-//! rings and chains) runs on an NCCL channel with NCCL's protocol.
+//! rings and chains) runs on an NCCL channel with NCCL's protocol. Its
+//! exchanges ([`Fabric::exchange`]) are the underlying fabric's framed
+//! exchanges ([`Fabric::exchange_framed`]).
 
 use std::sync::Arc;
 
@@ -44,6 +46,34 @@ impl<F: Fabric> Fabric for Framed<'_, F> {
 
     async fn recv(&self, from: Rank, tag: Tag, expect: Shape) -> Result<Payload, FabricError> {
         self.fabric.recv(from, tag, expect).await
+    }
+
+    /// An exchange whose send is framed: the underlying fabric's
+    /// [`Fabric::exchange_framed`], so a back-end that makes it one
+    /// operation (the model checker) sees one.
+    fn exchange(
+        &self,
+        to: Rank,
+        payload: Payload,
+        from: Rank,
+        expect: Shape,
+        tag: Tag,
+    ) -> impl std::future::Future<Output = Result<Payload, FabricError>> {
+        self.fabric
+            .exchange_framed(to, payload, from, expect, tag, self.framing)
+    }
+
+    fn exchange_framed(
+        &self,
+        to: Rank,
+        payload: Payload,
+        from: Rank,
+        expect: Shape,
+        tag: Tag,
+        framing: Framing,
+    ) -> impl std::future::Future<Output = Result<Payload, FabricError>> {
+        self.fabric
+            .exchange_framed(to, payload, from, expect, tag, framing)
     }
 
     async fn compute(&self, work: Work) -> Result<(), FabricError> {

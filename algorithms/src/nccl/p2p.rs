@@ -33,6 +33,8 @@
 //! (`NCCL_NUM_FUNCTIONS` excludes it, `src/include/nccl_common.h:59`), so
 //! this algorithm gives no cost formula: name it to run it.
 
+use std::ops::Range;
+
 use futures_util::future::join_all;
 
 use crate::algorithm::{Chunking, CollectiveAlgorithm, RotationSymmetry, Running};
@@ -175,24 +177,22 @@ async fn stream<F: Fabric>(
     for round in 0..units + window - 1 {
         let outgoing = (round < units).then(|| part.extract(range(round)));
         let receiving = round.checked_sub(window - 1).map(range);
-        let send = async {
-            match outgoing {
-                Some(p) => fabric.send(next, channel.tag, p).await,
-                None => Ok(()),
+        let expect = |into: &Range<usize>| Shape::new(dtype, into.len());
+        // A send and a receive of one round are one framed exchange.
+        let received = match (outgoing, &receiving) {
+            (Some(p), Some(into)) => Some(
+                fabric
+                    .exchange(next, p, prev, expect(into), channel.tag)
+                    .await?,
+            ),
+            (Some(p), None) => {
+                fabric.send(next, channel.tag, p).await?;
+                None
             }
+            (None, Some(into)) => Some(fabric.recv(prev, channel.tag, expect(into)).await?),
+            (None, None) => None,
         };
-        let recv = async {
-            match &receiving {
-                Some(into) => fabric
-                    .recv(prev, channel.tag, Shape::new(dtype, into.len()))
-                    .await
-                    .map(Some),
-                None => Ok(None),
-            }
-        };
-        let (sent, received) = futures_util::join!(send, recv);
-        sent?;
-        if let (Some(incoming), Some(into)) = (received?, receiving) {
+        if let (Some(incoming), Some(into)) = (received, receiving) {
             part.copy_from(into, &incoming)?;
         }
     }

@@ -383,24 +383,23 @@ async fn pipeline<F: Fabric>(
             let (s, k) = (i / per_segment, i % per_segment);
             (s, unit(segment_sent(s + 1), k))
         });
-        let send = async {
-            match outgoing {
-                Some(part) => group.send(next, stream.tag, part).await,
-                None => Ok(()),
+        let expect = |range: &Range<usize>| Shape::new(dtype, range.len());
+        // A send and a receive of one round are one exchange (one
+        // completion, as `MPI_Sendrecv`), framed through `Framed`.
+        let received = match (outgoing, &receiving) {
+            (Some(part), Some((_, range))) => Some(
+                group
+                    .exchange(next, part, prev, expect(range), stream.tag)
+                    .await?,
+            ),
+            (Some(part), None) => {
+                group.send(next, stream.tag, part).await?;
+                None
             }
+            (None, Some((_, range))) => Some(group.recv(prev, stream.tag, expect(range)).await?),
+            (None, None) => None,
         };
-        let recv = async {
-            match &receiving {
-                Some((_, range)) => group
-                    .recv(prev, stream.tag, Shape::new(dtype, range.len()))
-                    .await
-                    .map(Some),
-                None => Ok(None),
-            }
-        };
-        let (sent, received) = futures_util::join!(send, recv);
-        sent?;
-        if let (Some(incoming), Some((s, range))) = (received?, receiving) {
+        if let (Some(incoming), Some((s, range))) = (received, receiving) {
             if s < schedule.reducing_steps {
                 let bytes = incoming.shape().bytes();
                 buf.reduce_from(range, &incoming, op)?;

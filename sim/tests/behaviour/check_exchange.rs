@@ -164,7 +164,7 @@ async fn exchange_or_receive<F: Fabric>(
 /// Polls both futures until one completes, then the other; returns their
 /// outputs in completion order (`a` first when both complete at one
 /// poll).
-async fn first_then_other<T>(
+pub(crate) async fn first_then_other<T>(
     a: &mut Pin<Box<impl Future<Output = T>>>,
     b: &mut Pin<Box<impl Future<Output = T>>>,
 ) -> (T, T) {

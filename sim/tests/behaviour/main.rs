@@ -12,6 +12,7 @@ mod check_catalogue;
 mod check_cli;
 mod check_demos;
 mod check_exchange;
+mod check_joint;
 mod check_soundness;
 mod closed_form;
 mod closed_stdout;
