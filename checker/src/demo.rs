@@ -12,6 +12,7 @@ use std::future::Future;
 use std::pin::Pin;
 use std::task::Poll;
 
+use algorithms::collective::reduction_is_trivial;
 use algorithms::layout::block_range;
 use algorithms::{
     Algorithm, AnyFabric, Collective, CollectiveAlgorithm, CollectiveError, Fabric, Params,
@@ -115,33 +116,47 @@ impl CollectiveAlgorithm for ArrivalOrderSum {
     }
 }
 
-/// Whether a reduction has nothing to do (one rank or an empty buffer),
-/// after checking that `op` applies to the buffer's element type.
-fn reduction_is_trivial<F: Fabric>(
-    fabric: &F,
-    buf: &Payload,
-    op: ReduceOp,
-) -> Result<bool, CollectiveError> {
-    let dtype = buf.shape().dtype;
-    if !op.supports(dtype) {
-        return Err(CollectiveError::UnsupportedOp { op, dtype });
-    }
-    Ok(fabric.world_size() == 1 || buf.is_empty())
-}
-
-/// The catalogue's ring allreduce, unchunked (`algorithms::allreduce::ring`
-/// with one chunk per segment and a window of one), with one off-by-one
-/// line: at reduce-scatter step `s` rank `r` reduces what it receives into
-/// block `(r - s + 1) mod N` instead of `(r - s - 1) mod N`. The two are the
-/// same block for `N = 2`, so the sums are right there; from `N = 3` on the
-/// partial sums land in the wrong blocks and the result is wrong. When `N`
-/// does not divide the count, the wrong block may also differ in length
-/// from the one sent, and that receive fails with a shape mismatch.
+/// [`BuggyRing`]'s program: [`unchunked_ring`] with the planted bug, each
+/// step's send and receive futures joined.
 async fn buggy_ring<F: Fabric>(
     fabric: &F,
     buf: &mut Payload,
     op: ReduceOp,
     params: &Params,
+) -> Result<(), CollectiveError> {
+    unchunked_ring(fabric, buf, op, params, RingPairing::Joined, true).await
+}
+
+/// How each step of [`unchunked_ring`] sends and receives at once.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RingPairing {
+    /// The send's and the receive's futures joined by the algorithm.
+    Joined,
+    /// One [`Fabric::exchange`].
+    Exchange,
+}
+
+/// The catalogue's ring allreduce, unchunked (`algorithms::allreduce::ring`
+/// with one chunk per segment and a window of one): at step `s` rank `r`
+/// sends block `(r - s) mod N` to `r + 1` and receives block
+/// `(r - s - 1) mod N` from `r - 1`, reducing it in the first `N - 1`
+/// steps and copying it in the last `N - 1`. Tests of the checker use it
+/// with either [`RingPairing`] to compare what the two explore.
+///
+/// With `off_by_one` it is [`BuggyRing`]: at reduce-scatter step `s` rank
+/// `r` reduces what it receives into block `(r - s + 1) mod N` instead of
+/// `(r - s - 1) mod N`. The two are the same block for `N = 2`, so the
+/// sums are right there; from `N = 3` on the partial sums land in the
+/// wrong blocks and the result is wrong. When `N` does not divide the
+/// count, the wrong block may also differ in length from the one sent,
+/// and that receive fails with a shape mismatch.
+pub async fn unchunked_ring<F: Fabric>(
+    fabric: &F,
+    buf: &mut Payload,
+    op: ReduceOp,
+    params: &Params,
+    pairing: RingPairing,
+    off_by_one: bool,
 ) -> Result<(), CollectiveError> {
     if reduction_is_trivial(fabric, buf, op)? {
         return Ok(());
@@ -156,17 +171,27 @@ async fn buggy_ring<F: Fabric>(
         // Send block `(r - s) mod N`, receive block `(r - s - 1) mod N`.
         let sent = r + 2 * n - s;
         let mut received = r + 2 * n - s - 1;
-        if s < n - 1 {
+        if off_by_one && s < n - 1 {
             received = r + 2 * n - s + 1; // THE BUG: `+ 1` where the ring has `- 1`.
         }
         let range = block(received);
         let expect = Shape::new(shape.dtype, range.len());
-        let (sent, incoming) = futures_util::join!(
-            fabric.send(next, params.tag, buf.extract(block(sent))),
-            fabric.recv(prev, params.tag, expect)
-        );
-        sent?;
-        let incoming = incoming?;
+        let outgoing = buf.extract(block(sent));
+        let incoming = match pairing {
+            RingPairing::Exchange => {
+                fabric
+                    .exchange(next, outgoing, prev, expect, params.tag)
+                    .await?
+            }
+            RingPairing::Joined => {
+                let (sent, incoming) = futures_util::join!(
+                    fabric.send(next, params.tag, outgoing),
+                    fabric.recv(prev, params.tag, expect)
+                );
+                sent?;
+                incoming?
+            }
+        };
         if s < n - 1 {
             buf.reduce_from(range.clone(), &incoming, op)?;
             let bytes = incoming.shape().bytes();
