@@ -68,7 +68,7 @@ fn choice_given<T>(
     v: &Option<Spanned<String>>,
     what: &str,
     parse: impl Fn(&str) -> Option<T>,
-    expected: impl FnOnce() -> String,
+    expected: &str,
 ) -> Result<Option<T>, ScenarioError> {
     let Some(v) = v else {
         return Ok(None);
@@ -77,9 +77,21 @@ fn choice_given<T>(
         Some(x) => Ok(Some(x)),
         None => Err(src.at(
             v,
-            format!("unknown {what} `{}`; expected {}", v.get_ref(), expected()),
+            format!("unknown {what} `{}`; expected {expected}", v.get_ref()),
         )),
     }
+}
+
+/// [`choice_given`], or `default` when not given.
+fn choice<T>(
+    src: &Source,
+    v: &Option<Spanned<String>>,
+    what: &str,
+    parse: impl Fn(&str) -> Option<T>,
+    expected: &str,
+    default: T,
+) -> Result<T, ScenarioError> {
+    Ok(choice_given(src, v, what, parse, expected)?.unwrap_or(default))
 }
 
 /// A link kind parameter, or `None` when not given.
@@ -87,9 +99,8 @@ fn link_kind_given(
     src: &Source,
     v: &Option<Spanned<String>>,
 ) -> Result<Option<LinkKind>, ScenarioError> {
-    choice_given(src, v, "link kind", LinkKind::parse, || {
-        format!("one of {}", LinkKind::EXPECTED)
-    })
+    let expected = format!("one of {}", LinkKind::EXPECTED);
+    choice_given(src, v, "link kind", LinkKind::parse, &expected)
 }
 
 /// A link kind parameter, or its default.
@@ -107,34 +118,19 @@ fn style(
     v: &Option<Spanned<String>>,
     default: presets::NodeStyle,
 ) -> Result<presets::NodeStyle, ScenarioError> {
-    let expected = || {
-        let names: Vec<String> = presets::NodeStyle::ALL
-            .iter()
-            .map(|s| format!("\"{}\"", s.name()))
-            .collect();
-        format!("one of {}", names.join(", "))
-    };
-    Ok(choice_given(src, v, "node style", presets::NodeStyle::parse, expected)?.unwrap_or(default))
-}
-
-/// A rack style parameter (`gb200`, `gb300`), or GB200.
-fn rack_style(
-    src: &Source,
-    v: &Option<Spanned<String>>,
-) -> Result<presets::RackStyle, ScenarioError> {
-    let expected = || "\"gb200\" or \"gb300\"".to_string();
-    let style = choice_given(src, v, "rack style", presets::RackStyle::parse, expected)?;
-    Ok(style.unwrap_or(presets::RackStyle::Gb200))
-}
-
-/// A CPU model parameter (`xeon_8480`, `epyc_9654`), or the Xeon.
-fn cpu_model(
-    src: &Source,
-    v: &Option<Spanned<String>>,
-) -> Result<presets::CpuModel, ScenarioError> {
-    let expected = || "\"xeon_8480\" or \"epyc_9654\"".to_string();
-    let cpu = choice_given(src, v, "cpu", presets::CpuModel::parse, expected)?;
-    Ok(cpu.unwrap_or(presets::CpuModel::Xeon8480))
+    let names: Vec<String> = presets::NodeStyle::ALL
+        .iter()
+        .map(|s| format!("\"{}\"", s.name()))
+        .collect();
+    let expected = format!("one of {}", names.join(", "));
+    choice(
+        src,
+        v,
+        "node style",
+        presets::NodeStyle::parse,
+        &expected,
+        default,
+    )
 }
 
 /// A spine count (0 allowed), or `None`; zero spines with more than one
@@ -242,7 +238,14 @@ pub(super) fn build(src: &Source, t: &RawTopology, preset: &str) -> Result<Built
             let nic = link_kind_given(src, &t.nic)?.or(d.nic);
             let params = presets::Nvl72Cluster {
                 racks: count(src, &t.racks, "racks", d.racks, max)?,
-                style: rack_style(src, &t.style)?,
+                style: choice(
+                    src,
+                    &t.style,
+                    "rack style",
+                    presets::RackStyle::parse,
+                    "\"gb200\" or \"gb300\"",
+                    presets::RackStyle::Gb200,
+                )?,
                 nic,
                 leaves,
                 spines: spines(src, &t.spines, leaves.unwrap_or(presets::nvl72::NVL72_GPUS))?,
@@ -264,7 +267,14 @@ pub(super) fn build(src: &Source, t: &RawTopology, preset: &str) -> Result<Built
             let params = presets::CpuCluster {
                 hosts,
                 sockets: count(src, &t.sockets, "sockets", d.sockets, 8)?,
-                cpu: cpu_model(src, &t.cpu)?,
+                cpu: choice(
+                    src,
+                    &t.cpu,
+                    "cpu",
+                    presets::CpuModel::parse,
+                    "\"xeon_8480\" or \"epyc_9654\"",
+                    presets::CpuModel::Xeon8480,
+                )?,
                 cores_per_socket: count_given(src, &t.cores_per_socket, "cores_per_socket", 512)?,
                 memory_bytes_per_s,
                 smp_links: link_count(src, &t.smp_links, "smp_links", d.smp_links)?,
