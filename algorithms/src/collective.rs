@@ -236,8 +236,9 @@ pub fn movement_reference(collective: Collective, inputs: &[Payload], root: Rank
 /// The common start of every reducing algorithm: rejects an operator the
 /// buffer's type does not support, and says whether the call has nothing
 /// to do (one rank, or no elements), so that algorithm modules called
-/// directly are as safe as [`run`].
-pub(crate) fn reduction_is_trivial<F: Fabric>(
+/// directly are as safe as [`crate::Algorithm::run`] (public so that algorithms written
+/// outside the catalogue start the same way).
+pub fn reduction_is_trivial<F: Fabric>(
     fabric: &F,
     buf: &Payload,
     op: ReduceOp,

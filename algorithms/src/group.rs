@@ -30,6 +30,7 @@ impl<'a, F: Fabric> Group<'a, F> {
         })
     }
 
+    /// The underlying fabric's rank of the group's rank `local`.
     fn global(&self, local: Rank) -> Result<Rank, FabricError> {
         self.members
             .get(local)
@@ -39,6 +40,12 @@ impl<'a, F: Fabric> Group<'a, F> {
                 peer: local,
                 world_size: self.members.len(),
             })
+    }
+
+    /// The underlying fabric's ranks of the group's ranks `group` (an
+    /// in-network operation's members).
+    fn global_members(&self, group: &[Rank]) -> Result<Vec<Rank>, FabricError> {
+        group.iter().map(|&r| self.global(r)).collect()
     }
 }
 
@@ -120,10 +127,7 @@ impl<F: Fabric> Fabric for Group<'_, F> {
     /// The group's ranks are local: they become global before the
     /// underlying fabric answers.
     fn can_reduce_in_network(&self, group: &[Rank]) -> Result<(), FabricError> {
-        let global = group
-            .iter()
-            .map(|&r| self.global(r))
-            .collect::<Result<Vec<Rank>, FabricError>>()?;
+        let global = self.global_members(group)?;
         self.fabric.can_reduce_in_network(&global)
     }
 
@@ -136,10 +140,7 @@ impl<F: Fabric> Fabric for Group<'_, F> {
         payload: Payload,
         op: ReduceOp,
     ) -> Result<Payload, FabricError> {
-        let global = group
-            .iter()
-            .map(|&r| self.global(r))
-            .collect::<Result<Vec<Rank>, FabricError>>()?;
+        let global = self.global_members(group)?;
         self.fabric
             .reduce_in_network(&global, tag, payload, op)
             .await
@@ -155,10 +156,7 @@ impl<F: Fabric> Fabric for Group<'_, F> {
         payload: Payload,
         op: ReduceOp,
     ) -> Result<Option<Payload>, FabricError> {
-        let global = group
-            .iter()
-            .map(|&r| self.global(r))
-            .collect::<Result<Vec<Rank>, FabricError>>()?;
+        let global = self.global_members(group)?;
         let root = self.global(root)?;
         self.fabric
             .reduce_to_in_network(&global, root, tag, payload, op)
@@ -168,10 +166,7 @@ impl<F: Fabric> Fabric for Group<'_, F> {
     /// The group's ranks are local: they become global before the
     /// underlying fabric answers.
     fn can_multicast_in_network(&self, group: &[Rank]) -> Result<(), FabricError> {
-        let global = group
-            .iter()
-            .map(|&r| self.global(r))
-            .collect::<Result<Vec<Rank>, FabricError>>()?;
+        let global = self.global_members(group)?;
         self.fabric.can_multicast_in_network(&global)
     }
 
@@ -183,10 +178,7 @@ impl<F: Fabric> Fabric for Group<'_, F> {
         tag: Tag,
         payload: Payload,
     ) -> Result<Payload, FabricError> {
-        let global = group
-            .iter()
-            .map(|&r| self.global(r))
-            .collect::<Result<Vec<Rank>, FabricError>>()?;
+        let global = self.global_members(group)?;
         self.fabric
             .multicast_in_network(&global, tag, payload)
             .await

@@ -12,7 +12,7 @@
 
 use algorithms::{Algorithm, Collective, Registry};
 
-use crate::nccl::env::{function_named, nccl_algorithm_named};
+use crate::nccl::env::{algo_entries, nccl_algorithm_named, unknown_name};
 use crate::nccl::registry_name;
 
 /// One `;`-separated entry of `NCCL_ALGO`.
@@ -47,62 +47,51 @@ impl AlgoFilter {
     /// names the registry's algorithms that run it, if any.
     pub fn parse(value: &str, registry: &Registry) -> Result<AlgoFilter, String> {
         let mut clauses = Vec::new();
-        for (i, entry) in value.split(';').enumerate() {
-            let (function, list) = match entry.split_once(':') {
-                Some((p, l)) => {
-                    let f = function_named(p.trim()).ok_or_else(|| {
-                        format!(
-                            "NCCL_ALGO: unknown function `{}` in entry {}; valid: Broadcast, Reduce, AllGather, ReduceScatter, AllReduce",
-                            p.trim(),
-                            i + 1
-                        )
-                    })?;
-                    (Some(f), l)
-                }
-                None if i == 0 => (None, entry),
-                None => {
-                    return Err(format!(
-                        "NCCL_ALGO: entry {} `{}` has no `function:` prefix; only the first may lack one",
-                        i + 1,
-                        entry.trim()
-                    ));
-                }
-            };
-            let (exclude, list) = match list.trim().strip_prefix('^') {
-                Some(rest) => (true, rest),
-                None => (false, list.trim()),
-            };
+        let valid = valid_names(registry);
+        for entry in algo_entries("NCCL_ALGO", value)? {
             let mut named = Vec::new();
-            for name in list.split(',').map(str::trim).filter(|s| !s.is_empty()) {
-                let name = match nccl_algorithm_named(name) {
+            for written in entry.names {
+                let name = match nccl_algorithm_named(written) {
                     Some(a) => registry_name(a).to_string(),
-                    None => name.to_ascii_lowercase().replace('-', "_"),
+                    None => written.to_ascii_lowercase().replace('-', "_"),
                 };
                 let known = nccl_algorithm_named(&name).is_some()
                     || registry.iter().any(|a| {
                         a.name() == name || a.facts().nccl_algorithm() == Some(name.as_str())
                     });
                 if !known {
-                    return Err(format!(
-                        "NCCL_ALGO: unknown algorithm `{name}`; valid: {} (a leading ^ excludes)",
-                        valid_names(registry).join(", ")
-                    ));
+                    return Err(unknown_name("NCCL_ALGO", &name, &entry.place, &valid));
                 }
                 named.push(name);
             }
-            if named.is_empty() {
-                return Err(format!("NCCL_ALGO: `{value}` names no algorithm"));
-            }
             clauses.push(Clause {
-                function,
+                function: entry.function,
                 named,
-                exclude,
+                exclude: entry.exclude,
             });
         }
         Ok(AlgoFilter {
             clauses,
             source: Some(value.to_string()),
         })
+    }
+
+    /// The `NCCL_ALGO` restriction of an environment (`var` looks a
+    /// variable up, as `|v| std::env::var(v).ok()`): none when unset.
+    pub fn from_env(
+        var: impl Fn(&str) -> Option<String>,
+        registry: &Registry,
+    ) -> Result<AlgoFilter, String> {
+        var("NCCL_ALGO").map_or(Ok(AlgoFilter::default()), |v| {
+            AlgoFilter::parse(&v, registry)
+        })
+    }
+
+    /// The line a report's header gives the restriction, if there is one:
+    /// `# NCCL_ALGO=ring restricts the tuner`.
+    pub fn header_note(&self) -> Option<String> {
+        let value = self.source.as_ref()?;
+        Some(format!("# NCCL_ALGO={value} restricts the tuner"))
     }
 
     /// Whether the filter lets the tuner consider `algorithm`.
@@ -191,7 +180,11 @@ mod tests {
                 .unwrap_err()
                 .contains("valid: collnet_chain, collnet_direct, nvls, nvls_tree, pat, ring, tree")
         );
-        assert!(AlgoFilter::parse(" , ", &registry).is_err());
+        let e = AlgoFilter::parse(" , ", &registry).unwrap_err();
+        assert!(
+            e.contains("NCCL_ALGO: entry 1 at character 1 `,` names nothing"),
+            "{e}"
+        );
         // No restriction, or one that leaves none: every algorithm.
         assert_eq!(
             names(&AlgoFilter::default(), Collective::Allreduce).len(),
@@ -222,8 +215,35 @@ mod tests {
             )
         );
         let e = AlgoFilter::parse("ring;tree", &registry).unwrap_err();
-        assert!(e.contains("entry 2 `tree`"), "{e}");
+        assert!(
+            e.contains("NCCL_ALGO: entry 2 at character 6 `tree`"),
+            "{e}"
+        );
+        let e = AlgoFilter::parse("ring;allreduce:tree,sharp", &registry).unwrap_err();
+        assert!(
+            e.contains("NCCL_ALGO: unknown algorithm `sharp`; valid: ")
+                && e.ends_with("(a leading ^ excludes; entry 2 at character 6)"),
+            "{e}"
+        );
         let e = AlgoFilter::parse("allsum:ring", &registry).unwrap_err();
         assert!(e.contains("unknown function `allsum`"), "{e}");
+    }
+
+    #[test]
+    fn the_environment_restricts_only_when_nccl_algo_is_set() {
+        let registry = Registry::builtin();
+        let unset = AlgoFilter::from_env(|_| None, &registry).unwrap();
+        assert_eq!(unset, AlgoFilter::default());
+        assert_eq!(unset.header_note(), None);
+        let env = |v: &str| (v == "NCCL_ALGO").then(|| "ring".to_string());
+        let ring = AlgoFilter::from_env(env, &registry).unwrap();
+        assert_eq!(ring, AlgoFilter::parse("ring", &registry).unwrap());
+        assert_eq!(
+            ring.header_note().as_deref(),
+            Some("# NCCL_ALGO=ring restricts the tuner")
+        );
+        let bad = |v: &str| (v == "NCCL_ALGO").then(|| "^sharp".to_string());
+        let e = AlgoFilter::from_env(bad, &registry).unwrap_err();
+        assert!(e.starts_with("NCCL_ALGO: unknown algorithm `sharp`"), "{e}");
     }
 }

@@ -29,7 +29,7 @@ use std::sync::mpsc::{self, RecvTimeoutError};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use algorithms::Rank;
+use algorithms::{FabricError, Rank};
 
 /// How often a rank beats in a job whose timeout is `timeout`: a tenth of
 /// it, from 5 ms to 1 s.
@@ -79,6 +79,30 @@ impl PeerSilence {
         match longest {
             Some((peer, silent)) => PeerSilence::Silent { peer, silent },
             None => PeerSilence::AllHeard { threshold },
+        }
+    }
+
+    /// The error of a wait of `rank`'s that ran out: a
+    /// [`FabricError::Timeout`] naming the peer silent longest if one is
+    /// (it [stopped responding](stopped_responding), whoever the rank
+    /// waited for), else naming `waited_for` with `reason()`.
+    pub fn timeout(
+        self,
+        rank: Rank,
+        waited_for: Rank,
+        reason: impl FnOnce() -> String,
+    ) -> FabricError {
+        match self {
+            PeerSilence::Silent { peer, silent } => FabricError::Timeout {
+                rank,
+                peer,
+                reason: stopped_responding(peer, silent),
+            },
+            PeerSilence::Unknown | PeerSilence::AllHeard { .. } => FabricError::Timeout {
+                rank,
+                peer: waited_for,
+                reason: reason(),
+            },
         }
     }
 }
@@ -188,6 +212,36 @@ mod tests {
             PeerSilence::judge([(0, ms(499)), (1, ms(10))], t),
             PeerSilence::AllHeard { threshold: t }
         );
+    }
+
+    #[test]
+    fn a_timeout_names_the_silent_peer_else_the_one_waited_for() {
+        let waited = || "rank 2 did not finish".to_string();
+        let silent = PeerSilence::Silent {
+            peer: 1,
+            silent: Duration::from_millis(2100),
+        };
+        assert_eq!(
+            silent.timeout(0, 2, waited),
+            FabricError::Timeout {
+                rank: 0,
+                peer: 1,
+                reason: stopped_responding(1, Duration::from_millis(2100)),
+            }
+        );
+        let heard = PeerSilence::AllHeard {
+            threshold: Duration::from_secs(1),
+        };
+        for silence in [heard, PeerSilence::Unknown] {
+            assert_eq!(
+                silence.timeout(0, 2, waited),
+                FabricError::Timeout {
+                    rank: 0,
+                    peer: 2,
+                    reason: "rank 2 did not finish".into(),
+                }
+            );
+        }
     }
 
     #[test]

@@ -161,7 +161,6 @@ mod tests {
 
     #[test]
     fn ranks_calling_different_collectives_fail_clearly() {
-        use algorithms::Collective;
         let job = JobOptions {
             timeout: std::time::Duration::from_millis(300),
             ..JobOptions::default()
@@ -172,22 +171,7 @@ mod tests {
                 .iter()
                 .map(|f| {
                     s.spawn(move || {
-                        let alg = if f.rank() == 0 {
-                            algorithms::catalogue_algorithm(Collective::Allreduce, "ring")
-                        } else {
-                            algorithms::catalogue_algorithm(Collective::Broadcast, "chain")
-                        };
-                        if let Err(e) = f.begin_call(CallId::new(1, &alg)) {
-                            return e.to_string();
-                        }
-                        let mut buf = crate::selftest::input(f.rank(), 8);
-                        let r = f.block_on(alg.run(
-                            f,
-                            &mut buf,
-                            algorithms::ReduceOp::Sum,
-                            &Params::default(),
-                        ));
-                        r.err().map(|e| e.to_string()).unwrap_or_default()
+                        crate::selftest::run_mismatched_collectives(f).unwrap_or_default()
                     })
                 })
                 .collect();

@@ -9,7 +9,7 @@
 //! touched buffer (the likeliest to be in cache) goes first.
 
 use algorithms::payload::Buffer;
-use algorithms::{CollectiveError, DType, Payload, ReduceOp, Shape};
+use algorithms::{CollectiveError, DType, Payload, Rank, ReduceOp, Shape};
 use std::ops::Range;
 
 /// Payloads smaller than this are left to the allocator (its small-size
@@ -59,6 +59,40 @@ pub(crate) fn combine(
         None => buf.copy_from(range, incoming)?,
     }
     Ok(())
+}
+
+/// The bytes of `buf[range]` when a send from `rank` to `to` may lend
+/// them straight from the caller's buffer instead of copying them into a
+/// message of its own: real data (not phantom, not symbols, which sends
+/// refuse) for another rank, the range inside the buffer. `None`: the
+/// send copies. A transport adds its own conditions (shm: cross-memory
+/// attach to that peer, a minimum size).
+pub(crate) fn lendable<'a>(
+    rank: Rank,
+    to: Rank,
+    buf: &'a Payload,
+    range: &Range<usize>,
+) -> Option<&'a [u8]> {
+    let dtype = buf.shape().dtype;
+    if to == rank || dtype == DType::Sym || range.end > buf.shape().count {
+        return None;
+    }
+    let elem = dtype.size_bytes();
+    buf.as_bytes()?.get(range.start * elem..range.end * elem)
+}
+
+/// [`lendable`] for an exchange within one buffer: the lent part `send`
+/// must also not overlap `recv`, which the received message overwrites
+/// while the lent bytes may still be read.
+pub(crate) fn lendable_in_place<'a>(
+    rank: Rank,
+    to: Rank,
+    buf: &'a Payload,
+    send: &Range<usize>,
+    recv: &Range<usize>,
+) -> Option<&'a [u8]> {
+    let apart = send.end <= recv.start || recv.end <= send.start;
+    lendable(rank, to, buf, send).filter(|_| apart)
 }
 
 /// Bytes of the allocation behind `b`.
@@ -116,6 +150,28 @@ mod tests {
 
     fn floats(n: usize) -> Payload {
         Payload::from_vec(vec![1.0f32; n])
+    }
+
+    #[test]
+    fn only_real_data_for_another_rank_inside_the_buffer_is_lent() {
+        let buf = Payload::from_vec(vec![1.0f32, 2.0, 3.0, 4.0]);
+        let bytes = lendable(0, 1, &buf, &(1..3)).expect("lendable");
+        assert_eq!(bytes, &buf.as_bytes().unwrap()[4..12]);
+        assert!(lendable(1, 1, &buf, &(1..3)).is_none(), "to itself");
+        assert!(lendable(0, 1, &buf, &(2..5)).is_none(), "past the end");
+        let phantom = Payload::phantom(DType::F32, 4);
+        assert!(lendable(0, 1, &phantom, &(0..4)).is_none());
+        let symbols = Payload::zeros(DType::Sym, 4, false);
+        assert!(lendable(0, 1, &symbols, &(0..4)).is_none());
+    }
+
+    #[test]
+    fn an_exchange_lends_only_a_part_apart_from_the_one_it_receives() {
+        let buf = Payload::from_vec(vec![0u8; 8]);
+        assert!(lendable_in_place(0, 1, &buf, &(0..4), &(4..8)).is_some());
+        assert!(lendable_in_place(0, 1, &buf, &(4..8), &(0..4)).is_some());
+        assert!(lendable_in_place(0, 1, &buf, &(0..5), &(4..8)).is_none());
+        assert!(lendable_in_place(0, 1, &buf, &(2..6), &(0..8)).is_none());
     }
 
     #[test]

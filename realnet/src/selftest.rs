@@ -19,6 +19,24 @@ pub fn input(rank: usize, count: usize) -> Payload {
     Payload::from_vec((0..count).map(|k| (rank * 1000 + k) as i32).collect())
 }
 
+/// Call #1 on `fabric` with the ranks disagreeing on the collective: rank
+/// 0 runs the ring allreduce, every other rank the chain broadcast, of 8
+/// elements. Returns the call's error as text, or `None` if it did not
+/// fail (every transport must fail it, naming the mismatch).
+pub fn run_mismatched_collectives<E: Endpoint>(fabric: &E) -> Option<String> {
+    let algorithm = if fabric.rank() == 0 {
+        algorithms::catalogue_algorithm(Collective::Allreduce, "ring")
+    } else {
+        algorithms::catalogue_algorithm(Collective::Broadcast, "chain")
+    };
+    if let Err(e) = fabric.begin_call(CallId::new(1, &algorithm)) {
+        return Some(e.to_string());
+    }
+    let mut buf = input(fabric.rank(), 8);
+    let ran = fabric.block_on(algorithm.run(fabric, &mut buf, ReduceOp::Sum, &Params::default()));
+    ran.err().map(|e| e.to_string())
+}
+
 /// [`run_registry`] on the catalogue ([`Registry::builtin`]).
 pub fn run_catalogue<E: Endpoint>(
     fabric: &E,

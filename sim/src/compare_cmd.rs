@@ -92,15 +92,12 @@ pub fn compare(args: &CompareArgs, registry: &Registry) -> io::Result<ExitStatus
             return Ok(ExitStatus::InvalidInput);
         }
     }
-    let filter = match std::env::var("NCCL_ALGO") {
-        Ok(value) => match AlgoFilter::parse(&value, registry) {
-            Ok(f) => f,
-            Err(e) => {
-                crate::report!("error: {e}");
-                return Ok(ExitStatus::InvalidInput);
-            }
-        },
-        Err(_) => AlgoFilter::default(),
+    let filter = match AlgoFilter::from_env(|v| std::env::var(v).ok(), registry) {
+        Ok(f) => f,
+        Err(e) => {
+            crate::report!("error: {e}");
+            return Ok(ExitStatus::InvalidInput);
+        }
     };
     if let Some(csv) = &args.csv {
         let mut inputs = vec![Named {
@@ -143,8 +140,8 @@ pub fn compare(args: &CompareArgs, registry: &Registry) -> io::Result<ExitStatus
         "# measured (nccl-tests) against predicted (the tuner's algorithm, in place, phantom \
          payloads); error % = (predicted - measured) / measured x 100"
     )?;
-    if let Some(value) = &filter.source {
-        writeln!(out, "# NCCL_ALGO={value} restricts the tuner")?;
+    if let Some(note) = filter.header_note() {
+        writeln!(out, "{note}")?;
     }
     let mut comparisons = Vec::new();
     let mut all = Errors::default();

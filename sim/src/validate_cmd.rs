@@ -19,13 +19,14 @@ use std::path::PathBuf;
 use algorithms::Registry;
 use engine::scenario::Scenario;
 use engine::study::{self, Row};
+use engine::tuning::AlgoFilter;
 use realnet::connect::{FabricKind, with_fabric};
 
 use crate::calibrate::fit::{median, percent_error};
 use crate::calibrate::host::this_host;
 use crate::exit::ExitStatus;
 use crate::output::{Named, OutputFile, Stdout, check_paths};
-use crate::real::bench_cmd::{Section, SectionsJob, algo_filter};
+use crate::real::bench_cmd::{Section, SectionsJob};
 use crate::real::job::{JobArgs, JobSetup};
 use crate::real::run_cmd::{options, refuse_simulated_programs};
 
@@ -141,7 +142,7 @@ pub fn validate(args: &ValidateArgs, command: &str, registry: &Registry) -> io::
         }
         _ => None,
     };
-    let filter = match algo_filter(registry) {
+    let filter = match AlgoFilter::from_env(|v| std::env::var(v).ok(), registry) {
         Ok(f) => f,
         Err(e) => return input_error(e),
     };

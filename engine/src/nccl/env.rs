@@ -50,63 +50,109 @@ pub(crate) fn function_named(name: &str) -> Option<Collective> {
     FUNCTIONS.into_iter().find(|f| folded(f.name()) == wanted)
 }
 
-/// Parses an `NCCL_ALGO` value NCCL's way: `;`-separated entries, each an
-/// optional `function:` prefix (only the first may lack one; it applies
-/// to every function) and a comma-separated list of names, a leading `^`
-/// excluding them instead. A later entry replaces its function's row.
-/// Errors name the variable, the entry's character offset and the token.
-pub(crate) fn parse_algo_map(what: &str, value: &str) -> Result<[[bool; 7]; 5], String> {
-    let mut rows = [[true; 7]; 5];
+/// One `;`-separated entry of an `NCCL_ALGO` value, as written: which
+/// function it applies to and the names it lists (see [`algo_entries`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct AlgoEntry<'v> {
+    /// The function its `function:` prefix names (`None`: the unprefixed
+    /// first entry, every function).
+    pub function: Option<Collective>,
+    /// The names listed, trimmed, none empty, as written.
+    pub names: Vec<&'v str>,
+    /// Whether a leading `^` excludes the names rather than includes them.
+    pub exclude: bool,
+    /// Where the entry stands, for errors: `entry 2 at character 6`.
+    pub place: String,
+}
+
+/// Splits an `NCCL_ALGO`-style value (`what` names the variable or key in
+/// errors) NCCL's way: `;`-separated entries, each an optional `function:`
+/// prefix (`allreduce`, `AllGather`, ...; only the first entry may lack
+/// one, and it applies to every function) and a comma-separated list of
+/// names, a leading `^` excluding them instead. The names are left to the
+/// caller to resolve ([`unknown_name`] words its error). Errors name
+/// `what`, the entry (number and character offset) and the bad token.
+pub(crate) fn algo_entries<'v>(what: &str, value: &'v str) -> Result<Vec<AlgoEntry<'v>>, String> {
+    let mut entries = Vec::new();
     let mut offset = 0;
-    let known: Vec<&str> = NcclAlgorithm::ALL.iter().map(|a| a.name()).collect();
     for (i, entry) in value.split(';').enumerate() {
-        let at = offset;
+        let place = format!("entry {} at character {}", i + 1, offset + 1);
         offset += entry.len() + 1;
-        let (prefix, list) = match entry.split_once(':') {
-            Some((p, l)) => (Some(p.trim()), l.trim()),
-            None if i == 0 => (None, entry.trim()),
+        let (function, list) = match entry.split_once(':') {
+            Some((p, l)) => {
+                let p = p.trim();
+                let f = function_named(p).ok_or_else(|| {
+                    format!(
+                        "{what}: unknown function `{p}` in {place}; valid: Broadcast, Reduce, AllGather, ReduceScatter, AllReduce"
+                    )
+                })?;
+                (Some(f), l)
+            }
+            None if i == 0 => (None, entry),
             None => {
                 return Err(format!(
-                    "{what}: entry `{}` at character {} has no `function:` prefix; only the first entry may lack one",
-                    entry.trim(),
-                    at + 1
+                    "{what}: {place} `{}` has no `function:` prefix; only the first entry may lack one",
+                    entry.trim()
                 ));
             }
         };
-        let functions: Vec<usize> = match prefix {
-            None => (0..5).collect(),
-            Some(p) => {
-                let f = function_named(p).ok_or_else(|| {
-                    format!(
-                        "{what}: unknown function `{p}` at character {}; valid: Broadcast, Reduce, AllGather, ReduceScatter, AllReduce",
-                        at + 1
-                    )
-                })?;
-                vec![f_index(f)]
-            }
-        };
-        let (exclude, list) = match list.strip_prefix('^') {
-            Some(rest) => (true, rest),
-            None => (false, list),
-        };
+        let (exclude, names) = name_list(list);
+        if names.is_empty() {
+            return Err(format!("{what}: {place} `{}` names nothing", entry.trim()));
+        }
+        entries.push(AlgoEntry {
+            function,
+            names,
+            exclude,
+            place,
+        });
+    }
+    Ok(entries)
+}
+
+/// The error for a name in `place` (an [`AlgoEntry`]'s) that `what`'s
+/// value does not know: the name and the `valid` ones.
+pub(crate) fn unknown_name(what: &str, name: &str, place: &str, valid: &[&str]) -> String {
+    format!(
+        "{what}: unknown algorithm `{name}`; valid: {} (a leading ^ excludes; {place})",
+        valid.join(", ")
+    )
+}
+
+/// A comma-separated list of names, a leading `^` excluding them: whether
+/// it excludes, and the names, trimmed, empty ones dropped.
+fn name_list(list: &str) -> (bool, Vec<&str>) {
+    let (exclude, list) = match list.trim().strip_prefix('^') {
+        Some(rest) => (true, rest),
+        None => (false, list.trim()),
+    };
+    let names = list
+        .split(',')
+        .map(str::trim)
+        .filter(|t| !t.is_empty())
+        .collect();
+    (exclude, names)
+}
+
+/// Parses an `NCCL_ALGO` value ([`algo_entries`]) into which of NCCL's
+/// algorithms each function may use: names are NCCL's, in any spelling;
+/// a later entry replaces its function's row.
+pub(crate) fn parse_algo_map(what: &str, value: &str) -> Result<[[bool; 7]; 5], String> {
+    let mut rows = [[true; 7]; 5];
+    let known: Vec<&str> = NcclAlgorithm::ALL.iter().map(|a| a.name()).collect();
+    for entry in algo_entries(what, value)? {
         let mut named = [false; 7];
-        let mut any = false;
-        for token in list.split(',').map(str::trim).filter(|t| !t.is_empty()) {
-            let a = nccl_algorithm_named(token).ok_or_else(|| {
-                format!(
-                    "{what}: unknown name `{token}` in entry at character {}; valid: {} (a leading ^ excludes)",
-                    at + 1,
-                    known.join(", ")
-                )
-            })?;
+        for name in entry.names {
+            let a = nccl_algorithm_named(name)
+                .ok_or_else(|| unknown_name(what, name, &entry.place, &known))?;
             named[super::model::a_index(a)] = true;
-            any = true;
         }
-        if !any {
-            return Err(format!("{what}: `{value}` names nothing"));
-        }
+        let functions: Vec<usize> = match entry.function {
+            None => (0..5).collect(),
+            Some(f) => vec![f_index(f)],
+        };
         for f in functions {
-            rows[f] = named.map(|n| n != exclude);
+            rows[f] = named.map(|n| n != entry.exclude);
         }
     }
     Ok(rows)
@@ -119,26 +165,21 @@ fn parse_list<const N: usize>(
     value: &str,
     names: &[&str],
 ) -> Result<[bool; N], String> {
-    let (exclude, list) = match value.trim().strip_prefix('^') {
-        Some(rest) => (true, rest),
-        None => (false, value.trim()),
-    };
+    let (exclude, tokens) = name_list(value);
+    if tokens.is_empty() {
+        return Err(format!("{what}: `{value}` names nothing"));
+    }
     let mut named = [false; N];
-    let mut any = false;
-    for token in list.split(',').map(str::trim).filter(|t| !t.is_empty()) {
+    for token in tokens {
         let Some(i) = names.iter().position(|n| n.eq_ignore_ascii_case(token)) else {
             return Err(format!(
                 "{what}: unknown name `{token}`; valid: {} (a leading ^ excludes)",
                 names.join(", ")
             ));
         };
-        any = true;
         if i < N {
             named[i] = true;
         }
-    }
-    if !any {
-        return Err(format!("{what}: `{value}` names nothing"));
     }
     Ok(named.map(|n| n != exclude))
 }
@@ -282,10 +323,45 @@ mod tests {
         let e = parse_algo_map("NCCL_ALGO", "ring;allreduce:sharp").unwrap_err();
         assert!(e.contains("`sharp`") && e.contains("character 6"), "{e}");
         let e = parse_algo_map("NCCL_ALGO", "ring;allreduce:tree;nvls").unwrap_err();
-        assert!(e.contains("`nvls` at character 21"), "{e}");
+        assert!(e.contains("entry 3 at character 21 `nvls`"), "{e}");
         let e = parse_algo_map("NCCL_ALGO", "allsum:ring").unwrap_err();
         assert!(e.contains("unknown function `allsum`"), "{e}");
-        assert!(parse_algo_map("NCCL_ALGO", "^").is_err());
+        let e = parse_algo_map("NCCL_ALGO", "ring;allreduce:^").unwrap_err();
+        assert!(
+            e.contains("entry 2 at character 6 `allreduce:^` names nothing"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn algo_entries_keep_the_names_as_written_and_say_where_they_stand() {
+        let entries = algo_entries("NCCL_ALGO", " Ring , ;allreduce: ^ nvls_tree").unwrap();
+        assert_eq!(entries.len(), 2);
+        assert_eq!(entries[0].function, None);
+        assert_eq!(
+            (entries[0].names.clone(), entries[0].exclude),
+            (vec!["Ring"], false)
+        );
+        assert_eq!(entries[1].function, Some(Collective::Allreduce));
+        assert_eq!(
+            (entries[1].names.clone(), entries[1].exclude),
+            (vec!["nvls_tree"], true)
+        );
+        assert_eq!(entries[1].place, "entry 2 at character 10");
+    }
+
+    #[test]
+    fn proto_errors_name_the_variable_and_the_token() {
+        let mut c = NcclConfig::default();
+        c.set_proto("^ll128").unwrap();
+        assert_eq!(c.allowed.protocols, [true, false, true]);
+        let e = c.set_proto("LL,fast").unwrap_err();
+        assert!(
+            e.starts_with("NCCL_PROTO: unknown name `fast`; valid: LL, LL128, Simple"),
+            "{e}"
+        );
+        let e = c.set_proto(" ^ ").unwrap_err();
+        assert!(e.contains("NCCL_PROTO: ` ^ ` names nothing"), "{e}");
     }
 
     #[test]

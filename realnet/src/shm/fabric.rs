@@ -519,7 +519,7 @@ impl Fabric for ShmFabric {
         buf: &Payload,
         range: Range<usize>,
     ) -> Result<(), FabricError> {
-        if !self.can_lend(to, buf, &range) {
+        if !self.can_lend(to, crate::pool::lendable(self.rank, to, buf, &range)) {
             let part = self.send_copy(buf, range);
             return self.send_now(to, tag, part);
         }
@@ -542,11 +542,11 @@ impl Fabric for ShmFabric {
         op: Option<ReduceOp>,
     ) -> Result<(), CollectiveError> {
         let dtype = buf.shape().dtype;
-        let apart = send.end <= recv.start || recv.end <= send.start;
+        let lendable = crate::pool::lendable_in_place(self.rank, to, buf, &send, &recv);
         // A part that cannot be lent is copied and sent at once (an eager
         // send completes when called, so sending first then receiving is
         // the default's exchange).
-        let loan = if apart && self.can_lend(to, buf, &send) {
+        let loan = if self.can_lend(to, lendable) {
             Some(self.lend(to, tag, buf, &send)?)
         } else {
             let part = self.send_copy(buf, send);

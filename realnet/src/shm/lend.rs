@@ -12,7 +12,7 @@ use std::ops::Range;
 use std::pin::Pin;
 use std::task::{Context, Poll};
 
-use algorithms::{DType, FabricError, Payload, Rank, Shape, Tag};
+use algorithms::{FabricError, Payload, Rank, Shape, Tag};
 
 use super::fabric::{Pending, ShmFabric};
 use super::wire::{Kind, MessageHeader};
@@ -117,21 +117,19 @@ impl ShmFabric {
         Ok(ticket)
     }
 
-    /// Whether `buf[send]` may be lent to `to`: real data large enough
-    /// for cross-memory attach to that peer.
-    pub(super) fn can_lend(&self, to: Rank, buf: &Payload, send: &Range<usize>) -> bool {
-        let dtype = buf.shape().dtype;
-        let bytes = send.len() * dtype.size_bytes();
-        to != self.rank
-            && to < self.world
-            && !buf.is_phantom()
-            && dtype != DType::Sym
-            && send.end <= buf.shape().count
+    /// Whether `bytes`, a part of the caller's buffer that
+    /// [`crate::pool::lendable`] allows lending, may be lent to `to`: a
+    /// peer reached by cross-memory attach, the part large enough for it.
+    pub(super) fn can_lend(&self, to: Rank, bytes: Option<&[u8]>) -> bool {
+        let Some(bytes) = bytes else {
+            return false;
+        };
+        to < self.world
             && self.attach_to[to]
             && self
                 .options
                 .attach_min_bytes
-                .is_some_and(|min| bytes >= min.max(1))
+                .is_some_and(|min| bytes.len() >= min.max(1))
     }
 
     /// Lends `buf[range]` to `to`: queues its header (the peer copies

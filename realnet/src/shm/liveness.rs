@@ -204,22 +204,13 @@ impl ShmFabric {
                 }
             }
             if Instant::now() > deadline {
-                if let PeerSilence::Silent { peer, silent } = self.silences() {
-                    return Err(self.give_up(FabricError::Timeout {
-                        rank: self.rank,
-                        peer,
-                        reason: heartbeat::stopped_responding(peer, silent),
-                    }));
-                }
-                return Err(self.give_up(FabricError::Timeout {
-                    rank: self.rank,
-                    peer: waiting[0],
-                    reason: format!(
-                        "rank {} did not take this rank's last messages within {:.1} s",
-                        waiting[0],
+                let peer = waiting[0];
+                return Err(self.give_up(self.silences().timeout(self.rank, peer, || {
+                    format!(
+                        "rank {peer} did not take this rank's last messages within {:.1} s",
                         timeout.as_secs_f64()
-                    ),
-                }));
+                    )
+                })));
             }
             pause(moved, &mut idle);
         }
@@ -240,21 +231,12 @@ impl ShmFabric {
                 return Ok(());
             };
             if Instant::now() > deadline {
-                if let PeerSilence::Silent { peer, silent } = self.silences() {
-                    return Err(FabricError::Timeout {
-                        rank: self.rank,
-                        peer,
-                        reason: heartbeat::stopped_responding(peer, silent),
-                    });
-                }
-                return Err(FabricError::Timeout {
-                    rank: self.rank,
-                    peer,
-                    reason: format!(
+                return Err(self.silences().timeout(self.rank, peer, || {
+                    format!(
                         "rank {peer} did not finish within {:.1} s of this rank",
                         timeout.as_secs_f64()
-                    ),
-                });
+                    )
+                }));
             }
             pause(false, &mut idle);
         }

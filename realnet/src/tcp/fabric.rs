@@ -7,7 +7,7 @@ use std::ops::Range;
 use std::time::{Duration, Instant};
 
 use algorithms::{
-    CollectiveError, DType, Fabric, FabricError, Payload, Rank, ReduceOp, Shape, Tag, Time, Work,
+    CollectiveError, Fabric, FabricError, Payload, Rank, ReduceOp, Shape, Tag, Time, Work,
 };
 
 use super::TcpFabric;
@@ -63,21 +63,15 @@ impl Fabric for TcpFabric {
         buf: &Payload,
         range: Range<usize>,
     ) -> Result<(), FabricError> {
-        let dtype = buf.shape().dtype;
-        if to == self.rank
-            || buf.is_phantom()
-            || dtype == DType::Sym
-            || range.end > buf.shape().count
-        {
+        let Some(bytes) = crate::pool::lendable(self.rank, to, buf, &range) else {
             let part = self.send_copy(buf, range);
             return self.send_now(to, tag, part);
-        }
+        };
         if let Some(e) = self.shared.mailbox.fatal() {
             return Err(e);
         }
-        let elem = dtype.size_bytes();
-        let bytes = &buf.as_bytes().expect("real data")[range.start * elem..range.end * elem];
-        self.write_frame(to, tag, Kind::Data(dtype), range.len() as u64, bytes, false)
+        let kind = Kind::Data(buf.shape().dtype);
+        self.write_frame(to, tag, kind, range.len() as u64, bytes, false)
     }
 
     /// Writes `buf[send]` straight from the caller's buffer (a send is a
@@ -94,17 +88,10 @@ impl Fabric for TcpFabric {
         op: Option<ReduceOp>,
     ) -> Result<(), CollectiveError> {
         let dtype = buf.shape().dtype;
-        let lend = to != self.rank
-            && !buf.is_phantom()
-            && dtype != DType::Sym
-            && send.end <= buf.shape().count
-            && (send.end <= recv.start || recv.end <= send.start);
-        if lend {
+        if let Some(bytes) = crate::pool::lendable_in_place(self.rank, to, buf, &send, &recv) {
             if let Some(e) = self.shared.mailbox.fatal() {
                 return Err(e.into());
             }
-            let elem = dtype.size_bytes();
-            let bytes = &buf.as_bytes().expect("real data")[send.start * elem..send.end * elem];
             self.write_frame(to, tag, Kind::Data(dtype), send.len() as u64, bytes, false)?;
         } else {
             // A send is a blocking write: sending then receiving is the

@@ -75,7 +75,7 @@ use crate::bootstrap::Bootstrap;
 use crate::call::CallId;
 use crate::endpoint::Endpoint;
 use crate::frame::{Body, DEFAULT_FRAME_CAP, HEADER_LEN, Header, Kind};
-use crate::heartbeat::{self, Beater, PeerSilence};
+use crate::heartbeat::{self, Beater};
 use crate::job::JobOptions;
 use crate::mailbox::Mailbox;
 use crate::pool::BufferPool;
@@ -576,23 +576,14 @@ impl TcpFabric {
             let left = deadline.saturating_duration_since(Instant::now());
             if left.is_zero() {
                 drop(byes);
-                if let PeerSilence::Silent { peer, silent } = self.peer_silence() {
-                    return Err(FabricError::Timeout {
-                        rank: self.rank,
-                        peer,
-                        reason: heartbeat::stopped_responding(peer, silent),
-                    });
-                }
-                let list: Vec<String> = missing.iter().map(|r| r.to_string()).collect();
-                return Err(FabricError::Timeout {
-                    rank: self.rank,
-                    peer: *first,
-                    reason: format!(
+                return Err(self.peer_silence().timeout(self.rank, *first, || {
+                    let list: Vec<String> = missing.iter().map(|r| r.to_string()).collect();
+                    format!(
                         "rank(s) {} did not finish within {:.1} s of this rank",
                         list.join(", "),
                         self.timeout.as_secs_f64()
-                    ),
-                });
+                    )
+                }));
             }
             byes = self
                 .shared

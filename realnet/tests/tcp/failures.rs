@@ -234,17 +234,7 @@ fn ranks_calling_different_collectives_fail_clearly() {
             .into_iter()
             .map(|f| {
                 s.spawn(move || {
-                    let alg = if f.rank() == 0 {
-                        algorithms::catalogue_algorithm(Collective::Allreduce, "ring")
-                    } else {
-                        algorithms::catalogue_algorithm(Collective::Broadcast, "chain")
-                    };
-                    if let Err(e) = f.begin_call(CallId::new(1, &alg)) {
-                        return e.to_string();
-                    }
-                    let mut buf = input(f.rank(), 8);
-                    let r = f.block_on(alg.run(&f, &mut buf, ReduceOp::Sum, &Params::default()));
-                    r.expect_err("the ranks disagree").to_string()
+                    realnet::selftest::run_mismatched_collectives(&f).expect("the ranks disagree")
                 })
             })
             .collect();

@@ -105,14 +105,6 @@ fn parse_dtype(text: &str) -> Result<DType, String> {
     text.parse()
 }
 
-/// The NCCL_ALGO restriction, or the error to print.
-pub fn algo_filter(registry: &Registry) -> Result<AlgoFilter, String> {
-    match std::env::var("NCCL_ALGO") {
-        Ok(v) => AlgoFilter::parse(&v, registry),
-        Err(_) => Ok(AlgoFilter::default()),
-    }
-}
-
 /// Runs `sim bench` with the algorithms of `registry`.
 pub fn bench(args: &BenchArgs, command: &str, registry: &Registry) -> io::Result<ExitStatus> {
     realnet::launcher::watch_launcher();
@@ -128,7 +120,7 @@ pub fn bench(args: &BenchArgs, command: &str, registry: &Registry) -> io::Result
         Ok(s) => s,
         Err(e) => return input_error(e),
     };
-    let filter = match algo_filter(registry) {
+    let filter = match AlgoFilter::from_env(|v| std::env::var(v).ok(), registry) {
         Ok(f) => f,
         Err(e) => return input_error(e),
     };

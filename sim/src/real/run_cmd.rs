@@ -32,7 +32,7 @@ use realnet::connect::FabricKind;
 use realnet::launch::RankEnv;
 use realnet::memory::check_memory;
 
-use super::bench_cmd::{Section, SectionsJob, algo_filter, run_job};
+use super::bench_cmd::{Section, SectionsJob, run_job};
 use super::job::JobArgs;
 use crate::exit::ExitStatus;
 use crate::output::{Named, OutputFile, Stdout, check_paths};
@@ -58,7 +58,7 @@ pub fn run_real(
         Ok(env) => env,
         Err(e) => return input_error(e),
     };
-    let filter = match algo_filter(registry) {
+    let filter = match AlgoFilter::from_env(|v| std::env::var(v).ok(), registry) {
         Ok(f) => f,
         Err(e) => return input_error(e),
     };
@@ -133,9 +133,7 @@ pub fn run_real(
                 .into_iter()
                 .map(|n| format!("# {n}")),
         );
-        if let Some(value) = &filter.source {
-            notes.push(format!("# NCCL_ALGO={value} restricts the tuner"));
-        }
+        notes.extend(filter.header_note());
         // A closed reader is tolerated; another failure to print the notes
         // is left to the table's own writes to meet.
         let _ = writeln!(Stdout::new(), "{}", notes.join("\n"));

@@ -86,10 +86,7 @@ fn load(path: &Path, registry: &Registry) -> Result<(Scenario, AlgoFilter, Vec<S
             Ok(())
         })
         .map_err(|e| e.to_string())?;
-    let filter = match std::env::var("NCCL_ALGO") {
-        Ok(value) => AlgoFilter::parse(&value, registry).map_err(|e| e.to_string())?,
-        Err(_) => AlgoFilter::default(),
-    };
+    let filter = AlgoFilter::from_env(|v| std::env::var(v).ok(), registry)?;
     Ok((scenario, filter, nccl_env))
 }
 
@@ -173,8 +170,8 @@ fn print_header(
         writeln!(out, "# collective watchdog: {}", algorithms::Time(ps))?;
     }
     writeln!(out, "# {}", scenario.tuner_note())?;
-    if let Some(value) = &filter.source {
-        writeln!(out, "# NCCL_ALGO={value} restricts the tuner")?;
+    if let Some(note) = filter.header_note() {
+        writeln!(out, "{note}")?;
     }
     for setting in nccl_env {
         writeln!(out, "# {setting} (from the environment)")?;

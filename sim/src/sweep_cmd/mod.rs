@@ -79,9 +79,7 @@ fn progress_bar(points: usize) -> ProgressBar {
 pub fn sweep(args: &SweepArgs, progress: bool, registry: &Registry) -> io::Result<ExitStatus> {
     let path = &args.scenario;
     let loaded = Sweep::load(path, registry).map_err(|e| e.to_string());
-    let filter = std::env::var("NCCL_ALGO").map_or(Ok(AlgoFilter::default()), |v| {
-        AlgoFilter::parse(&v, registry).map_err(|e| e.to_string())
-    });
+    let filter = AlgoFilter::from_env(|v| std::env::var(v).ok(), registry);
     let (sweep, filter) = match (loaded, filter) {
         (Ok(s), Ok(f)) => (s, f),
         (Err(e), _) | (_, Err(e)) => {

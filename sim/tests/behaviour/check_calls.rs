@@ -15,16 +15,13 @@ use std::pin::Pin;
 use std::rc::Rc;
 use std::task::{Context, Poll};
 
-use algorithms::{
-    AnyFabric, Collective, CollectiveAlgorithm, Fabric, Params, Payload, ReduceOp, Running,
-    catalogue_algorithm,
-};
-use checker::explore::{Reduction, SearchStats};
+use algorithms::{Algorithm, Collective, Fabric, catalogue_algorithm};
+use checker::explore::SearchStats;
 use checker::run::{Options, check};
 use checker::spec::{Buffering, CallSpec, CheckScenario, Point, Verdict};
 
 use super::check_soundness::{
-    EAGER1, RENDEZVOUS, call, demo, faults, outcomes, point, program, ring,
+    EAGER1, RENDEZVOUS, assert_naive_outcomes, call, demo, faults, point, program, ring,
 };
 
 const BUFFERINGS: [Buffering; 3] = [RENDEZVOUS, EAGER1, Buffering::Unbounded];
@@ -50,32 +47,7 @@ fn assert_same_outcomes(name: &str, program: CheckScenario, n: usize, buffering:
 /// DPOR reaches exactly the naive search's outcomes at `at`; returns
 /// DPOR's counters (to see which reductions it used).
 fn same_outcomes(name: &str, program: CheckScenario, at: Point) -> SearchStats {
-    let program = Rc::new(program);
-    let (naive, naive_stats) = outcomes(&program, at, Reduction::Naive);
-    assert!(
-        naive_stats.complete(),
-        "{name}: the naive search did not finish: shrink the case"
-    );
-    let (dpor, stats) = outcomes(&program, at, Reduction::Dpor);
-    assert!(stats.complete(), "{name}: {stats:?}");
-    println!(
-        "{name}: DPOR {} schedules (+{} sleep-blocked), naive {}, {} outcomes, per-call {}, fallback {}",
-        stats.schedules,
-        stats.sleep_blocked,
-        naive_stats.schedules,
-        naive.len(),
-        stats.calls_independent,
-        stats.calls_fallback
-    );
-    let missed: Vec<&String> = naive.difference(&dpor).collect();
-    assert!(
-        missed.is_empty() && dpor.is_subset(&naive),
-        "{name}: DPOR missed {} of {} outcomes, e.g.\n{}",
-        missed.len(),
-        naive.len(),
-        missed.first().map_or("", |s| s.as_str())
-    );
-    stats
+    assert_naive_outcomes(name, program, at).1
 }
 
 fn broadcast(index: usize) -> CallSpec {
@@ -170,43 +142,41 @@ fn concurrent_calls_with_faults() {
 /// The ring, after reading the rank's clock ([`Fabric::now`], which every
 /// call of the rank moves): its result says whether a message had arrived
 /// when it started.
-#[derive(Clone, Copy, Debug)]
-struct ClockedRing;
-
-impl CollectiveAlgorithm for ClockedRing {
-    fn name(&self) -> &str {
-        "clocked_ring"
-    }
-
-    fn collective(&self) -> Collective {
-        Collective::Allreduce
-    }
-
-    fn run<'a>(
-        &'a self,
-        fabric: AnyFabric<'a>,
-        buf: &'a mut Payload,
-        op: ReduceOp,
-        params: &'a Params,
-    ) -> Running<'a> {
-        Box::pin(async move {
-            let early = fabric.now().0 > 0;
-            let ring = catalogue_algorithm(Collective::Allreduce, "ring");
-            ring.run(&fabric, buf, op, params).await?;
-            if early {
-                let first = buf.extract(0..1);
-                buf.copy_from(1..2, &first)?;
-            }
-            Ok(())
-        })
-    }
+fn clocked_ring() -> Algorithm {
+    Algorithm::from_fn(
+        "clocked_ring",
+        Collective::Allreduce,
+        |fabric, buf, op, params| {
+            Box::pin(async move {
+                let early = fabric.now().0 > 0;
+                let ring = catalogue_algorithm(Collective::Allreduce, "ring");
+                ring.run(&fabric, buf, op, params).await?;
+                if early {
+                    let first = buf.extract(0..1);
+                    buf.copy_from(1..2, &first)?;
+                }
+                Ok(())
+            })
+        },
+    )
 }
 
 /// The ring, started only when the rank's task is polled again after its
 /// first poll: it moves when another call's operation completes, without
 /// one of its own (as code polling state outside the fabric would).
-#[derive(Clone, Copy, Debug)]
-struct PolledRing;
+fn polled_ring() -> Algorithm {
+    Algorithm::from_fn(
+        "polled_ring",
+        Collective::Allreduce,
+        |fabric, buf, op, params| {
+            Box::pin(async move {
+                PollAgain(false).await;
+                let ring = catalogue_algorithm(Collective::Allreduce, "ring");
+                ring.run(&fabric, buf, op, params).await
+            })
+        },
+    )
+}
 
 /// Pending at its first poll without arranging a wake-up, ready at the
 /// next.
@@ -225,37 +195,13 @@ impl Future for PollAgain {
     }
 }
 
-impl CollectiveAlgorithm for PolledRing {
-    fn name(&self) -> &str {
-        "polled_ring"
-    }
-
-    fn collective(&self) -> Collective {
-        Collective::Allreduce
-    }
-
-    fn run<'a>(
-        &'a self,
-        fabric: AnyFabric<'a>,
-        buf: &'a mut Payload,
-        op: ReduceOp,
-        params: &'a Params,
-    ) -> Running<'a> {
-        Box::pin(async move {
-            PollAgain(false).await;
-            let ring = catalogue_algorithm(Collective::Allreduce, "ring");
-            ring.run(&fabric, buf, op, params).await
-        })
-    }
-}
-
 /// Programs that break the refinement's assumption: the search notices
 /// and falls back to whole ranks, reaching every outcome.
 #[test]
 fn calls_observing_each_other_fall_back_to_whole_ranks() {
     let breakers: [(&str, CallSpec); 2] = [
-        ("clocked ring", call(1, demo(ClockedRing).algorithm)),
-        ("polled ring", call(1, demo(PolledRing).algorithm)),
+        ("clocked ring", call(1, clocked_ring())),
+        ("polled ring", call(1, polled_ring())),
     ];
     for (name, breaker) in breakers {
         for buffering in [RENDEZVOUS, EAGER1] {

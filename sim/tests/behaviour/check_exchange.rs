@@ -13,11 +13,11 @@ use std::pin::Pin;
 use std::rc::Rc;
 use std::task::Poll;
 
-use algorithms::layout::block_range;
 use algorithms::{
     AnyFabric, Collective, CollectiveAlgorithm, CollectiveError, Fabric, Params, Payload, ReduceOp,
-    Running, Shape,
+    Running,
 };
+use checker::demo::{RingPairing, unchunked_ring};
 use checker::explore::Reduction;
 use checker::spec::{Buffering, Faults};
 
@@ -25,25 +25,17 @@ use super::check_soundness::{
     EAGER1, RENDEZVOUS, assert_sound, demo, faults, outcomes, point, program, ring,
 };
 
-/// How [`PlainRing`] sends and receives at once.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Pairing {
-    /// One [`Fabric::exchange`].
-    Exchange,
-    /// The send's and the receive's futures joined by the algorithm.
-    Joined,
-}
-
-/// The unchunked ring allreduce (as the catalogue's with one chunk per
-/// segment), its send and receive of a step paired as [`Pairing`] says.
+/// The unchunked ring allreduce of the checker's demos without its bug
+/// (as the catalogue's with one chunk per segment), its send and receive
+/// of a step paired as [`RingPairing`] says.
 #[derive(Clone, Copy, Debug)]
-struct PlainRing(Pairing);
+struct PlainRing(RingPairing);
 
 impl CollectiveAlgorithm for PlainRing {
     fn name(&self) -> &str {
         match self.0 {
-            Pairing::Exchange => "plain_ring_exchange",
-            Pairing::Joined => "plain_ring_joined",
+            RingPairing::Exchange => "plain_ring_exchange",
+            RingPairing::Joined => "plain_ring_joined",
         }
     }
 
@@ -59,48 +51,8 @@ impl CollectiveAlgorithm for PlainRing {
         params: &'a Params,
     ) -> Running<'a> {
         let pairing = self.0;
-        Box::pin(async move { plain_ring(&fabric, buf, op, params, pairing).await })
+        Box::pin(async move { unchunked_ring(&fabric, buf, op, params, pairing, false).await })
     }
-}
-
-async fn plain_ring<F: Fabric>(
-    fabric: &F,
-    buf: &mut Payload,
-    op: ReduceOp,
-    params: &Params,
-    pairing: Pairing,
-) -> Result<(), CollectiveError> {
-    let shape = buf.shape();
-    let n = fabric.world_size();
-    let r = fabric.rank();
-    let (next, prev) = ((r + 1) % n, (r + n - 1) % n);
-    let block = |j: usize| block_range(shape.count, n, j % n);
-    for s in 0..2 * (n - 1) {
-        let outgoing = buf.extract(block(r + 2 * n - s));
-        let range = block(r + 2 * n - s - 1);
-        let expect = Shape::new(shape.dtype, range.len());
-        let incoming = match pairing {
-            Pairing::Exchange => {
-                fabric
-                    .exchange(next, outgoing, prev, expect, params.tag)
-                    .await?
-            }
-            Pairing::Joined => {
-                let (sent, received) = futures_util::join!(
-                    fabric.send(next, params.tag, outgoing),
-                    fabric.recv(prev, params.tag, expect)
-                );
-                sent?;
-                received?
-            }
-        };
-        if s < n - 1 {
-            buf.reduce_from(range, &incoming, op)?;
-        } else {
-            buf.copy_from(range, &incoming)?;
-        }
-    }
-    Ok(())
 }
 
 /// A program built to defeat the reduction: rank 0 exchanges with rank 1
@@ -203,7 +155,7 @@ fn exchange_ring_matches_naive_enumeration() {
     for buffering in BUFFERINGS {
         assert_sound(
             &format!("plain exchange ring N=3 {buffering}"),
-            program(vec![demo(PlainRing(Pairing::Exchange))]),
+            program(vec![demo(PlainRing(RingPairing::Exchange))]),
             point(3, 3, 1, buffering),
         );
     }
@@ -223,14 +175,14 @@ fn exchange_reaches_the_outcomes_of_joined_futures() {
     ];
     for (buffering, faults) in cases {
         {
-            let run = |pairing: Pairing, reduction: Reduction| {
+            let run = |pairing: RingPairing, reduction: Reduction| {
                 let mut p = program(vec![demo(PlainRing(pairing))]);
                 p.faults = faults;
                 outcomes(&Rc::new(p), point(3, 3, 1, buffering), reduction).0
             };
-            let joined: BTreeSet<String> = run(Pairing::Joined, Reduction::Naive);
+            let joined: BTreeSet<String> = run(RingPairing::Joined, Reduction::Naive);
             for reduction in [Reduction::Naive, Reduction::Dpor] {
-                let exchanged = run(Pairing::Exchange, reduction);
+                let exchanged = run(RingPairing::Exchange, reduction);
                 assert_eq!(
                     exchanged, joined,
                     "{buffering} {faults:?} {reduction:?}: the exchange's outcomes differ"
@@ -266,7 +218,7 @@ fn exchange_ring_with_faults_matches_naive_enumeration() {
         ("drop", faults(1, None, 0, 0), EAGER1),
     ];
     for (name, faults, buffering) in cases {
-        let mut p = program(vec![demo(PlainRing(Pairing::Exchange))]);
+        let mut p = program(vec![demo(PlainRing(RingPairing::Exchange))]);
         p.faults = faults;
         assert_sound(
             &format!("plain exchange ring N=3 {name} {buffering}"),

@@ -107,9 +107,14 @@ pub(crate) fn outcomes(
     (seen, stats)
 }
 
-/// Checks that DPOR reaches exactly the naive search's outcomes, with no
-/// more schedules; prints the two counts.
-pub(crate) fn assert_sound(name: &str, program: CheckScenario, point: Point) {
+/// Checks that the naive search and DPOR both finish at `point` and reach
+/// exactly the same outcomes; prints their schedule counts and DPOR's
+/// per-call counters; returns their counters, naive then DPOR.
+pub(crate) fn assert_naive_outcomes(
+    name: &str,
+    program: CheckScenario,
+    point: Point,
+) -> (SearchStats, SearchStats) {
     let program = Rc::new(program);
     let (naive, naive_stats) = outcomes(&program, point, Reduction::Naive);
     assert!(
@@ -119,12 +124,14 @@ pub(crate) fn assert_sound(name: &str, program: CheckScenario, point: Point) {
     let (dpor, dpor_stats) = outcomes(&program, point, Reduction::Dpor);
     assert!(dpor_stats.complete(), "{name}: {dpor_stats:?}");
     println!(
-        "{name}: DPOR {} schedules (+{} sleep-blocked), naive {}, factor {:.1}, {} outcomes",
+        "{name}: DPOR {} schedules (+{} sleep-blocked), naive {}, factor {:.1}, {} outcomes, per-call {}, fallback {}",
         dpor_stats.schedules,
         dpor_stats.sleep_blocked,
         naive_stats.schedules,
         naive_stats.schedules as f64 / dpor_stats.schedules.max(1) as f64,
-        naive.len()
+        naive.len(),
+        dpor_stats.calls_independent,
+        dpor_stats.calls_fallback
     );
     let missed: Vec<&String> = naive.difference(&dpor).collect();
     let extra: Vec<&String> = dpor.difference(&naive).collect();
@@ -136,6 +143,13 @@ pub(crate) fn assert_sound(name: &str, program: CheckScenario, point: Point) {
         missed.first().map_or("", |s| s.as_str()),
         extra.len()
     );
+    (naive_stats, dpor_stats)
+}
+
+/// Checks that DPOR reaches exactly the naive search's outcomes, with no
+/// more schedules; prints the two counts.
+pub(crate) fn assert_sound(name: &str, program: CheckScenario, point: Point) {
+    let (naive_stats, dpor_stats) = assert_naive_outcomes(name, program, point);
     assert!(
         dpor_stats.schedules <= naive_stats.schedules,
         "{name}: DPOR ran {} schedules, naive {}",
