@@ -216,9 +216,13 @@
 //!   parents' do, and on a fat-tree their links are shared with other
 //!   subtrees; it needs the same per-rank state as data to verify.
 
+mod action;
+
 use std::sync::Arc;
 
 use topologies::Rotation;
+
+pub use action::RankAction;
 
 use crate::network::{ModelLevel, NetworkConfig};
 use crate::world::WorldConfig;
@@ -238,11 +242,24 @@ pub struct FoldError(pub String);
 /// counters and timeline come out as the full run's: each link direction
 /// gets its orbit representative's.
 pub fn fold(config: &mut WorldConfig, shift: usize) -> Result<(), FoldError> {
+    let action = RankAction::shift(config.world_size, shift).map_err(FoldError)?;
+    fold_by(config, action)
+}
+
+/// Makes `config` a folded run by `action` (see [`RankAction`]): one
+/// representative per orbit simulated, at its slot. [`fold`] is this with
+/// [`RankAction::shift`]. A permutation that is not a shift folds ideal
+/// links only (they are alike for every pair): the topologies'
+/// [`Rotation`]s move ranks by a shift, so a topology is refused for it.
+/// Refused too: an action on another number of ranks than the world's,
+/// rank faults, link faults, and what [`fold`] refuses on a topology.
+pub fn fold_by(config: &mut WorldConfig, action: RankAction) -> Result<(), FoldError> {
     let n = config.world_size;
     let refuse = |why: String| Err(FoldError(why));
-    if shift == 0 || !n.is_multiple_of(shift) {
+    if action.ranks() != n {
         return refuse(format!(
-            "the fold's shift ({shift} ranks) must be positive and divide the world size ({n})"
+            "the fold acts on {} ranks; the world has {n}",
+            action.ranks()
         ));
     }
     if !config.faults.crashes.is_empty() || !config.faults.compute_slowdown.is_empty() {
@@ -251,6 +268,12 @@ pub fn fold(config: &mut WorldConfig, shift: usize) -> Result<(), FoldError> {
     if let NetworkConfig::Topology(t) = &mut config.network {
         let Some(rotation) = t.rotation.clone() else {
             return refuse("the topology has no rotation to fold by".into());
+        };
+        let Some(shift) = action.as_shift() else {
+            return refuse(
+                "the topology's rotation shifts ranks, and this fold permutes them otherwise"
+                    .into(),
+            );
         };
         check_rotation(&rotation, n, shift)?;
         if !t.changes.is_empty() {
@@ -274,7 +297,7 @@ pub fn fold(config: &mut WorldConfig, shift: usize) -> Result<(), FoldError> {
             t.folded_weights = weights.iter().any(|&w| w > 1).then(|| Arc::from(weights));
         }
     }
-    config.fold = Some(shift);
+    config.fold = Some(action);
     Ok(())
 }
 
