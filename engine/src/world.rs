@@ -532,15 +532,15 @@ impl World {
                 end: self.now,
             });
         }
-        let (dst, src) = self.receiver_view(m.src, m.dst);
-        let key = (dst, src, m.tag);
+        let (dst, src, tag) = self.tagged_receiver_view(m.src, m.dst, m.tag);
+        let key = (dst, src, tag);
         let spare = &mut self.spare_queues;
         self.mailbox
             .entry(key)
             .or_insert_with(|| spare.pop().unwrap_or_default())
             .push_back(m.payload);
         for w in &self.waits[self.config.slot_of(dst)] {
-            if w.from == src && w.tag == m.tag {
+            if w.from == src && w.tag == tag {
                 w.waker.wake_by_ref();
             }
         }
@@ -739,6 +739,19 @@ impl World {
             Some(action) => {
                 let (dst, src, _) = action.receiver_view(src, dst);
                 (dst, src)
+            }
+        }
+    }
+
+    /// [`Self::receiver_view`] with the message's tag as the receiver
+    /// sees it: a channel tag's channel turned back with the ranks when
+    /// the fold turns channels ([`RankAction::tag_back`]).
+    fn tagged_receiver_view(&self, src: Rank, dst: Rank, tag: Tag) -> (Rank, Rank, Tag) {
+        match &self.config.fold {
+            None => (dst, src, tag),
+            Some(action) => {
+                let (dst, src, k) = action.receiver_view(src, dst);
+                (dst, src, action.tag_back(tag, k))
             }
         }
     }

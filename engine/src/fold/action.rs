@@ -24,7 +24,8 @@
 
 use std::sync::Arc;
 
-use algorithms::Rank;
+use algorithms::nccl::ring::{channel_tag, split_channel_tag};
+use algorithms::{Rank, Tag};
 
 /// The group a folded run folds by; see the module docs.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -32,6 +33,10 @@ pub struct RankAction {
     ranks: usize,
     order: usize,
     kind: Kind,
+    /// `channels[c]`: where one step takes NCCL channel `c`, when the
+    /// action turns channels with the ranks (see
+    /// [`RankAction::with_channels`]).
+    channels: Option<Arc<[u16]>>,
 }
 
 /// How positions are found.
@@ -61,6 +66,7 @@ impl RankAction {
             ranks,
             order: ranks / shift,
             kind: Kind::Shift(shift),
+            channels: None,
         })
     }
 
@@ -131,7 +137,63 @@ impl RankAction {
                     .map(|p| p.expect("every rank is in an orbit"))
                     .collect(),
             },
+            channels: None,
         })
+    }
+
+    /// The action that also turns NCCL channel `c` into `images[c]` with
+    /// every step: a message on channel `c` to rank `g^k(b)` is, turned
+    /// back, `b`'s on channel `t^-k(c)`, and its tag
+    /// ([`channel_tag`](algorithms::nccl::ring::channel_tag)) says so.
+    /// Checked: `images` is a permutation and `order` steps bring every
+    /// channel back.
+    pub fn with_channels(mut self, images: Vec<u16>) -> Result<RankAction, String> {
+        let n = images.len();
+        let mut seen = vec![false; n];
+        for (c, &image) in images.iter().enumerate() {
+            if usize::from(image) >= n || std::mem::replace(&mut seen[usize::from(image)], true) {
+                return Err(format!(
+                    "the channel turn takes channel {c} to {image}, which is not a permutation \
+                     of the {n} channels"
+                ));
+            }
+        }
+        for c in 0..n {
+            let back = (0..self.order).fold(c, |c, _| usize::from(images[c]));
+            if back != c {
+                return Err(format!(
+                    "channel {c} is not back after the ranks' {} steps",
+                    self.order
+                ));
+            }
+        }
+        self.channels = Some(images.into());
+        Ok(self)
+    }
+
+    /// Where `k` steps take channel `c` (itself without a channel turn).
+    pub fn channel(&self, c: usize, k: usize) -> usize {
+        match &self.channels {
+            None => c,
+            Some(images) => (0..k % self.order).fold(c, |c, _| usize::from(images[c])),
+        }
+    }
+
+    /// Whether the action turns channels with the ranks.
+    pub fn turns_channels(&self) -> bool {
+        self.channels.is_some()
+    }
+
+    /// `tag` as the representative sees it after turning back `k` steps:
+    /// a channel tag's channel turned back, anything else unchanged.
+    pub fn tag_back(&self, tag: Tag, k: usize) -> Tag {
+        if self.channels.is_none() || k.is_multiple_of(self.order) {
+            return tag;
+        }
+        match split_channel_tag(tag) {
+            (base, Some(c)) => channel_tag(base, self.channel(c, self.order - k % self.order)),
+            (tag, None) => tag,
+        }
     }
 
     /// The number of ranks it acts on.
@@ -260,5 +322,27 @@ mod tests {
         assert!(err.contains("rank 1 to 5"), "{err}");
         assert!(RankAction::shift(10, 4).is_err());
         assert!(RankAction::permutation(&[]).is_err());
+    }
+
+    #[test]
+    fn a_channel_turn_turns_channel_tags_back_and_nothing_else() {
+        let images: Vec<Rank> = (0..8).map(|r| r / 4 * 4 + (r % 4 + 2) % 4).collect();
+        let a = RankAction::permutation(&images).unwrap();
+        assert_eq!(a.order(), 2);
+        // Channels 0..4 turned by 2, as the GPUs.
+        let a = a.with_channels(vec![2, 3, 0, 1]).unwrap();
+        let tag = channel_tag(Tag(7), 1).phase(2);
+        assert_eq!(a.tag_back(tag, 1), channel_tag(Tag(7), 3).phase(2));
+        assert_eq!(a.tag_back(tag, 2), tag);
+        assert_eq!(a.tag_back(Tag(7), 1), Tag(7));
+        assert_eq!(a.channel(1, 3), 3);
+        // A turn the ranks' order does not bring back is refused.
+        let b = RankAction::permutation(&images).unwrap();
+        let err = b.clone().with_channels(vec![1, 2, 0]).unwrap_err();
+        assert!(
+            err.contains("channel 0 is not back after the ranks' 2 steps"),
+            "{err}"
+        );
+        assert!(b.with_channels(vec![0, 0]).is_err());
     }
 }

@@ -76,17 +76,52 @@
 //!   the tree onto itself (only ranks in the same position of isomorphic
 //!   subtrees behave alike, and only while their parents' timelines do).
 //! - `nccl_tree` (and NCCL's rings) have a symmetry, but not a shift: a
-//!   channel enters each node at its own GPU and NIC, so the map that
-//!   turns every node's GPUs by one *together with the channels* (and the
-//!   rails) carries the run onto itself. Folding by it (one GPU per node
-//!   simulated) needs what this module does not have yet: a rank map that
-//!   is a permutation within nodes rather than a shift, a receiver view
-//!   that also turns the channel of a message's tag and framing, channel
-//!   counts that the turn maps onto themselves (NCCL's two node-level
-//!   trees alternate over channels, so the turn must map even channels to
-//!   even ones) and a rotation of the rail-optimised fat-tree that turns
-//!   the leaves with the GPUs.
+//!   channel enters each node at its own GPU and NIC, so a map that turns
+//!   every node's GPUs *together with the channels* (and the rails) can
+//!   carry the run onto itself. The fold's rank map is now a group action
+//!   ([`RankAction`]): a shift, or any free permutation of the ranks (a
+//!   turn inside every node), one representative per orbit simulated at
+//!   its slot ([`fold_by`]; tested exact on ideal links with a node turn
+//!   that no shift folds, `fold/tests.rs`). What a node-turn fold of
+//!   `nccl_tree` still needs is below.
 //!
+//! **Which turn `nccl_tree` has.** Read off the plan `NcclSystem::build`
+//! gives a 2-node fat-tree of DGX H100-style nodes (8 search channels, 16
+//! at run time, channels `0..8` on NCCL's first node-level tree and
+//! `8..16` on the second), each channel's chain through a node is its
+//! entry GPU, that GPU's PCIe-switch partner (the exit, next to the same
+//! NIC), then the others in index order: `0 1 2 3 4 5 6 7`,
+//! `1 0 2 3 4 5 6 7`, `2 3 4 5 6 7 0 1`, `3 2 4 5 6 7 0 1`, and so on.
+//! The GPU maps that carry this set of chains onto itself are the turns
+//! by 2, 4 and 6 GPUs (channel `c` to `c + 2` within its tree's block of
+//! 8, channel `c`'s NIC to channel `c + 2`'s); no map takes channel 0 to
+//! an odd channel (checked by hand for each: the image of channel 2's
+//! chain is no chain).
+//! Of these only the turn by 4, which swaps the sockets, is a symmetry of
+//! the node: the turn by 2 takes PCIe switch 0 (socket 0) to switch 1
+//! (socket 0) but switch 1 to switch 2 (socket 1), so no image of the
+//! sockets fits. Hence:
+//!
+//! - a fold by a true symmetry of the topology folds `nccl_tree` by 2 (4
+//!   GPUs per node simulated), with channel `c` to `c + 4` and the
+//!   fat-tree's leaves turned by 4 rails (whether the spines' wiring
+//!   allows that is not checked yet);
+//! - a fold by 4 (2 GPUs per node) needs a rotation that is a symmetry of
+//!   the links the run crosses (NVLink, the GPU-to-NIC PCIe hops, the
+//!   rails) but not of the socket links, with a guard that refuses any
+//!   route through a link the turn does not carry;
+//! - one GPU per node needs channel chains that follow the node's own
+//!   symmetry (socket, then PCIe switch, then GPU: an odometer turn),
+//!   which is another search order and would change the unfolded plan.
+//!
+//! Each also needs a receiver view that turns the channel in a message's
+//! tag (`channel_tag`) back with the ranks, channel counts the turn maps
+//! onto themselves (a multiple of 8 channels, and every size split into
+//! equal channel blocks and units), a [`Rotation`] that carries a rank
+//! permutation rather than a shift, and validation that names which of
+//! these a scenario breaks. None of that is in yet: a folded run refuses
+//! `nccl_tree` as before.
+
 //! Unfolded, their cost is what the engine spends per message: each rank
 //! streams its tree program (no per-rank list of `O(chunks)` operations),
 //! and in the flow model every flow start or end recomputes the max-min
@@ -201,7 +236,9 @@
 //!
 //! What would reach the target, and what it needs:
 //! - **Folding by the channel turn** (`nccl_tree`, `tuner = "nccl"`): the
-//!   four items listed above.
+//!   rank map is in ([`RankAction`]); the channel-turning receiver view,
+//!   a permutation [`Rotation`] and its validation are not (see "Which
+//!   turn `nccl_tree` has" above: a true symmetry folds it by 2 only).
 //! - **Exact steady-state skipping** (a pipeline whose whole state repeats
 //!   shifted by one chunk period): the flow model's state can be compared
 //!   (flows, remaining bytes, pending events relative to now), but the
@@ -217,12 +254,14 @@
 //!   subtrees; it needs the same per-rank state as data to verify.
 
 mod action;
+mod channels;
 
 use std::sync::Arc;
 
 use topologies::Rotation;
 
 pub use action::RankAction;
+pub use channels::nccl_channel_turn;
 
 use crate::network::{ModelLevel, NetworkConfig};
 use crate::world::WorldConfig;
@@ -249,10 +288,15 @@ pub fn fold(config: &mut WorldConfig, shift: usize) -> Result<(), FoldError> {
 /// Makes `config` a folded run by `action` (see [`RankAction`]): one
 /// representative per orbit simulated, at its slot. [`fold`] is this with
 /// [`RankAction::shift`]. A permutation that is not a shift folds ideal
-/// links only (they are alike for every pair): the topologies'
-/// [`Rotation`]s move ranks by a shift, so a topology is refused for it.
-/// Refused too: an action on another number of ranks than the world's,
-/// rank faults, link faults, and what [`fold`] refuses on a topology.
+/// links (alike for every pair), or a topology whose rotation permutes
+/// the ranks the same way ([`Rotation::permuting`], such as
+/// [`fat_tree_node_turn`](topologies::presets::fat_tree_node_turn)); with
+/// an NCCL model the channels must turn with it
+/// ([`nccl_channel_turn`]), and the action then turns them too.
+/// Refused: an action on another number of ranks than the world's or
+/// that is not the rotation's, a channel plan that does not turn, NCCL
+/// launch skew (one process driving several GPUs), rank faults, link
+/// faults, and what [`fold`] refuses on a topology.
 pub fn fold_by(config: &mut WorldConfig, action: RankAction) -> Result<(), FoldError> {
     let n = config.world_size;
     let refuse = |why: String| Err(FoldError(why));
@@ -269,13 +313,29 @@ pub fn fold_by(config: &mut WorldConfig, action: RankAction) -> Result<(), FoldE
         let Some(rotation) = t.rotation.clone() else {
             return refuse("the topology has no rotation to fold by".into());
         };
-        let Some(shift) = action.as_shift() else {
-            return refuse(
-                "the topology's rotation shifts ranks, and this fold permutes them otherwise"
-                    .into(),
-            );
-        };
-        check_rotation(&rotation, n, shift)?;
+        match (action.as_shift(), rotation.rank_images()) {
+            (Some(shift), None) => check_rotation(&rotation, n, shift)?,
+            (None, Some(_)) => {
+                if rotation.ranks() != n
+                    || (0..n).any(|r| rotation.rank_image(r) != action.apply(r, 1))
+                {
+                    return refuse(
+                        "the topology's rotation permutes the ranks otherwise than the fold".into(),
+                    );
+                }
+            }
+            (Some(_), Some(_)) => {
+                return refuse(
+                    "the topology's rotation permutes ranks, and this fold shifts them".into(),
+                );
+            }
+            (None, None) => {
+                return refuse(
+                    "the topology's rotation shifts ranks, and this fold permutes them otherwise"
+                        .into(),
+                );
+            }
+        }
         if !t.changes.is_empty() {
             return refuse("link faults break the symmetry".into());
         }
@@ -297,6 +357,20 @@ pub fn fold_by(config: &mut WorldConfig, action: RankAction) -> Result<(), FoldE
             t.folded_weights = weights.iter().any(|&w| w > 1).then(|| Arc::from(weights));
         }
     }
+    let mut action = action;
+    if let (Some(nccl), NetworkConfig::Topology(t)) = (&config.nccl, &config.network)
+        && let Some(rotation) = t.rotation.as_ref().filter(|r| r.rank_images().is_some())
+    {
+        if nccl.config.launch.gpus_per_process > 1 {
+            return refuse(
+                "a process driving several GPUs starts them at different times, which no turn keeps"
+                    .into(),
+            );
+        }
+        let turn = nccl_channel_turn(nccl, rotation)
+            .map_err(|e| FoldError(format!("NCCL's channels do not turn with the GPUs: {e}")))?;
+        action = action.with_channels(turn).map_err(FoldError)?;
+    }
     config.fold = Some(action);
     Ok(())
 }
@@ -312,3 +386,9 @@ fn check_rotation(rotation: &Rotation, n: usize, shift: usize) -> Result<(), Fol
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests;
+
+#[cfg(test)]
+mod nccl_tests;
