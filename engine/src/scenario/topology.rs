@@ -33,6 +33,11 @@ pub(super) struct Network {
     pub max_collective_ranks: usize,
     /// A folded run's shift (`symmetry = "fold"`).
     pub fold: Option<usize>,
+    /// With `symmetry = "fold"` on a `fat_tree`: the turn of every node's
+    /// GPUs by half a node ([`presets::fat_tree_node_turn`]), which folds
+    /// NCCL's channels where the shift cannot, or why the topology has
+    /// none.
+    pub node_turn: Option<Result<Arc<Rotation>, String>>,
 }
 
 /// Builds a preset's rotation for the placed ranks (`[topology].symmetry`).
@@ -278,6 +283,7 @@ pub(super) fn network(
     let placement: Arc<[_]> = (0..world_size).map(|r| placement.vertex(r)).collect();
     let mut rotation = None;
     let mut folded = None;
+    let mut node_turn = None;
     if let (Some(symmetry), Some(fold)) = (&t.symmetry, fold) {
         let Some(rotator) = rotator else {
             return Err(src.at(
@@ -317,6 +323,16 @@ pub(super) fn network(
                 })?;
             }
             folded = Some(r.shift());
+            if preset == "fat_tree" {
+                let nics_per_gpu = count(src, &t.nics_per_gpu, "nics_per_gpu", 1, 2)?;
+                let params = fat_tree_params(src, t, nics_per_gpu)?;
+                let half = params.gpus_per_node / 2;
+                node_turn = Some(
+                    presets::fat_tree_node_turn(&params, &topology, &placement, half)
+                        .map(Arc::new)
+                        .map_err(|e| e.to_string()),
+                );
+            }
             description.push_str(&format!(
                 ", folded by {} ranks (symmetric routes)",
                 r.shift()
@@ -335,6 +351,7 @@ pub(super) fn network(
         tuner_link,
         max_collective_ranks: world_size,
         fold: folded,
+        node_turn,
     })
 }
 
@@ -645,6 +662,50 @@ fn oversubscription(src: &Source, v: &Option<Spanned<f64>>) -> Result<f64, Scena
     }
 }
 
+/// The `fat_tree` preset's parameters from `[topology]`.
+fn fat_tree_params(
+    src: &Source,
+    t: &RawTopology,
+    nics_per_gpu: usize,
+) -> Result<presets::FatTree, ScenarioError> {
+    let max = PRESET_COUNT_MAX;
+    let d = presets::FatTree::default();
+    let nodes = count(src, &t.nodes, "nodes", d.nodes, max)?;
+    let gpus_per_node = count(src, &t.gpus_per_node, "gpus_per_node", d.gpus_per_node, 8)?;
+    let leaves = match (&t.leaves, &t.nodes_per_leaf) {
+        (Some(_), Some(p)) => {
+            return Err(src.at(p, "give leaves or nodes_per_leaf, not both"));
+        }
+        (Some(v), None) => Some(src.count(v, "leaves", 1, max)? as usize),
+        // A rail needs as many leaves as it takes to hold its nodes.
+        (None, Some(p)) => {
+            let per_leaf = src.count(p, "nodes_per_leaf", 1, max)? as usize;
+            Some(gpus_per_node * nodes.div_ceil(per_leaf))
+        }
+        (None, None) => d.leaves,
+    };
+    let rails = gpus_per_node * nics_per_gpu;
+    let spines = spines(src, &t.spines, leaves.unwrap_or(rails))?;
+    let nic = match &t.nic {
+        Some(_) => Some(link_kind(src, &t.nic, LinkKind::Smp)?),
+        None => d.nic,
+    };
+    Ok(presets::FatTree {
+        nodes,
+        gpus_per_node,
+        nics_per_gpu,
+        style: if t.style.is_some() {
+            style(src, &t.style)?
+        } else {
+            d.style
+        },
+        leaves,
+        spines,
+        oversubscription: oversubscription(src, &t.oversubscription)?,
+        nic,
+    })
+}
+
 /// The largest count any preset parameter may have (keeps a typo from
 /// building a graph that exhausts memory).
 const PRESET_COUNT_MAX: i64 = 1 << 16;
@@ -761,41 +822,7 @@ fn presets_build(src: &Source, t: &RawTopology, preset: &str) -> Result<Built, S
             (built, None)
         }
         "fat_tree" => {
-            let d = presets::FatTree::default();
-            let nodes = count(src, &t.nodes, "nodes", d.nodes, max)?;
-            let gpus_per_node = count(src, &t.gpus_per_node, "gpus_per_node", d.gpus_per_node, 8)?;
-            let leaves = match (&t.leaves, &t.nodes_per_leaf) {
-                (Some(_), Some(p)) => {
-                    return Err(src.at(p, "give leaves or nodes_per_leaf, not both"));
-                }
-                (Some(v), None) => Some(src.count(v, "leaves", 1, max)? as usize),
-                // A rail needs as many leaves as it takes to hold its nodes.
-                (None, Some(p)) => {
-                    let per_leaf = src.count(p, "nodes_per_leaf", 1, max)? as usize;
-                    Some(gpus_per_node * nodes.div_ceil(per_leaf))
-                }
-                (None, None) => d.leaves,
-            };
-            let rails = gpus_per_node * nics_per_gpu;
-            let spines = spines(src, &t.spines, leaves.unwrap_or(rails))?;
-            let nic = match &t.nic {
-                Some(_) => Some(link_kind(src, &t.nic, LinkKind::Smp)?),
-                None => d.nic,
-            };
-            let params = presets::FatTree {
-                nodes,
-                gpus_per_node,
-                nics_per_gpu,
-                style: if t.style.is_some() {
-                    style(src, &t.style)?
-                } else {
-                    d.style
-                },
-                leaves,
-                spines,
-                oversubscription: oversubscription(src, &t.oversubscription)?,
-                nic,
-            };
+            let params = fat_tree_params(src, t, nics_per_gpu)?;
             (
                 presets::fat_tree(&params),
                 Some(Box::new(move |t: &Topology, p: &[VertexId]| {
