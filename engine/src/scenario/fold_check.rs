@@ -222,11 +222,12 @@ pub(super) fn check_turned_sizes(
                 m => m,
             };
             let m = wanted.clamp(1, count.max(1));
-            let problem = if (0..m).any(|ch| action.channel(ch, 1) >= m) {
+            let lost = (0..m).find(|&ch| action.channel(ch, 1) >= m);
+            let problem = if let Some(ch) = lost {
                 Some(format!(
-                    "NCCL runs {size} B on {m} of the {all} channels, and the turn takes channel 0 \
-                     to channel {}, which the call does not use",
-                    action.channel(0, 1)
+                    "NCCL runs {size} B on {m} of the {all} channels, and the turn takes channel \
+                     {ch} to channel {}, which the call does not use",
+                    action.channel(ch, 1)
                 ))
             } else if !(count as u64).is_multiple_of(m as u64) {
                 let unit = m as u64 * elem;

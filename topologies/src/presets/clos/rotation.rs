@@ -68,8 +68,8 @@ pub fn fat_tree_rotation(
 /// The turn of every node of a [`fat_tree`](super::fat_tree) built from
 /// `params` by `gpus` GPUs together: rank `(n, i)` (node-major, all GPUs
 /// placed, as `topology.endpoints()` gives them) goes to `(n, i + gpus)`
-/// with its NICs, PCIe switch `p` to `p + gpus / 2`, socket `s` to
-/// `s + gpus / (G / 2)` (`G` GPUs per node), rail `r`'s leaves to rail
+/// with its NICs, PCIe switch `p` to `p + gpus / 2`, each socket where
+/// its first PCIe switch goes, rail `r`'s leaves to rail
 /// `r + gpus·k`'s (`k` NICs per GPU) with their uplinks in order, the
 /// nodes, NVSwitches and spines in place. It is a symmetry only where the
 /// sockets follow: on 8-GPU nodes, the turn by 4 GPUs (the sockets swap);
@@ -102,7 +102,17 @@ pub fn fat_tree_node_turn(
     }
     let nics_per_gpu = params.nics_per_gpu;
     let switches = per_node.div_ceil(2);
-    let socket_step = gpus / 2 / (switches / 2).max(1);
+    // Switch `p` hangs from socket `p / 2`: a socket goes where its first
+    // switch goes (a socket without switches stays); the checks of
+    // `Rotation::new` refuse a turn the other switches do not follow.
+    let socket_image = |socket: usize| {
+        let p = 2 * socket;
+        if p < switches {
+            (p + gpus / 2) % switches / 2
+        } else {
+            socket
+        }
+    };
     let k = shape.per_rail;
     let rails = per_node * nics_per_gpu;
     let what = format!("a fat-tree of {nodes} {per_node}-GPU nodes");
@@ -122,7 +132,7 @@ pub fn fat_tree_node_turn(
             } else if let Some((p, "")) = indexed(local, "pcie") {
                 turned("pcie", p, switches, gpus / 2)
             } else if let Some((s, "")) = indexed(local, "socket") {
-                turned("socket", s, 2, socket_step)
+                Ok(format!("socket{}", socket_image(s)))
             } else if local == "nvswitch" {
                 Ok(local.to_string())
             } else {
