@@ -66,61 +66,70 @@
 //! size and names the nearest sizes that fold (multiples of `N` ranks
 //! times the element size) and the unfolded run as the alternative.
 //!
-//! **Trees do not fold, and why.** The double binary tree (`tree`) and
-//! NCCL's tree (`nccl_tree`, and everything `tuner = "nccl"` runs) are not
-//! rank-shift symmetric, so a folded run refuses them, saying what to do
-//! instead:
+//! **Trees: which fold, and how.** The double binary tree (`tree`) is
+//! not rank-shift symmetric, and NCCL's tree (`nccl_tree`) is symmetric
+//! under a turn inside the nodes, not a shift:
 //!
 //! - `tree` is NCCL's `ncclGetBtree` over ranks in order: rank `i`'s
 //!   partners depend on its lowest set bit, so no shift of the ranks maps
 //!   the tree onto itself (only ranks in the same position of isomorphic
 //!   subtrees behave alike, and only while their parents' timelines do).
-//! - `nccl_tree` (and NCCL's rings) have a symmetry, but not a shift: a
-//!   channel enters each node at its own GPU and NIC, so a map that turns
-//!   every node's GPUs *together with the channels* (and the rails) can
-//!   carry the run onto itself. The fold's rank map is now a group action
-//!   ([`RankAction`]): a shift, or any free permutation of the ranks (a
-//!   turn inside every node), one representative per orbit simulated at
-//!   its slot ([`fold_by`]; tested exact on ideal links with a node turn
-//!   that no shift folds, `fold/tests.rs`). What a node-turn fold of
-//!   `nccl_tree` still needs is below.
+//!   A folded run refuses it, naming what folds.
+//! - `nccl_tree`: a channel enters each node at its own GPU and NIC, so a
+//!   map that turns every node's GPUs *together with the channels* (and
+//!   the rails) carries the run onto itself. The fold's rank map is a
+//!   group action ([`RankAction`]): a shift, or any free permutation of
+//!   the ranks (a turn inside every node), one representative per orbit
+//!   simulated at its slot ([`fold_by`]). With a [`Rotation`] that
+//!   permutes ranks ([`Rotation::permuting`]), an NCCL model whose plan
+//!   turns with it ([`nccl_channel_turn`]: every channel's ring, tree,
+//!   NICs and NIC proxies moved by the turn are another channel's) makes
+//!   the action turn channels too: a message on channel `c` to rank
+//!   `g^k(b)` is `b`'s on channel `t^-k(c)`, its tag turned back
+//!   ([`RankAction::tag_back`]), and a framed route is the moved copy of
+//!   its representative's (in a folded run: on the orbit
+//!   representatives). `symmetry = "fold"` with `algorithm = "nccl_tree"`
+//!   on a `fat_tree` folds this way (tests: `fold/nccl_tests.rs`, every
+//!   rank's time and every link counter against the full run, flow and
+//!   packet models; `sim/tests/behaviour/fold.rs`, scenarios).
 //!
 //! **Which turn `nccl_tree` has.** Read off the plan `NcclSystem::build`
-//! gives a 2-node fat-tree of DGX H100-style nodes (8 search channels, 16
-//! at run time, channels `0..8` on NCCL's first node-level tree and
-//! `8..16` on the second), each channel's chain through a node is its
-//! entry GPU, that GPU's PCIe-switch partner (the exit, next to the same
-//! NIC), then the others in index order: `0 1 2 3 4 5 6 7`,
-//! `1 0 2 3 4 5 6 7`, `2 3 4 5 6 7 0 1`, `3 2 4 5 6 7 0 1`, and so on.
-//! The GPU maps that carry this set of chains onto itself are the turns
-//! by 2, 4 and 6 GPUs (channel `c` to `c + 2` within its tree's block of
-//! 8, channel `c`'s NIC to channel `c + 2`'s); no map takes channel 0 to
-//! an odd channel (checked by hand for each: the image of channel 2's
-//! chain is no chain).
-//! Of these only the turn by 4, which swaps the sockets, is a symmetry of
-//! the node: the turn by 2 takes PCIe switch 0 (socket 0) to switch 1
-//! (socket 0) but switch 1 to switch 2 (socket 1), so no image of the
-//! sockets fits. Hence:
+//! gives a fat-tree of DGX H100-style nodes (8 search channels, 16 at run
+//! time, channels `0..8` on NCCL's first node-level tree and `8..16` on
+//! the second), each channel's chain through a node is its entry GPU,
+//! that GPU's PCIe-switch partner (the exit, next to the same NIC), then
+//! the others in index order: `0 1 2 3 4 5 6 7`, `1 0 2 3 4 5 6 7`,
+//! `2 3 4 5 6 7 0 1`, `3 2 4 5 6 7 0 1`, and so on. The GPU maps that
+//! carry this set of chains onto itself are the turns by 2, 4 and 6 GPUs
+//! (channel `c` to `c + 2` within its tree's block of 8, channel `c`'s NIC
+//! to channel `c + 2`'s); no map takes channel 0 to an odd channel
+//! (checked by hand for each: the image of channel 2's chain is no
+//! chain). Of these only the turn by 4, which swaps the sockets, is a
+//! symmetry of the node: the turn by 2 takes PCIe switch 0 (socket 0) to
+//! switch 1 (socket 0) but switch 1 to switch 2 (socket 1), so no image
+//! of the sockets fits ([`fat_tree_node_turn`](topologies::presets::fat_tree_node_turn)
+//! refuses it naming the link). Hence:
 //!
-//! - a fold by a true symmetry of the topology folds `nccl_tree` by 2 (4
-//!   GPUs per node simulated), with channel `c` to `c + 4` and the
-//!   fat-tree's leaves turned by 4 rails (whether the spines' wiring
-//!   allows that is not checked yet);
+//! - the fold by a true symmetry (in) folds `nccl_tree` by 2: half of
+//!   each node's GPUs simulated, channel `c` to `c + 4`;
 //! - a fold by 4 (2 GPUs per node) needs a rotation that is a symmetry of
 //!   the links the run crosses (NVLink, the GPU-to-NIC PCIe hops, the
 //!   rails) but not of the socket links, with a guard that refuses any
-//!   route through a link the turn does not carry;
+//!   route through a link the turn does not carry (not in);
 //! - one GPU per node needs channel chains that follow the node's own
 //!   symmetry (socket, then PCIe switch, then GPU: an odometer turn),
 //!   which is another search order and would change the unfolded plan.
 //!
-//! Each also needs a receiver view that turns the channel in a message's
-//! tag (`channel_tag`) back with the ranks, channel counts the turn maps
-//! onto themselves (a multiple of 8 channels, and every size split into
-//! equal channel blocks and units), a [`Rotation`] that carries a rank
-//! permutation rather than a shift, and validation that names which of
-//! these a scenario breaks. None of that is in yet: a folded run refuses
-//! `nccl_tree` as before.
+//! What the fold needs of a scenario, checked by validation (each refusal
+//! says why and what to do): every collective an `nccl_tree` allreduce on
+//! all ranks, phantom, no faults; a `fat_tree` with a turn by half a node
+//! (even GPUs per node); at every size, the channels NCCL runs the call on
+//! a set the turn maps onto itself (at 512 KiB on 4 nodes NCCL runs 14 of
+//! 16, which it does not) and the elements split into that many equal
+//! blocks (the nearest sizes that do are named). `tuner = "nccl"` still
+//! refuses to fold (its choice may be an algorithm that does not turn),
+//! and so do `nccl_ring`, `nccl_pat` and `nccl_nvls_tree`, which the turn
+//! may well carry but no test compares yet.
 
 //! Unfolded, their cost is what the engine spends per message: each rank
 //! streams its tree program (no per-rank list of `O(chunks)` operations),
@@ -235,10 +244,11 @@
 //! so it needs the same every-rank, every-link comparison as the folds.
 //!
 //! What would reach the target, and what it needs:
-//! - **Folding by the channel turn** (`nccl_tree`, `tuner = "nccl"`): the
-//!   rank map is in ([`RankAction`]); the channel-turning receiver view,
-//!   a permutation [`Rotation`] and its validation are not (see "Which
-//!   turn `nccl_tree` has" above: a true symmetry folds it by 2 only).
+//! - **Folding by the channel turn** (`nccl_tree`): in, by half a node
+//!   (see "Which turn `nccl_tree` has" above); it halves the ranks and
+//!   the flows of each max-min component, so it saves more than half the
+//!   time, but a factor of 2 does not reach a minute at 32 GiB. Folding
+//!   by more needs the partial rotation or another channel order above.
 //! - **Exact steady-state skipping** (a pipeline whose whole state repeats
 //!   shifted by one chunk period): the flow model's state can be compared
 //!   (flows, remaining bytes, pending events relative to now), but the

@@ -78,16 +78,8 @@ pub(super) fn check_foldable(
                 }
                 RotationSymmetry::WholeNodes | RotationSymmetry::Any => {}
             }
-            if a.facts().runs_nccl_channels() {
-                return at_algorithm(format!(
-                    "{} {} sends each channel through that channel's own NIC, and a shift of ranks \
-                     does not carry those routes onto each other, so it cannot fold exactly; drop \
-                     symmetry = \"fold\" to simulate every rank, or name an algorithm that folds ({})",
-                    c.kind.name(),
-                    a.name(),
-                    FOLDING_EXAMPLES
-                ));
-            }
+            // NCCL's channels never get here: they fold by the node turn
+            // (`check_turn_foldable`).
         }
         let elem = c.dtype.size_bytes() as u64;
         if let Some(&size) = c
@@ -113,6 +105,12 @@ pub(super) fn check_foldable(
         }
     }
     Ok(())
+}
+
+/// Whether `a` is NCCL's tree, which folds by a `fat_tree`'s node turn
+/// (see [`check_turn_foldable`]).
+fn folds_by_node_turn(a: &Algorithm) -> bool {
+    a.facts().runs_nccl_channels() && a.facts().nccl_algorithm() == Some("tree")
 }
 
 /// Whether a folded scenario runs NCCL's channels (some collective names
@@ -171,9 +169,7 @@ pub(super) fn check_turn_foldable(
         return Err(src.at(l, format!("{why}: link faults break its symmetry")));
     }
     for (raw_c, c) in raw.collective.iter().zip(collectives) {
-        let is_nccl_tree = c.algorithm.as_ref().is_some_and(|a| {
-            a.facts().runs_nccl_channels() && a.facts().nccl_algorithm() == Some("tree")
-        });
+        let is_nccl_tree = c.algorithm.as_ref().is_some_and(folds_by_node_turn);
         let problem = if !c.phantom {
             Some("it needs phantom = true (the folded ranks carry no real data)".to_string())
         } else if c.world_size != world_size {
@@ -285,7 +281,14 @@ pub(super) fn fold_hint(
     };
     let folds =
         a.facts().rotation_symmetry() != RotationSymmetry::None && !a.facts().runs_nccl_channels();
-    if folds {
+    if folds_by_node_turn(a) {
+        format!(
+            "; or set symmetry = \"fold\" under [topology]: {} {} folds on a fat_tree by turning \
+             every node's GPUs by half a node with the channels, simulating half of them",
+            kind.name(),
+            a.name()
+        )
+    } else if folds {
         format!(
             "; or set symmetry = \"fold\" under [topology]: {} {} folds on a preset's rotation, \
              simulating one node's ranks for all",
