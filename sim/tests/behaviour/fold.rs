@@ -219,7 +219,7 @@ fn what_cannot_fold_is_refused_with_a_reason() {
 
 /// A fat-tree scenario of `nodes` nodes with `symmetry` and `extra` lines
 /// appended after the collective (line 8 is `symmetry`).
-fn scenario_text(nodes: usize, symmetry: &str, collective: &str, extra: &str) -> String {
+pub(crate) fn scenario_text(nodes: usize, symmetry: &str, collective: &str, extra: &str) -> String {
     format!(
         "seed = 5\n\
          [topology]\n\
@@ -241,13 +241,14 @@ fn scenario_text(nodes: usize, symmetry: &str, collective: &str, extra: &str) ->
     )
 }
 
-fn parse(text: &str) -> Result<engine::scenario::Scenario, String> {
+/// The scenario `text` as `f.toml`, or its error as text.
+pub(crate) fn parse(text: &str) -> Result<engine::scenario::Scenario, String> {
     engine::scenario::Scenario::parse(std::path::Path::new("f.toml"), text, &Registry::builtin())
         .map_err(|e| e.to_string())
 }
 
 /// `(size, time)` of every row of a scenario run.
-fn times(text: &str) -> Vec<(u64, u64)> {
+pub(crate) fn times(text: &str) -> Vec<(u64, u64)> {
     let scenario = parse(text).unwrap();
     let rows = engine::study::run_scenario(
         &scenario,
@@ -646,65 +647,4 @@ fn ties_and_rounding_are_where_a_fold_is_not_exact() {
     for r in 0..16 {
         assert!(full[r].abs_diff(folded[r % 4]) <= 10, "rank {r}");
     }
-}
-
-#[test]
-fn nccl_tree_folds_by_the_node_turn_exactly_and_what_breaks_the_turn_is_refused() {
-    let tree = "kind = \"allreduce\"\nalgorithm = \"nccl_tree\"\n";
-    for (nodes, spines) in [(2, 2), (4, 4)] {
-        // NCCL runs these sizes on all 16 channels.
-        let folded = scenario_text(nodes, "fold", tree, "")
-            .replace("spines = 4\n", &format!("spines = {spines}\n"))
-            .replace("\"64K\"", "\"1M\"")
-            .replace("\"4M\"", "\"8M\"");
-        let scenario = parse(&folded).unwrap();
-        assert!(scenario.fold.is_none() && scenario.fold_turn.is_some());
-        assert!(
-            scenario
-                .network_description
-                .contains("folded by turning every node's GPUs by 4 with NCCL's channels"),
-            "{}",
-            scenario.network_description
-        );
-        let full = folded.replace("symmetry = \"fold\"\n", "");
-        assert_eq!(times(&folded), times(&full), "{nodes} nodes");
-    }
-    // At 512 KiB NCCL runs 14 channels, which the turn (channel c to
-    // c + 4 in each tree's block of 8) does not map onto themselves.
-    let fewer = scenario_text(4, "fold", tree, "");
-    let err = parse(&fewer).unwrap_err();
-    assert!(
-        err.contains("f.toml:13:13")
-            && err.contains("NCCL runs 524288 B on 14 of the 16 channels")
-            && err.contains("takes channel 10 to channel 14"),
-        "{err}"
-    );
-    // 16 channels: the elements must split into 16 equal blocks.
-    let uneven = scenario_text(4, "fold", tree, "").replace("\"64K\"", "\"1048580\"");
-    let err = parse(&uneven).unwrap_err();
-    assert!(
-        err.contains("f.toml:12:13")
-            && err.contains("262145 elements, which do not split into 16 equal channel blocks")
-            && err.contains("the nearest sizes that fold are 1048576 B and 1048640 B"),
-        "{err}"
-    );
-    // Every collective folds by the same turn: a ring beside it is refused.
-    let ring = "kind = \"allreduce\"\nalgorithm = \"ring\"\n";
-    let mixed = format!(
-        "{}[[collective]]\n{ring}min_bytes = \"64K\"\nmax_bytes = \"64K\"\nphantom = true\n",
-        scenario_text(4, "fold", tree, "")
-    );
-    let err = parse(&mixed).unwrap_err();
-    assert!(err.contains("allreduce ring is not nccl_tree"), "{err}");
-    // Nodes of 6 GPUs have no turn by half a node (PCIe switches hold
-    // two GPUs): refused at symmetry, saying why.
-    let six =
-        scenario_text(4, "fold", tree, "").replace("nodes = 4\n", "nodes = 4\ngpus_per_node = 6\n");
-    let err = parse(&six).unwrap_err();
-    assert!(
-        err.contains("f.toml:9:12")
-            && err.contains("this topology has no such turn")
-            && err.contains("must be even"),
-        "{err}"
-    );
 }
