@@ -243,6 +243,25 @@
 //! window of units instead would change which sends share an instant,
 //! so it needs the same every-rank, every-link comparison as the folds.
 //!
+//! `nccl_tree` folded by the node turn (half of every node's GPUs
+//! simulated), measured with `tools/bench_trees.sh --algorithms
+//! "nccl_tree nccl_nvls_tree" --symmetry fold --timeout 120` (release
+//! `sim` of commit 39398a4, the fold's first scenario commit; load 10-12
+//! on the shared 2 cores, so wall times are pessimistic):
+//!
+//! | GPUs | size | unfolded: wall s, peak MiB | folded: wall s, peak MiB | simulated |
+//! | --- | --- | --- | --- | --- |
+//! | 64 | 256 MiB | 1.92, 33 | 0.58, 31 | 1 661.54 us, both |
+//! | 512 | 1 GiB | > 120 | 42.9 and 59.4 (two runs), 63 | 6 891.97 us |
+//! | 512 | 32 GiB | > 120 | > 120 | - |
+//! | 2048 | 1 GiB | > 120 | > 120 | - |
+//! | 2048 | 32 GiB | > 120 | > 120 | - |
+//!
+//! The fold by 2 saves more than half (3.3x at 64 GPUs: each max-min
+//! component has half the flows as well), but the target is still far:
+//! 32 GiB is 32 times the 1 GiB point. `nccl_nvls_tree` with
+//! `symmetry = "fold"` is refused in under 0.5 s (not `nccl_tree`).
+//!
 //! What would reach the target, and what it needs:
 //! - **Folding by the channel turn** (`nccl_tree`): in, by half a node
 //!   (see "Which turn `nccl_tree` has" above); it halves the ranks and
