@@ -45,10 +45,10 @@ fn turn(nodes: usize) -> RankAction {
     RankAction::permutation(&images).unwrap()
 }
 
-/// A phantom `nccl_tree` allreduce of `count` floats on every channel.
-fn nccl_tree(config: WorldConfig, count: usize) -> Execution<Time> {
+/// A phantom allreduce of `count` floats by `name` on every channel.
+fn allreduce(config: WorldConfig, name: &str, count: usize) -> Execution<Time> {
     let algorithm = Registry::builtin()
-        .get(Collective::Allreduce, "nccl_tree")
+        .get(Collective::Allreduce, name)
         .unwrap();
     run(config, |fabric| {
         let algorithm = algorithm.clone();
@@ -68,13 +68,13 @@ fn nccl_tree(config: WorldConfig, count: usize) -> Execution<Time> {
     })
 }
 
-fn assert_folds_exactly(nodes: usize, level: ModelLevel, count: usize) {
-    let full = nccl_tree(world(nodes, level, NcclConfig::default()), count);
+fn assert_folds_exactly(name: &str, nodes: usize, level: ModelLevel, count: usize) {
+    let full = allreduce(world(nodes, level, NcclConfig::default()), name, count);
     let mut folded = world(nodes, level, NcclConfig::default());
     let action = turn(nodes);
     fold_by(&mut folded, action.clone()).unwrap();
     assert!(folded.folded_by().unwrap().turns_channels());
-    let folded = nccl_tree(folded, count);
+    let folded = allreduce(folded, name, count);
     assert!(full.deadlock.is_none() && folded.deadlock.is_none());
     assert_eq!(folded.outputs.len(), nodes * PER_NODE / 2);
     for r in 0..nodes * PER_NODE {
@@ -104,13 +104,13 @@ fn assert_folds_exactly(nodes: usize, level: ModelLevel, count: usize) {
 fn nccl_tree_folded_by_the_node_turn_is_the_full_run_in_the_flow_model() {
     // 16 channels of 4 units of 16 KiB each.
     for nodes in [2, 3] {
-        assert_folds_exactly(nodes, ModelLevel::Flow, 16 * 4 * 4096);
+        assert_folds_exactly("nccl_tree", nodes, ModelLevel::Flow, 16 * 4 * 4096);
     }
 }
 
 #[test]
 fn nccl_tree_folded_by_the_node_turn_is_the_full_run_in_the_packet_model() {
-    assert_folds_exactly(2, ModelLevel::Packet, 16 * 2 * 4096);
+    assert_folds_exactly("nccl_tree", 2, ModelLevel::Packet, 16 * 2 * 4096);
 }
 
 #[test]
