@@ -9,13 +9,16 @@
 #   tools/bench_trees.sh                      # 512 and 2048 GPUs at 32 GiB, all four
 #   tools/bench_trees.sh --nodes "8 64" --sizes "1G 32G" --algorithms tree
 #   tools/bench_trees.sh --timeout 120        # give up on a point after 120 s
+#   tools/bench_trees.sh --algorithms nccl_tree --symmetry fold   # folded by the node turn
 #
 # Options: --sim PATH (default: target/release/sim, built with
 # `cargo build --release -p sim`), --nodes "N..." (8 GPUs each; default
 # "64 256"), --sizes "S..." (default "32G"), --algorithms "A..." (default
 # "tree nccl_tree nccl_nvls_tree nccl_pat"; `nccl_pat` and `pat` run an
 # allgather, the others an allreduce), --model flow|packet (default flow), --timeout SECONDS
-# (default 900; a point that takes longer is reported as such).
+# (default 900; a point that takes longer is reported as such), --symmetry
+# routes|fold (default none: `[topology] symmetry`; `fold` folds `nccl_tree`
+# by turning every node's GPUs by half a node, `pat` by one node).
 #
 # Prints one line per point: algorithm, GPUs, bytes, wall seconds, peak
 # RSS (MiB), the simulated time of the call (us), and the exit status.
@@ -29,6 +32,7 @@ sizes="32G"
 algorithms="tree nccl_tree nccl_nvls_tree nccl_pat"
 model="flow"
 limit=900
+symmetry=""
 while [[ $# -gt 0 ]]; do
     case "$1" in
         --sim) sim="$2"; shift 2 ;;
@@ -37,7 +41,8 @@ while [[ $# -gt 0 ]]; do
         --algorithms) algorithms="$2"; shift 2 ;;
         --model) model="$2"; shift 2 ;;
         --timeout) limit="$2"; shift 2 ;;
-        -h|--help) sed -n '2,23p' "$0"; exit 0 ;;
+        --symmetry) symmetry="$2"; shift 2 ;;
+        -h|--help) sed -n '2,26p' "$0"; exit 0 ;;
         *) echo "error: unknown option $1 (see --help)" >&2; exit 2 ;;
     esac
 done
@@ -74,6 +79,7 @@ gpus_per_node = 8
 style = "h100"
 nic = "ib_ndr"
 model = "$model"
+${symmetry:+symmetry = \"$symmetry\"}
 
 [[collective]]
 kind = "$kind"

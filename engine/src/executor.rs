@@ -29,6 +29,7 @@ use algorithms::{Rank, Time};
 use crate::deadlock::{BlockedRank, DeadlockReport, PendingRecv};
 use crate::event::EventKind;
 use crate::fabric::SimFabric;
+use crate::fold::RankAction;
 use crate::network::LinkUsage;
 use crate::network::timeline::LinkTimeline;
 use crate::trace::TraceLog;
@@ -89,9 +90,11 @@ impl Wake for RankWaker {
 /// What a run produced.
 #[derive(Debug)]
 pub struct Execution<T> {
-    /// Each rank's program output, or `None` if it never finished.
+    /// Each rank's program output, or `None` if it never finished. In a
+    /// folded run, each simulated rank's, by slot (the rank at slot `s` is
+    /// [`WorldConfig::simulated_rank`]`(s)`).
     pub outputs: Vec<Option<T>>,
-    /// When each rank's program finished.
+    /// When each rank's program finished (by slot in a folded run).
     pub finished_at: Vec<Option<Time>>,
     /// Virtual time of the last event.
     pub end_time: Time,
@@ -149,6 +152,9 @@ where
 {
     let n = config.simulated_ranks();
     let world_size = config.world_size;
+    // The rank each slot runs, and the fold's action (see `crate::fold`).
+    let simulated: Vec<Rank> = (0..n).map(|slot| config.simulated_rank(slot)).collect();
+    let action = config.fold.clone();
     let world = Rc::new(RefCell::new(World::new(config)));
     let ready = Arc::new(ReadyQueue {
         queue: Mutex::new(VecDeque::with_capacity(n)),
@@ -163,7 +169,10 @@ where
         })
         .collect();
     let mut tasks: Vec<Option<Pin<Box<Fut>>>> = (0..n)
-        .map(|rank| Some(Box::pin(program(SimFabric::new(rank, Rc::clone(&world))))))
+        .map(|slot| {
+            let fabric = SimFabric::new(simulated[slot], Rc::clone(&world));
+            Some(Box::pin(program(fabric)))
+        })
         .collect();
     let mut outputs: Vec<Option<T>> = (0..n).map(|_| None).collect();
     let mut finished_at = vec![None; n];
@@ -245,24 +254,27 @@ where
     let out_of_time = w.out_of_time;
     let deadlock = (!out_of_time && tasks.iter().any(Option::is_some)).then(|| {
         let blocked = (0..n)
-            .filter(|&r| tasks[r].is_some())
-            .map(|rank| BlockedRank {
-                rank,
-                waiting_for: w.waits[rank]
+            .filter(|&slot| tasks[slot].is_some())
+            .map(|slot| BlockedRank {
+                rank: simulated[slot],
+                waiting_for: w.waits[slot]
                     .iter()
                     .map(|wait| PendingRecv {
                         from: wait.from,
                         tag: wait.tag,
                         bytes: wait.expect.bytes(),
-                        from_finished: tasks[wait.from % n].is_none(),
+                        from_finished: tasks[w.config.slot_of(wait.from)].is_none(),
                         from_crashed: crashed.iter().any(|(r, _)| *r == wait.from),
                         label: None,
                     })
                     .collect(),
-                at_sync: w.sync.waiting.iter().any(|(r, _)| *r == rank),
+                at_sync: w.sync.waiting.iter().any(|(r, _)| *r == simulated[slot]),
             })
             .collect();
-        let blocked = unfold_blocked(blocked, n, world_size);
+        let blocked = match &action {
+            Some(action) => unfold_blocked(blocked, action),
+            None => blocked,
+        };
         let at = if timed_out.is_some() {
             w.now
         } else {
@@ -316,25 +328,24 @@ where
     }
 }
 
-/// The blocked ranks of a folded run (ranks `0..shift` simulated for
-/// `world_size`) as the full run has them: rank `b + k·shift` waits for
+/// The blocked ranks of a folded run (one representative per orbit of
+/// `action` simulated) as the full run has them: rank `g^k(b)` waits for
 /// what `b` waits for, moved `k` steps, so the report lists every rank and
 /// finds the cycle through them (a representative waiting for rank `d`
-/// waits for `d`'s rotated copy, which only the unfolded list shows).
-/// Unchanged when nothing is folded.
-fn unfold_blocked(blocked: Vec<BlockedRank>, shift: usize, world_size: usize) -> Vec<BlockedRank> {
-    if shift == world_size {
+/// waits for `d`'s moved copy, which only the unfolded list shows).
+fn unfold_blocked(blocked: Vec<BlockedRank>, action: &RankAction) -> Vec<BlockedRank> {
+    if action.order() == 1 {
         return blocked;
     }
-    (0..world_size / shift)
+    (0..action.order())
         .flat_map(|k| {
             blocked.iter().map(move |b| BlockedRank {
-                rank: b.rank + k * shift,
+                rank: action.apply(b.rank, k),
                 waiting_for: b
                     .waiting_for
                     .iter()
                     .map(|w| PendingRecv {
-                        from: (w.from + k * shift) % world_size,
+                        from: action.apply(w.from, k),
                         ..w.clone()
                     })
                     .collect(),

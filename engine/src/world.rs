@@ -17,6 +17,7 @@ use algorithms::{Payload, Rank, Shape, Tag, Time};
 
 use crate::deadlock::StuckMessage;
 use crate::event::{EventKind, EventQueue, MessageId};
+use crate::fold::RankAction;
 use crate::in_network::{Contribution, InNetwork, Leg, Way};
 use crate::links::LinkStats;
 use crate::nccl::NcclSystem;
@@ -46,10 +47,10 @@ pub struct WorldConfig {
     pub(crate) call_timeout_ps: Option<u64>,
     /// Ranks that crash or compute slowly.
     pub(crate) faults: RankFaults,
-    /// A folded run (see [`crate::fold`]): only ranks `0..shift` run, each
-    /// standing for its orbit under the rotation by `shift` ranks; set by
-    /// [`crate::fold::fold`], which checks that the run can be folded.
-    pub(crate) fold: Option<usize>,
+    /// A folded run (see [`crate::fold`]): only one representative per
+    /// orbit of the action runs, standing for its orbit; set by
+    /// [`crate::fold::fold_by`], which checks that the run can be folded.
+    pub(crate) fold: Option<RankAction>,
     /// The NCCL model: the channel plan ranks see, per-hop latencies and
     /// NIC-pinned channels of framed messages.
     pub(crate) nccl: Option<Arc<NcclSystem>>,
@@ -116,14 +117,29 @@ impl WorldConfig {
         &self.network
     }
 
-    /// The shift of a folded run (see [`crate::fold`]), if folded.
-    pub fn folded_by(&self) -> Option<usize> {
-        self.fold
+    /// The action a folded run folds by (see [`crate::fold`]), if folded.
+    pub fn folded_by(&self) -> Option<&RankAction> {
+        self.fold.as_ref()
     }
 
-    /// The ranks the engine runs: all of them, or `0..shift` when folded.
+    /// How many ranks the engine runs: all of them, or one per orbit when
+    /// folded.
     pub fn simulated_ranks(&self) -> usize {
-        self.fold.unwrap_or(self.world_size)
+        self.fold
+            .as_ref()
+            .map_or(self.world_size, RankAction::orbits)
+    }
+
+    /// The rank simulated at `slot` (`0..simulated_ranks()`): the slot
+    /// itself, or its orbit's representative when folded.
+    pub fn simulated_rank(&self, slot: usize) -> Rank {
+        self.fold.as_ref().map_or(slot, |a| a.representative(slot))
+    }
+
+    /// The slot of rank `rank`'s orbit: the rank itself, or its orbit when
+    /// folded (a simulated rank's own slot).
+    pub fn slot_of(&self, rank: Rank) -> usize {
+        self.fold.as_ref().map_or(rank, |a| a.position(rank).0)
     }
 }
 
@@ -383,7 +399,9 @@ impl World {
         waker: &Waker,
     ) -> u64 {
         if let Some(id) = id
-            && let Some(w) = self.waits[rank].iter_mut().find(|w| w.id == id)
+            && let Some(w) = self.waits[self.config.slot_of(rank)]
+                .iter_mut()
+                .find(|w| w.id == id)
         {
             if !w.waker.will_wake(waker) {
                 w.waker = waker.clone();
@@ -392,7 +410,8 @@ impl World {
         }
         let id = self.next_wait_id;
         self.next_wait_id += 1;
-        self.waits[rank].push(Wait {
+        let slot = self.config.slot_of(rank);
+        self.waits[slot].push(Wait {
             id,
             from,
             tag,
@@ -404,7 +423,8 @@ impl World {
 
     /// Forgets a waiting receive (it completed or was dropped).
     pub fn remove_wait(&mut self, rank: Rank, id: u64) {
-        self.waits[rank].retain(|w| w.id != id);
+        let slot = self.config.slot_of(rank);
+        self.waits[slot].retain(|w| w.id != id);
     }
 
     /// Reserves the rank's compute engine for `work_ps` and returns when
@@ -412,12 +432,13 @@ impl World {
     /// past the end of virtual time. Work on one rank runs one piece at a
     /// time.
     pub fn reserve_compute(&mut self, rank: Rank, work_ps: u64) -> Option<Time> {
-        let start = self.now.max(self.compute_free_at[rank]);
+        let slot = self.config.slot_of(rank);
+        let start = self.now.max(self.compute_free_at[slot]);
         let Some(done) = start.checked_plus_ps(work_ps) else {
             self.out_of_time = true;
             return None;
         };
-        self.compute_free_at[rank] = done;
+        self.compute_free_at[slot] = done;
         Some(done)
     }
 
@@ -511,15 +532,15 @@ impl World {
                 end: self.now,
             });
         }
-        let (dst, src) = self.receiver_view(m.src, m.dst);
-        let key = (dst, src, m.tag);
+        let (dst, src, tag) = self.tagged_receiver_view(m.src, m.dst, m.tag);
+        let key = (dst, src, tag);
         let spare = &mut self.spare_queues;
         self.mailbox
             .entry(key)
             .or_insert_with(|| spare.pop().unwrap_or_default())
             .push_back(m.payload);
-        for w in &self.waits[dst] {
-            if w.from == src && w.tag == m.tag {
+        for w in &self.waits[self.config.slot_of(dst)] {
+            if w.from == src && w.tag == tag {
                 w.waker.wake_by_ref();
             }
         }
@@ -709,15 +730,28 @@ impl World {
 
     /// Who receives a message from `src` to `dst`, and from whom it seems
     /// to come: `(dst, src)` itself, or in a folded run the representative
-    /// of `dst`'s orbit (`dst mod shift`) and `src` rotated back by as many
-    /// steps (the message rank `dst - k·shift` gets from `src - k·shift`).
+    /// of `dst`'s orbit and `src` moved back by as many steps
+    /// ([`RankAction::receiver_view`]; by a shift: the message rank
+    /// `dst - k·shift` gets from `src - k·shift`).
     fn receiver_view(&self, src: Rank, dst: Rank) -> (Rank, Rank) {
-        match self.config.fold {
+        match &self.config.fold {
             None => (dst, src),
-            Some(shift) => {
-                let n = self.config.world_size;
-                let back = dst - dst % shift;
-                (dst % shift, (src + n - back) % n)
+            Some(action) => {
+                let (dst, src, _) = action.receiver_view(src, dst);
+                (dst, src)
+            }
+        }
+    }
+
+    /// [`Self::receiver_view`] with the message's tag as the receiver
+    /// sees it: a channel tag's channel turned back with the ranks when
+    /// the fold turns channels ([`RankAction::tag_back`]).
+    fn tagged_receiver_view(&self, src: Rank, dst: Rank, tag: Tag) -> (Rank, Rank, Tag) {
+        match &self.config.fold {
+            None => (dst, src, tag),
+            Some(action) => {
+                let (dst, src, k) = action.receiver_view(src, dst);
+                (dst, src, action.tag_back(tag, k))
             }
         }
     }
@@ -739,7 +773,7 @@ impl World {
             });
         }
         let (dst, src) = self.receiver_view(f.src, f.dst);
-        for w in &self.waits[dst] {
+        for w in &self.waits[self.config.slot_of(dst)] {
             if w.from == src {
                 w.waker.wake_by_ref();
             }

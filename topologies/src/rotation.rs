@@ -24,12 +24,19 @@
 use crate::TopologyError;
 use crate::graph::{LinkId, Topology, VertexId};
 
-/// A rotation of `ranks` ranks by `shift` together with the automorphism
-/// of the topology that carries each rank's vertex to the next one's.
+/// A rotation of `ranks` ranks by `shift` (or, built by
+/// [`Rotation::permuting`], a permutation of them) together with the
+/// automorphism of the topology that carries each rank's vertex to the
+/// next one's.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Rotation {
     shift: usize,
     ranks: usize,
+    /// Steps until every rank and vertex is back.
+    order: usize,
+    /// `rank_images[r]`: where rank `r` goes, when the rotation permutes
+    /// ranks otherwise than by `shift`.
+    rank_images: Option<Vec<usize>>,
     /// `vertices[v]`: the image of vertex `v`.
     vertices: Vec<VertexId>,
     /// `links[l]`: the image of link direction `l`.
@@ -110,6 +117,57 @@ impl Rotation {
                 "a rotation's shift ({shift}) must be positive and divide the number of ranks ({ranks})"
             )));
         }
+        let images: Vec<usize> = (0..ranks).map(|r| (r + shift) % ranks).collect();
+        Rotation::checked(topology, placement, shift, images, None, vertices, links)
+    }
+
+    /// The rotation that takes rank `r` (on `placement[r]`) to rank
+    /// `rank_images[r]`, with the vertex and link maps of
+    /// [`Rotation::new`] and the same checks, the ranks' permutation in
+    /// place of the shift: it must be a permutation whose cycles all have
+    /// one length, its order (for example every node's GPUs turned
+    /// together, leaving the nodes in place). [`Rotation::shift`] is then
+    /// 0; [`Rotation::rank_image`] says where each rank goes.
+    pub fn permuting(
+        topology: &Topology,
+        placement: &[VertexId],
+        rank_images: Vec<usize>,
+        vertices: Vec<VertexId>,
+        links: Vec<LinkId>,
+    ) -> Result<Rotation, TopologyError> {
+        check_permutation(&rank_images, "rank")?;
+        let lengths = cycle_lengths(&rank_images);
+        let order = lengths.first().copied().unwrap_or(1);
+        if let Some(r) = lengths.iter().position(|&l| l != order) {
+            return Err(symmetry(format!(
+                "rank {r} comes back after {} steps, rank 0 after {order}: every rank's cycle \
+                 must be as long",
+                lengths[r]
+            )));
+        }
+        let images = rank_images.clone();
+        Rotation::checked(
+            topology,
+            placement,
+            0,
+            images,
+            Some(rank_images),
+            vertices,
+            links,
+        )
+    }
+
+    /// The checks of [`Rotation::new`] for ranks going to `images`.
+    fn checked(
+        topology: &Topology,
+        placement: &[VertexId],
+        shift: usize,
+        images: Vec<usize>,
+        rank_images: Option<Vec<usize>>,
+        vertices: Vec<VertexId>,
+        links: Vec<LinkId>,
+    ) -> Result<Rotation, TopologyError> {
+        let ranks = images.len();
         if placement.len() != ranks {
             return Err(symmetry(format!(
                 "the placement has {} ranks, the rotation {ranks}",
@@ -159,24 +217,26 @@ impl Rotation {
             }
         }
         for (r, &v) in placement.iter().enumerate() {
-            let next = placement[(r + shift) % ranks];
+            let next = placement[images[r]];
             if vertices[v.index()] != next {
                 return Err(symmetry(format!(
                     "rank {r} is on {} but the rotation takes it to {}, not to rank {}'s {}",
                     topology.vertex(v).name,
                     topology.vertex(vertices[v.index()]).name,
-                    (r + shift) % ranks,
+                    images[r],
                     topology.vertex(next).name
                 )));
             }
         }
+        let order = cycle_lengths(&images).first().copied().unwrap_or(1);
         let rotation = Rotation {
             shift,
             ranks,
+            order,
+            rank_images,
             vertices,
             links,
         };
-        let order = rotation.order();
         let cycle = cycle_lengths(&vs).into_iter().enumerate();
         if let Some((v, len)) = cycle.clone().find(|&(_, len)| !order.is_multiple_of(len)) {
             return Err(symmetry(format!(
@@ -194,9 +254,24 @@ impl Rotation {
         Ok(rotation)
     }
 
-    /// How many ranks one step moves each rank by.
+    /// How many ranks one step moves each rank by (0 for a rotation
+    /// built by [`Rotation::permuting`]).
     pub fn shift(&self) -> usize {
         self.shift
+    }
+
+    /// Where one step takes rank `r`.
+    pub fn rank_image(&self, r: usize) -> usize {
+        match &self.rank_images {
+            Some(images) => images[r],
+            None => (r + self.shift) % self.ranks,
+        }
+    }
+
+    /// The ranks' permutation of a rotation built by
+    /// [`Rotation::permuting`] (`None`: a shift).
+    pub fn rank_images(&self) -> Option<&[usize]> {
+        self.rank_images.as_deref()
     }
 
     /// The number of ranks it rotates.
@@ -204,9 +279,10 @@ impl Rotation {
         self.ranks
     }
 
-    /// Steps until every rank is back: `ranks / shift`.
+    /// Steps until every rank is back: `ranks / shift`, or the length of
+    /// the ranks' cycles.
     pub fn order(&self) -> usize {
-        self.ranks / self.shift
+        self.order
     }
 
     /// The image of vertex `v` after one step.

@@ -530,6 +530,13 @@ impl NcclSystem {
         Some((per_node[a]?, per_node[b]?))
     }
 
+    /// The NIC runtime channel `channel` crosses node `node` through, if
+    /// it has one there.
+    pub fn channel_nic(&self, channel: usize, node: usize) -> Option<VertexId> {
+        let per_node = self.nic.get(channel % self.nic.len().max(1))?;
+        per_node.get(node).copied().flatten()
+    }
+
     /// The GPU next to `nic` that proxies a far GPU's sends to it (NCCL's
     /// PXN): the rank entering the node through it on some channel.
     pub fn proxy(&self, nic: VertexId) -> Option<VertexId> {

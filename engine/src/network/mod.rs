@@ -25,6 +25,7 @@ use rustc_hash::FxHashMap as HashMap;
 use topologies::{LinkId, LinkSpec, Rotation, Route, Router, Topology, VertexId};
 
 use crate::event::{EventQueue, MessageId};
+use crate::fold::RankAction;
 use crate::links::IdealLinks;
 use crate::nccl::{HopClass, NcclSystem, machine};
 
@@ -426,8 +427,26 @@ pub(crate) struct Routed<M> {
     /// The NCCL model, whose channels pin inter-node traffic to NICs.
     nccl: Option<Arc<NcclSystem>>,
     /// Each framed flow's route, hop class and idle latency (by flow id,
-    /// channel included), built once; only looked up.
-    framed_routes: HashMap<u64, (Route, Hop)>,
+    /// channel included), built once; only looked up. With weights, the
+    /// route crossed once beside it (as in `moved_routes`).
+    framed_routes: HashMap<u64, (Route, Hop, Option<Route>)>,
+    /// A rotation that permutes ranks (see [`Rotation::permuting`]) as a
+    /// rank action, its NCCL channel turn attached when the channels turn
+    /// with it: routes, framed ones too, are then moved copies of their
+    /// orbit representative's.
+    turn: Option<RankAction>,
+}
+
+/// The rank action of a rotation that permutes ranks (`None` for a
+/// shift), turning NCCL's channels too when `nccl`'s plan turns with it.
+fn turn_of(rotation: Option<&Arc<Rotation>>, nccl: Option<&Arc<NcclSystem>>) -> Option<RankAction> {
+    let rotation = rotation?;
+    let action = RankAction::permutation(rotation.rank_images()?).ok()?;
+    let channels = nccl.and_then(|n| crate::fold::nccl_channel_turn(n, rotation).ok());
+    match channels {
+        Some(c) => action.clone().with_channels(c).ok().or(Some(action)),
+        None => Some(action),
+    }
 }
 
 /// What NCCL's per-hop latency needs to know of a message's route.
@@ -473,6 +492,7 @@ impl Network {
                         moved_routes: HashMap::default(),
                         nccl: nccl.clone(),
                         framed_routes: HashMap::default(),
+                        turn: turn_of(t.rotation.as_ref(), nccl.as_ref()),
                     })),
                     ModelLevel::Flow => Network::Flow(Box::new(Routed {
                         model: flow::FlowNetwork::new(topology, sample_links)
@@ -487,6 +507,7 @@ impl Network {
                         moved_routes: HashMap::default(),
                         nccl: nccl.clone(),
                         framed_routes: HashMap::default(),
+                        turn: turn_of(t.rotation.as_ref(), nccl.as_ref()),
                     })),
                 }
             }
@@ -805,12 +826,26 @@ impl<M> Routed<M> {
     /// with weights, each representative listed as many times as its
     /// weight, and the route crossed once beside it (for the latency).
     fn moved_route(&self, rotation: &Rotation, src: Rank, dst: Rank) -> (Route, Option<Route>) {
+        if let Some(turn) = &self.turn {
+            let (orbit, k) = turn.position(src);
+            let (s0, d0) = (turn.representative(orbit), turn.apply_inverse(dst, k));
+            let n = turn.ranks();
+            let base = self.route(self.placement[s0], self.placement[d0], flow_id(s0, d0, n));
+            return self.placed(rotation, &base, k);
+        }
         // Ranks wrap around the rotation's ranks (the scenario's), which a
         // collective on fewer ranks still numbers the same way.
         let (n, shift) = (rotation.ranks(), rotation.shift());
         let k = src / shift;
         let (s0, d0) = (src - k * shift, (dst + n - k * shift) % n);
         let base = self.route(self.placement[s0], self.placement[d0], flow_id(s0, d0, n));
+        self.placed(rotation, &base, k)
+    }
+
+    /// `base` moved `k` steps by `rotation`, or in a folded run put on
+    /// the orbit representatives (with weights, each listed as many times
+    /// as its weight, and the route crossed once beside it).
+    fn placed(&self, rotation: &Rotation, base: &[LinkId], k: usize) -> (Route, Option<Route>) {
         let Some(canonical) = &self.folded_links else {
             return (
                 base.iter().map(|&l| rotation.link_power(l, k)).collect(),
@@ -851,16 +886,16 @@ impl<M> Routed<M> {
         if let Some(channel) = channel {
             let n = self.world_size as u64;
             let framed = flow + (u64::from(channel) + 1) * n * n;
-            let (route, hop) = match self.framed_routes.get(&framed) {
+            let (route, hop, path) = match self.framed_routes.get(&framed) {
                 Some(known) => known.clone(),
                 None => {
-                    let built = self.framed_route(src, dst, channel, flow);
+                    let built = self.turned_framed_route(src, dst, channel, flow);
                     self.framed_routes.insert(framed, built.clone());
                     built
                 }
             };
             let transfer = Transfer {
-                path: None,
+                path,
                 message,
                 bytes,
                 route,
@@ -890,6 +925,36 @@ impl<M> Routed<M> {
             },
             None,
         ))
+    }
+
+    /// The framed route of [`Self::framed_route`], or, when the rotation
+    /// turns NCCL's channels with the ranks, the route of the message
+    /// turned back to its sender's orbit representative moved forward
+    /// again (in a folded run: on the orbit representatives), so that every
+    /// turned copy of a message takes the turned route. With weights, the
+    /// route crossed once comes beside it.
+    fn turned_framed_route(
+        &self,
+        src: Rank,
+        dst: Rank,
+        channel: u16,
+        flow: u64,
+    ) -> (Route, Hop, Option<Route>) {
+        let (Some(turn), Some(rotation)) = (&self.turn, &self.rotation) else {
+            let (route, hop) = self.framed_route(src, dst, channel, flow);
+            return (route, hop, None);
+        };
+        if !turn.turns_channels() {
+            let (route, hop) = self.framed_route(src, dst, channel, flow);
+            return (route, hop, None);
+        }
+        let (orbit, k) = turn.position(src);
+        let (s0, d0) = (turn.representative(orbit), turn.apply_inverse(dst, k));
+        let c0 = turn.channel(usize::from(channel), turn.order() - k % turn.order());
+        let c0 = u16::try_from(c0).expect("a channel turn keeps channels in range");
+        let (base, hop) = self.framed_route(s0, d0, c0, flow_id(s0, d0, self.world_size));
+        let (route, path) = self.placed(rotation, &base, k);
+        (route, hop, path)
     }
 
     /// The route of channel `channel` from `src` to `dst` and its hop

@@ -3,7 +3,10 @@
 //! avoid: which algorithms fold, which sizes fold, and when a run over the
 //! message cap would fit folded.
 
+use std::sync::Arc;
+
 use algorithms::{Algorithm, Collective, RotationSymmetry};
+use topologies::Rotation;
 
 use super::raw::RawScenario;
 use super::validate::Source;
@@ -75,16 +78,8 @@ pub(super) fn check_foldable(
                 }
                 RotationSymmetry::WholeNodes | RotationSymmetry::Any => {}
             }
-            if a.facts().runs_nccl_channels() {
-                return at_algorithm(format!(
-                    "{} {} sends each channel through that channel's own NIC, and a shift of ranks \
-                     does not carry those routes onto each other, so it cannot fold exactly; drop \
-                     symmetry = \"fold\" to simulate every rank, or name an algorithm that folds ({})",
-                    c.kind.name(),
-                    a.name(),
-                    FOLDING_EXAMPLES
-                ));
-            }
+            // NCCL's channels never get here: they fold by the node turn
+            // (`check_turn_foldable`).
         }
         let elem = c.dtype.size_bytes() as u64;
         if let Some(&size) = c
@@ -107,6 +102,155 @@ pub(super) fn check_foldable(
                     foldable_sizes(size, world_size as u64, elem)
                 ),
             ));
+        }
+    }
+    Ok(())
+}
+
+/// Whether `a` is NCCL's tree, which folds by a `fat_tree`'s node turn
+/// (see [`check_turn_foldable`]).
+fn folds_by_node_turn(a: &Algorithm) -> bool {
+    a.facts().runs_nccl_channels() && a.facts().nccl_algorithm() == Some("tree")
+}
+
+/// Whether a folded scenario runs NCCL's channels (some collective names
+/// an algorithm that does): it then folds by the node turn, not a shift.
+pub(super) fn folds_nccl_channels(collectives: &[CollectiveSpec]) -> bool {
+    collectives.iter().any(|c| {
+        c.algorithm
+            .as_ref()
+            .is_some_and(|a| a.facts().runs_nccl_channels())
+    })
+}
+
+/// A folded run of NCCL's channels (see [`crate::fold`]): it folds by
+/// turning every node's GPUs by half a node together with the channels
+/// (`node_turn`, the `fat_tree` preset's), which is tested exact for
+/// `nccl_tree` allreduces only, on every rank, phantom, without faults.
+/// Returns the turn; each refusal says what breaks it and what to do.
+pub(super) fn check_turn_foldable(
+    src: &Source,
+    raw: &RawScenario,
+    collectives: &[CollectiveSpec],
+    world_size: usize,
+    node_turn: Option<&Result<Arc<Rotation>, String>>,
+) -> Result<Arc<Rotation>, ScenarioError> {
+    let why = "a folded run of NCCL's channels (symmetry = \"fold\") turns every node's GPUs \
+               by half a node with the channels";
+    let symmetry = raw
+        .topology
+        .as_ref()
+        .and_then(|t| t.get_ref().symmetry.as_ref().map(|s| s.span()));
+    let turn = match node_turn {
+        None => {
+            return Err(src.error(
+                symmetry,
+                format!(
+                    "{why}, which only the fat_tree preset builds; use preset = \"fat_tree\" or \
+                     drop symmetry = \"fold\" to simulate every rank"
+                ),
+            ));
+        }
+        Some(Err(e)) => {
+            return Err(src.error(
+                symmetry,
+                format!("{why}, and this topology has no such turn: {e}; drop symmetry = \"fold\" to simulate every rank"),
+            ));
+        }
+        Some(Ok(turn)) => Arc::clone(turn),
+    };
+    if let Some(f) = raw.fault.first() {
+        return Err(src.at(f, format!("{why}: rank faults break its symmetry")));
+    }
+    if let Some(i) = raw.inject.first() {
+        return Err(src.at(i, format!("{why}: injected mistakes break its symmetry")));
+    }
+    if let Some(l) = raw.link_fault.first() {
+        return Err(src.at(l, format!("{why}: link faults break its symmetry")));
+    }
+    for (raw_c, c) in raw.collective.iter().zip(collectives) {
+        let is_nccl_tree = c.algorithm.as_ref().is_some_and(folds_by_node_turn);
+        let problem = if !c.phantom {
+            Some("it needs phantom = true (the folded ranks carry no real data)".to_string())
+        } else if c.world_size != world_size {
+            Some(format!(
+                "it needs every collective on all {world_size} ranks, not {}",
+                c.world_size
+            ))
+        } else if !is_nccl_tree {
+            let name = c.algorithm.as_ref().map_or("auto (tuner)", |a| a.name());
+            Some(format!(
+                "{} {name} is not nccl_tree, the one algorithm this fold is tested exact for \
+                 (every collective of the scenario folds by the same turn); run it in its own \
+                 scenario, or drop symmetry = \"fold\" to simulate every rank",
+                c.kind.name()
+            ))
+        } else {
+            None
+        };
+        if let Some(problem) = problem {
+            return Err(src.at(raw_c, format!("{why}: {problem}")));
+        }
+    }
+    Ok(turn)
+}
+
+/// The sizes of a scenario folded by the node turn (`action`, with its
+/// channel turn): at each, NCCL's channels for the call must be a set the
+/// turn maps onto itself, and the elements must split into as many equal
+/// channel blocks. An error names the size, the channels and the nearest
+/// sizes that fold.
+pub(super) fn check_turned_sizes(
+    src: &Source,
+    raw: &RawScenario,
+    scenario: &super::Scenario,
+    action: &crate::fold::RankAction,
+) -> Result<(), ScenarioError> {
+    let filter = crate::tuning::AlgoFilter::default();
+    for (raw_c, c) in raw.collective.iter().zip(&scenario.collectives) {
+        let elem = c.dtype.size_bytes() as u64;
+        for size in c.sizes() {
+            let count = usize::try_from(size / elem).unwrap_or(usize::MAX);
+            let selection = crate::study::select(scenario, c, &filter, count);
+            let all = scenario.nccl_system(c.world_size).map_or(1, |s| s.channels);
+            let wanted = match selection.params.channels {
+                0 => all,
+                m => m,
+            };
+            let m = wanted.clamp(1, count.max(1));
+            let lost = (0..m).find(|&ch| action.channel(ch, 1) >= m);
+            let problem = if let Some(ch) = lost {
+                Some(format!(
+                    "NCCL runs {size} B on {m} of the {all} channels, and the turn takes channel \
+                     {ch} to channel {}, which the call does not use",
+                    action.channel(ch, 1)
+                ))
+            } else if !(count as u64).is_multiple_of(m as u64) {
+                let unit = m as u64 * elem;
+                Some(format!(
+                    "{size} B is {count} elements, which do not split into {m} equal channel \
+                     blocks; the nearest sizes that fold are {} B and {} B",
+                    size / unit * unit,
+                    (size / unit + 1) * unit
+                ))
+            } else {
+                None
+            };
+            if let Some(problem) = problem {
+                let r = raw_c.get_ref();
+                let span = if size == c.min_bytes {
+                    r.min_bytes.span()
+                } else {
+                    r.max_bytes.span()
+                };
+                return Err(src.error(
+                    Some(span),
+                    format!(
+                        "a folded run of NCCL's channels (symmetry = \"fold\"): {problem}; \
+                         drop symmetry = \"fold\" to simulate this size on every rank"
+                    ),
+                ));
+            }
         }
     }
     Ok(())
@@ -137,7 +281,14 @@ pub(super) fn fold_hint(
     };
     let folds =
         a.facts().rotation_symmetry() != RotationSymmetry::None && !a.facts().runs_nccl_channels();
-    if folds {
+    if folds_by_node_turn(a) {
+        format!(
+            "; or set symmetry = \"fold\" under [topology]: {} {} folds on a fat_tree by turning \
+             every node's GPUs by half a node with the channels, simulating half of them",
+            kind.name(),
+            a.name()
+        )
+    } else if folds {
         format!(
             "; or set symmetry = \"fold\" under [topology]: {} {} folds on a preset's rotation, \
              simulating one node's ranks for all",

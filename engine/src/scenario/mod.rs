@@ -172,6 +172,11 @@ pub struct Scenario {
     /// `0..shift`, one per orbit of the preset's rotation (see
     /// [`crate::fold`]).
     pub fold: Option<usize>,
+    /// `[topology] symmetry = "fold"` of NCCL's channels (`nccl_tree` on a
+    /// `fat_tree`): runs simulate one representative per orbit of the turn
+    /// of every node's GPUs by half a node, the channels turning with them
+    /// (see [`crate::fold`]); `fold` is then `None`.
+    pub fold_turn: Option<crate::fold::RankAction>,
     /// The algorithms its names were resolved in, and the tuner chooses
     /// among.
     pub registry: Registry,
@@ -180,7 +185,7 @@ pub struct Scenario {
     /// The NCCL model's settings (on a topology).
     pub nccl: Option<NcclConfig>,
     /// NCCL on the machine, per collective rank count (on a topology, not
-    /// folded).
+    /// folded by a shift).
     pub nccl_systems: std::collections::BTreeMap<usize, std::sync::Arc<NcclSystem>>,
     /// The value of the file that makes the run's steps longest (a rate
     /// or a delay, see [`time_scale`]): what a run that passes the end of

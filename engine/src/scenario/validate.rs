@@ -3,6 +3,7 @@
 
 use std::ops::Range;
 use std::path::Path;
+use std::sync::Arc;
 
 use algorithms::algorithm::messages_bound;
 use algorithms::{Collective, DType, ReduceOp, Registry, Time};
@@ -204,20 +205,29 @@ pub fn parse(
             "the scenario has no [[collective]] to run; add at least one",
         ));
     }
-    let collectives = raw
-        .collective
-        .iter()
-        .map(|c| {
-            collective(
-                &src,
-                c,
-                registry,
-                world_size,
-                network.max_collective_ranks,
-                network.fold,
-            )
-        })
-        .collect::<Result<Vec<_>, _>>()?;
+    let parse_collectives = |fold: Option<usize>| {
+        raw.collective
+            .iter()
+            .map(|c| {
+                collective(
+                    &src,
+                    c,
+                    registry,
+                    world_size,
+                    network.max_collective_ranks,
+                    fold,
+                )
+            })
+            .collect::<Result<Vec<_>, _>>()
+    };
+    let mut collectives = parse_collectives(network.fold)?;
+    // NCCL's channels fold by the node turn, not the shift (see
+    // `crate::fold`): its orbits have as many ranks as the turn's order,
+    // and the message cap counts that share.
+    let turned = network.fold.is_some() && super::fold_check::folds_nccl_channels(&collectives);
+    if turned && let Some(Ok(turn)) = &network.node_turn {
+        collectives = parse_collectives(Some(world_size / turn.order().max(1)))?;
+    }
     let injects = raw
         .inject
         .iter()
@@ -230,7 +240,20 @@ pub fn parse(
         .map(|f| fault(&src, f, world_size))
         .collect::<Result<Vec<_>, _>>()?;
 
-    if let Some(shift) = network.fold {
+    let mut node_turn = None;
+    if turned {
+        let turn = super::fold_check::check_turn_foldable(
+            &src,
+            &raw,
+            &collectives,
+            world_size,
+            network.node_turn.as_ref(),
+        )?;
+        if let NetworkConfig::Topology(t) = &mut network_config {
+            t.rotation = Some(Arc::clone(&turn));
+        }
+        node_turn = Some(turn);
+    } else if let Some(shift) = network.fold {
         super::fold_check::check_foldable(&src, &raw, &collectives, world_size, shift)?;
     }
 
@@ -253,7 +276,7 @@ pub fn parse(
 
     let (tuner, nccl) = super::nccl::nccl(&src, &raw, &network_config, network.fold)?;
     let nccl_systems = match (&nccl, network.fold) {
-        (Some(config), None) => {
+        (Some(config), None) | (Some(config), Some(_)) if network.fold.is_none() || turned => {
             let mut sizes: Vec<usize> = collectives.iter().map(|c| c.world_size).collect();
             sizes.push(world_size);
             sizes.sort_unstable();
@@ -263,13 +286,54 @@ pub fn parse(
         _ => Default::default(),
     };
 
+    // The fold's rank action, with NCCL's channels turning (each system's
+    // plan must turn with the GPUs).
+    let mut fold_turn = None;
+    let mut network_description = network.description;
+    if let Some(turn) = &node_turn {
+        let symmetry = raw
+            .topology
+            .as_ref()
+            .and_then(|t| t.get_ref().symmetry.as_ref().map(|s| s.span()));
+        let images = turn.rank_images().unwrap_or_default();
+        let mut action = crate::fold::RankAction::permutation(images)
+            .map_err(|e| src.error(symmetry.clone(), e))?;
+        for system in nccl_systems.values() {
+            let channels = crate::fold::nccl_channel_turn(system, turn).map_err(|e| {
+                src.error(
+                    symmetry.clone(),
+                    format!(
+                        "a folded run of NCCL's channels (symmetry = \"fold\"): NCCL's channels \
+                         do not turn with the GPUs: {e}; drop symmetry = \"fold\" to simulate \
+                         every rank"
+                    ),
+                )
+            })?;
+            action = action
+                .with_channels(channels)
+                .map_err(|e| src.error(symmetry.clone(), e))?;
+        }
+        if let Some(shift) = network.fold {
+            network_description = network_description.replace(
+                &format!(", folded by {shift} ranks (symmetric routes)"),
+                &format!(
+                    ", folded by turning every node's GPUs by {} with NCCL's channels ({} of {world_size} \
+                     ranks simulated, symmetric routes)",
+                    images.first().copied().unwrap_or(0),
+                    action.orbits()
+                ),
+            );
+        }
+        fold_turn = Some(action);
+    }
+
     let name = raw.name.clone().unwrap_or_else(|| {
         path.file_stem().map_or_else(
             || "scenario".to_string(),
             |s| s.to_string_lossy().into_owned(),
         )
     });
-    Ok(Scenario {
+    let scenario = Scenario {
         path: path.to_path_buf(),
         name,
         seed,
@@ -279,7 +343,7 @@ pub fn parse(
         network: network_config,
         link_fault_notes,
         network_notes,
-        network_description: network.description,
+        network_description,
         tuner_link: network.tuner_link,
         reduce_bytes_per_s,
         collectives,
@@ -303,13 +367,18 @@ pub fn parse(
             .chain(calibration.as_ref().map(|c| c.path.clone()))
             .collect(),
         calibration,
-        fold: network.fold,
+        fold: if turned { None } else { network.fold },
+        fold_turn,
         registry: registry.clone(),
         tuner,
         nccl,
         nccl_systems,
         slowest_value: super::time_scale::slowest(time_values),
-    })
+    };
+    if let Some(action) = &scenario.fold_turn {
+        super::fold_check::check_turned_sizes(&src, &raw, &scenario, action)?;
+    }
+    Ok(scenario)
 }
 
 /// Validates `[calibration]`: the file read (relative to the scenario's
@@ -371,6 +440,7 @@ fn calibrated(
             tuner_link,
             max_collective_ranks: WORLD_SIZE_MAX,
             fold: None,
+            node_turn: None,
         },
         LoadedCalibration { path, calibration },
     ))
@@ -493,6 +563,7 @@ fn ideal(
         tuner_link,
         max_collective_ranks: WORLD_SIZE_MAX,
         fold: None,
+        node_turn: None,
     })
 }
 

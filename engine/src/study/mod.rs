@@ -501,7 +501,13 @@ pub fn run_point(
         .call_timeout_ps(scenario.call_timeout_ps)
         .faults(rank_faults(&scenario.faults, n))
         .nccl(system);
-    if let Some(shift) = scenario.fold {
+    if let Some(action) = &scenario.fold_turn {
+        // Validation made sure the run folds by the node turn: NCCL's
+        // channels turn with the GPUs, every size splits evenly.
+        if let Err(e) = crate::fold::fold_by(&mut config, action.clone()) {
+            unreachable!("validation checked the scenario folds: {e}");
+        }
+    } else if let Some(shift) = scenario.fold {
         // Validation made sure the run can fold: all ranks, no faults.
         if let Err(e) = crate::fold::fold(&mut config, shift) {
             unreachable!("validation checked the scenario folds: {e}");

@@ -24,6 +24,7 @@ mod failure_exits;
 mod faults;
 mod flow_successors;
 mod fold;
+mod fold_nccl;
 mod golden;
 mod input_fuzz;
 mod interrupts;

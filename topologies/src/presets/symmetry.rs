@@ -100,6 +100,32 @@ pub(super) fn rotation(
     vertices: Vec<VertexId>,
     uplinks: Uplinks,
 ) -> Result<Rotation, TopologyError> {
+    let links = link_map(topology, &vertices, uplinks)?;
+    Rotation::new(topology, placement, placement.len(), shift, vertices, links)
+}
+
+/// The rotation taking rank `r` (on `placement[r]`) to rank
+/// `rank_images[r]`, vertex `v` to `vertices[v]`, and link directions as
+/// the module docs say, checked by [`Rotation::permuting`].
+pub(super) fn permuting_rotation(
+    topology: &Topology,
+    placement: &[VertexId],
+    rank_images: Vec<usize>,
+    vertices: Vec<VertexId>,
+    uplinks: Uplinks,
+) -> Result<Rotation, TopologyError> {
+    let links = link_map(topology, &vertices, uplinks)?;
+    Rotation::permuting(topology, placement, rank_images, vertices, links)
+}
+
+/// The image of every link direction when vertex `v` goes to
+/// `vertices[v]` (see the module docs); an error names a link with no
+/// image.
+fn link_map(
+    topology: &Topology,
+    vertices: &[VertexId],
+    uplinks: Uplinks,
+) -> Result<Vec<LinkId>, TopologyError> {
     let group = |l: LinkId| {
         let (a, b) = topology.ends(l);
         if joins(topology, l, VertexKind::Leaf, VertexKind::Spine) {
@@ -147,7 +173,7 @@ pub(super) fn rotation(
                 ))
             })
     };
-    let links = topology
+    topology
         .link_ids()
         .map(|l| {
             if joins(topology, l, VertexKind::Spine, VertexKind::Leaf) {
@@ -156,8 +182,7 @@ pub(super) fn rotation(
                 image(l)
             }
         })
-        .collect::<Result<Vec<LinkId>, TopologyError>>()?;
-    Rotation::new(topology, placement, placement.len(), shift, vertices, links)
+        .collect()
 }
 
 #[cfg(test)]

@@ -35,6 +35,11 @@ pub(super) struct Network {
     pub max_collective_ranks: usize,
     /// A folded run's shift (`symmetry = "fold"`).
     pub fold: Option<usize>,
+    /// With `symmetry = "fold"` on a `fat_tree`: the turn of every node's
+    /// GPUs by half a node ([`topologies::presets::fat_tree_node_turn`]),
+    /// which folds NCCL's channels where the shift cannot, or why the
+    /// topology has none.
+    pub node_turn: Option<Result<Arc<topologies::Rotation>, String>>,
 }
 
 /// The most ranks a topology scenario may place: the fat-tree preset at
@@ -277,6 +282,7 @@ pub(super) fn network(
     let placement: Arc<[_]> = (0..world_size).map(|r| placement.vertex(r)).collect();
     let mut rotation = None;
     let mut folded = None;
+    let mut node_turn = None;
     if let (Some(symmetry), Some(fold)) = (&t.symmetry, fold) {
         let Some(rotator) = rotator else {
             return Err(src.at(
@@ -316,6 +322,16 @@ pub(super) fn network(
                 })?;
             }
             folded = Some(r.shift());
+            if preset == "fat_tree" {
+                let nics_per_gpu = preset::count(src, &t.nics_per_gpu, "nics_per_gpu", 1, 2)?;
+                let params = preset::fat_tree_params(src, t, nics_per_gpu)?;
+                let half = params.gpus_per_node / 2;
+                node_turn = Some(
+                    topologies::presets::fat_tree_node_turn(&params, &topology, &placement, half)
+                        .map(Arc::new)
+                        .map_err(|e| e.to_string()),
+                );
+            }
             description.push_str(&format!(
                 ", folded by {} ranks (symmetric routes)",
                 r.shift()
@@ -334,6 +350,7 @@ pub(super) fn network(
         tuner_link,
         max_collective_ranks: world_size,
         fold: folded,
+        node_turn,
     })
 }
 

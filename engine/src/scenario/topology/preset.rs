@@ -207,6 +207,43 @@ fn rotating<P: 'static>(
     (built, Some(rotator))
 }
 
+/// The `fat_tree` preset's parameters from `[topology]`.
+pub(super) fn fat_tree_params(
+    src: &Source,
+    t: &RawTopology,
+    nics_per_gpu: usize,
+) -> Result<presets::FatTree, ScenarioError> {
+    let max = PRESET_COUNT_MAX;
+    let d = presets::FatTree::default();
+    let nodes = count(src, &t.nodes, "nodes", d.nodes, max)?;
+    let gpus_per_node = count(src, &t.gpus_per_node, "gpus_per_node", d.gpus_per_node, 8)?;
+    let leaves = match (&t.leaves, &t.nodes_per_leaf) {
+        (Some(_), Some(p)) => {
+            return Err(src.at(p, "give leaves or nodes_per_leaf, not both"));
+        }
+        (Some(v), None) => Some(src.count(v, "leaves", 1, max)? as usize),
+        // A rail needs as many leaves as it takes to hold its nodes.
+        (None, Some(p)) => {
+            let per_leaf = src.count(p, "nodes_per_leaf", 1, max)? as usize;
+            Some(gpus_per_node * nodes.div_ceil(per_leaf))
+        }
+        (None, None) => d.leaves,
+    };
+    let rails = gpus_per_node * nics_per_gpu;
+    let spines = spines(src, &t.spines, leaves.unwrap_or(rails))?;
+    let nic = link_kind_given(src, &t.nic)?.or(d.nic);
+    Ok(presets::FatTree {
+        nodes,
+        gpus_per_node,
+        nics_per_gpu,
+        style: style(src, &t.style, d.style)?,
+        leaves,
+        spines,
+        oversubscription: oversubscription(src, &t.oversubscription)?,
+        nic,
+    })
+}
+
 /// Builds `preset` (one of the presets with parameters, not `explicit` or
 /// `nvidia_smi`) from the parameters `t` gives.
 pub(super) fn build(src: &Source, t: &RawTopology, preset: &str) -> Result<Built, ScenarioError> {
@@ -309,34 +346,7 @@ pub(super) fn build(src: &Source, t: &RawTopology, preset: &str) -> Result<Built
             (built, None)
         }
         "fat_tree" => {
-            let d = presets::FatTree::default();
-            let nodes = count(src, &t.nodes, "nodes", d.nodes, max)?;
-            let gpus_per_node = count(src, &t.gpus_per_node, "gpus_per_node", d.gpus_per_node, 8)?;
-            let leaves = match (&t.leaves, &t.nodes_per_leaf) {
-                (Some(_), Some(p)) => {
-                    return Err(src.at(p, "give leaves or nodes_per_leaf, not both"));
-                }
-                (Some(v), None) => Some(src.count(v, "leaves", 1, max)? as usize),
-                // A rail needs as many leaves as it takes to hold its nodes.
-                (None, Some(p)) => {
-                    let per_leaf = src.count(p, "nodes_per_leaf", 1, max)? as usize;
-                    Some(gpus_per_node * nodes.div_ceil(per_leaf))
-                }
-                (None, None) => d.leaves,
-            };
-            let rails = gpus_per_node * nics_per_gpu;
-            let spines = spines(src, &t.spines, leaves.unwrap_or(rails))?;
-            let nic = link_kind_given(src, &t.nic)?.or(d.nic);
-            let params = presets::FatTree {
-                nodes,
-                gpus_per_node,
-                nics_per_gpu,
-                style: style(src, &t.style, d.style)?,
-                leaves,
-                spines,
-                oversubscription: oversubscription(src, &t.oversubscription)?,
-                nic,
-            };
+            let params = fat_tree_params(src, t, nics_per_gpu)?;
             rotating(params, presets::fat_tree, presets::fat_tree_rotation)
         }
         "leaf_spine" => {

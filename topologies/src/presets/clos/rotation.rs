@@ -4,7 +4,9 @@
 
 use crate::TopologyError;
 use crate::graph::{Topology, VertexId};
-use crate::presets::symmetry::{Uplinks, indexed, rotation, symmetry, vertex_map};
+use crate::presets::symmetry::{
+    Uplinks, indexed, permuting_rotation, rotation, symmetry, vertex_map,
+};
 use crate::rotation::Rotation;
 
 use super::{FatTree, FatTreeShape, LeafSpine, leaf_spine_leaves, uplink_count};
@@ -61,6 +63,102 @@ pub fn fat_tree_rotation(
         topology,
         placement,
     )
+}
+
+/// The turn of every node of a [`fat_tree`](super::fat_tree) built from
+/// `params` by `gpus` GPUs together: rank `(n, i)` (node-major, all GPUs
+/// placed, as `topology.endpoints()` gives them) goes to `(n, i + gpus)`
+/// with its NICs, PCIe switch `p` to `p + gpus / 2`, each socket where
+/// its first PCIe switch goes, rail `r`'s leaves to rail
+/// `r + gpus·k`'s (`k` NICs per GPU) with their uplinks in order, the
+/// nodes, NVSwitches and spines in place. It is a symmetry only where the
+/// sockets follow: on 8-GPU nodes, the turn by 4 GPUs (the sockets swap);
+/// by 2 it moves PCIe switch 1 to socket 1 while switch 0 stays on socket
+/// 0, which [`Rotation::new`]'s checks refuse naming the link. NCCL's
+/// channels turn with it (see the engine's `fold` module docs): a folded
+/// run by this rotation simulates `gpus`' orbit representatives per node.
+/// An error when `gpus` is 0, odd (PCIe switches hold two GPUs), does not
+/// divide the GPUs per node, or the placement is not every GPU in order.
+pub fn fat_tree_node_turn(
+    params: &FatTree,
+    topology: &Topology,
+    placement: &[VertexId],
+    gpus: usize,
+) -> Result<Rotation, TopologyError> {
+    let shape = FatTreeShape::of(params)?;
+    let (nodes, per_node) = (params.nodes, params.gpus_per_node);
+    if gpus == 0 || !gpus.is_multiple_of(2) || !per_node.is_multiple_of(gpus) || gpus == per_node {
+        return Err(symmetry(format!(
+            "fat_tree_node_turn: a turn by {gpus} GPUs of {per_node}-GPU nodes; it must be even \
+             (PCIe switches hold two GPUs), below {per_node} and divide it"
+        )));
+    }
+    if placement.len() != nodes * per_node {
+        return Err(symmetry(format!(
+            "fat_tree_node_turn: {} ranks placed; a node turn needs all {} GPUs, node by node",
+            placement.len(),
+            nodes * per_node
+        )));
+    }
+    let nics_per_gpu = params.nics_per_gpu;
+    let switches = per_node.div_ceil(2);
+    // Switch `p` hangs from socket `p / 2`: a socket goes where its first
+    // switch goes (a socket without switches stays); the checks of
+    // `Rotation::new` refuse a turn the other switches do not follow.
+    let socket_image = |socket: usize| {
+        let p = 2 * socket;
+        if p < switches {
+            (p + gpus / 2) % switches / 2
+        } else {
+            socket
+        }
+    };
+    let k = shape.per_rail;
+    let rails = per_node * nics_per_gpu;
+    let what = format!("a fat-tree of {nodes} {per_node}-GPU nodes");
+    let vertices = vertex_map(topology, |name| {
+        let turned = |prefix: &str, index: usize, count: usize, step: usize| {
+            Ok(format!("{prefix}{}", (index + step) % count))
+        };
+        if let Some((n, rest)) = indexed(name, "node")
+            && n < nodes
+            && let Some(local) = rest.strip_prefix('/')
+        {
+            let inner: Result<String, TopologyError> = if let Some((g, "")) = indexed(local, "gpu")
+            {
+                turned("gpu", g, per_node, gpus)
+            } else if let Some((i, "")) = indexed(local, "nic") {
+                turned("nic", i, rails, gpus * nics_per_gpu)
+            } else if let Some((p, "")) = indexed(local, "pcie") {
+                turned("pcie", p, switches, gpus / 2)
+            } else if let Some((s, "")) = indexed(local, "socket") {
+                Ok(format!("socket{}", socket_image(s)))
+            } else if local == "nvswitch" {
+                Ok(local.to_string())
+            } else {
+                Err(foreign("fat_tree_node_turn", name, &what))
+            };
+            Ok(format!("node{n}/{}", inner?))
+        } else if let Some((l, "")) = indexed(name, "leaf")
+            && l < shape.leaves
+        {
+            let (rail, j) = (l / k, l % k);
+            Ok(format!(
+                "leaf{}",
+                (rail + gpus * nics_per_gpu) % rails * k + j
+            ))
+        } else if let Some((s, "")) = indexed(name, "spine")
+            && s < shape.spines
+        {
+            Ok(name.to_string())
+        } else {
+            Err(foreign("fat_tree_node_turn", name, &what))
+        }
+    })?;
+    let rank_images = (0..placement.len())
+        .map(|r| r / per_node * per_node + (r % per_node + gpus) % per_node)
+        .collect();
+    permuting_rotation(topology, placement, rank_images, vertices, Uplinks::Keep)
 }
 
 /// A rail-optimised Clos of alike nodes, as [`add_rails`](super::add_rails)

@@ -361,3 +361,35 @@ fn fat_tree_with_two_nics_per_gpu_has_a_rail_per_nic() {
     .unwrap_err();
     assert!(err.to_string().contains("nics_per_gpu"), "{err}");
 }
+
+#[test]
+fn a_fat_tree_turns_its_nodes_by_half_a_node_but_not_by_two_gpus() {
+    for nodes in [2, 4] {
+        let params = FatTree {
+            nodes,
+            ..FatTree::default()
+        };
+        let t = fat_tree(&params).unwrap();
+        let placement = t.endpoints().to_vec();
+        let turn = fat_tree_node_turn(&params, &t, &placement, 4).unwrap();
+        assert_eq!((turn.order(), turn.shift()), (2, 0));
+        assert_eq!(turn.rank_image(1), 5);
+        assert_eq!(turn.rank_image(8 + 6), 8 + 2);
+        let name = |v: VertexId| t.vertex(v).name.clone();
+        let image = |n: &str| name(turn.vertex(t.find(n).unwrap()));
+        assert_eq!(image("node1/socket0"), "node1/socket1");
+        assert_eq!(image("node1/pcie3"), "node1/pcie1");
+        assert_eq!(image("node0/nic2"), "node0/nic6");
+        assert_eq!(image("leaf5"), "leaf1");
+        assert_eq!(image("spine0"), "spine0");
+        // Every link moves: the packet model folds it too.
+        turn.link_orbits(&t).unwrap();
+        // By two GPUs the sockets cannot follow the PCIe switches.
+        let err = fat_tree_node_turn(&params, &t, &placement, 2).unwrap_err();
+        assert!(err.to_string().contains("pcie1->node0/socket0"), "{err}");
+        for bad in [0, 3, 8] {
+            let err = fat_tree_node_turn(&params, &t, &placement, bad).unwrap_err();
+            assert!(err.to_string().contains("must be even"), "{err}");
+        }
+    }
+}

@@ -66,27 +66,75 @@
 //! size and names the nearest sizes that fold (multiples of `N` ranks
 //! times the element size) and the unfolded run as the alternative.
 //!
-//! **Trees do not fold, and why.** The double binary tree (`tree`) and
-//! NCCL's tree (`nccl_tree`, and everything `tuner = "nccl"` runs) are not
-//! rank-shift symmetric, so a folded run refuses them, saying what to do
-//! instead:
+//! **Trees: which fold, and how.** The double binary tree (`tree`) is
+//! not rank-shift symmetric, and NCCL's tree (`nccl_tree`) is symmetric
+//! under a turn inside the nodes, not a shift:
 //!
 //! - `tree` is NCCL's `ncclGetBtree` over ranks in order: rank `i`'s
 //!   partners depend on its lowest set bit, so no shift of the ranks maps
 //!   the tree onto itself (only ranks in the same position of isomorphic
 //!   subtrees behave alike, and only while their parents' timelines do).
-//! - `nccl_tree` (and NCCL's rings) have a symmetry, but not a shift: a
-//!   channel enters each node at its own GPU and NIC, so the map that
-//!   turns every node's GPUs by one *together with the channels* (and the
-//!   rails) carries the run onto itself. Folding by it (one GPU per node
-//!   simulated) needs what this module does not have yet: a rank map that
-//!   is a permutation within nodes rather than a shift, a receiver view
-//!   that also turns the channel of a message's tag and framing, channel
-//!   counts that the turn maps onto themselves (NCCL's two node-level
-//!   trees alternate over channels, so the turn must map even channels to
-//!   even ones) and a rotation of the rail-optimised fat-tree that turns
-//!   the leaves with the GPUs.
+//!   A folded run refuses it, naming what folds.
+//! - `nccl_tree`: a channel enters each node at its own GPU and NIC, so a
+//!   map that turns every node's GPUs *together with the channels* (and
+//!   the rails) carries the run onto itself. The fold's rank map is a
+//!   group action ([`RankAction`]): a shift, or any free permutation of
+//!   the ranks (a turn inside every node), one representative per orbit
+//!   simulated at its slot ([`fold_by`]). With a [`Rotation`] that
+//!   permutes ranks ([`Rotation::permuting`]), an NCCL model whose plan
+//!   turns with it ([`nccl_channel_turn`]: every channel's ring, tree,
+//!   NICs and NIC proxies moved by the turn are another channel's) makes
+//!   the action turn channels too: a message on channel `c` to rank
+//!   `g^k(b)` is `b`'s on channel `t^-k(c)`, its tag turned back
+//!   ([`RankAction::tag_back`]), and a framed route is the moved copy of
+//!   its representative's (in a folded run: on the orbit
+//!   representatives). `symmetry = "fold"` with `algorithm = "nccl_tree"`
+//!   on a `fat_tree` folds this way (tests: `fold/nccl_tests.rs`, every
+//!   rank's time and every link counter against the full run, flow and
+//!   packet models; `sim/tests/behaviour/fold.rs`, scenarios).
 //!
+//! **Which turn `nccl_tree` has.** Read off the plan `NcclSystem::build`
+//! gives a fat-tree of DGX H100-style nodes (8 search channels, 16 at run
+//! time, channels `0..8` on NCCL's first node-level tree and `8..16` on
+//! the second), each channel's chain through a node is its entry GPU,
+//! that GPU's PCIe-switch partner (the exit, next to the same NIC), then
+//! the others in index order: `0 1 2 3 4 5 6 7`, `1 0 2 3 4 5 6 7`,
+//! `2 3 4 5 6 7 0 1`, `3 2 4 5 6 7 0 1`, and so on. The GPU maps that
+//! carry this set of chains onto itself are the turns by 2, 4 and 6 GPUs
+//! (channel `c` to `c + 2` within its tree's block of 8, channel `c`'s NIC
+//! to channel `c + 2`'s); no map takes channel 0 to an odd channel
+//! (checked by hand for each: the image of channel 2's chain is no
+//! chain). Of these only the turn by 4, which swaps the sockets, is a
+//! symmetry of the node: the turn by 2 takes PCIe switch 0 (socket 0) to
+//! switch 1 (socket 0) but switch 1 to switch 2 (socket 1), so no image
+//! of the sockets fits ([`fat_tree_node_turn`](topologies::presets::fat_tree_node_turn)
+//! refuses it naming the link). Hence:
+//!
+//! - the fold by a true symmetry (in) folds `nccl_tree` by 2: half of
+//!   each node's GPUs simulated, channel `c` to `c + 4`;
+//! - a fold by 4 (2 GPUs per node) needs a rotation that is a symmetry of
+//!   the links the run crosses (NVLink, the GPU-to-NIC PCIe hops, the
+//!   rails) but not of the socket links, with a guard that refuses any
+//!   route through a link the turn does not carry (not in);
+//! - one GPU per node needs channel chains that follow the node's own
+//!   symmetry (socket, then PCIe switch, then GPU: an odometer turn),
+//!   which is another search order and would change the unfolded plan.
+//!
+//! What the fold needs of a scenario, checked by validation (each refusal
+//! says why and what to do): every collective an `nccl_tree` allreduce on
+//! all ranks, phantom, no faults; a `fat_tree` with a turn by half a node
+//! (even GPUs per node); at every size, the channels NCCL runs the call on
+//! a set the turn maps onto itself (at 512 KiB on 4 nodes NCCL runs 14 of
+//! 16, which it does not) and the elements split into that many equal
+//! blocks (the nearest sizes that do are named). `tuner = "nccl"` still
+//! refuses to fold (its choice may be an algorithm that does not turn),
+//! and so do `nccl_ring`, `nccl_pat` and `nccl_nvls_tree`. The turn
+//! carries `nccl_ring`'s channels too (`nccl_channel_turn` checks the
+//! rings), but folded it is not exact: a 1 MiB allreduce on 2 nodes (16
+//! channels, flow model) had ranks finish up to 157 ns (0.1%) apart from
+//! the full run, cause not found; `nccl_nvls_tree` reduces in the
+//! network, which folded runs refuse.
+
 //! Unfolded, their cost is what the engine spends per message: each rank
 //! streams its tree program (no per-rank list of `O(chunks)` operations),
 //! and in the flow model every flow start or end recomputes the max-min
@@ -199,9 +247,31 @@
 //! window of units instead would change which sends share an instant,
 //! so it needs the same every-rank, every-link comparison as the folds.
 //!
+//! `nccl_tree` folded by the node turn (half of every node's GPUs
+//! simulated), measured with `tools/bench_trees.sh --algorithms
+//! "nccl_tree nccl_nvls_tree" --symmetry fold --timeout 120` (release
+//! `sim` of commit 39398a4, the fold's first scenario commit; load 10-12
+//! on the shared 2 cores, so wall times are pessimistic):
+//!
+//! | GPUs | size | unfolded: wall s, peak MiB | folded: wall s, peak MiB | simulated |
+//! | --- | --- | --- | --- | --- |
+//! | 64 | 256 MiB | 1.92, 33 | 0.58, 31 | 1 661.54 us, both |
+//! | 512 | 1 GiB | > 120; 430.7, 87 with a 900 s limit (beside a cargo build) | 42.9 and 59.4 (two runs), 63 | 6 891.97 us, both |
+//! | 512 | 32 GiB | > 120 | > 120 | - |
+//! | 2048 | 1 GiB | > 120 | > 120 | - |
+//! | 2048 | 32 GiB | > 120 | > 120 | - |
+//!
+//! The fold by 2 saves more than half (3.3x at 64 GPUs: each max-min
+//! component has half the flows as well), but the target is still far:
+//! 32 GiB is 32 times the 1 GiB point. `nccl_nvls_tree` with
+//! `symmetry = "fold"` is refused in under 0.5 s (not `nccl_tree`).
+//!
 //! What would reach the target, and what it needs:
-//! - **Folding by the channel turn** (`nccl_tree`, `tuner = "nccl"`): the
-//!   four items listed above.
+//! - **Folding by the channel turn** (`nccl_tree`): in, by half a node
+//!   (see "Which turn `nccl_tree` has" above); it halves the ranks and
+//!   the flows of each max-min component, so it saves more than half the
+//!   time, but a factor of 2 does not reach a minute at 32 GiB. Folding
+//!   by more needs the partial rotation or another channel order above.
 //! - **Exact steady-state skipping** (a pipeline whose whole state repeats
 //!   shifted by one chunk period): the flow model's state can be compared
 //!   (flows, remaining bytes, pending events relative to now), but the
@@ -216,9 +286,15 @@
 //!   parents' do, and on a fat-tree their links are shared with other
 //!   subtrees; it needs the same per-rank state as data to verify.
 
+mod action;
+mod channels;
+
 use std::sync::Arc;
 
 use topologies::Rotation;
+
+pub use action::RankAction;
+pub use channels::nccl_channel_turn;
 
 use crate::network::{ModelLevel, NetworkConfig};
 use crate::world::WorldConfig;
@@ -238,11 +314,29 @@ pub struct FoldError(pub String);
 /// counters and timeline come out as the full run's: each link direction
 /// gets its orbit representative's.
 pub fn fold(config: &mut WorldConfig, shift: usize) -> Result<(), FoldError> {
+    let action = RankAction::shift(config.world_size, shift).map_err(FoldError)?;
+    fold_by(config, action)
+}
+
+/// Makes `config` a folded run by `action` (see [`RankAction`]): one
+/// representative per orbit simulated, at its slot. [`fold`] is this with
+/// [`RankAction::shift`]. A permutation that is not a shift folds ideal
+/// links (alike for every pair), or a topology whose rotation permutes
+/// the ranks the same way ([`Rotation::permuting`], such as
+/// [`fat_tree_node_turn`](topologies::presets::fat_tree_node_turn)); with
+/// an NCCL model the channels must turn with it
+/// ([`nccl_channel_turn`]), and the action then turns them too.
+/// Refused: an action on another number of ranks than the world's or
+/// that is not the rotation's, a channel plan that does not turn, NCCL
+/// launch skew (one process driving several GPUs), rank faults, link
+/// faults, and what [`fold`] refuses on a topology.
+pub fn fold_by(config: &mut WorldConfig, action: RankAction) -> Result<(), FoldError> {
     let n = config.world_size;
     let refuse = |why: String| Err(FoldError(why));
-    if shift == 0 || !n.is_multiple_of(shift) {
+    if action.ranks() != n {
         return refuse(format!(
-            "the fold's shift ({shift} ranks) must be positive and divide the world size ({n})"
+            "the fold acts on {} ranks; the world has {n}",
+            action.ranks()
         ));
     }
     if !config.faults.crashes.is_empty() || !config.faults.compute_slowdown.is_empty() {
@@ -252,7 +346,29 @@ pub fn fold(config: &mut WorldConfig, shift: usize) -> Result<(), FoldError> {
         let Some(rotation) = t.rotation.clone() else {
             return refuse("the topology has no rotation to fold by".into());
         };
-        check_rotation(&rotation, n, shift)?;
+        match (action.as_shift(), rotation.rank_images()) {
+            (Some(shift), None) => check_rotation(&rotation, n, shift)?,
+            (None, Some(_)) => {
+                if rotation.ranks() != n
+                    || (0..n).any(|r| rotation.rank_image(r) != action.apply(r, 1))
+                {
+                    return refuse(
+                        "the topology's rotation permutes the ranks otherwise than the fold".into(),
+                    );
+                }
+            }
+            (Some(_), Some(_)) => {
+                return refuse(
+                    "the topology's rotation permutes ranks, and this fold shifts them".into(),
+                );
+            }
+            (None, None) => {
+                return refuse(
+                    "the topology's rotation shifts ranks, and this fold permutes them otherwise"
+                        .into(),
+                );
+            }
+        }
         if !t.changes.is_empty() {
             return refuse("link faults break the symmetry".into());
         }
@@ -274,7 +390,21 @@ pub fn fold(config: &mut WorldConfig, shift: usize) -> Result<(), FoldError> {
             t.folded_weights = weights.iter().any(|&w| w > 1).then(|| Arc::from(weights));
         }
     }
-    config.fold = Some(shift);
+    let mut action = action;
+    if let (Some(nccl), NetworkConfig::Topology(t)) = (&config.nccl, &config.network)
+        && let Some(rotation) = t.rotation.as_ref().filter(|r| r.rank_images().is_some())
+    {
+        if nccl.config.launch.gpus_per_process > 1 {
+            return refuse(
+                "a process driving several GPUs starts them at different times, which no turn keeps"
+                    .into(),
+            );
+        }
+        let turn = nccl_channel_turn(nccl, rotation)
+            .map_err(|e| FoldError(format!("NCCL's channels do not turn with the GPUs: {e}")))?;
+        action = action.with_channels(turn).map_err(FoldError)?;
+    }
+    config.fold = Some(action);
     Ok(())
 }
 
@@ -289,3 +419,9 @@ fn check_rotation(rotation: &Rotation, n: usize, shift: usize) -> Result<(), Fol
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests;
+
+#[cfg(test)]
+mod nccl_tests;

@@ -1,0 +1,84 @@
+//! Which NCCL channel each channel becomes when a rotation turns the
+//! GPUs inside every node ([`nccl_channel_turn`]), for folds by such a
+//! turn (see the module docs of [`crate::fold`]).
+
+use algorithms::Rank;
+use algorithms::nccl::TreeNode;
+use topologies::Rotation;
+
+use crate::nccl::NcclSystem;
+
+/// The channel turn that goes with `rotation` on `system`'s plan:
+/// `images[c]` is the one channel whose ring, tree and NICs are channel
+/// `c`'s moved by one step of the rotation (the ring's ranks, every tree
+/// node's parent and children in order, each node's NIC, and the GPU that
+/// proxies each of those NICs). An error names the first channel with no
+/// such image, or two channels with the same one.
+pub fn nccl_channel_turn(system: &NcclSystem, rotation: &Rotation) -> Result<Vec<u16>, String> {
+    let plan = &system.plan;
+    let n = system.machine.placement.len();
+    if rotation.ranks() != n {
+        return Err(format!(
+            "the rotation moves {} ranks; NCCL's plan has {n}",
+            rotation.ranks()
+        ));
+    }
+    let g = |r: Rank| rotation.rank_image(r);
+    let nodes = system.machine.node_count();
+    let moved_tree = |tree: &[TreeNode]| {
+        let mut out = vec![TreeNode::default(); n];
+        for (r, node) in tree.iter().enumerate().take(n) {
+            out[g(r)] = TreeNode {
+                parent: node.parent.map(g),
+                children: node.children.iter().map(|&c| g(c)).collect(),
+            };
+        }
+        out
+    };
+    let moved_nics = |c: usize| {
+        (0..nodes)
+            .map(|node| system.channel_nic(c, node).map(|v| rotation.vertex(v)))
+            .collect::<Vec<_>>()
+    };
+    let nics = |c: usize| {
+        (0..nodes)
+            .map(|node| system.channel_nic(c, node))
+            .collect::<Vec<_>>()
+    };
+    let channels = system.channels;
+    let mut images = Vec::with_capacity(channels);
+    let mut taken = vec![false; channels];
+    for c in 0..channels {
+        let ring: Vec<Rank> = plan.ring(c).iter().map(|&r| g(r)).collect();
+        let tree = moved_tree(plan.tree(c));
+        let nic = moved_nics(c);
+        let image = (0..channels).find(|&d| {
+            plan.ring(d) == ring.as_slice() && plan.tree(d) == tree.as_slice() && nics(d) == nic
+        });
+        let Some(d) = image else {
+            return Err(format!(
+                "NCCL's channel {c} moved by the rotation is none of the {channels} channels \
+                 (its ring, tree or NICs do not turn with the GPUs)"
+            ));
+        };
+        if std::mem::replace(&mut taken[d], true) {
+            return Err(format!("two channels turn into channel {d}"));
+        }
+        images.push(u16::try_from(d).map_err(|_| format!("channel {d} is out of range"))?);
+    }
+    // The GPU that proxies a NIC (NCCL's PXN) must turn with it.
+    for c in 0..channels {
+        for node in 0..nodes {
+            let Some(nic) = system.channel_nic(c, node) else {
+                continue;
+            };
+            let proxy = system.proxy(nic).map(|v| rotation.vertex(v));
+            if proxy != system.proxy(rotation.vertex(nic)) {
+                return Err(format!(
+                    "the GPU proxying channel {c}'s NIC on node {node} does not turn with it"
+                ));
+            }
+        }
+    }
+    Ok(images)
+}

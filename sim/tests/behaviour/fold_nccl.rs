@@ -1,0 +1,66 @@
+//! `nccl_tree` folded by a fat-tree's node turn (every node's GPUs
+//! turned by half a node with NCCL's channels): scenarios time as their
+//! full runs, and what breaks the turn is refused saying why.
+
+use crate::fold::{parse, scenario_text, times};
+
+#[test]
+fn nccl_tree_folds_by_the_node_turn_exactly_and_what_breaks_the_turn_is_refused() {
+    let tree = "kind = \"allreduce\"\nalgorithm = \"nccl_tree\"\n";
+    for (nodes, spines) in [(2, 2), (4, 4)] {
+        // NCCL runs these sizes on all 16 channels.
+        let folded = scenario_text(nodes, "fold", tree, "")
+            .replace("spines = 4\n", &format!("spines = {spines}\n"))
+            .replace("\"64K\"", "\"1M\"")
+            .replace("\"4M\"", "\"8M\"");
+        let scenario = parse(&folded).unwrap();
+        assert!(scenario.fold.is_none() && scenario.fold_turn.is_some());
+        assert!(
+            scenario
+                .network_description
+                .contains("folded by turning every node's GPUs by 4 with NCCL's channels"),
+            "{}",
+            scenario.network_description
+        );
+        let full = folded.replace("symmetry = \"fold\"\n", "");
+        assert_eq!(times(&folded), times(&full), "{nodes} nodes");
+    }
+    // At 512 KiB NCCL runs 14 channels, which the turn (channel c to
+    // c + 4 in each tree's block of 8) does not map onto themselves.
+    let fewer = scenario_text(4, "fold", tree, "");
+    let err = parse(&fewer).unwrap_err();
+    assert!(
+        err.contains("f.toml:13:13")
+            && err.contains("NCCL runs 524288 B on 14 of the 16 channels")
+            && err.contains("takes channel 10 to channel 14"),
+        "{err}"
+    );
+    // 16 channels: the elements must split into 16 equal blocks.
+    let uneven = scenario_text(4, "fold", tree, "").replace("\"64K\"", "\"1048580\"");
+    let err = parse(&uneven).unwrap_err();
+    assert!(
+        err.contains("f.toml:12:13")
+            && err.contains("262145 elements, which do not split into 16 equal channel blocks")
+            && err.contains("the nearest sizes that fold are 1048576 B and 1048640 B"),
+        "{err}"
+    );
+    // Every collective folds by the same turn: a ring beside it is refused.
+    let ring = "kind = \"allreduce\"\nalgorithm = \"ring\"\n";
+    let mixed = format!(
+        "{}[[collective]]\n{ring}min_bytes = \"64K\"\nmax_bytes = \"64K\"\nphantom = true\n",
+        scenario_text(4, "fold", tree, "")
+    );
+    let err = parse(&mixed).unwrap_err();
+    assert!(err.contains("allreduce ring is not nccl_tree"), "{err}");
+    // Nodes of 6 GPUs have no turn by half a node (PCIe switches hold
+    // two GPUs): refused at symmetry, saying why.
+    let six =
+        scenario_text(4, "fold", tree, "").replace("nodes = 4\n", "nodes = 4\ngpus_per_node = 6\n");
+    let err = parse(&six).unwrap_err();
+    assert!(
+        err.contains("f.toml:9:12")
+            && err.contains("this topology has no such turn")
+            && err.contains("must be even"),
+        "{err}"
+    );
+}
