@@ -15,8 +15,13 @@
 //!   fitted only without shifts, and otherwise shows in the residuals how
 //!   much faster a lone pair is than a busy job;
 //! - a stream of `k` small messages: `k o` plus constants; the slope
-//!   between two counts gives `o`, and `L` is the ping-pong intercept
-//!   less `o`;
+//!   between two counts gives `o` (the slower end's time per message, if
+//!   the receiver's is larger), and `L` is the intercept less `o` and the
+//!   receiver's time per message `r`;
+//! - the software costs, the receiver's `r` per message and a call's `c`,
+//!   from a fan-in and a run of calls beside the shift (see
+//!   [`software`](super::software)); the shift's fixed cost is then
+//!   `o + L + r`;
 //! - flows to `p` peers at once: `o + L + (p-1) b/I + b/B` when the
 //!   rank's rate `I` (at least `B`) is what limits them, `o + L + p b/I`
 //!   when `I` is below `B`; that gives `I` at each large size (the median
@@ -41,7 +46,8 @@ use engine::network::NetworkConfig;
 use engine::world::WorldConfig;
 use topologies::{LinkSpec, SizeBandwidth};
 
-use super::probe::{Probe, run_once};
+use super::probe::{Probe, run_calls, run_once};
+use super::software;
 
 /// One probe's measured time (the median of its timed runs), in ps.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -96,7 +102,9 @@ pub fn fit(samples: &[Sample], world_size: usize) -> Result<FittedModel, FitErro
     let bandwidth = 1e12 / slope_ps_per_byte;
     let intercept_ps = intercept_ps.max(0.0);
     let overhead_ps = stream_gap_ps(samples)?.clamp(0.0, intercept_ps);
-    let latency_ps = intercept_ps - overhead_ps;
+    let receive_ps =
+        software::receive_overhead_ps(samples, world_size).min(intercept_ps - overhead_ps);
+    let latency_ps = intercept_ps - overhead_ps - receive_ps;
     let bandwidth_by_size = size_rates(&pings, intercept_ps, bandwidth);
     let pair_rate = |bytes: u64| match bandwidth_by_size.iter().find(|a| a.bytes == bytes) {
         Some(a) => a.gb_per_s * 1e9,
@@ -105,7 +113,7 @@ pub fn fit(samples: &[Sample], world_size: usize) -> Result<FittedModel, FitErro
     let injection = injection_rate(
         samples,
         world_size,
-        (overhead_ps, latency_ps),
+        (overhead_ps, latency_ps + receive_ps),
         bandwidth,
         pair_rate,
     );
@@ -123,6 +131,8 @@ pub fn fit(samples: &[Sample], world_size: usize) -> Result<FittedModel, FitErro
         latency_us: latency_ps / 1e6,
         bandwidth_gb_per_s: bandwidth / 1e9,
         overhead_us: overhead_ps / 1e6,
+        receive_overhead_us: receive_ps / 1e6,
+        call_overhead_us: software::call_overhead_ps(samples) / 1e6,
         injection_gb_per_s: injection.map(|i| i / 1e9),
         reduce_gb_per_s: reduce
             .into_iter()
@@ -322,12 +332,14 @@ pub fn simulated_link(model: &FittedModel) -> Result<LinkSpec, String> {
     model.link_spec()
 }
 
-/// Runs each probe on a simulated world of `world_size` ranks with `link`
-/// and the reduction rate `reduce(dtype)`, and returns rank 0's time.
+/// Runs each probe on a simulated world of `world_size` ranks with `link`,
+/// `call_ps` of software time per call and the reduction rate
+/// `reduce(dtype)`, and returns rank 0's time.
 pub fn simulate(
     probes: &[Probe],
     world_size: usize,
     link: LinkSpec,
+    call_ps: u64,
     reduce: impl Fn(DType) -> Option<f64>,
 ) -> Result<Vec<Sample>, String> {
     probes
@@ -339,7 +351,12 @@ pub fn simulate(
             };
             let config =
                 WorldConfig::new(world_size, NetworkConfig::Ideal(link)).reduce_bytes_per_s(rate);
-            let exec = executor::run(config, |f| async move { run_once(&f, probe, true).await });
+            let exec = executor::run(config, |f| async move {
+                match probe {
+                    Probe::Calls { bytes } => run_calls(&f, bytes, true, call_ps).await,
+                    _ => run_once(&f, probe, true).await,
+                }
+            });
             match exec.outputs.into_iter().next().flatten() {
                 Some(Ok(Time(time_ps))) => Ok(Sample { probe, time_ps }),
                 Some(Err(e)) => Err(format!("simulating {}: {e}", probe.name())),
