@@ -2,15 +2,16 @@
 //! and the residuals of a fit (the same probes run on the fitted
 //! simulator).
 //!
-//! The ideal links with an overhead `o`, latency `L`, pair bandwidth `B`
+//! The ideal links with overheads `o` (per message sent) and `r` (per
+//! message received), latency `L`, pair bandwidth `B`
 //! and per-rank rate `I` (see `engine::links`) give the probes these
 //! times, which the fit inverts step by step:
 //! - a shift of `b` bytes (every rank sends to the next and receives from
-//!   the previous at once, as a collective's steps do): `o + L + b/B`; the
+//!   the previous at once, as a collective's steps do): `o + L + r + b/B`; the
 //!   median slope between the larger half of the sizes (Theil-Sen, robust
 //!   to one size slowed by noise) gives `B`,
 //!   and the smaller half (weighted by `1/t²`, relative errors) gives
-//!   `o + L`. The
+//!   `o + L + r`. The
 //!   ping-pong (two ranks busy, the others idle) has the same form; it is
 //!   fitted only without shifts, and otherwise shows in the residuals how
 //!   much faster a lone pair is than a busy job;
@@ -22,8 +23,8 @@
 //!   from a fan-in and a run of calls beside the shift (see
 //!   [`software`](super::software)); the shift's fixed cost is then
 //!   `o + L + r`;
-//! - flows to `p` peers at once: `o + L + (p-1) b/I + b/B` when the
-//!   rank's rate `I` (at least `B`) is what limits them, `o + L + p b/I`
+//! - flows to `p` peers at once: `o + L + r + (p-1) b/I + b/B` when the
+//!   rank's rate `I` (at least `B`) is what limits them, `o + L + r + p b/I`
 //!   when `I` is below `B`; that gives `I` at each large size (the median
 //!   is kept; `B` is the pair's bandwidth at the flows' size where it
 //!   depends on the size); flows that show no shared limit (`I` above
@@ -32,7 +33,7 @@
 //!   of each element type;
 //! - the bandwidth per message size: a host's path is not one line (TCP's
 //!   windows and copies, cache sizes), so besides `B` the fit keeps
-//!   `b / (t(b) - o - L)` at each shift size where the bytes are a tenth
+//!   `b / (t(b) - o - L - r)` at each shift size where the bytes are a tenth
 //!   of the fixed cost or more (`[[model.bandwidth_by_size]]`); the
 //!   simulator interpolates between them (`topologies::SizeBandwidth`).
 //!   `B` stays the large sizes' slope (the tuner's figure).
