@@ -103,8 +103,9 @@ pub fn fit(samples: &[Sample], world_size: usize) -> Result<FittedModel, FitErro
     let bandwidth = 1e12 / slope_ps_per_byte;
     let intercept_ps = intercept_ps.max(0.0);
     let overhead_ps = stream_gap_ps(samples)?.clamp(0.0, intercept_ps);
-    let receive_ps =
-        software::receive_overhead_ps(samples, world_size).min(intercept_ps - overhead_ps);
+    let shift_line = |bytes: u64| intercept_ps + slope_ps_per_byte * bytes as f64;
+    let receive_ps = software::receive_overhead_ps(samples, world_size, shift_line)
+        .min(intercept_ps - overhead_ps);
     let latency_ps = intercept_ps - overhead_ps - receive_ps;
     let bandwidth_by_size = size_rates(&pings, intercept_ps, bandwidth);
     let pair_rate = |bytes: u64| match bandwidth_by_size.iter().find(|a| a.bytes == bytes) {
@@ -133,7 +134,7 @@ pub fn fit(samples: &[Sample], world_size: usize) -> Result<FittedModel, FitErro
         bandwidth_gb_per_s: bandwidth / 1e9,
         overhead_us: overhead_ps / 1e6,
         receive_overhead_us: receive_ps / 1e6,
-        call_overhead_us: software::call_overhead_ps(samples) / 1e6,
+        call_overhead_us: software::call_overhead_ps(samples, shift_line) / 1e6,
         injection_gb_per_s: injection.map(|i| i / 1e9),
         reduce_gb_per_s: reduce
             .into_iter()

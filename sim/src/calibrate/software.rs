@@ -2,8 +2,9 @@
 //! software spends on each message (a collective's step waits for one)
 //! and what every call of a collective costs before it moves data.
 //!
-//! Both are read off probes beside the shift of the same size (one round:
-//! `o + L + r + b/B`, see [`super::fit`]):
+//! Both are read off probes beside the shift's fitted line at the same
+//! size (one round: `o + L + r + b/B`, see [`super::fit`]; the line rather
+//! than the one shift of that size, which noise moves more):
 //! - a fan-in (every rank but 0 sends one message to rank 0 at once) ends
 //!   when rank 0's software has handled all `N - 1` messages one after
 //!   another: `o + L + (N-1) r + b/B`, so `r` is the difference over
@@ -18,8 +19,13 @@ use super::fit::Sample;
 use super::probe::Probe;
 
 /// The receiver's software time per message, ps: from the smallest
-/// fan-in and the shift of its size; 0 without them or on two ranks.
-pub fn receive_overhead_ps(samples: &[Sample], world_size: usize) -> f64 {
+/// fan-in and `shift(bytes)`, the shift's time at its size; 0 without a
+/// fan-in or on two ranks.
+pub fn receive_overhead_ps(
+    samples: &[Sample],
+    world_size: usize,
+    shift: impl Fn(u64) -> f64,
+) -> f64 {
     if world_size < 3 {
         return 0.0;
     }
@@ -27,23 +33,19 @@ pub fn receive_overhead_ps(samples: &[Sample], world_size: usize) -> f64 {
         Probe::FanIn { bytes } => Some(bytes),
         _ => None,
     });
-    match fan_in.and_then(|(bytes, t)| Some((t, shift_at(samples, bytes)?))) {
-        Some((fan_in, shift)) => ((fan_in - shift) / (world_size - 2) as f64).max(0.0),
-        None => 0.0,
-    }
+    fan_in.map_or(0.0, |(bytes, t)| {
+        ((t - shift(bytes)) / (world_size - 2) as f64).max(0.0)
+    })
 }
 
 /// The software time of one call, ps: from the smallest `calls` probe and
-/// the shift of its size; 0 without them.
-pub fn call_overhead_ps(samples: &[Sample]) -> f64 {
+/// `shift(bytes)`, the shift's time at its size; 0 without it.
+pub fn call_overhead_ps(samples: &[Sample], shift: impl Fn(u64) -> f64) -> f64 {
     let calls = smallest(samples, |p| match p {
         Probe::Calls { bytes } => Some(bytes),
         _ => None,
     });
-    match calls.and_then(|(bytes, t)| Some((t, shift_at(samples, bytes)?))) {
-        Some((calls, shift)) => (calls - shift).max(0.0),
-        None => 0.0,
-    }
+    calls.map_or(0.0, |(bytes, t)| (t - shift(bytes)).max(0.0))
 }
 
 /// The sample of the smallest size among the probes `size_of` picks:
@@ -55,14 +57,6 @@ fn smallest(samples: &[Sample], size_of: impl Fn(Probe) -> Option<u64>) -> Optio
         .min_by(|a, b| a.0.cmp(&b.0))
 }
 
-/// The shift's time at `bytes`, if measured.
-fn shift_at(samples: &[Sample], bytes: u64) -> Option<f64> {
-    samples.iter().find_map(|s| match s.probe {
-        Probe::Shift { bytes: b } if b == bytes => Some(s.time_ps as f64),
-        _ => None,
-    })
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -72,26 +66,26 @@ mod tests {
     }
 
     #[test]
-    fn the_costs_are_the_differences_from_the_shift_of_the_same_size() {
+    fn the_costs_are_the_differences_from_the_shift_at_the_same_size() {
+        // A shift line of 10 us + 1 ps/B.
+        let line = |bytes: u64| 10_000_000.0 + bytes as f64;
         let samples = [
-            sample(Probe::Shift { bytes: 8 }, 10_000_000),
-            sample(Probe::Shift { bytes: 32 }, 11_000_000),
-            sample(Probe::FanIn { bytes: 8 }, 16_000_000),
-            sample(Probe::Calls { bytes: 8 }, 14_000_000),
+            sample(Probe::FanIn { bytes: 8 }, 16_000_008),
+            sample(Probe::Calls { bytes: 8 }, 14_000_008),
         ];
         // Four ranks: the fan-in waits for two more messages than the shift.
-        assert_eq!(receive_overhead_ps(&samples, 4), 3_000_000.0);
-        assert_eq!(receive_overhead_ps(&samples, 2), 0.0);
-        assert_eq!(call_overhead_ps(&samples), 4_000_000.0);
+        assert_eq!(receive_overhead_ps(&samples, 4, line), 3_000_000.0);
+        assert_eq!(receive_overhead_ps(&samples, 2, line), 0.0);
+        assert_eq!(call_overhead_ps(&samples, line), 4_000_000.0);
         // Noise that makes a probe faster than the shift gives no cost.
         let fast = [
-            sample(Probe::Shift { bytes: 8 }, 10_000_000),
             sample(Probe::FanIn { bytes: 8 }, 9_000_000),
             sample(Probe::Calls { bytes: 8 }, 9_500_000),
         ];
-        assert_eq!(receive_overhead_ps(&fast, 4), 0.0);
-        assert_eq!(call_overhead_ps(&fast), 0.0);
-        // Without a shift of the probe's size there is nothing to compare.
-        assert_eq!(call_overhead_ps(&samples[1..]), 0.0);
+        assert_eq!(receive_overhead_ps(&fast, 4, line), 0.0);
+        assert_eq!(call_overhead_ps(&fast, line), 0.0);
+        // Without the probes there is nothing to read.
+        assert_eq!(call_overhead_ps(&samples[..1], line), 0.0);
+        assert_eq!(receive_overhead_ps(&samples[1..], 4, line), 0.0);
     }
 }
