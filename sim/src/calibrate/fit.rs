@@ -21,7 +21,7 @@
 //!   receiver's time per message `r`;
 //! - the software costs, the receiver's `r` per message and a call's `c`,
 //!   from a fan-in and a run of calls beside the shift (see
-//!   [`software`](super::software)); the shift's fixed cost is then
+//!   [`super::software`]); the shift's fixed cost is then
 //!   `o + L + r`;
 //! - flows to `p` peers at once: `o + L + r + (p-1) b/I + b/B` when the
 //!   rank's rate `I` (at least `B`) is what limits them, `o + L + r + p b/I`

@@ -3,7 +3,7 @@
 //! and what every call of a collective costs before it moves data.
 //!
 //! Both are read off probes beside the shift's fitted line at the same
-//! size (one round: `o + L + r + b/B`, see [`super::fit`]; the line rather
+//! size (one round: `o + L + r + b/B`, see [`fit`](mod@super::fit); the line rather
 //! than the one shift of that size, which noise moves more):
 //! - a fan-in (every rank but 0 sends one message to rank 0 at once) ends
 //!   when rank 0's software has handled all `N - 1` messages one after
