@@ -4,10 +4,11 @@
 //!
 //! A scenario uses one with `[calibration] file = "PATH"` (instead of
 //! `[links]` and `[compute]`): its ranks get ideal links with the fitted
-//! latency, bandwidth (one, or one per message size), per-message overhead
-//! and per-rank injection rate
-//! (see [`crate::links`]) and reductions at the fitted rate of each
-//! collective's element type. The file is TOML:
+//! latency, bandwidth (one, or one per message size), per-message sender
+//! and receiver overheads and per-rank injection rate
+//! (see [`crate::links`]), reductions at the fitted rate of each
+//! collective's element type, and every call of a collective starts with
+//! the fitted per-call software time on every rank. The file is TOML:
 //!
 //! ```toml
 //! [calibration]            # format 1; the fabric and job it was measured on
@@ -24,6 +25,8 @@
 //! latency_us = 1.2
 //! bandwidth_gb_per_s = 3.1
 //! overhead_us = 0.4
+//! receive_overhead_us = 0.3 # optional: per message received (a step)
+//! call_overhead_us = 5.0    # optional: per collective call
 //! injection_gb_per_s = 4.0 # optional
 //! [model.reduce_gb_per_s]  # per element type
 //! float = 5.0
@@ -140,6 +143,14 @@ pub struct FittedModel {
     pub bandwidth_gb_per_s: f64,
     /// Per-message sender overhead, microseconds.
     pub overhead_us: f64,
+    /// Per-message receiver overhead (each step of a collective waits for
+    /// a message), microseconds; absent: 0.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub receive_overhead_us: f64,
+    /// Software time on every rank at the start of each collective call,
+    /// microseconds; absent: 0.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub call_overhead_us: f64,
     /// Each rank's total sending rate, GB/s (absent: unlimited).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub injection_gb_per_s: Option<f64>,
@@ -150,6 +161,12 @@ pub struct FittedModel {
     /// `bandwidth_gb_per_s` for every size). See [`topologies::SizeBandwidth`].
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub bandwidth_by_size: Vec<SizeRate>,
+}
+
+/// Whether a parameter is 0 (left out of the file, so a calibration
+/// without it is written as before).
+fn is_zero(x: &f64) -> bool {
+    *x == 0.0
 }
 
 /// One `[[model.bandwidth_by_size]]` anchor.
@@ -163,15 +180,23 @@ pub struct SizeRate {
 }
 
 impl FittedModel {
+    /// The per-call software time in picoseconds.
+    pub fn call_overhead_ps(&self) -> u64 {
+        (self.call_overhead_us.max(0.0) * 1e6).round() as u64
+    }
+
     /// The ideal link of these parameters, checked.
     pub fn link_spec(&self) -> Result<LinkSpec, String> {
         let m = self;
         let latency_us = non_negative("latency_us", m.latency_us)?;
         let overhead_us = non_negative("overhead_us", m.overhead_us)?;
+        let receive_us = non_negative("receive_overhead_us", m.receive_overhead_us)?;
+        non_negative("call_overhead_us", m.call_overhead_us)?;
         let bandwidth = positive("bandwidth_gb_per_s", m.bandwidth_gb_per_s)?;
         let mut link = LinkSpec::new((latency_us * 1e6).round() as u64, bandwidth * 1e9)
             .map_err(|e| e.to_string())?
-            .with_overhead_ps((overhead_us * 1e6).round() as u64);
+            .with_overhead_ps((overhead_us * 1e6).round() as u64)
+            .with_receive_overhead_ps((receive_us * 1e6).round() as u64);
         if !m.bandwidth_by_size.is_empty() {
             let anchors: Vec<(u64, f64)> = m
                 .bandwidth_by_size
@@ -205,7 +230,8 @@ pub struct FitSummary {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Measurement {
-    /// `pingpong`, `stream`, `flows` or `reduce`.
+    /// `pingpong`, `shift`, `stream`, `flows`, `fanin`, `calls` or
+    /// `reduce`.
     pub probe: String,
     /// Bytes per message (per operand for `reduce`).
     pub bytes: u64,
@@ -325,6 +351,8 @@ mod tests {
                 latency_us: 1.5,
                 bandwidth_gb_per_s: 3.0,
                 overhead_us: 0.25,
+                receive_overhead_us: 0.5,
+                call_overhead_us: 7.0,
                 injection_gb_per_s: Some(4.0),
                 reduce_gb_per_s: [("float".to_string(), 5.0)].into_iter().collect(),
                 bandwidth_by_size: vec![
@@ -364,6 +392,19 @@ mod tests {
         let link = back.link_spec().unwrap();
         assert_eq!(link.latency_ps, 1_500_000);
         assert_eq!(link.overhead_ps, 250_000);
+        assert_eq!(link.receive_overhead_ps, 500_000);
+        assert_eq!(back.model.call_overhead_ps(), 7_000_000);
+        // Without the software costs the file reads back as before.
+        let mut plain = sample();
+        plain.model.receive_overhead_us = 0.0;
+        plain.model.call_overhead_us = 0.0;
+        let plain_text = plain.to_toml();
+        assert!(!plain_text.contains("receive_overhead_us"), "{plain_text}");
+        assert!(!plain_text.contains("call_overhead_us"), "{plain_text}");
+        assert_eq!(
+            Calibration::parse(Path::new("c.toml"), &plain_text).unwrap(),
+            plain
+        );
         assert_eq!(link.injection_bytes_per_s, Some(4e9));
         assert_eq!(back.reduce_bytes_per_s(DType::F32), Some(5e9));
         assert_eq!(back.reduce_bytes_per_s(DType::F64), None);

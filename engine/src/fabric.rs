@@ -580,4 +580,40 @@ mod tests {
             "{sizes:?} > {INLINE_FUTURE_BYTES}"
         );
     }
+
+    /// When rank 0 has both messages of a fan-in from ranks 1 and 2 (1000
+    /// B each at 1 GB/s, 1 us latency), having first slept `sleep_ps`,
+    /// with a receive overhead of `receive_ps`.
+    fn fan_in_done_ps(receive_ps: u64, sleep_ps: u64) -> u64 {
+        let link = LinkSpec::new(1_000_000, 1e9)
+            .expect("a valid link")
+            .with_receive_overhead_ps(receive_ps);
+        let exec = crate::run(
+            WorldConfig::new(3, NetworkConfig::Ideal(link)),
+            |f| async move {
+                let shape = Shape::new(DType::U8, 1000);
+                if f.rank() == 0 {
+                    f.sleep_ps(sleep_ps).await;
+                    f.recv(1, Tag(0), shape).await.expect("sent");
+                    f.recv(2, Tag(0), shape).await.expect("sent");
+                } else {
+                    let payload = Payload::phantom(DType::U8, 1000);
+                    f.send(0, Tag(0), payload).await.expect("a peer");
+                }
+                f.now().as_ps()
+            },
+        );
+        exec.outputs[0].expect("rank 0 finished")
+    }
+
+    #[test]
+    fn the_receiver_handles_its_messages_one_at_a_time_in_arrival_order() {
+        // Without a receive overhead both arrive at 2 us.
+        assert_eq!(fan_in_done_ps(0, 0), 2_000_000);
+        // With 3 us each: handled at 5 and 8 us.
+        assert_eq!(fan_in_done_ps(3_000_000, 0), 8_000_000);
+        // Messages that arrive before the receive is posted are handled
+        // meanwhile: a rank busy until 20 us finds both ready.
+        assert_eq!(fan_in_done_ps(3_000_000, 20_000_000), 20_000_000);
+    }
 }

@@ -176,6 +176,9 @@ struct Message {
     /// per-hop latency beyond the links'; a reducing switch's forwarding
     /// latency), ps.
     extra_ps: u64,
+    /// Whether the receiver's software has handled it (with a receive
+    /// overhead, see [`World::deliver`]).
+    handled: bool,
     /// Set for a leg of an in-network reduction (see
     /// [`crate::in_network`]); `dst` is then the member.
     leg: Option<Box<Leg>>,
@@ -225,6 +228,11 @@ pub(crate) struct World {
     next_wait_id: u64,
     timers: Slab<Waker>,
     compute_free_at: Vec<Time>,
+    /// The ideal links' per-message receive overhead, ps (0: none).
+    receive_overhead_ps: u64,
+    /// When each rank's software is done with the last message it
+    /// received (with a receive overhead).
+    receive_free_at: Vec<Time>,
     pub events: u64,
     /// Set when something would have happened after the end of virtual
     /// time (2^64 ps); the run then stops and reports it.
@@ -282,6 +290,11 @@ impl World {
             next_wait_id: 0,
             timers: Slab::default(),
             compute_free_at: vec![Time::ZERO; n],
+            receive_overhead_ps: match &config.network {
+                NetworkConfig::Ideal(link) => link.receive_overhead_ps,
+                NetworkConfig::Topology(_) => 0,
+            },
+            receive_free_at: vec![Time::ZERO; n],
             config,
             events: 0,
             out_of_time: false,
@@ -347,6 +360,7 @@ impl World {
             payload,
             sent_at: self.now,
             extra_ps: 0,
+            handled: false,
             leg: None,
         });
         if src != dst {
@@ -500,7 +514,10 @@ impl World {
     }
 
     /// A message has fully arrived: it joins its receiver's mailbox and
-    /// wakes the receives that may match it.
+    /// wakes the receives that may match it. With a receive overhead
+    /// ([`topologies::LinkSpec::receive_overhead_ps`]) a point-to-point
+    /// message between two ranks first waits for the receiver's software,
+    /// which handles one message at a time in arrival order.
     fn deliver(&mut self, message: MessageId) {
         if let Some(m) = self.in_flight.get_mut(message)
             && m.extra_ps > 0
@@ -509,6 +526,27 @@ impl World {
             let extra = std::mem::take(&mut m.extra_ps);
             match self.now.checked_plus_ps(extra) {
                 Some(at) => self.queue.schedule(at, EventKind::Deliver { message }),
+                None => self.out_of_time = true,
+            }
+            return;
+        }
+        if self.receive_overhead_ps > 0
+            && let Some(m) = self.in_flight.get_mut(message)
+            && !m.handled
+            && m.leg.is_none()
+            && m.src != m.dst
+        {
+            // The receiver's software handles its messages one at a time
+            // in arrival order; a receive sees each once it is handled.
+            m.handled = true;
+            let (src, dst) = (m.src, m.dst);
+            let (dst, _) = self.receiver_view(src, dst);
+            let start = self.now.max(self.receive_free_at[dst]);
+            match start.checked_plus_ps(self.receive_overhead_ps) {
+                Some(at) => {
+                    self.receive_free_at[dst] = at;
+                    self.queue.schedule(at, EventKind::Deliver { message });
+                }
                 None => self.out_of_time = true,
             }
             return;
@@ -655,6 +693,7 @@ impl World {
             payload,
             sent_at: self.now,
             extra_ps,
+            handled: false,
             leg: Some(Box::new(leg)),
         });
         self.traffic.messages += 1;

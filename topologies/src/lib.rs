@@ -89,6 +89,12 @@ pub struct LinkSpec {
     /// in picoseconds, paid one message after another on the sender
     /// before the message reaches the wire (LogP's `o`; 0 by default).
     pub overhead_ps: u64,
+    /// Ideal links only: the receiving rank's software time per message
+    /// in picoseconds, paid one message after another on the receiver in
+    /// the order the messages arrive, before a receive can take the
+    /// message (the host's wake-up and bookkeeping per step of a
+    /// collective; 0 by default).
+    pub receive_overhead_ps: u64,
     /// Ideal links only: each rank's total sending rate, shared by all
     /// its links (the memory bus or interface the concurrent flows of a
     /// rank share), in bytes per second; `None`: every pair's link is
@@ -135,6 +141,7 @@ impl LinkSpec {
             latency_ps,
             bandwidth_bytes_per_s,
             overhead_ps: 0,
+            receive_overhead_ps: 0,
             injection_bytes_per_s: None,
             racks: None,
             size_bandwidth: None,
@@ -145,6 +152,15 @@ impl LinkSpec {
     pub fn with_overhead_ps(self, overhead_ps: u64) -> LinkSpec {
         LinkSpec {
             overhead_ps,
+            ..self
+        }
+    }
+
+    /// The same link with a per-message receiver overhead of
+    /// `receive_overhead_ps`.
+    pub fn with_receive_overhead_ps(self, receive_overhead_ps: u64) -> LinkSpec {
+        LinkSpec {
+            receive_overhead_ps,
             ..self
         }
     }

@@ -415,17 +415,19 @@ fn calibrated(
     let m = &calibration.model;
     let description = format!(
         "ideal links calibrated on {} ({}: latency {:.3} us, {:.2} GB/s per pair, overhead {:.3} us \
-         per message{}){racks}",
+         per message{}{}{}){racks}",
         calibration.calibration.fabric,
         path.display(),
         m.latency_us,
         m.bandwidth_gb_per_s,
         m.overhead_us,
         m.injection_gb_per_s
-            .map_or(String::new(), |i| format!(", {i:.2} GB/s per rank"))
+            .map_or(String::new(), |i| format!(", {i:.2} GB/s per rank")),
+        software_cost(m.receive_overhead_us, "per message received"),
+        software_cost(m.call_overhead_us, "per call"),
     );
     let tuner_link = LinkSpec::new(
-        link.latency_ps + link.overhead_ps,
+        link.latency_ps + link.overhead_ps + link.receive_overhead_ps,
         link.injection_bytes_per_s
             .map_or(link.bandwidth_bytes_per_s, |i| {
                 i.min(link.bandwidth_bytes_per_s)
@@ -444,6 +446,15 @@ fn calibrated(
         },
         LoadedCalibration { path, calibration },
     ))
+}
+
+/// The words for a calibrated software cost of `us` (none for 0).
+fn software_cost(us: f64, per: &str) -> String {
+    if us > 0.0 {
+        format!(", {us:.3} us {per}")
+    } else {
+        String::new()
+    }
 }
 
 /// `[calibration] racks` and `rack_gb_per_s` (given together): `link`

@@ -482,13 +482,19 @@ pub fn run_point(
     } = select(scenario, spec, filter, count);
     let system = nccl.and(scenario.nccl_system(n)).cloned();
     // NCCL's base latency before every call, and a multi-GPU process's
-    // launch skew (nccl-tests -g).
+    // launch skew (nccl-tests -g); or a calibration's per-call software
+    // time.
+    let call_ps = scenario
+        .calibration
+        .as_ref()
+        .map_or(0, |c| c.calibration.model.call_overhead_ps());
     let overhead: Rc<[u64]> = match (&system, nccl) {
         (Some(system), Some(choice)) => (0..n)
             .map(|r| {
                 system.call_latency_ps(choice.algorithm, choice.protocol) + system.launch_skew_ps(r)
             })
             .collect(),
+        _ if call_ps > 0 => (0..n).map(|_| call_ps).collect(),
         _ => Rc::new([]),
     };
     let mut network = scenario.network.clone();

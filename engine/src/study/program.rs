@@ -32,7 +32,8 @@ pub struct Call<'a> {
     /// Its parameters (the tag is set per call).
     pub params: Params,
     /// Software time each rank spends before each call starts moving
-    /// data (NCCL's base latency and launch skew), by rank; empty: none.
+    /// data (NCCL's base latency and launch skew, or a calibration's
+    /// per-call time), by rank; empty: none.
     pub overhead_ps: &'a [u64],
 }
 

@@ -2,23 +2,29 @@
 //! and the residuals of a fit (the same probes run on the fitted
 //! simulator).
 //!
-//! The ideal links with an overhead `o`, latency `L`, pair bandwidth `B`
+//! The ideal links with overheads `o` (per message sent) and `r` (per
+//! message received), latency `L`, pair bandwidth `B`
 //! and per-rank rate `I` (see `engine::links`) give the probes these
 //! times, which the fit inverts step by step:
 //! - a shift of `b` bytes (every rank sends to the next and receives from
-//!   the previous at once, as a collective's steps do): `o + L + b/B`; the
+//!   the previous at once, as a collective's steps do): `o + L + r + b/B`; the
 //!   median slope between the larger half of the sizes (Theil-Sen, robust
 //!   to one size slowed by noise) gives `B`,
 //!   and the smaller half (weighted by `1/t²`, relative errors) gives
-//!   `o + L`. The
+//!   `o + L + r`. The
 //!   ping-pong (two ranks busy, the others idle) has the same form; it is
 //!   fitted only without shifts, and otherwise shows in the residuals how
 //!   much faster a lone pair is than a busy job;
 //! - a stream of `k` small messages: `k o` plus constants; the slope
-//!   between two counts gives `o`, and `L` is the ping-pong intercept
-//!   less `o`;
-//! - flows to `p` peers at once: `o + L + (p-1) b/I + b/B` when the
-//!   rank's rate `I` (at least `B`) is what limits them, `o + L + p b/I`
+//!   between two counts gives `o` (the slower end's time per message, if
+//!   the receiver's is larger), and `L` is the intercept less `o` and the
+//!   receiver's time per message `r`;
+//! - the software costs, the receiver's `r` per message and a call's `c`,
+//!   from a fan-in and a run of calls beside the shift (see
+//!   [`super::software`]); the shift's fixed cost is then
+//!   `o + L + r`;
+//! - flows to `p` peers at once: `o + L + r + (p-1) b/I + b/B` when the
+//!   rank's rate `I` (at least `B`) is what limits them, `o + L + r + p b/I`
 //!   when `I` is below `B`; that gives `I` at each large size (the median
 //!   is kept; `B` is the pair's bandwidth at the flows' size where it
 //!   depends on the size); flows that show no shared limit (`I` above
@@ -27,7 +33,7 @@
 //!   of each element type;
 //! - the bandwidth per message size: a host's path is not one line (TCP's
 //!   windows and copies, cache sizes), so besides `B` the fit keeps
-//!   `b / (t(b) - o - L)` at each shift size where the bytes are a tenth
+//!   `b / (t(b) - o - L - r)` at each shift size where the bytes are a tenth
 //!   of the fixed cost or more (`[[model.bandwidth_by_size]]`); the
 //!   simulator interpolates between them (`topologies::SizeBandwidth`).
 //!   `B` stays the large sizes' slope (the tuner's figure).
@@ -41,7 +47,8 @@ use engine::network::NetworkConfig;
 use engine::world::WorldConfig;
 use topologies::{LinkSpec, SizeBandwidth};
 
-use super::probe::{Probe, run_once};
+use super::probe::{Probe, run_calls, run_once};
+use super::software;
 
 /// One probe's measured time (the median of its timed runs), in ps.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -96,7 +103,10 @@ pub fn fit(samples: &[Sample], world_size: usize) -> Result<FittedModel, FitErro
     let bandwidth = 1e12 / slope_ps_per_byte;
     let intercept_ps = intercept_ps.max(0.0);
     let overhead_ps = stream_gap_ps(samples)?.clamp(0.0, intercept_ps);
-    let latency_ps = intercept_ps - overhead_ps;
+    let shift_line = |bytes: u64| intercept_ps + slope_ps_per_byte * bytes as f64;
+    let receive_ps = software::receive_overhead_ps(samples, world_size, shift_line)
+        .min(intercept_ps - overhead_ps);
+    let latency_ps = intercept_ps - overhead_ps - receive_ps;
     let bandwidth_by_size = size_rates(&pings, intercept_ps, bandwidth);
     let pair_rate = |bytes: u64| match bandwidth_by_size.iter().find(|a| a.bytes == bytes) {
         Some(a) => a.gb_per_s * 1e9,
@@ -105,7 +115,7 @@ pub fn fit(samples: &[Sample], world_size: usize) -> Result<FittedModel, FitErro
     let injection = injection_rate(
         samples,
         world_size,
-        (overhead_ps, latency_ps),
+        (overhead_ps, latency_ps + receive_ps),
         bandwidth,
         pair_rate,
     );
@@ -123,6 +133,8 @@ pub fn fit(samples: &[Sample], world_size: usize) -> Result<FittedModel, FitErro
         latency_us: latency_ps / 1e6,
         bandwidth_gb_per_s: bandwidth / 1e9,
         overhead_us: overhead_ps / 1e6,
+        receive_overhead_us: receive_ps / 1e6,
+        call_overhead_us: software::call_overhead_ps(samples, shift_line) / 1e6,
         injection_gb_per_s: injection.map(|i| i / 1e9),
         reduce_gb_per_s: reduce
             .into_iter()
@@ -322,12 +334,14 @@ pub fn simulated_link(model: &FittedModel) -> Result<LinkSpec, String> {
     model.link_spec()
 }
 
-/// Runs each probe on a simulated world of `world_size` ranks with `link`
-/// and the reduction rate `reduce(dtype)`, and returns rank 0's time.
+/// Runs each probe on a simulated world of `world_size` ranks with `link`,
+/// `call_ps` of software time per call and the reduction rate
+/// `reduce(dtype)`, and returns rank 0's time.
 pub fn simulate(
     probes: &[Probe],
     world_size: usize,
     link: LinkSpec,
+    call_ps: u64,
     reduce: impl Fn(DType) -> Option<f64>,
 ) -> Result<Vec<Sample>, String> {
     probes
@@ -339,7 +353,12 @@ pub fn simulate(
             };
             let config =
                 WorldConfig::new(world_size, NetworkConfig::Ideal(link)).reduce_bytes_per_s(rate);
-            let exec = executor::run(config, |f| async move { run_once(&f, probe, true).await });
+            let exec = executor::run(config, |f| async move {
+                match probe {
+                    Probe::Calls { bytes } => run_calls(&f, bytes, true, call_ps).await,
+                    _ => run_once(&f, probe, true).await,
+                }
+            });
             match exec.outputs.into_iter().next().flatten() {
                 Some(Ok(Time(time_ps))) => Ok(Sample { probe, time_ps }),
                 Some(Err(e)) => Err(format!("simulating {}: {e}", probe.name())),

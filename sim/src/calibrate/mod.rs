@@ -9,11 +9,13 @@
 //!
 //! - [`probe`]: the microbenchmarks, over any fabric.
 //! - [`fit`](mod@fit): the fit and its residuals.
+//! - [`software`]: the per-message receive and per-call software costs.
 //! - [`host`]: the host facts a calibration records.
 
 pub mod fit;
 pub mod host;
 pub mod probe;
+pub mod software;
 
 use std::fmt::Write as _;
 use std::io::{self, Write};
@@ -27,7 +29,7 @@ use realnet::call::CallId;
 use realnet::connect::{RankJob, with_fabric};
 
 use self::fit::{Sample, fit, residuals, simulate, simulated_link};
-use self::probe::{Plan, Probe, run_once};
+use self::probe::{CALLS, Plan, Probe, calls_start, run_once, shift_round};
 use crate::exit::ExitStatus;
 use crate::output::{OutputFile, Stdout};
 use crate::real::job::{JobArgs, JobSetup};
@@ -82,7 +84,18 @@ impl RankJob for ProbeJob {
             let mut times = Vec::new();
             for run in 0..self.plan.warmup + self.plan.reps {
                 call(endpoint)?;
-                let Time(t) = endpoint.block_on(run_once(endpoint, probe, false))?;
+                let Time(t) = match probe {
+                    Probe::Calls { bytes } => {
+                        // Each round its own call, as a collective's calls.
+                        let Time(start) = endpoint.block_on(calls_start(endpoint, false))?;
+                        for _ in 0..CALLS {
+                            call(endpoint)?;
+                            endpoint.block_on(shift_round(endpoint, bytes, false))?;
+                        }
+                        Time(endpoint.now().0.saturating_sub(start) / u64::from(CALLS))
+                    }
+                    _ => endpoint.block_on(run_once(endpoint, probe, false))?,
+                };
                 if run >= self.plan.warmup {
                     times.push(t as f64);
                 }
@@ -217,7 +230,7 @@ pub fn fitted(
     let link = simulated_link(&model)?;
     let probes: Vec<Probe> = samples.iter().map(|s| s.probe).collect();
     let reduce = |d: algorithms::DType| model.reduce_gb_per_s.get(d.name()).map(|g| g * 1e9);
-    let simulated = simulate(&probes, world_size, link, reduce)?;
+    let simulated = simulate(&probes, world_size, link, model.call_overhead_ps(), reduce)?;
     let (measurements, fit) = residuals(samples, &simulated, world_size);
     Ok(Calibration {
         calibration: about,
@@ -245,11 +258,13 @@ pub fn summary(c: &Calibration) -> String {
     );
     let _ = writeln!(
         s,
-        "# fitted: latency {:.3} us, bandwidth {:.3} GB/s per pair, overhead {:.3} us per message, \
-         injection {}",
+        "# fitted: latency {:.3} us, bandwidth {:.3} GB/s per pair, overhead {:.3} us per message \
+         sent and {:.3} us per message received, {:.3} us per call, injection {}",
         m.latency_us,
         m.bandwidth_gb_per_s,
         m.overhead_us,
+        m.receive_overhead_us,
+        m.call_overhead_us,
         m.injection_gb_per_s
             .map_or("unlimited".to_string(), |i| format!("{i:.3} GB/s per rank"))
     );

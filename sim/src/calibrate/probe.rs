@@ -15,6 +15,15 @@
 //!   rank 1 answers one element after the last; the whole.
 //! - `flows`: every rank sends one message to every other rank at once
 //!   (in the order `r+1, r+2, ...`), then receives theirs; the whole.
+//! - `fanin`: every rank but 0 sends one message to rank 0 at once, rank
+//!   0 receives them all; the whole.
+//!   Beside the shift of the same size it shows the receiver's software
+//!   time per message, paid one message after another.
+//! - `calls`: [`CALLS`] calls in a row, each one round of the shift (each
+//!   its own call on a real fabric: `begin_call` and `block_on`, see
+//!   [`calls_start`]; [`run_calls`] charges a per-call time before each
+//!   in the simulator); one call. Beside
+//!   the shift of the same size it shows the software time of a call.
 //! - `reduce`: every rank reduces a buffer into another `rounds` times
 //!   (the reduction really runs and is charged as [`Work::Reduce`]); one
 //!   reduction.
@@ -23,6 +32,9 @@ use algorithms::{DType, Fabric, FabricError, Payload, ReduceOp, Shape, Tag, Time
 
 /// Round trips (ping-pong) or reductions (reduce) per timed run.
 pub const ROUNDS: u32 = 4;
+
+/// Calls per timed run of the `calls` probe.
+pub const CALLS: u32 = 8;
 
 /// One microbenchmark.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -50,6 +62,16 @@ pub enum Probe {
         /// Message size.
         bytes: u64,
     },
+    /// One message of `bytes` from every rank but 0 to rank 0 at once.
+    FanIn {
+        /// Message size.
+        bytes: u64,
+    },
+    /// [`CALLS`] calls of one shift round of `bytes` each.
+    Calls {
+        /// Message size.
+        bytes: u64,
+    },
     /// One local reduction of `bytes` of `dtype`.
     Reduce {
         /// The element type.
@@ -67,6 +89,8 @@ impl Probe {
             Probe::Shift { .. } => "shift",
             Probe::Stream { .. } => "stream",
             Probe::Flows { .. } => "flows",
+            Probe::FanIn { .. } => "fanin",
+            Probe::Calls { .. } => "calls",
             Probe::Reduce { .. } => "reduce",
         }
     }
@@ -78,6 +102,8 @@ impl Probe {
             | Probe::Shift { bytes }
             | Probe::Stream { bytes, .. }
             | Probe::Flows { bytes }
+            | Probe::FanIn { bytes }
+            | Probe::Calls { bytes }
             | Probe::Reduce { bytes, .. } => bytes,
         }
     }
@@ -93,18 +119,18 @@ impl Probe {
     /// Peers each rank sends to at once on `world_size` ranks.
     pub fn peers(self, world_size: usize) -> u32 {
         match self {
-            Probe::Flows { .. } => world_size.saturating_sub(1) as u32,
+            Probe::Flows { .. } | Probe::FanIn { .. } => world_size.saturating_sub(1) as u32,
             Probe::Reduce { .. } => 0,
             _ => 1,
         }
     }
 
     /// Whether it runs on `world_size` ranks (point-to-point probes need
-    /// two, flows three).
+    /// two, flows and fan-ins three).
     pub fn runs_on(self, world_size: usize) -> bool {
         match self {
             Probe::Reduce { .. } => true,
-            Probe::Flows { .. } => world_size >= 3,
+            Probe::Flows { .. } | Probe::FanIn { .. } => world_size >= 3,
             _ => world_size >= 2,
         }
     }
@@ -123,8 +149,8 @@ pub struct Plan {
 
 impl Plan {
     /// The standard plan up to `max_bytes` per message: ping-pongs and
-    /// shifts from 8 B in steps of 4, streams of 8 B, flows at the three largest
-    /// ping-pong sizes, reductions of every real element type at 256 KiB,
+    /// shifts from 8 B in steps of 4, streams of 8 B, a fan-in and calls of
+    /// 8 B, flows at the three largest ping-pong sizes, reductions of every real element type at 256 KiB,
     /// 1 MiB and 4 MiB (those below `max_bytes`) and `max_bytes`.
     pub fn standard(max_bytes: u64, world_size: usize) -> Plan {
         let mut sizes = Vec::new();
@@ -139,6 +165,7 @@ impl Plan {
             .collect();
         probes.extend(sizes.iter().map(|&bytes| Probe::Shift { bytes }));
         probes.extend([8, 32].map(|messages| Probe::Stream { bytes: 8, messages }));
+        probes.extend([Probe::FanIn { bytes: 8 }, Probe::Calls { bytes: 8 }]);
         let large = sizes.len().saturating_sub(3);
         probes.extend(sizes[large..].iter().map(|&bytes| Probe::Flows { bytes }));
         for dtype in [DType::F32, DType::F64, DType::I32, DType::I64, DType::U8] {
@@ -212,6 +239,16 @@ pub async fn run_once<F: Fabric>(f: &F, probe: Probe, phantom: bool) -> Result<T
             flows(f, bytes, phantom).await?;
             1
         }
+        Probe::FanIn { bytes } => {
+            fan_in(f, bytes, phantom).await?;
+            1
+        }
+        Probe::Calls { bytes } => {
+            for _ in 0..CALLS {
+                shift_round(f, bytes, phantom).await?;
+            }
+            u64::from(CALLS)
+        }
         Probe::Reduce { dtype, bytes } => {
             reduce(f, dtype, bytes, phantom).await?;
             u64::from(ROUNDS)
@@ -242,12 +279,62 @@ async fn pingpong<F: Fabric>(f: &F, bytes: u64, phantom: bool) -> Result<(), Fab
 }
 
 async fn shift<F: Fabric>(f: &F, bytes: u64, phantom: bool) -> Result<(), FabricError> {
+    for _ in 0..ROUNDS {
+        shift_round(f, bytes, phantom).await?;
+    }
+    Ok(())
+}
+
+/// One round of the shift: a message to the next rank, one from the
+/// previous.
+pub async fn shift_round<F: Fabric>(f: &F, bytes: u64, phantom: bool) -> Result<(), FabricError> {
     let (rank, n) = (f.rank(), f.world_size());
     let shape = Shape::new(DType::U8, bytes as usize);
-    for _ in 0..ROUNDS {
-        f.send((rank + 1) % n, Tag(TAG_PROBE), message(bytes, phantom))
-            .await?;
-        f.recv((rank + n - 1) % n, Tag(TAG_PROBE), shape).await?;
+    f.send((rank + 1) % n, Tag(TAG_PROBE), message(bytes, phantom))
+        .await?;
+    f.recv((rank + n - 1) % n, Tag(TAG_PROBE), shape).await?;
+    Ok(())
+}
+
+/// Opens the timed run of a `calls` probe on a real fabric: the barrier,
+/// then the time it starts from (each of the [`CALLS`] calls then runs
+/// one [`shift_round`]).
+pub async fn calls_start<F: Fabric>(f: &F, phantom: bool) -> Result<Time, FabricError> {
+    barrier(f, phantom).await?;
+    Ok(f.now())
+}
+
+/// A timed run of `Probe::Calls { bytes }` within one call, each of the
+/// [`CALLS`] calls charged `call_ps` of software time first (as the
+/// simulator starts every call of a calibrated scenario); its time per
+/// call.
+pub async fn run_calls<F: Fabric>(
+    f: &F,
+    bytes: u64,
+    phantom: bool,
+    call_ps: u64,
+) -> Result<Time, FabricError> {
+    let start = calls_start(f, phantom).await?;
+    for _ in 0..CALLS {
+        if call_ps > 0 {
+            f.compute(Work::Latency { ps: call_ps }).await?;
+        }
+        shift_round(f, bytes, phantom).await?;
+    }
+    Ok(Time(f.now().0.saturating_sub(start.0) / u64::from(CALLS)))
+}
+
+/// Every rank but 0 sends `bytes` to rank 0; rank 0 receives them in rank
+/// order.
+async fn fan_in<F: Fabric>(f: &F, bytes: u64, phantom: bool) -> Result<(), FabricError> {
+    let (rank, n) = (f.rank(), f.world_size());
+    if rank == 0 {
+        let shape = Shape::new(DType::U8, bytes as usize);
+        for from in 1..n {
+            f.recv(from, Tag(TAG_PROBE), shape).await?;
+        }
+    } else {
+        f.send(0, Tag(TAG_PROBE), message(bytes, phantom)).await?;
     }
     Ok(())
 }

@@ -57,11 +57,15 @@ fn calibrating_against_the_simulator_recovers_its_parameters_within_2_percent() 
     let world_size = 4;
     let plan = Plan::standard(4 << 20, world_size);
     let rate = |d: DType| Some(if d == DType::F64 { 8e9 } else { 4e9 });
-    let samples = simulate(&plan.probes, world_size, known_link(Some(3e9)), rate).unwrap();
+    // Software costs too: 1.5 us per message received, 30 us per call.
+    let link = known_link(Some(3e9)).with_receive_overhead_ps(1_500_000);
+    let samples = simulate(&plan.probes, world_size, link, 30_000_000, rate).unwrap();
     let model = fit(&samples, world_size).unwrap();
     assert!(within(model.latency_us, 5.0, 2.0), "{model:?}");
     assert!(within(model.bandwidth_gb_per_s, 2.0, 2.0), "{model:?}");
     assert!(within(model.overhead_us, 2.0, 2.0), "{model:?}");
+    assert!(within(model.receive_overhead_us, 1.5, 2.0), "{model:?}");
+    assert!(within(model.call_overhead_us, 30.0, 2.0), "{model:?}");
     assert!(
         within(model.injection_gb_per_s.unwrap(), 3.0, 2.0),
         "{model:?}"
@@ -87,7 +91,7 @@ fn a_bandwidth_that_depends_on_the_size_is_recovered_at_the_measured_sizes() {
     let curve = topologies::SizeBandwidth::new(&[(32 << 10, 1e9), (512 << 10, 3e9)]).unwrap();
     let link = known_link(None).with_size_bandwidth(curve);
     let plan = Plan::standard(4 << 20, world_size);
-    let samples = simulate(&plan.probes, world_size, link, |_| Some(4e9)).unwrap();
+    let samples = simulate(&plan.probes, world_size, link, 0, |_| Some(4e9)).unwrap();
     let model = fit(&samples, world_size).unwrap();
     let at = |bytes: u64| {
         model
@@ -113,14 +117,14 @@ fn a_bandwidth_that_depends_on_the_size_is_recovered_at_the_measured_sizes() {
 fn links_that_share_nothing_calibrate_without_an_injection_rate() {
     let world_size = 3;
     let plan = Plan::standard(1 << 20, world_size);
-    let samples = simulate(&plan.probes, world_size, known_link(None), |_| Some(1e9)).unwrap();
+    let samples = simulate(&plan.probes, world_size, known_link(None), 0, |_| Some(1e9)).unwrap();
     let model = fit(&samples, world_size).unwrap();
     assert_eq!(model.injection_gb_per_s, None, "{model:?}");
     assert!(within(model.bandwidth_gb_per_s, 2.0, 2.0), "{model:?}");
     // Two ranks measure no concurrent flows at all.
     let plan = Plan::standard(1 << 20, 2);
     assert!(plan.probes.iter().all(|p| p.runs_on(2)));
-    let samples = simulate(&plan.probes, 2, known_link(Some(3e9)), |_| None).unwrap();
+    let samples = simulate(&plan.probes, 2, known_link(Some(3e9)), 0, |_| None).unwrap();
     assert_eq!(fit(&samples, 2).unwrap().injection_gb_per_s, None);
 }
 
@@ -133,7 +137,7 @@ fn calibration_file(
 ) -> String {
     let world_size = 2;
     let plan = Plan::standard(64 << 10, world_size);
-    let samples = simulate(&plan.probes, world_size, known_link(None), |_| Some(2e9)).unwrap();
+    let samples = simulate(&plan.probes, world_size, known_link(None), 0, |_| Some(2e9)).unwrap();
     let about = About {
         format: FORMAT,
         fabric: fabric.name().into(),
@@ -338,6 +342,41 @@ fn a_calibrated_scenario_gets_the_fitted_links_and_refuses_links_beside_them() {
         e.contains("s.toml:4:8") && e.contains("nowhere.toml"),
         "{e}"
     );
+}
+
+#[test]
+fn a_calibrated_call_cost_adds_to_every_call_and_a_receive_cost_to_every_step() {
+    let dir = temp_dir("calibrated-software");
+    let registry = algorithms::Registry::builtin();
+    let path = dir.join("s.toml");
+    // Two ranks' ring allreduce at 4 KiB: two steps, each one message
+    // received on every rank.
+    let time_ps = |receive_us: f64, call_us: f64| {
+        let cal = calibration_file(&dir, FabricKind::Shm, |c| {
+            c.model.receive_overhead_us = receive_us;
+            c.model.call_overhead_us = call_us;
+        });
+        let text = VALIDATED
+            .replace("CAL", &cal)
+            .replace("min_bytes = 64", "min_bytes = \"4K\"");
+        let s = engine::scenario::Scenario::parse(&path, &text, &registry).unwrap();
+        let rows = engine::study::run_scenario(
+            &s,
+            &Default::default(),
+            engine::study::Options::default(),
+            |_| std::ops::ControlFlow::Continue(()),
+        )
+        .unwrap();
+        assert_eq!(rows.len(), 1);
+        (s.to_string(), rows[0].time_ps)
+    };
+    let (plain, base) = time_ps(0.0, 0.0);
+    assert!(!plain.contains("per call"), "{plain}");
+    let (described, with_call) = time_ps(0.0, 25.0);
+    assert_eq!(with_call, base + 25_000_000);
+    assert!(described.contains("25.000 us per call"), "{described}");
+    let (_, with_receive) = time_ps(3.0, 0.0);
+    assert_eq!(with_receive, base + 2 * 3_000_000);
 }
 
 #[test]
