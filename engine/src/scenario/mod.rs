@@ -77,6 +77,7 @@
 
 mod fold_check;
 mod link_faults;
+mod links;
 mod nccl;
 mod raw;
 pub mod size;
