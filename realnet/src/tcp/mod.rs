@@ -57,15 +57,17 @@
 
 mod address;
 mod fabric;
+mod farewell;
 mod handshake;
 mod link;
 mod reader;
+mod shared;
 
 use std::io::Write;
 use std::net::{Shutdown, SocketAddr, TcpStream};
 use std::ops::RangeInclusive;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::sync::{Arc, Condvar, Mutex};
 use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
 
@@ -83,6 +85,7 @@ use crate::pool::BufferPool;
 use handshake::{Hand, Refusals};
 use link::{Link, beat_all};
 use reader::Reader;
+use shared::Shared;
 
 /// Frames up to this size are written from one buffer in one system call.
 pub const SMALL_FRAME_BYTES: usize = 64 * 1024;
@@ -121,96 +124,6 @@ impl Default for TcpOptions {
             handshake_timeout: Duration::from_secs(5),
             socket_buffer_bytes: 4 << 20,
         }
-    }
-}
-
-/// What the reader threads share with the rank.
-pub(crate) struct Shared {
-    mailbox: Mailbox,
-    /// Which peers said bye.
-    byes: Mutex<Vec<bool>>,
-    /// Signalled when a bye or a failure arrives.
-    changed: Condvar,
-    /// Set when the fabric is dropped: readers stop without reporting.
-    closing: AtomicBool,
-    /// Set when a peer died; [`Shared::dead`] says which.
-    any_dead: AtomicBool,
-    /// The first peer that died, and how.
-    dead: Mutex<Option<FabricError>>,
-    refusals: Arc<Refusals>,
-    /// When the rank connected: the origin of `heard`.
-    epoch: Instant,
-    /// Per peer: when it was last heard from, in nanoseconds since `epoch`.
-    heard: Vec<AtomicU64>,
-    /// Message memory done with (payloads written, received payloads
-    /// combined), for the reader threads' next receives and the rank's
-    /// next sends (see [`crate::pool`]).
-    pool: Mutex<BufferPool>,
-}
-
-impl Shared {
-    /// The pool, whatever a panicking thread left (it holds only buffers).
-    fn pool(&self) -> MutexGuard<'_, BufferPool> {
-        self.pool.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
-    /// Notes that `peer` was heard from just now.
-    fn heard(&self, peer: Rank) {
-        let ns = u64::try_from(self.epoch.elapsed().as_nanos()).unwrap_or(u64::MAX);
-        self.heard[peer].store(ns, Ordering::Relaxed);
-    }
-
-    /// How long nothing was heard from `peer`, at `now`.
-    fn silent_for(&self, peer: Rank, now: Instant) -> Duration {
-        let last = self.epoch + Duration::from_nanos(self.heard[peer].load(Ordering::Relaxed));
-        now.saturating_duration_since(last)
-    }
-
-    fn byes(&self) -> MutexGuard<'_, Vec<bool>> {
-        self.byes.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
-    fn said_bye(&self, peer: Rank) {
-        self.byes()[peer] = true;
-        self.changed.notify_all();
-    }
-
-    /// `peer`'s connection ended without a bye or broke: receives from it
-    /// fail at once (after the messages it sent before), and the rank
-    /// fails as soon as it waits for anything else (see
-    /// [`TcpFabric::progress`]).
-    fn died(&self, peer: Rank, err: FabricError) {
-        // A peer that leaves after another died most likely left because
-        // of it: receives from it report the first death, the cause.
-        let first = self
-            .dead
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .get_or_insert(err)
-            .clone();
-        self.mailbox.fail_peer(peer, first);
-        self.any_dead.store(true, Ordering::Release);
-        let _guard = self.byes();
-        self.changed.notify_all();
-    }
-
-    /// The first peer death, if any.
-    fn dead(&self) -> Option<FabricError> {
-        if !self.any_dead.load(Ordering::Acquire) {
-            return None;
-        }
-        self.dead.lock().unwrap_or_else(|e| e.into_inner()).clone()
-    }
-
-    /// `peer` sent something that cannot be trusted, or could not be
-    /// written to: every receive fails with `err` at once.
-    fn fail(&self, peer: Rank, err: FabricError) {
-        // The rank's error first, so that no receive woken by the peer's
-        // failure finds the rank still healthy.
-        self.mailbox.fail_all(err.clone());
-        self.mailbox.fail_peer(peer, err);
-        let _guard = self.byes();
-        self.changed.notify_all();
     }
 }
 
@@ -611,46 +524,4 @@ fn parse_addresses(all: &[Vec<u8>]) -> Result<Vec<SocketAddr>, String> {
                 })
         })
         .collect()
-}
-
-impl Drop for TcpFabric {
-    /// Closes every connection (without a bye, peers take this as a
-    /// crash) and joins the readers.
-    fn drop(&mut self) {
-        // No heartbeat may interleave with what follows.
-        drop(self.beater.take());
-        // A rank that stops on an error tells its live peers why, so that
-        // they name the cause (a rank that died before) rather than this
-        // rank, whose connections close next.
-        if let Some(e) = self.shared.mailbox.fatal().or_else(|| self.shared.dead()) {
-            for peer in (0..self.world_size).filter(|p| *p != self.rank) {
-                if self.shared.mailbox.peer_failure(peer).is_some() {
-                    continue;
-                }
-                if let Some(Some(link)) = self.links.get(peer) {
-                    let link = link.lock().unwrap_or_else(|e| e.into_inner());
-                    // A hung peer must not hold this rank's exit.
-                    let _ = link
-                        .stream
-                        .set_write_timeout(Some(Duration::from_millis(200)));
-                }
-                let mut reason = e.to_string();
-                let mut cut = reason.len().min(4096);
-                while !reason.is_char_boundary(cut) {
-                    cut -= 1;
-                }
-                reason.truncate(cut);
-                let _ = self.send_body(peer, Tag(0), Body::Refuse(reason));
-            }
-        }
-        self.shared.closing.store(true, Ordering::Release);
-        for link in self.links.iter().flatten() {
-            let link = link.lock().unwrap_or_else(|e| e.into_inner());
-            let _ = link.stream.shutdown(Shutdown::Both);
-        }
-        let readers = std::mem::take(&mut *self.readers.lock().unwrap_or_else(|e| e.into_inner()));
-        for handle in readers {
-            let _ = handle.join();
-        }
-    }
 }

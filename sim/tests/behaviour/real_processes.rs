@@ -9,13 +9,16 @@ use std::time::Duration;
 use super::real_support::sim_env;
 
 use super::real_support::{
-    alive, free_port, kill9, rank_pid, spawn, text, wait_for_table, wait_within,
+    alive, free_port, kill9, rank_pid, signal, spawn, text, wait_for_table, wait_within,
 };
 
 /// The ranks, started by the test with the rank environment, run a long
 /// 64 MiB allreduce; rank 1 is killed mid-run; ranks 0 and 2 must exit
-/// non-zero within the timeout, naming rank 1.
-fn killed_rank_is_reported_by_the_others(fabric: &str) {
+/// non-zero within the timeout, naming rank 1. With `freeze`, rank 0 is
+/// stopped (SIGSTOP) from just before the kill for that long, as a rank
+/// starved of CPU on a loaded host: it reads nothing while rank 2 fails,
+/// so it names rank 1 only if rank 2's farewell waited for it to read.
+fn killed_rank_is_reported_by_the_others(fabric: &str, freeze: Option<Duration>) {
     let port = free_port().to_string();
     let timeout_ms = "5000";
     let ranks: Vec<_> = (0..3)
@@ -45,7 +48,15 @@ fn killed_rank_is_reported_by_the_others(fabric: &str) {
         ranks.next().unwrap(),
         ranks.next().unwrap(),
     );
+    if freeze.is_some() {
+        signal(zero.id(), "STOP");
+        std::thread::sleep(Duration::from_millis(100));
+    }
     kill9(one.id());
+    if let Some(freeze) = freeze {
+        std::thread::sleep(freeze);
+        signal(zero.id(), "CONT");
+    }
     let _ = wait_within(one, Duration::from_secs(5), "the killed rank");
     // The timeout plus a margin for a debug build's slow copies.
     let limit = Duration::from_secs(20);
@@ -65,12 +76,17 @@ fn killed_rank_is_reported_by_the_others(fabric: &str) {
 
 #[test]
 fn killed_rank_on_tcp_is_reported_by_the_others() {
-    killed_rank_is_reported_by_the_others("tcp");
+    killed_rank_is_reported_by_the_others("tcp", None);
+}
+
+#[test]
+fn a_survivor_frozen_while_the_others_failed_still_names_the_killed_rank_on_tcp() {
+    killed_rank_is_reported_by_the_others("tcp", Some(Duration::from_millis(1200)));
 }
 
 #[test]
 fn killed_rank_on_shm_is_reported_by_the_others() {
-    killed_rank_is_reported_by_the_others("shm");
+    killed_rank_is_reported_by_the_others("shm", None);
 }
 
 /// The same through `sim launch`: the launcher names the killed rank and

@@ -176,11 +176,17 @@ pub fn rank_pid(launcher: u32, rank: usize) -> u32 {
 
 /// Sends SIGKILL to `pid` (through kill(1): the tests forbid unsafe code).
 pub fn kill9(pid: u32) {
+    signal(pid, "KILL");
+}
+
+/// Sends `pid` the signal named `name` (as kill(1) spells it: KILL, STOP,
+/// CONT...).
+pub fn signal(pid: u32, name: &str) {
     let status = Command::new("kill")
-        .args(["-KILL", &pid.to_string()])
+        .args([&format!("-{name}"), &pid.to_string()])
         .status()
         .expect("kill(1) runs");
-    assert!(status.success(), "kill -KILL {pid} failed");
+    assert!(status.success(), "kill -{name} {pid} failed");
 }
 
 /// A free TCP port on 127.0.0.1.
