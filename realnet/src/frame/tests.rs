@@ -1,0 +1,196 @@
+//! Tests of the frame format: round trips of every kind, lengths refused from the header alone, corruption and strangers, the decoder over a split stream.
+
+use super::*;
+use algorithms::Collective;
+use proptest::prelude::*;
+
+fn data_payload() -> impl Strategy<Value = Payload> {
+    prop_oneof![
+        proptest::collection::vec(any::<i32>(), 0..64).prop_map(Payload::from_vec),
+        proptest::collection::vec(any::<u8>(), 0..64).prop_map(Payload::from_vec),
+        proptest::collection::vec(any::<i64>(), 0..16).prop_map(Payload::from_vec),
+        proptest::collection::vec(proptest::num::f64::NORMAL, 0..16).prop_map(Payload::from_vec),
+        proptest::collection::vec(proptest::num::f32::NORMAL, 0..16).prop_map(Payload::from_vec),
+        (0..5usize, 0..1usize << 40).prop_map(|(d, n)| Payload::phantom(DType::ALL[d], n)),
+    ]
+}
+
+fn body() -> impl Strategy<Value = Body> {
+    prop_oneof![
+        data_payload().prop_map(Body::Payload),
+        (any::<u64>(), proptest::collection::vec(any::<u8>(), 0..40))
+            .prop_map(|(world_size, token)| Body::Hello { world_size, token }),
+        Just(Body::Bye),
+        Just(Body::Heartbeat),
+        "[ -~]{0,40}".prop_map(Body::Refuse),
+    ]
+}
+
+prop_compose! {
+    fn frame()(job_id: u64, src: u32, dst: u32, tag: u64, seq: u64, cseq: u64,
+               kind: u16, body in body()) -> Frame {
+        Frame { job_id, src, dst, tag: Tag(tag), seq,
+                call: CallId { seq: cseq, kind }, body }
+    }
+}
+
+proptest! {
+    #[test]
+    fn decode_inverts_encode(f in frame()) {
+        let mut bytes = Vec::new();
+        f.encode(&mut bytes);
+        let (back, used) = decode(&bytes, DEFAULT_FRAME_CAP).unwrap().unwrap();
+        prop_assert_eq!(used, bytes.len());
+        prop_assert_eq!(&back, &f);
+        // Byte by byte through the incremental decoder too.
+        let mut d = Decoder::new(DEFAULT_FRAME_CAP);
+        for (i, b) in bytes.iter().enumerate() {
+            prop_assert_eq!(d.next_frame().unwrap(), None, "early at byte {}", i);
+            d.push(std::slice::from_ref(b));
+        }
+        prop_assert_eq!(d.next_frame().unwrap(), Some(f));
+        prop_assert_eq!(d.buffered(), 0);
+    }
+
+    #[test]
+    fn random_bytes_never_panic_the_decoder(
+        bytes in proptest::collection::vec(any::<u8>(), 0..400),
+        cap in 0u64..1 << 20,
+    ) {
+        let _ = decode(&bytes, cap);
+        let mut d = Decoder::new(cap);
+        for piece in bytes.chunks(7) {
+            d.push(piece);
+            while let Ok(Some(_)) = d.next_frame() {}
+        }
+    }
+
+    #[test]
+    fn valid_headers_with_random_fields_never_panic(
+        raw in proptest::array::uniform32(any::<u8>()),
+        more in proptest::array::uniform32(any::<u8>()),
+        payload in proptest::collection::vec(any::<u8>(), 0..64),
+    ) {
+        // Random fields behind a correct magic, version and checksum:
+        // the decoder's checks, not the checksum, must stop them.
+        let mut b = [0u8; HEADER_LEN];
+        b[..32].copy_from_slice(&raw);
+        b[32..64].copy_from_slice(&more);
+        b[0..4].copy_from_slice(&MAGIC);
+        b[4..6].copy_from_slice(&VERSION.to_le_bytes());
+        let crc = crc32c::crc32c(&b[..64]);
+        b[64..68].copy_from_slice(&crc.to_le_bytes());
+        let mut bytes = b.to_vec();
+        bytes.extend_from_slice(&payload);
+        let _ = decode(&bytes, DEFAULT_FRAME_CAP);
+    }
+
+    #[test]
+    fn a_single_flipped_bit_is_always_caught(f in frame(), at in any::<prop::sample::Index>(), bit in 0u8..8) {
+        let mut bytes = Vec::new();
+        f.encode(&mut bytes);
+        let i = at.index(bytes.len());
+        bytes[i] ^= 1 << bit;
+        prop_assert!(decode(&bytes, DEFAULT_FRAME_CAP).is_err(), "flip at byte {} bit {} passed", i, bit);
+    }
+}
+
+fn sample() -> Frame {
+    Frame {
+        job_id: 7,
+        src: 1,
+        dst: 2,
+        tag: Tag(5),
+        seq: 3,
+        call: CallId::new(
+            4,
+            &algorithms::catalogue_algorithm(Collective::Allreduce, "ring"),
+        ),
+        body: Body::Payload(Payload::from_vec(vec![1i32, 2, 3, 4])),
+    }
+}
+
+#[test]
+fn over_cap_lengths_are_refused_from_the_header_alone() {
+    let mut f = sample();
+    f.body = Body::Payload(Payload::phantom(DType::I32, 4));
+    let mut h = f.header();
+    h.kind = Kind::Data(DType::F64);
+    h.count = u64::MAX / 4;
+    // Only the header: the decoder must refuse before asking for the body.
+    let e = decode(&h.encode(), DEFAULT_FRAME_CAP).unwrap_err();
+    assert_eq!(
+        e,
+        FrameError::OverCap {
+            len: u64::MAX,
+            cap: DEFAULT_FRAME_CAP
+        }
+    );
+    h.count = 1000;
+    let e = decode(&h.encode(), 4096).unwrap_err();
+    assert_eq!(
+        e,
+        FrameError::OverCap {
+            len: 8068,
+            cap: 4096
+        }
+    );
+    assert!(e.to_string().contains("over the cap of 4096 bytes"), "{e}");
+    h.kind = Kind::Hello;
+    h.count = CONTROL_CAP + 1;
+    assert!(matches!(
+        decode(&h.encode(), DEFAULT_FRAME_CAP),
+        Err(FrameError::OverCap {
+            cap: CONTROL_CAP,
+            ..
+        })
+    ));
+}
+
+#[test]
+fn corruption_and_strangers_get_clear_errors() {
+    let mut bytes = Vec::new();
+    sample().encode(&mut bytes);
+    let mut flipped = bytes.clone();
+    *flipped.last_mut().unwrap() ^= 0x10;
+    let e = decode(&flipped, DEFAULT_FRAME_CAP).unwrap_err();
+    assert!(matches!(e, FrameError::PayloadCrc { .. }), "{e}");
+    assert!(e.to_string().contains("payload checksum mismatch"), "{e}");
+    let mut flipped = bytes.clone();
+    flipped[30] ^= 1;
+    assert!(matches!(
+        decode(&flipped, DEFAULT_FRAME_CAP),
+        Err(FrameError::HeaderCrc { .. })
+    ));
+    let http = b"GET / HTTP/1.1\r\n";
+    assert!(matches!(
+        decode(http, DEFAULT_FRAME_CAP),
+        Err(FrameError::BadMagic { .. })
+    ));
+    let mut other = bytes.clone();
+    other[4] = 9;
+    assert_eq!(
+        decode(&other, DEFAULT_FRAME_CAP).unwrap_err(),
+        FrameError::Version { found: 9 }
+    );
+}
+
+#[test]
+fn the_decoder_splits_a_stream_and_stays_failed() {
+    let mut bytes = Vec::new();
+    let mut a = sample();
+    a.encode(&mut bytes);
+    a.seq = 4;
+    a.body = Body::Bye;
+    a.encode(&mut bytes);
+    let mut d = Decoder::new(DEFAULT_FRAME_CAP);
+    d.push(&bytes[..100]);
+    assert_eq!(d.next_frame().unwrap().unwrap().seq, 3);
+    assert_eq!(d.next_frame().unwrap(), None);
+    d.push(&bytes[100..]);
+    assert_eq!(d.next_frame().unwrap().unwrap().body, Body::Bye);
+    d.push(b"garbage that is long enough to hold a header, and then some more bytes");
+    assert!(d.next_frame().is_err());
+    assert!(d.next_frame().is_err(), "a failed stream stays failed");
+    assert_eq!(d.buffered(), 0);
+}
