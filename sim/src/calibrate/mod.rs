@@ -88,10 +88,11 @@ impl RankJob for ProbeJob {
                     Probe::Calls { bytes } => {
                         // Each round its own call, as a collective's calls.
                         let src = &source(bytes, false);
+                        let dst = &mut source(bytes, false);
                         let Time(start) = endpoint.block_on(calls_start(endpoint, false))?;
                         for _ in 0..CALLS {
                             call(endpoint)?;
-                            endpoint.block_on(shift_round(endpoint, src))?;
+                            endpoint.block_on(shift_round(endpoint, src, dst))?;
                         }
                         Time(endpoint.now().0.saturating_sub(start) / u64::from(CALLS))
                     }

@@ -28,7 +28,9 @@
 //!   (the reduction really runs and is charged as [`Work::Reduce`]); one
 //!   reduction.
 
-use algorithms::{DType, Fabric, FabricError, Payload, ReduceOp, Shape, Tag, Time, Work};
+use algorithms::{
+    CollectiveError, DType, Fabric, FabricError, Payload, ReduceOp, Shape, Tag, Time, Work,
+};
 
 /// Round trips (ping-pong) or reductions (reduce) per timed run.
 pub const ROUNDS: u32 = 4;
@@ -220,8 +222,29 @@ async fn send_all<F: Fabric>(f: &F, to: usize, tag: Tag, src: &Payload) -> Resul
     f.send_from(to, tag, src, 0..src.len()).await
 }
 
+/// Receives the next message from `from` into `dst` (copied into place,
+/// as a collective's receive combines into its buffer: the copy out of
+/// where the bytes arrived is part of a message's cost).
+async fn recv_into<F: Fabric>(
+    f: &F,
+    from: usize,
+    tag: Tag,
+    dst: &mut Payload,
+) -> Result<(), FabricError> {
+    let all = 0..dst.len();
+    f.recv_combine(from, tag, dst, all, None)
+        .await
+        .map_err(|e| match e {
+            CollectiveError::Fabric(e) => e,
+            other => FabricError::Transport {
+                rank: f.rank(),
+                reason: other.to_string(),
+            },
+        })
+}
+
 /// Receives `bytes` from `from` and hands the memory back for the next
-/// message, as a collective's combining receives do.
+/// message (a probe's answer).
 async fn recv_bytes<F: Fabric>(
     f: &F,
     from: usize,
@@ -256,40 +279,38 @@ async fn barrier<F: Fabric>(f: &F, phantom: bool) -> Result<(), FabricError> {
 /// Runs `probe` once on this rank and returns the time it measured (rank
 /// 0's is the one kept; reductions are timed on every rank).
 pub async fn run_once<F: Fabric>(f: &F, probe: Probe, phantom: bool) -> Result<Time, FabricError> {
-    let src = &source(
-        if matches!(probe, Probe::Reduce { .. }) {
-            0
-        } else {
-            probe.bytes()
-        },
-        phantom,
-    );
+    let bytes = if matches!(probe, Probe::Reduce { .. }) {
+        0
+    } else {
+        probe.bytes()
+    };
+    let (src, dst) = (&source(bytes, phantom), &mut source(bytes, phantom));
     barrier(f, phantom).await?;
     let start = f.now();
     let divide = match probe {
         Probe::PingPong { .. } => {
-            pingpong(f, src).await?;
+            pingpong(f, src, dst).await?;
             2 * u64::from(ROUNDS)
         }
         Probe::Shift { .. } => {
-            shift(f, src).await?;
+            shift(f, src, dst).await?;
             u64::from(ROUNDS)
         }
         Probe::Stream { messages, .. } => {
-            stream(f, src, messages, phantom).await?;
+            stream(f, src, dst, messages, phantom).await?;
             1
         }
         Probe::Flows { .. } => {
-            flows(f, src).await?;
+            flows(f, src, dst).await?;
             1
         }
         Probe::FanIn { .. } => {
-            fan_in(f, src).await?;
+            fan_in(f, src, dst).await?;
             1
         }
         Probe::Calls { .. } => {
             for _ in 0..CALLS {
-                shift_round(f, src).await?;
+                shift_round(f, src, dst).await?;
             }
             u64::from(CALLS)
         }
@@ -302,18 +323,17 @@ pub async fn run_once<F: Fabric>(f: &F, probe: Probe, phantom: bool) -> Result<T
     Ok(Time(elapsed / divide))
 }
 
-async fn pingpong<F: Fabric>(f: &F, src: &Payload) -> Result<(), FabricError> {
-    let bytes = src.len() as u64;
+async fn pingpong<F: Fabric>(f: &F, src: &Payload, dst: &mut Payload) -> Result<(), FabricError> {
     match f.rank() {
         0 => {
             for _ in 0..ROUNDS {
                 send_all(f, 1, Tag(TAG_PROBE), src).await?;
-                recv_bytes(f, 1, Tag(TAG_PROBE), bytes).await?;
+                recv_into(f, 1, Tag(TAG_PROBE), dst).await?;
             }
         }
         1 => {
             for _ in 0..ROUNDS {
-                recv_bytes(f, 0, Tag(TAG_PROBE), bytes).await?;
+                recv_into(f, 0, Tag(TAG_PROBE), dst).await?;
                 send_all(f, 0, Tag(TAG_PROBE), src).await?;
             }
         }
@@ -322,19 +342,23 @@ async fn pingpong<F: Fabric>(f: &F, src: &Payload) -> Result<(), FabricError> {
     Ok(())
 }
 
-async fn shift<F: Fabric>(f: &F, src: &Payload) -> Result<(), FabricError> {
+async fn shift<F: Fabric>(f: &F, src: &Payload, dst: &mut Payload) -> Result<(), FabricError> {
     for _ in 0..ROUNDS {
-        shift_round(f, src).await?;
+        shift_round(f, src, dst).await?;
     }
     Ok(())
 }
 
 /// One round of the shift: `src` to the next rank, a message of its
-/// size from the previous.
-pub async fn shift_round<F: Fabric>(f: &F, src: &Payload) -> Result<(), FabricError> {
+/// size from the previous into `dst`.
+pub async fn shift_round<F: Fabric>(
+    f: &F,
+    src: &Payload,
+    dst: &mut Payload,
+) -> Result<(), FabricError> {
     let (rank, n) = (f.rank(), f.world_size());
     send_all(f, (rank + 1) % n, Tag(TAG_PROBE), src).await?;
-    recv_bytes(f, (rank + n - 1) % n, Tag(TAG_PROBE), src.len() as u64).await
+    recv_into(f, (rank + n - 1) % n, Tag(TAG_PROBE), dst).await
 }
 
 /// Opens the timed run of a `calls` probe on a real fabric: the barrier,
@@ -355,24 +379,24 @@ pub async fn run_calls<F: Fabric>(
     phantom: bool,
     call_ps: u64,
 ) -> Result<Time, FabricError> {
-    let src = &source(bytes, phantom);
+    let (src, dst) = (&source(bytes, phantom), &mut source(bytes, phantom));
     let start = calls_start(f, phantom).await?;
     for _ in 0..CALLS {
         if call_ps > 0 {
             f.compute(Work::Latency { ps: call_ps }).await?;
         }
-        shift_round(f, src).await?;
+        shift_round(f, src, dst).await?;
     }
     Ok(Time(f.now().0.saturating_sub(start.0) / u64::from(CALLS)))
 }
 
 /// Every rank but 0 sends `bytes` to rank 0; rank 0 receives them in rank
 /// order.
-async fn fan_in<F: Fabric>(f: &F, src: &Payload) -> Result<(), FabricError> {
+async fn fan_in<F: Fabric>(f: &F, src: &Payload, dst: &mut Payload) -> Result<(), FabricError> {
     let (rank, n) = (f.rank(), f.world_size());
     if rank == 0 {
         for from in 1..n {
-            recv_bytes(f, from, Tag(TAG_PROBE), src.len() as u64).await?;
+            recv_into(f, from, Tag(TAG_PROBE), dst).await?;
         }
     } else {
         send_all(f, 0, Tag(TAG_PROBE), src).await?;
@@ -383,6 +407,7 @@ async fn fan_in<F: Fabric>(f: &F, src: &Payload) -> Result<(), FabricError> {
 async fn stream<F: Fabric>(
     f: &F,
     src: &Payload,
+    dst: &mut Payload,
     messages: u32,
     phantom: bool,
 ) -> Result<(), FabricError> {
@@ -395,7 +420,7 @@ async fn stream<F: Fabric>(
         }
         1 => {
             for _ in 0..messages {
-                recv_bytes(f, 0, Tag(TAG_PROBE), src.len() as u64).await?;
+                recv_into(f, 0, Tag(TAG_PROBE), dst).await?;
             }
             f.send(0, Tag(TAG_ANSWER), message(1, phantom)).await?;
         }
@@ -407,14 +432,14 @@ async fn stream<F: Fabric>(
 /// The sends are copies ([`Fabric::send_copy`]) sent at once: a lent
 /// buffer completes only once its peer has copied it, which would send
 /// to the peers one after another.
-async fn flows<F: Fabric>(f: &F, src: &Payload) -> Result<(), FabricError> {
+async fn flows<F: Fabric>(f: &F, src: &Payload, dst: &mut Payload) -> Result<(), FabricError> {
     let (rank, n) = (f.rank(), f.world_size());
     for d in 1..n {
         let part = f.send_copy(src, 0..src.len());
         f.send((rank + d) % n, Tag(TAG_PROBE), part).await?;
     }
     for d in 1..n {
-        recv_bytes(f, (rank + n - d) % n, Tag(TAG_PROBE), src.len() as u64).await?;
+        recv_into(f, (rank + n - d) % n, Tag(TAG_PROBE), dst).await?;
     }
     Ok(())
 }
