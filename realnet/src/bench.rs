@@ -5,7 +5,13 @@
 //! barrier, then `iters` timed calls back to back on the same buffer (as
 //! nccl-tests' in-place mode does; the data drifts, the speed does not).
 //! A rank's time per call is its elapsed time over the timed calls divided
-//! by `iters`; the row's time is the largest over the ranks. With `check`,
+//! by `iters`; the row's time is the largest over the ranks. Each rank
+//! also times every call on its own (from the end of the one before) and
+//! keeps the median: one call descheduled by the operating system for a
+//! time slice (milliseconds on a shared host) moves the mean of a few
+//! microsecond calls many times over, and the median not at all; the row's
+//! [`BenchRow::median_time_ps`] is the largest of the ranks' medians (with
+//! [`BenchOptions::time_each_call`]). With `check`,
 //! one more call on a fresh copy of the input is checked against the exact
 //! result ([`check`]); `#wrong` sums the wrong elements over the ranks.
 //! The per-rank times and counts travel through the fabric itself, in an
@@ -75,6 +81,10 @@ pub struct BenchOptions {
     pub warmup: u32,
     /// Whether to check results (`-c`).
     pub check: bool,
+    /// Whether to time each call on its own for [`BenchRow::median_time_ps`]
+    /// (a clock read per call, which a latency benchmark of sub-microsecond
+    /// calls would rather not time; without it the median is 0).
+    pub time_each_call: bool,
     /// Chunk size (for a fixed algorithm), slots, root and ranks per node;
     /// the tag is set per call.
     pub params: Params,
@@ -95,6 +105,7 @@ impl Default for BenchOptions {
             iters: 20,
             warmup: 5,
             check: true,
+            time_each_call: false,
             params: Params::default(),
         }
     }
@@ -238,6 +249,10 @@ pub struct BenchRow {
     pub time_ps: u64,
     /// Each rank's time per call, in picoseconds, by rank.
     pub rank_time_ps: Vec<u64>,
+    /// The median time of one timed call, the largest over the ranks, in
+    /// picoseconds (robust to the calls the host descheduled); 0 unless
+    /// [`BenchOptions::time_each_call`].
+    pub median_time_ps: u64,
     /// Algorithm bandwidth, GB/s.
     pub algbw_gb_per_s: f64,
     /// Bus bandwidth, GB/s.
@@ -352,18 +367,24 @@ fn run_size<E: Endpoint>(
     calls
         .run(&barrier, &mut none, ReduceOp::Sum, &params)
         .map_err(failed("the barrier before the timed calls".into()))?;
+    let each = options.time_each_call;
+    let mut call_ps = Vec::with_capacity(if each { options.iters as usize } else { 0 });
     let started = Instant::now();
+    let mut last = started;
     // The error's words are only formatted on failure: a format per call
     // would be timed with the call.
     for i in 0..options.iters {
         calls
             .run(&algorithm, &mut buf, options.op, &params)
             .map_err(|e| failed(format!("timed call {} of {c} {algorithm}", i + 1))(e))?;
+        if each {
+            let now = Instant::now();
+            call_ps.push(picoseconds(now.duration_since(last)));
+            last = now;
+        }
     }
-    let elapsed_ps = u64::try_from(started.elapsed().as_nanos())
-        .unwrap_or(u64::MAX)
-        .saturating_mul(1000);
-    let my_time_ps = elapsed_ps / u64::from(options.iters);
+    let my_time_ps = picoseconds(started.elapsed()) / u64::from(options.iters);
+    let my_median_ps = median_ps(&mut call_ps);
     let my_wrong = if options.check {
         buf.copy_from(0..count, &input)
             .expect("the input has the buffer's shape");
@@ -374,19 +395,24 @@ fn run_size<E: Endpoint>(
     } else {
         0
     };
-    // Every rank's [time, wrong], gathered through the fabric.
-    let mut stats = Payload::zeros(DType::I64, 2 * n, false);
-    let mine = Payload::from_vec(vec![my_time_ps as i64, my_wrong as i64]);
+    // Every rank's [time, wrong, median], gathered through the fabric.
+    let mut stats = Payload::zeros(DType::I64, STATS * n, false);
+    let mine = Payload::from_vec(vec![
+        my_time_ps as i64,
+        my_wrong as i64,
+        my_median_ps as i64,
+    ]);
     stats
-        .copy_from(block_range(2 * n, n, rank), &mine)
-        .expect("two elements per rank");
+        .copy_from(block_range(STATS * n, n, rank), &mine)
+        .expect("three elements per rank");
     let allgather = calls.allgather.clone();
     calls
         .run(&allgather, &mut stats, ReduceOp::Sum, &params)
         .map_err(failed("gathering the ranks' times".into()))?;
     let values = stats.as_slice::<i64>().expect("an int64 buffer");
-    let rank_time_ps: Vec<u64> = values.chunks(2).map(|p| p[0] as u64).collect();
-    let wrong: u64 = values.chunks(2).map(|p| p[1] as u64).sum();
+    let rank_time_ps: Vec<u64> = values.chunks(STATS).map(|p| p[0] as u64).collect();
+    let wrong: u64 = values.chunks(STATS).map(|p| p[1] as u64).sum();
+    let median_time_ps = values.chunks(STATS).map(|p| p[2] as u64).max().unwrap_or(0);
     let time_ps = rank_time_ps.iter().copied().max().unwrap_or(0);
     let size = count as u64 * options.dtype.size_bytes() as u64;
     let algbw = if time_ps == 0 {
@@ -407,10 +433,34 @@ fn run_size<E: Endpoint>(
         root: c.has_root().then_some(params.root),
         time_ps,
         rank_time_ps,
+        median_time_ps,
         algbw_gb_per_s: algbw,
         busbw_gb_per_s: algbw * c.busbw_factor(n),
         wrong: options.check.then_some(wrong),
     })
+}
+
+/// Statistics each rank contributes per size: mean time, wrong
+/// elements, median time.
+const STATS: usize = 3;
+
+/// A duration in integer picoseconds (saturating).
+fn picoseconds(d: std::time::Duration) -> u64 {
+    u64::try_from(d.as_nanos())
+        .unwrap_or(u64::MAX)
+        .saturating_mul(1000)
+}
+
+/// The median of `times` (the mean of the middle two for an even count;
+/// 0 for none), sorting them.
+fn median_ps(times: &mut [u64]) -> u64 {
+    times.sort_unstable();
+    let n = times.len();
+    match n {
+        0 => 0,
+        _ if n % 2 == 1 => times[n / 2],
+        _ => times[n / 2 - 1] + (times[n / 2] - times[n / 2 - 1]) / 2,
+    }
 }
 
 #[cfg(test)]
@@ -448,6 +498,7 @@ mod tests {
             step_factor: 4,
             iters: 3,
             warmup: 1,
+            time_each_call: true,
             params: Params {
                 chunk_bytes: 256,
                 root: 1,
@@ -477,12 +528,28 @@ mod tests {
             assert_eq!(r.count as u64 * 4, r.size_bytes);
             assert!(r.time_ps > 0);
             assert_eq!(r.time_ps, *r.rank_time_ps.iter().max().unwrap());
+            assert!(r.median_time_ps > 0);
             assert_eq!(r.rank_time_ps.len(), n);
             let algbw = r.size_bytes as f64 / (r.time_ps as f64 * 1e-12) / 1e9;
             assert!((r.algbw_gb_per_s - algbw).abs() < 1e-9 * algbw.max(1.0));
             assert!((r.busbw_gb_per_s / r.algbw_gb_per_s - 4.0 / 3.0).abs() < 1e-9);
             assert_eq!((r.op, r.root, r.tuned), (Some(ReduceOp::Sum), None, false));
         }
+    }
+
+    #[test]
+    fn the_median_ignores_a_few_slow_calls() {
+        // Nine calls of 1 us and one descheduled for 5 ms: the mean is
+        // 501 us, the median 1 us.
+        let mut times = vec![1_000_000u64; 9];
+        times.push(5_000_000_000);
+        assert_eq!(median_ps(&mut times.clone()[..9]), 1_000_000);
+        assert_eq!(median_ps(&mut times), 1_000_000);
+        assert_eq!(median_ps(&mut [3, 1, 2]), 2);
+        assert_eq!(median_ps(&mut [4, 1, 3, 2]), 2);
+        assert_eq!(median_ps(&mut [1, 2]), 1);
+        assert_eq!(median_ps(&mut [3, 4]), 3);
+        assert_eq!(median_ps(&mut []), 0);
     }
 
     #[test]

@@ -9,6 +9,7 @@
 //! lowest latency on an idle core), then yields the core, then parks for
 //! short periods, as MPI libraries do when oversubscribed.
 
+use std::cell::RefCell;
 use std::future::Future;
 use std::pin::pin;
 use std::sync::Arc;
@@ -56,6 +57,41 @@ impl Wake for ThreadWaker {
     }
 }
 
+thread_local! {
+    /// This thread's waker, kept between calls of [`block_on`]: a rank
+    /// runs one collective call after another, and a waker made per call
+    /// (an allocation and the thread's handle) costs more than a small
+    /// call's work. `None` while a `block_on` of this thread holds it.
+    static SIGNAL: RefCell<Option<(Arc<ThreadWaker>, Waker)>> = const { RefCell::new(None) };
+}
+
+/// This thread's waker ([`SIGNAL`]), or a new one if it is in use.
+fn take_signal() -> (Arc<ThreadWaker>, Waker) {
+    SIGNAL.with(|s| s.borrow_mut().take()).unwrap_or_else(|| {
+        let signal = Arc::new(ThreadWaker {
+            woken: AtomicBool::new(true),
+            thread: thread::current(),
+        });
+        let waker = Waker::from(signal.clone());
+        (signal, waker)
+    })
+}
+
+/// Hands the waker back for the next [`block_on`] of this thread.
+struct PutBack(Option<(Arc<ThreadWaker>, Waker)>);
+
+impl Drop for PutBack {
+    fn drop(&mut self) {
+        let kept = self.0.take();
+        // During thread teardown the slot may be gone: then drop the waker.
+        let _ = SIGNAL.try_with(|s| {
+            if let Ok(mut slot) = s.try_borrow_mut() {
+                *slot = kept;
+            }
+        });
+    }
+}
+
 /// Runs `fut` to completion on this thread. `progress` is called whenever
 /// the future is pending; it drives the transport and returns whether
 /// anything moved (then the future is polled again at once).
@@ -64,12 +100,13 @@ pub fn block_on<T>(
     mut progress: impl FnMut() -> bool,
     policy: IdlePolicy,
 ) -> T {
-    let signal = Arc::new(ThreadWaker {
-        woken: AtomicBool::new(true),
-        thread: thread::current(),
-    });
-    let waker = Waker::from(signal.clone());
-    let mut cx = Context::from_waker(&waker);
+    // Handed back when this function returns (or unwinds).
+    let kept = PutBack(Some(take_signal()));
+    let (signal, waker) = kept.0.as_ref().expect("taken above");
+    // A waker kept from an earlier call may have been woken since (a stale
+    // wake-up costs one poll); the first poll happens regardless.
+    signal.woken.store(true, Ordering::Release);
+    let mut cx = Context::from_waker(waker);
     let mut fut = pin!(fut);
     let mut idle: u64 = 0;
     loop {

@@ -61,6 +61,7 @@ mod pool;
 pub mod rendezvous;
 pub mod selftest;
 pub mod shm;
+mod sorted_map;
 pub mod tcp;
 #[cfg(feature = "verbs")]
 pub mod verbs;

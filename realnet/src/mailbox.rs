@@ -15,6 +15,8 @@
 //! the rank's executor polls receives.
 
 use std::collections::{BTreeMap, VecDeque};
+
+use crate::sorted_map::SortedMap;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -32,15 +34,33 @@ type Key = (Rank, Tag, u64);
 
 /// A receive that found nothing yet: who to wake and since when it waits.
 struct Waiter {
-    wakers: Vec<Waker>,
+    /// The first receive's waker (nearly always the only one: no vector
+    /// to allocate).
+    first: Waker,
+    /// Other receives of the same key.
+    more: Vec<Waker>,
     since: Instant,
 }
+
+impl Waiter {
+    fn wake(self) {
+        self.first.wake();
+        self.more.into_iter().for_each(Waker::wake);
+    }
+}
+
+/// Messages of one key, oldest first.
+type Queue = VecDeque<(CallId, Payload)>;
+
+/// Emptied queues kept for the next keys (their allocation reused).
+const SPARE_QUEUES: usize = 16;
 
 #[derive(Default)]
 struct Inner {
     call: Option<CallId>,
-    queues: BTreeMap<Key, VecDeque<(CallId, Payload)>>,
-    waiters: BTreeMap<Key, Waiter>,
+    queues: SortedMap<Key, Queue>,
+    spare: Vec<Queue>,
+    waiters: SortedMap<Key, Waiter>,
     failed_peers: BTreeMap<Rank, FabricError>,
     fatal: Option<FabricError>,
 }
@@ -105,7 +125,7 @@ impl Mailbox {
             return Err(e.clone());
         }
         let mut problem = None;
-        for ((src, tag, seq), queue) in &inner.queues {
+        for ((src, tag, seq), queue) in inner.queues.iter() {
             let Some((theirs, _)) = queue.front() else {
                 continue;
             };
@@ -162,13 +182,12 @@ impl Mailbox {
             }
         }
         let key = (src, tag, call.seq);
-        inner
-            .queues
-            .entry(key)
-            .or_default()
+        let Inner { queues, spare, .. } = &mut *inner;
+        queues
+            .get_or_insert_with(key, || spare.pop().unwrap_or_default())
             .push_back((call, payload));
         if let Some(w) = inner.waiters.remove(&key) {
-            w.wakers.into_iter().for_each(Waker::wake);
+            w.wake();
         }
     }
 
@@ -205,7 +224,7 @@ impl Mailbox {
             .collect();
         for key in keys {
             if let Some(w) = inner.waiters.remove(&key) {
-                w.wakers.into_iter().for_each(Waker::wake);
+                w.wake();
             }
         }
     }
@@ -219,8 +238,8 @@ impl Mailbox {
     fn set_fatal(&self, inner: &mut Inner, err: FabricError) {
         inner.fatal.get_or_insert(err);
         self.has_fatal.store(true, Ordering::Release);
-        for (_, w) in std::mem::take(&mut inner.waiters) {
-            w.wakers.into_iter().for_each(Waker::wake);
+        for (_, w) in inner.waiters.drain() {
+            w.wake();
         }
     }
 
@@ -354,8 +373,11 @@ impl Mailbox {
         if let Some(queue) = inner.queues.get_mut(&key)
             && let Some((_, payload)) = queue.pop_front()
         {
-            if queue.is_empty() {
-                inner.queues.remove(&key);
+            if queue.is_empty()
+                && let Some(q) = inner.queues.remove(&key)
+                && inner.spare.len() < SPARE_QUEUES
+            {
+                inner.spare.push(q);
             }
             if payload.shape() != expect {
                 return Poll::Ready(Err(FabricError::ShapeMismatch {
@@ -371,12 +393,17 @@ impl Mailbox {
         if let Some(e) = inner.failed_peers.get(&src) {
             return Poll::Ready(Err(e.clone()));
         }
-        let waiter = inner.waiters.entry(key).or_insert_with(|| Waiter {
-            wakers: Vec::new(),
-            since: Instant::now(),
-        });
-        if !waiter.wakers.iter().any(|w| w.will_wake(cx.waker())) {
-            waiter.wakers.push(cx.waker().clone());
+        if let Some(waiter) = inner.waiters.get_mut(&key) {
+            let known = |w: &Waker| w.will_wake(cx.waker());
+            if !known(&waiter.first) && !waiter.more.iter().any(known) {
+                waiter.more.push(cx.waker().clone());
+            }
+        } else {
+            inner.waiters.get_or_insert_with(key, || Waiter {
+                first: cx.waker().clone(),
+                more: Vec::new(),
+                since: Instant::now(),
+            });
         }
         Poll::Pending
     }

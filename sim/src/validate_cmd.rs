@@ -5,6 +5,12 @@
 //! row, and the median and worst |error| per collective; `--csv` writes
 //! the same rows.
 //!
+//! The measured time of a row is the median call's (the largest of the
+//! ranks' medians), as the calibration keeps the median run of each probe:
+//! the mean of the timed calls (nccl-tests' figure, printed beside it)
+//! counts every call the host descheduled for a time slice, which the
+//! simulator does not model.
+//!
 //! The real run is `sim run --fabric`'s (the same algorithm at every
 //! size: the named one, or the tuner's under the calibrated links); rank
 //! 0 then simulates. A calibration taken on another fabric, or on a host
@@ -20,6 +26,7 @@ use algorithms::Registry;
 use engine::scenario::Scenario;
 use engine::study::{self, Row};
 use engine::tuning::AlgoFilter;
+use realnet::bench::{BenchOptions, BenchRow};
 use realnet::connect::{FabricKind, with_fabric};
 
 use crate::calibrate::fit::{median, percent_error};
@@ -29,6 +36,7 @@ use crate::output::{Named, OutputFile, Stdout, check_paths};
 use crate::real::bench_cmd::{Section, SectionsJob};
 use crate::real::job::{JobArgs, JobSetup};
 use crate::real::run_cmd::{options, refuse_simulated_programs};
+use crate::real::table::to_median_row;
 
 /// `sim validate`'s flags.
 #[derive(Clone, Debug, clap::Args)]
@@ -52,8 +60,12 @@ pub struct Compared {
     pub algorithm: String,
     /// The buffer size.
     pub size_bytes: u64,
-    /// Measured time per call, us.
+    /// Measured time per call, us: the median call's (see
+    /// [`BenchRow::median_time_ps`]).
     pub measured_us: f64,
+    /// The mean of the timed calls, us (nccl-tests' figure), for the
+    /// spread: far above the median when the host descheduled some calls.
+    pub measured_mean_us: f64,
     /// Measured bus bandwidth, GB/s.
     pub measured_busbw: f64,
     /// Simulated time per call, us.
@@ -151,10 +163,19 @@ pub fn validate(args: &ValidateArgs, command: &str, registry: &Registry) -> io::
         .iter()
         .map(|spec| Section {
             header: format!("#\n# measured on {kind}: {}\n", spec.describe()),
-            options: options(&scenario, spec, &filter),
+            options: BenchOptions {
+                time_each_call: true,
+                ..options(&scenario, spec, &filter)
+            },
         })
         .collect();
-    let job = SectionsJob { sections };
+    // The median call, as the calibration's probes keep the median run:
+    // on a shared host one descheduled call moves a mean of microsecond
+    // calls many times over (see `realnet::bench`).
+    let job = SectionsJob {
+        sections,
+        median: true,
+    };
     let interface = args.job.interface.as_deref();
     let outputs = match with_fabric(kind, &env, world_size, interface, (command, registry), &job) {
         Ok(o) => o,
@@ -242,8 +263,9 @@ pub fn check_calibration(
 }
 
 /// The measured and simulated rows side by side (the two runs have the
-/// same entries and sizes in the same order).
-pub fn compare(measured: &[Row], simulated: &[Row]) -> Result<Vec<Compared>, String> {
+/// same entries and sizes in the same order): the median measured call
+/// against the simulated one.
+pub fn compare(measured: &[BenchRow], simulated: &[Row]) -> Result<Vec<Compared>, String> {
     if measured.len() != simulated.len() {
         return Err(format!(
             "the real run gave {} rows and the simulator {}",
@@ -254,7 +276,8 @@ pub fn compare(measured: &[Row], simulated: &[Row]) -> Result<Vec<Compared>, Str
     measured
         .iter()
         .zip(simulated)
-        .map(|(m, s)| {
+        .map(|(real, s)| {
+            let m = &to_median_row(real);
             if (m.collective, m.size_bytes) != (s.collective, s.size_bytes) {
                 return Err(format!(
                     "rows out of step: measured {} at {} B, simulated {} at {} B",
@@ -268,6 +291,7 @@ pub fn compare(measured: &[Row], simulated: &[Row]) -> Result<Vec<Compared>, Str
                 algorithm: algorithm_label(m, s),
                 size_bytes: m.size_bytes,
                 measured_us,
+                measured_mean_us: real.time_ps as f64 / 1e6,
                 measured_busbw: m.busbw_gb_per_s,
                 simulated_us,
                 simulated_busbw: s.busbw_gb_per_s,
@@ -329,11 +353,12 @@ pub fn table(scenario: &Scenario, kind: FabricKind, rows: &[Compared]) -> String
     );
     let _ = writeln!(
         s,
-        "{:>12} {:>24} {:>12} {:>13} {:>11} {:>13} {:>11} {:>8}",
+        "{:>12} {:>24} {:>12} {:>13} {:>11} {:>11} {:>13} {:>11} {:>8}",
         "collective",
         "algorithm",
         "size_bytes",
         "measured_us",
+        "mean_us",
         "meas_busbw",
         "simulated_us",
         "sim_busbw",
@@ -342,11 +367,12 @@ pub fn table(scenario: &Scenario, kind: FabricKind, rows: &[Compared]) -> String
     for r in rows {
         let _ = writeln!(
             s,
-            "{:>12} {:>24} {:>12} {:>13.2} {:>11.3} {:>13.2} {:>11.3} {:>8.1}",
+            "{:>12} {:>24} {:>12} {:>13.2} {:>11.2} {:>11.3} {:>13.2} {:>11.3} {:>8.1}",
             r.collective,
             r.algorithm,
             r.size_bytes,
             r.measured_us,
+            r.measured_mean_us,
             r.measured_busbw,
             r.simulated_us,
             r.simulated_busbw,
@@ -366,12 +392,12 @@ pub fn table(scenario: &Scenario, kind: FabricKind, rows: &[Compared]) -> String
 pub fn csv_text(rows: &[Compared]) -> String {
     let mut s = String::from(
         "collective,algorithm,size_bytes,measured_us,measured_busbw_gb_per_s,simulated_us,\
-         simulated_busbw_gb_per_s,error_pct\n",
+         simulated_busbw_gb_per_s,error_pct,measured_mean_us\n",
     );
     for r in rows {
         let _ = writeln!(
             s,
-            "{},{},{},{:.3},{:.4},{:.3},{:.4},{:.2}",
+            "{},{},{},{:.3},{:.4},{:.3},{:.4},{:.2},{:.3}",
             r.collective,
             r.algorithm,
             r.size_bytes,
@@ -379,7 +405,8 @@ pub fn csv_text(rows: &[Compared]) -> String {
             r.measured_busbw,
             r.simulated_us,
             r.simulated_busbw,
-            r.error_pct
+            r.error_pct,
+            r.measured_mean_us
         );
     }
     s

@@ -14,13 +14,13 @@ use engine::scenario::ByteSize;
 use engine::study::Row;
 use engine::tuning::AlgoFilter;
 use realnet::Endpoint;
-use realnet::bench::{AlgorithmChoice, BenchOptions, run_bench};
+use realnet::bench::{AlgorithmChoice, BenchOptions, BenchRow, run_bench};
 use realnet::connect::{FabricKind, RankJob, with_fabric};
 use realnet::launch::RankEnv;
 use realnet::memory::check_memory;
 
 use super::job::{JobArgs, JobSetup};
-use super::table::{footer, to_row};
+use super::table::{footer, to_median_row, to_row};
 use crate::exit::ExitStatus;
 use crate::output::{OutputFile, Stdout};
 
@@ -146,6 +146,7 @@ pub fn bench(args: &BenchArgs, command: &str, registry: &Registry) -> io::Result
         iters: args.iters,
         warmup: args.warmup,
         check: args.check == 1,
+        time_each_call: false,
         params: Params {
             chunk_bytes: args.chunk.0,
             slots: usize::from(args.slots),
@@ -211,6 +212,7 @@ pub fn bench(args: &BenchArgs, command: &str, registry: &Registry) -> io::Result
     );
     let job = SectionsJob {
         sections: vec![Section { header, options }],
+        median: false,
     };
     let outcome = run_job(
         kind,
@@ -237,13 +239,16 @@ pub struct Section {
 pub struct SectionsJob {
     /// The tables, in order.
     pub sections: Vec<Section>,
+    /// Whether a row's time is the median call's
+    /// ([`to_median_row`]) rather than the mean, nccl-tests' figure.
+    pub median: bool,
 }
 
 impl RankJob for SectionsJob {
     /// The rank's exit status so far and the rows it completed.
-    type Output = (ExitStatus, Vec<Row>);
+    type Output = (ExitStatus, Vec<BenchRow>);
 
-    fn run<E: Endpoint>(&self, endpoint: &E) -> (ExitStatus, Vec<Row>) {
+    fn run<E: Endpoint>(&self, endpoint: &E) -> (ExitStatus, Vec<BenchRow>) {
         let rank = endpoint.rank();
         let say = |text: &str| {
             if rank == 0 {
@@ -254,11 +259,12 @@ impl RankJob for SectionsJob {
         let mut rows = Vec::new();
         for s in &self.sections {
             say(&format!("{}{}", s.header, table_header()));
+            let row_of = if self.median { to_median_row } else { to_row };
             match run_bench(endpoint, &s.options, seq, |row| {
-                say(&table_row(&to_row(row)))
+                say(&table_row(&row_of(row)))
             }) {
                 Ok((done, next)) => {
-                    rows.extend(done.iter().map(to_row));
+                    rows.extend(done);
                     seq = next;
                 }
                 Err(e) => {
@@ -316,6 +322,7 @@ pub fn run_job(
     let Some((_, rows)) = outputs.into_iter().next() else {
         return ExitStatus::Success;
     };
+    let rows: Vec<Row> = rows.iter().map(to_row).collect();
     if env.rank != 0 {
         return failed.unwrap_or(ExitStatus::Success);
     }

@@ -156,7 +156,10 @@ pub fn run_real(
             env.world_size,
             job_args.interface.as_deref(),
             (command, registry),
-            &SectionsJob { sections },
+            &SectionsJob {
+                sections,
+                median: false,
+            },
             csv,
         )
     };
@@ -181,7 +184,10 @@ fn run_threads_by_entry(
             n,
             None,
             (command, &scenario.registry),
-            &SectionsJob { sections },
+            &SectionsJob {
+                sections,
+                median: false,
+            },
             csv,
         );
     }
@@ -197,6 +203,7 @@ fn run_threads_by_entry(
     for (section, n) in sections.into_iter().zip(sizes) {
         let job = SectionsJob {
             sections: vec![section],
+            median: false,
         };
         let status = run_job(
             FabricKind::Threads,
@@ -304,6 +311,7 @@ pub(crate) fn options(
         iters: spec.iters,
         warmup: spec.warmup,
         check: spec.check,
+        time_each_call: false,
         params: Params {
             chunk_bytes: spec.chunk_bytes,
             slots: spec.slots,

@@ -29,6 +29,25 @@ pub fn to_row(r: &BenchRow) -> Row {
     }
 }
 
+/// [`to_row`] with the median call's time instead of the mean
+/// ([`BenchRow::median_time_ps`]) and the bandwidths of that time: what
+/// `sim validate` compares with the simulator, whose calibration is fitted
+/// to medians too.
+pub fn to_median_row(r: &BenchRow) -> Row {
+    let time_ps = r.median_time_ps;
+    let algbw = if time_ps == 0 {
+        0.0
+    } else {
+        r.size_bytes as f64 / (time_ps as f64 / 1e12) / 1e9
+    };
+    Row {
+        time_ps,
+        algbw_gb_per_s: algbw,
+        busbw_gb_per_s: algbw * r.collective.busbw_factor(r.ranks),
+        ..to_row(r)
+    }
+}
+
 /// The closing lines nccl-tests prints: wrong values and the average bus
 /// bandwidth over the rows.
 pub fn footer(rows: &[Row]) -> String {
@@ -62,6 +81,7 @@ mod tests {
             root: None,
             time_ps: 12_345_678,
             rank_time_ps: vec![12_345_678, 1],
+            median_time_ps: 1_024_000,
             algbw_gb_per_s: 0.0829,
             busbw_gb_per_s: 0.0829,
             wrong: Some(0),
@@ -71,6 +91,12 @@ mod tests {
             engine::report::table_row(&row),
             "        1024           256     float    sum    -1      12.35      0.08      0.08       0  ring\n"
         );
+        // The median row: 1024 B in 1.024 us is 1 GB/s (2 ranks: busbw too).
+        let median = to_median_row(&real);
+        assert_eq!(median.time_ps, 1_024_000);
+        assert!((median.algbw_gb_per_s - 1.0).abs() < 1e-12);
+        assert!((median.busbw_gb_per_s - 1.0).abs() < 1e-12);
+        assert_eq!(median.algorithm, row.algorithm);
         assert_eq!(
             footer(&[row]),
             "# Out of bounds values : 0 OK\n# Avg bus bandwidth    : 0.083\n"
