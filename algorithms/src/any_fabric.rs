@@ -124,7 +124,7 @@ trait ErasedFabric {
         framing: Framing,
     ) -> Result<FabricFuture<'_, Payload>, Payload>;
     fn erased_channel_plan(&self) -> Option<Arc<ChannelPlan>>;
-    fn erased_branching(&self, event: Branching) -> u64;
+    fn erased_branching(&self, event: Branching) -> Option<u64>;
     fn erased_reduce_in_network<'a>(
         &'a self,
         group: &'a [Rank],
@@ -291,7 +291,7 @@ impl<F: Fabric> ErasedFabric for F {
         self.channel_plan()
     }
 
-    fn erased_branching(&self, event: Branching) -> u64 {
+    fn erased_branching(&self, event: Branching) -> Option<u64> {
         self.branching(event)
     }
 
@@ -534,7 +534,7 @@ impl Fabric for AnyFabric<'_> {
         self.inner.erased_channel_plan()
     }
 
-    fn branching(&self, event: Branching) -> u64 {
+    fn branching(&self, event: Branching) -> Option<u64> {
         self.inner.erased_branching(event)
     }
 

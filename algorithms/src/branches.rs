@@ -6,9 +6,9 @@
 //! other (NCCL's channels: disjoint parts of the buffer, disjoint tags,
 //! results gathered once every channel is done) says so by joining them
 //! here rather than with `futures_util::future::join_all`. On the
-//! simulator and the real transports the two are the same join (the
-//! fabric's [`Fabric::branching`] does nothing); the model checker uses the
-//! [`Branching`] events to know which branch posts each operation, so it
+//! simulator and the real transports, whose [`Fabric::branching`] does
+//! not listen, the join *is* `join_all` (or `try_join_all`); the model
+//! checker listens, and uses the [`Branching`] events to know which branch posts each operation, so it
 //! can treat the branches as separate units of its search (their
 //! completions on one rank commute) and check that they are (see the
 //! checker's `world::branches` module).
@@ -26,13 +26,15 @@ use std::future::Future;
 use std::pin::Pin;
 use std::task::{Context, Poll};
 
+use futures_util::future::{join_all, try_join_all};
+
 use crate::fabric::Fabric;
 
 /// What a join of branches tells its fabric ([`Fabric::branching`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Branching {
-    /// A join of `branches` branches starts, polled by its parent; the
-    /// fabric returns the join's id (any value; 0 by default).
+    /// A join of `branches` branches starts, polled by its parent; a
+    /// fabric that listens returns the join's id, and is told the rest.
     Begin {
         /// How many branches it joins.
         branches: usize,
@@ -78,7 +80,14 @@ where
     I: IntoIterator,
     I::Item: Future,
 {
-    match Join::new(fabric, branches, |_| false).await {
+    let branches: Vec<_> = branches.into_iter().collect();
+    let begin = Branching::Begin {
+        branches: branches.len(),
+    };
+    let Some(join) = fabric.branching(begin) else {
+        return join_all(branches).await;
+    };
+    match Join::new(fabric, join, branches, |_| false).await {
         Ok(outputs) => outputs,
         Err(_) => unreachable!("a join that never stops early"),
     }
@@ -94,18 +103,26 @@ where
     I: IntoIterator,
     I::Item: Future<Output = Result<T, E>>,
 {
-    match Join::new(fabric, branches, Result::is_err).await {
+    let branches: Vec<_> = branches.into_iter().collect();
+    let begin = Branching::Begin {
+        branches: branches.len(),
+    };
+    let Some(join) = fabric.branching(begin) else {
+        return try_join_all(branches).await;
+    };
+    match Join::new(fabric, join, branches, Result::is_err).await {
         Ok(outputs) => outputs.into_iter().collect(),
         Err(failed) => failed.map(|_| Vec::new()),
     }
 }
 
-/// The join behind both functions: every branch's output in order, or the
-/// first output that `stops` it (the others dropped).
+/// The join behind both functions on a fabric that listens: every
+/// branch's output in order, or the first output that `stops` it (the
+/// others dropped).
 struct Join<'a, F: Fabric + ?Sized, Fut: Future> {
     fabric: &'a F,
-    /// Its id, once begun.
-    id: Option<u64>,
+    /// Its id.
+    id: u64,
     branches: Vec<Option<Pin<Box<Fut>>>>,
     outputs: Vec<Option<Fut::Output>>,
     /// Whether an output ends the join early.
@@ -116,6 +133,7 @@ struct Join<'a, F: Fabric + ?Sized, Fut: Future> {
 impl<'a, F: Fabric + ?Sized, Fut: Future> Join<'a, F, Fut> {
     fn new(
         fabric: &'a F,
+        id: u64,
         branches: impl IntoIterator<Item = Fut>,
         stops: fn(&Fut::Output) -> bool,
     ) -> Self {
@@ -123,7 +141,7 @@ impl<'a, F: Fabric + ?Sized, Fut: Future> Join<'a, F, Fut> {
         let outputs = branches.iter().map(|_| None).collect();
         Join {
             fabric,
-            id: None,
+            id,
             branches,
             outputs,
             stops,
@@ -146,11 +164,7 @@ impl<F: Fabric + ?Sized, Fut: Future> Future for Join<'_, F, Fut> {
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         // `Join` is `Unpin`: its branches are boxed.
         let this = self.get_mut();
-        let join = *this.id.get_or_insert_with(|| {
-            this.fabric.branching(Branching::Begin {
-                branches: this.branches.len(),
-            })
-        });
+        let join = this.id;
         for i in 0..this.branches.len() {
             let Some(branch) = this.branches[i].as_mut() else {
                 continue;
@@ -190,7 +204,8 @@ impl<F: Fabric + ?Sized, Fut: Future> Future for Join<'_, F, Fut> {
 impl<F: Fabric + ?Sized, Fut: Future> Drop for Join<'_, F, Fut> {
     fn drop(&mut self) {
         let unfinished = self.unfinished();
-        if let (Some(join), false, 1..) = (self.id, self.done, unfinished) {
+        if !self.done && unfinished > 0 {
+            let join = self.id;
             self.fabric
                 .branching(Branching::Abandon { join, unfinished });
         }
@@ -202,8 +217,9 @@ mod tests {
     use super::*;
     use futures_util::FutureExt;
 
-    /// A fabric that records the branching events it is told of.
-    struct Recording(std::cell::RefCell<Vec<Branching>>);
+    /// A fabric that records the branching events it is told of, and
+    /// listens (returns a join's id) if `.1`.
+    struct Recording(std::cell::RefCell<Vec<Branching>>, bool);
 
     impl Fabric for Recording {
         fn rank(&self) -> crate::Rank {
@@ -234,15 +250,15 @@ mod tests {
         async fn compute(&self, _work: crate::Work) -> Result<(), crate::FabricError> {
             Ok(())
         }
-        fn branching(&self, event: Branching) -> u64 {
+        fn branching(&self, event: Branching) -> Option<u64> {
             self.0.borrow_mut().push(event);
-            7
+            self.1.then_some(7)
         }
     }
 
     #[test]
     fn join_returns_outputs_in_order_and_tells_the_fabric() {
-        let fabric = Recording(Default::default());
+        let fabric = Recording(Default::default(), true);
         let out = join_branches(&fabric, (0..2).map(|i| async move { i * 10 }))
             .now_or_never()
             .expect("ready branches");
@@ -263,7 +279,7 @@ mod tests {
 
     #[test]
     fn try_join_stops_at_the_first_error_and_abandons_the_rest() {
-        let fabric = Recording(Default::default());
+        let fabric = Recording(Default::default(), true);
         type Branch = std::pin::Pin<Box<dyn Future<Output = Result<u32, u32>>>>;
         let branches: Vec<Branch> = vec![
             Box::pin(async { Err(1) }),
@@ -279,5 +295,28 @@ mod tests {
             unfinished: 1
         }));
         assert!(!events.contains(&Branching::End { join: 7 }));
+    }
+
+    /// A fabric that does not listen gets the plain joins, told only of
+    /// their beginning.
+    #[test]
+    fn a_fabric_that_does_not_listen_gets_join_all() {
+        let fabric = Recording(Default::default(), false);
+        let out = join_branches(&fabric, (0..3).map(|i| async move { i }))
+            .now_or_never()
+            .expect("ready branches");
+        assert_eq!(out, vec![0, 1, 2]);
+        let results = [Ok(1), Err(2)];
+        let failed = try_join_branches(&fabric, results.map(|r| async move { r }))
+            .now_or_never()
+            .expect("ready branches");
+        assert_eq!(failed, Err::<Vec<u32>, u32>(2));
+        assert_eq!(
+            *fabric.0.borrow(),
+            vec![
+                Branching::Begin { branches: 3 },
+                Branching::Begin { branches: 2 }
+            ]
+        );
     }
 }

@@ -419,12 +419,13 @@ pub trait Fabric {
     /// Told by [`join_branches`](crate::branches::join_branches) and
     /// [`try_join_branches`](crate::branches::try_join_branches) of each
     /// step of a join of independent branches (a call's channels); returns
-    /// a join's id for [`Branching::Begin`]. Nothing and 0 by default: only
-    /// the model checker, which treats branches as separate units of its
-    /// search, listens. Fabrics that wrap another pass it on.
-    fn branching(&self, event: Branching) -> u64 {
+    /// a join's id for [`Branching::Begin`] if it listens. `None` by
+    /// default, and the join is a plain `join_all`: only the model checker,
+    /// which treats branches as separate units of its search, listens.
+    /// Fabrics that wrap another pass it on.
+    fn branching(&self, event: Branching) -> Option<u64> {
         let _ = event;
-        0
+        None
     }
 
     /// Whether [`Fabric::reduce_in_network`] would serve `group`: `Ok`, or

@@ -62,7 +62,7 @@ impl<F: Fabric> Fabric for Group<'_, F> {
         self.fabric.now()
     }
 
-    fn branching(&self, event: crate::branches::Branching) -> u64 {
+    fn branching(&self, event: crate::branches::Branching) -> Option<u64> {
         self.fabric.branching(event)
     }
 

@@ -231,7 +231,7 @@ impl Fabric for CheckFabric {
 
     /// Told to the world, which names each branch's operations (see
     /// [`World::branching`]).
-    fn branching(&self, event: Branching) -> u64 {
+    fn branching(&self, event: Branching) -> Option<u64> {
         self.world
             .borrow_mut()
             .branching(self.rank, self.call, event)

@@ -98,7 +98,7 @@ impl<F: Fabric> Fabric for Framed<'_, F> {
         self.fabric.channel_plan()
     }
 
-    fn branching(&self, event: crate::branches::Branching) -> u64 {
+    fn branching(&self, event: crate::branches::Branching) -> Option<u64> {
         self.fabric.branching(event)
     }
 

@@ -81,7 +81,7 @@ impl World {
     /// What a join of branches of `rank`'s call `call` tells the fabric
     /// ([`Fabric::branching`](algorithms::Fabric::branching)); returns a
     /// new join's id.
-    pub fn branching(&mut self, rank: Rank, call: Option<usize>, event: Branching) -> u64 {
+    pub fn branching(&mut self, rank: Rank, call: Option<usize>, event: Branching) -> Option<u64> {
         match event {
             Branching::Begin { branches } => {
                 self.branch_joins.push(JoinState {
@@ -91,7 +91,7 @@ impl World {
                     ends: Vec::new(),
                 });
                 self.live_branches[rank] += branches;
-                return (self.branch_joins.len() - 1) as u64;
+                return Some((self.branch_joins.len() - 1) as u64);
             }
             Branching::Enter { join, branch } => {
                 let parent = self.join(join).map_or(self.branch_now, |j| j.parent);
@@ -115,7 +115,7 @@ impl World {
                 }
             }
             Branching::End { join } => {
-                let Some(j) = self.join(join) else { return 0 };
+                let j = self.join(join)?;
                 let (rank, call, parent) = (j.rank, j.call, j.parent);
                 let ends: Vec<usize> = j.ends.iter().flatten().copied().collect();
                 if self.branches_independent {
@@ -139,7 +139,7 @@ impl World {
                 }
             }
         }
-        0
+        None
     }
 
     /// Whether some call joined branches in this execution.
