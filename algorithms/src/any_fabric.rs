@@ -23,6 +23,7 @@ use std::sync::Arc;
 use smallbox::SmallBox;
 use smallbox::space::{S16, S32};
 
+use crate::branches::Branching;
 use crate::dtype::ReduceOp;
 use crate::error::CollectiveError;
 use crate::fabric::{Fabric, FabricError, Rank, Tag, Time, Work};
@@ -123,6 +124,7 @@ trait ErasedFabric {
         framing: Framing,
     ) -> Result<FabricFuture<'_, Payload>, Payload>;
     fn erased_channel_plan(&self) -> Option<Arc<ChannelPlan>>;
+    fn erased_branching(&self, event: Branching) -> Option<u64>;
     fn erased_reduce_in_network<'a>(
         &'a self,
         group: &'a [Rank],
@@ -287,6 +289,10 @@ impl<F: Fabric> ErasedFabric for F {
 
     fn erased_channel_plan(&self) -> Option<Arc<ChannelPlan>> {
         self.channel_plan()
+    }
+
+    fn erased_branching(&self, event: Branching) -> Option<u64> {
+        self.branching(event)
     }
 
     fn erased_reduce_in_network<'a>(
@@ -526,6 +532,10 @@ impl Fabric for AnyFabric<'_> {
 
     fn channel_plan(&self) -> Option<Arc<ChannelPlan>> {
         self.inner.erased_channel_plan()
+    }
+
+    fn branching(&self, event: Branching) -> Option<u64> {
+        self.inner.erased_branching(event)
     }
 
     fn can_reduce_in_network(&self, group: &[Rank]) -> Result<(), FabricError> {

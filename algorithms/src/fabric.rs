@@ -11,6 +11,7 @@ use std::future::Future;
 use std::ops::Range;
 use std::sync::Arc;
 
+use crate::branches::Branching;
 use crate::dtype::ReduceOp;
 use crate::error::CollectiveError;
 use crate::nccl::{ChannelPlan, Framing};
@@ -412,6 +413,18 @@ pub trait Fabric {
     /// and tree), if the back-end knows its hardware; `None` (the default)
     /// lets algorithms fall back to [`ChannelPlan::rank_order`].
     fn channel_plan(&self) -> Option<Arc<ChannelPlan>> {
+        None
+    }
+
+    /// Told by [`join_branches`](crate::branches::join_branches) and
+    /// [`try_join_branches`](crate::branches::try_join_branches) of each
+    /// step of a join of independent branches (a call's channels); returns
+    /// a join's id for [`Branching::Begin`] if it listens. `None` by
+    /// default, and the join is a plain `join_all`: only the model checker,
+    /// which treats branches as separate units of its search, listens.
+    /// Fabrics that wrap another pass it on.
+    fn branching(&self, event: Branching) -> Option<u64> {
+        let _ = event;
         None
     }
 

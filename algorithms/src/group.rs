@@ -62,6 +62,10 @@ impl<F: Fabric> Fabric for Group<'_, F> {
         self.fabric.now()
     }
 
+    fn branching(&self, event: crate::branches::Branching) -> Option<u64> {
+        self.fabric.branching(event)
+    }
+
     async fn send(&self, to: Rank, tag: Tag, payload: Payload) -> Result<(), FabricError> {
         let to = self.global(to)?;
         self.fabric.send(to, tag, payload).await

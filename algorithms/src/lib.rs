@@ -31,6 +31,7 @@
 //!   algorithm implements (name, collective, `run`, and optionally its cost
 //!   formula, reference and the facts the engine needs), and [`Algorithm`],
 //!   the handle that checks a call's arguments and runs it.
+//! - [`branches`]: [`join_branches`](branches::join_branches), the join of a call's independent channels, told to the fabric for the model checker.
 //! - [`any_fabric`]: [`AnyFabric`], the fabric of any back-end an algorithm
 //!   reached through a trait object receives.
 //! - [`registry`]: [`Registry`], the algorithms a program knows;
@@ -68,6 +69,7 @@ pub mod alltoall;
 pub mod any_fabric;
 pub mod barrier;
 mod binomial;
+pub mod branches;
 pub mod broadcast;
 pub mod collective;
 pub mod cost;

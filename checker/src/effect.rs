@@ -32,6 +32,15 @@
 //!   whole rank ([`Unit::call`] `None`) and conflict with every step that
 //!   changes any part of it.
 //!
+//! The branches a call joins with
+//! [`join_branches`](algorithms::branches::join_branches) (NCCL's
+//! channels) are units too, nested in their call
+//! ([`Unit::branch`]): the same argument one level down, with its own
+//! checked assumption ([`World::branching`](super::world::World::branching)).
+//! A unit contains the units nested in it (the whole rank contains its
+//! calls, a call its branches), and changes to two units conflict when one
+//! contains the other.
+//!
 //! # Assumption, checked
 //! The refinement assumes that a call observes nothing of another call
 //! but through the fabric's operations, so that a call moves only when one
@@ -55,27 +64,113 @@ use algorithms::Rank;
 use super::world::{ChannelKey, OpId};
 
 /// A part of a rank that steps change independently: one of its
-/// concurrent calls, or (`call` `None`) the whole rank.
+/// concurrent calls (or, `call` `None`, all of them), and within it one
+/// branch of its joins of independent branches (or, [`Branch::ROOT`], all
+/// of them). `Unit::rank` is the whole rank.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct Unit {
     /// The rank.
     pub rank: Rank,
-    /// The call's index in the scenario; `None`: the whole rank.
+    /// The call's index in the scenario; `None`: every call of the rank.
     pub call: Option<usize>,
+    /// The branch (see [`World::branching`](super::world::World::branching)).
+    pub branch: Branch,
 }
 
 impl Unit {
     /// The whole of `rank`.
     pub fn rank(rank: Rank) -> Unit {
-        Unit { rank, call: None }
+        Unit {
+            rank,
+            call: None,
+            branch: Branch::ROOT,
+        }
     }
 
-    /// Whether changes to the two units may fail to commute: same rank,
-    /// and one is the whole rank or both are the same call.
-    pub fn overlaps(self, other: Unit) -> bool {
+    /// Whether `other` is part of this unit (or is it): same rank, this
+    /// unit's call is every call or `other`'s, and its branch holds
+    /// `other`'s.
+    pub fn contains(self, other: Unit) -> bool {
         self.rank == other.rank
-            && (self.call.is_none() || other.call.is_none() || self.call == other.call)
+            && (self.call.is_none() || self.call == other.call)
+            && self.branch.holds(other.branch)
     }
+
+    /// Whether changes to the two units may fail to commute: one is part
+    /// of the other.
+    pub fn overlaps(self, other: Unit) -> bool {
+        self.contains(other) || other.contains(self)
+    }
+}
+
+/// Where a branch sits in its call's nested joins
+/// ([`join_branches`](algorithms::branches::join_branches)): the index of
+/// the branch at each level, outermost first. Joins nested deeper than
+/// [`Branch::DEPTH`] levels (or with more than 65,536 branches) name their
+/// branches as their parent: coarser units, so more steps conflict.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Branch {
+    len: u8,
+    path: [u16; Branch::DEPTH],
+}
+
+impl Branch {
+    /// The levels of nesting a branch is told apart at.
+    pub const DEPTH: usize = 4;
+
+    /// No branch: the call (or rank) as a whole.
+    pub const ROOT: Branch = Branch {
+        len: 0,
+        path: [0; Branch::DEPTH],
+    };
+
+    /// Branch `index` of a join polled from this branch.
+    pub fn child(self, index: usize) -> Branch {
+        let len = usize::from(self.len);
+        match u16::try_from(index) {
+            Ok(i) if len < Branch::DEPTH => {
+                let mut path = self.path;
+                path[len] = i;
+                Branch {
+                    len: self.len + 1,
+                    path,
+                }
+            }
+            _ => self,
+        }
+    }
+
+    /// Whether `other` is this branch or lies within it.
+    pub fn holds(self, other: Branch) -> bool {
+        self.len <= other.len
+            && self.path[..usize::from(self.len)] == other.path[..usize::from(self.len)]
+    }
+}
+
+impl std::fmt::Display for Branch {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if self.len == 0 {
+            return write!(f, "the call itself");
+        }
+        write!(f, "branch ")?;
+        for (i, p) in self.path[..usize::from(self.len)].iter().enumerate() {
+            if i > 0 {
+                write!(f, ".")?;
+            }
+            write!(f, "{p}")?;
+        }
+        Ok(())
+    }
+}
+
+/// Which parts of a rank a search names as separate units.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Units {
+    /// Each concurrent call of a rank is a unit.
+    pub calls: bool,
+    /// Each branch of a call's joins is a unit
+    /// ([`World::branching`](super::world::World::branching)).
+    pub branches: bool,
 }
 
 /// State of a rank that its concurrent calls share (see the module docs).
@@ -248,24 +343,25 @@ impl Effect {
             || self.may_post_into(executed)
     }
 
-    /// Whether the calls this predicted step wakes might post on shared
-    /// state the executed step's calls posted on: any post of the
-    /// executed step made by another call of a rank this step wakes.
+    /// Whether the units this predicted step wakes might post on shared
+    /// state the executed step's units posted on: any post of the
+    /// executed step made by another unit of a rank this step wakes (a
+    /// post by an overlapping unit is a unit conflict already).
     fn may_post_into(&self, executed: &Effect) -> bool {
         executed.posts.iter().any(|p| {
             self.touched()
-                .any(|u| u.rank == p.unit.rank && u.call != p.unit.call)
+                .any(|u| u.rank == p.unit.rank && !u.overlaps(p.unit))
         })
     }
 
-    /// The first post of this step by a call the step did not change:
-    /// that call moved without one of its own operations completing, so
-    /// it observed something other than its operations (see the module
-    /// docs).
+    /// The first post of this step by a unit the step did not change (the
+    /// unit, or a unit containing it): that call or branch moved without
+    /// one of its own operations completing, so it observed something
+    /// other than its operations (see the module docs).
     pub fn unexplained_post(&self) -> Option<Unit> {
         self.posts
             .iter()
             .map(|p| p.unit)
-            .find(|&u| !self.changes(u))
+            .find(|&u| !self.touched().any(|t| t.contains(u)))
     }
 }

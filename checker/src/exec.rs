@@ -17,7 +17,7 @@ use std::task::{Context, Poll, Wake, Waker};
 use super::fabric::CheckFabric;
 use super::program::{Program, RankResult, rank_program};
 use super::spec::{Faults, Point};
-use super::world::{Causes, Choice, Effect, RankStatus, World};
+use super::world::{Causes, Choice, Effect, RankStatus, Units, World};
 
 /// Ranks whose tasks were woken, polled in rank order.
 #[derive(Default)]
@@ -73,21 +73,22 @@ pub struct Execution {
 impl Execution {
     /// Starts `program` at `point` and runs every rank until it blocks.
     pub fn start(program: &Rc<Program>, point: Point, faults: Faults) -> Execution {
-        Execution::start_with(program, point, faults, false)
+        Execution::start_with(program, point, faults, Units::default())
     }
 
-    /// [`Execution::start`], with the concurrent calls of each rank as
-    /// separate units of the dependence relation when `calls_independent`
-    /// (see [`effect`](super::effect)).
+    /// [`Execution::start`], with the concurrent calls of each rank, or
+    /// the branches of their joins, as separate units of the dependence
+    /// relation as `units` says (see [`effect`](super::effect)).
     pub fn start_with(
         program: &Rc<Program>,
         point: Point,
         faults: Faults,
-        calls_independent: bool,
+        units: Units,
     ) -> Execution {
         let n = point.world_size;
         let mut world = World::new(n, point.buffering, faults);
-        world.calls_independent = calls_independent;
+        world.calls_independent = units.calls;
+        world.branches_independent = units.branches;
         let world = Rc::new(RefCell::new(world));
         let ready = Arc::new(Ready::default());
         let tasks = (0..n)

@@ -75,6 +75,34 @@
 //! (which send gets it decides which exchange may complete first, a real
 //! difference), and the search stays large.
 //!
+//! # Branches of a call: NCCL's channels as units
+//! NCCL's algorithms run a call's channels as futures joined inside the
+//! call, each on its own part of the buffer and its own tags. Whole ranks
+//! as units order one channel's completions against another's on the same
+//! rank although no channel observes them: the NCCL ring on 4 ranks did
+//! not finish in 20,000 schedules. A call that joins futures which only
+//! join says so with
+//! [`join_branches`](algorithms::branches::join_branches) (as a program
+//! says it only joins a send and a receive with `Fabric::exchange`); the
+//! join tells the fabric which branch it polls, so each operation is
+//! attributed to its branch, and each branch becomes a unit nested in its
+//! call, exactly as concurrent calls are units of their rank (Flanagan and
+//! Godefroid's threads; ISP's POE argument that only completion-order
+//! observations are real nondeterminism). The step in which the last
+//! branch returns lets the call go on, so it changes the whole call and
+//! causally follows every branch's end. The assumption (branches observe
+//! nothing of each other but through their own operations; they only
+//! join) is checked on every step, and a search that finds it broken is
+//! run again without it ([`SearchStats::branches_fallback`]); see
+//! [`World::branching`](super::world::World::branching) for what is
+//! checked, and what no fabric can see (state two branches share outside
+//! it). Tested by `check_branches`: outcome sets equal the naive search's
+//! and `join_all`'s for multi-branch rings (tags apart and shared), the
+//! NCCL ring, CollNet Direct and NVLS tree, under faults, and programs
+//! that observe another branch's completion (a select over another
+//! branch's receive, the clock read in a branch, a `try_join` whose branch
+//! fails) fall back and reach both observations.
+//!
 //! Stateful search (a visited-state table keyed by the world and each
 //! rank's observation history) and optimal DPOR with wakeup trees (Abdulla
 //! et al., JACM 2017) were weighed: the exchange removes the explosion at
@@ -91,7 +119,7 @@ use rand_chacha::ChaCha8Rng;
 use super::exec::Execution;
 use super::program::Program;
 use super::spec::{Assertion, Bounds, Buffering, Faults, Point, Search};
-use super::world::{Choice, Effect};
+use super::world::{Choice, Effect, Units};
 
 /// What to do after a schedule.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -144,6 +172,13 @@ pub struct SearchStats {
     /// without one of its operations completing, or read the rank's
     /// clock), so searched again with whole ranks.
     pub calls_fallback: bool,
+    /// Whether the search treated the branches of each call's joins as
+    /// separate units ([`BRANCHES_REDUCTION`]) and the program joined some.
+    pub branches_independent: bool,
+    /// Whether it tried to and found that assumption broken (see
+    /// [`World::branching`](super::world::World::branching)), so searched
+    /// again without it.
+    pub branches_fallback: bool,
 }
 
 impl SearchStats {
@@ -175,10 +210,21 @@ pub const REDUCTIONS: &str = "DPOR with sleep sets (Flanagan and Godefroid); the
 /// The reduction added when a program's calls are concurrent.
 pub const CALLS_REDUCTION: &str = "a rank's concurrent calls as separate units (steps of different calls commute unless they share a channel or a send slot)";
 
+/// The reduction added when a call joins independent branches (NCCL's
+/// channels).
+pub const BRANCHES_REDUCTION: &str = "the branches of a call's joins (NCCL's channels) as separate units (steps of different branches commute unless they share a channel or a send slot)";
+
 /// The reductions a search with these counters applied, as reports name
 /// them.
 pub fn reductions(stats: &SearchStats) -> String {
     let mut out = REDUCTIONS.to_string();
+    if stats.branches_independent {
+        out += "; ";
+        out += BRANCHES_REDUCTION;
+    } else if stats.branches_fallback {
+        out +=
+            "; branches of joins as one unit (a branch observed state outside its own operations)";
+    }
     if stats.calls_independent {
         out += "; ";
         out += CALLS_REDUCTION;
@@ -200,6 +246,17 @@ pub fn calls_refinable(program: &Program) -> bool {
             .asserts
             .iter()
             .any(|a| matches!(a, Assertion::MaxSteps { .. }))
+}
+
+/// Whether the search may treat the branches of a call's joins as
+/// separate units: no property reads the ranks' clocks, which the
+/// branches share (see [`World::branching`](super::world::World::branching)).
+/// A program without joins of branches is searched the same either way.
+pub fn branches_refinable(program: &Program) -> bool {
+    !program
+        .asserts
+        .iter()
+        .any(|a| matches!(a, Assertion::MaxSteps { .. }))
 }
 
 /// How far the search has got when stopped: each node's finished branches
@@ -319,8 +376,8 @@ impl Target<'_> {
         Execution::start(self.program, self.point, self.faults)
     }
 
-    fn start_with(&self, calls_independent: bool) -> Execution {
-        Execution::start_with(self.program, self.point, self.faults, calls_independent)
+    fn start_with(&self, units: Units) -> Execution {
+        Execution::start_with(self.program, self.point, self.faults, units)
     }
 
     fn buffering(&self) -> Buffering {
@@ -330,16 +387,16 @@ impl Target<'_> {
 
 /// Runs `prefix` from the start, checking that each choice is enabled.
 pub fn replay(target: &Target<'_>, prefix: &[Choice]) -> Result<Execution, SearchError> {
-    replay_with(target, prefix, false)
+    replay_with(target, prefix, Units::default())
 }
 
-/// [`replay`], naming calls as units when `calls_independent`.
+/// [`replay`], naming calls and branches as units as `units` says.
 fn replay_with(
     target: &Target<'_>,
     prefix: &[Choice],
-    calls_independent: bool,
+    units: Units,
 ) -> Result<Execution, SearchError> {
-    let mut exec = target.start_with(calls_independent);
+    let mut exec = target.start_with(units);
     for (step, &choice) in prefix.iter().enumerate() {
         if !exec.enabled().contains(&choice) {
             return Err(SearchError::Diverged { step, choice });
@@ -353,32 +410,44 @@ fn replay_with(
 /// [`Reduction::Dpor`]), calling `visit` on each complete one.
 /// Schedules extend `prefix`, which is never revisited.
 ///
-/// With DPOR, a program of several concurrent calls is searched first with
-/// each call as its own unit ([`CALLS_REDUCTION`]); if some execution
-/// breaks that refinement's assumption, the search starts again with
-/// whole ranks, visiting schedules anew.
+/// With DPOR, the search first names the branches of every call's joins
+/// ([`BRANCHES_REDUCTION`]) and, in a program of several concurrent calls,
+/// each call ([`CALLS_REDUCTION`]) as units of their own; if some
+/// execution breaks the per-branch assumption, the search starts again
+/// without it (calls still as units), and if one breaks the per-call
+/// assumption, with whole ranks, visiting schedules anew each time.
 pub fn exhaustive(
     target: &Target<'_>,
     reduction: Reduction,
     prefix: &[Choice],
     mut visit: impl FnMut(&Execution) -> Control,
 ) -> Result<SearchStats, SearchError> {
-    let refine = reduction == Reduction::Dpor && calls_refinable(target.program);
-    if refine {
-        match search(target, reduction, prefix, true, &mut visit)? {
+    let dpor = reduction == Reduction::Dpor;
+    let calls = dpor && calls_refinable(target.program);
+    let branches = dpor && branches_refinable(target.program);
+    let mut units = Units { calls, branches };
+    let mut fallback = (false, false);
+    loop {
+        match search(target, reduction, prefix, units, &mut visit)? {
             Searched::Done(mut stats) => {
-                stats.calls_independent = true;
+                stats.calls_independent = units.calls;
+                stats.branches_independent &= units.branches;
+                stats.calls_fallback = fallback.0;
+                stats.branches_fallback = fallback.1;
                 return Ok(stats);
             }
-            Searched::Broken => {}
+            Searched::Broken { .. } if units == Units::default() => {
+                unreachable!("whole ranks assume nothing of calls or branches")
+            }
+            Searched::Broken { calls: true } => {
+                fallback = (true, fallback.1 || units.branches);
+                units = Units::default();
+            }
+            Searched::Broken { calls: false } => {
+                fallback.1 = true;
+                units.branches = false;
+            }
         }
-    }
-    match search(target, reduction, prefix, false, &mut visit)? {
-        Searched::Done(mut stats) => {
-            stats.calls_fallback = refine;
-            Ok(stats)
-        }
-        Searched::Broken => unreachable!("whole ranks assume nothing of calls"),
     }
 }
 
@@ -386,15 +455,19 @@ pub fn exhaustive(
 enum Searched {
     /// It ran to its end (or a bound, or was stopped).
     Done(SearchStats),
-    /// An execution broke the per-call refinement's assumption.
-    Broken,
+    /// An execution broke the per-call refinement's assumption (`calls`)
+    /// or the per-branch one.
+    Broken {
+        /// Which.
+        calls: bool,
+    },
 }
 
 fn search(
     target: &Target<'_>,
     reduction: Reduction,
     prefix: &[Choice],
-    calls_independent: bool,
+    units: Units,
     visit: &mut impl FnMut(&Execution) -> Control,
 ) -> Result<Searched, SearchError> {
     let mut stats = SearchStats::default();
@@ -405,7 +478,7 @@ fn search(
         // Re-run the schedule so far.
         let mut full: Vec<Choice> = prefix.to_vec();
         full.extend(&path);
-        let mut exec = replay_with(target, &full, calls_independent)?;
+        let mut exec = replay_with(target, &full, units)?;
         stats.steps += full.len() as u64;
         if reduction == Reduction::Dpor && !path.is_empty() {
             // The step just switched to a backtrack choice is new.
@@ -488,8 +561,15 @@ fn search(
                 record_hb(&mut stack, &exec, base);
             }
         }
-        if exec.world.borrow().independence_broken.is_some() {
-            return Ok(Searched::Broken);
+        {
+            let world = exec.world.borrow();
+            if world.independence_broken.is_some() {
+                return Ok(Searched::Broken { calls: true });
+            }
+            if world.branches_broken.is_some() {
+                return Ok(Searched::Broken { calls: false });
+            }
+            stats.branches_independent |= world.joined_branches();
         }
         if blocked {
             stats.sleep_blocked += 1;

@@ -29,6 +29,7 @@ use std::pin::Pin;
 use std::rc::Rc;
 use std::task::{Context, Poll};
 
+use algorithms::branches::Branching;
 use algorithms::in_network::{check_group, check_members, check_root, reduce_in_member_order};
 use algorithms::nccl::Framing;
 use algorithms::{Fabric, FabricError, Payload, Rank, ReduceOp, Shape, Tag, Time, Work};
@@ -99,6 +100,7 @@ impl Future for OpFuture<'_> {
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<OpState> {
         let mut world = self.world.borrow_mut();
+        world.check_waiter(self.op);
         let state = &mut world.ops[self.op];
         match state {
             OpState::Pending(waker) => {
@@ -225,6 +227,14 @@ impl Fabric for CheckFabric {
         _framing: Framing,
     ) -> impl Future<Output = Result<Payload, FabricError>> {
         self.exchange(to, payload, from, expect, tag)
+    }
+
+    /// Told to the world, which names each branch's operations (see
+    /// [`World::branching`]).
+    fn branching(&self, event: Branching) -> Option<u64> {
+        self.world
+            .borrow_mut()
+            .branching(self.rank, self.call, event)
     }
 
     /// Local work completes at once: the checker does not model time.

@@ -98,6 +98,8 @@ pub fn print_report(
                 .fold(SearchStats::default(), |mut all, p| {
                     all.calls_independent |= p.stats.calls_independent;
                     all.calls_fallback |= p.stats.calls_fallback;
+                    all.branches_independent |= p.stats.branches_independent;
+                    all.branches_fallback |= p.stats.branches_fallback;
                     all
                 });
             let reductions = crate::explore::reductions(&used);

@@ -7,6 +7,7 @@
 //! is lost, which rank crashes, which receive times out, and when a rank
 //! learns that a peer stopped.
 
+mod branches;
 mod joint;
 
 use std::collections::{BTreeMap, VecDeque};
@@ -15,8 +16,9 @@ use std::task::Waker;
 
 use algorithms::{FabricError, Payload, Rank, Shape, Tag};
 
-pub use super::effect::{Effect, Half, Post, Resource, Unit};
+pub use super::effect::{Branch, Effect, Half, Post, Resource, Unit, Units};
 use super::spec::{Buffering, Faults};
+use branches::JoinState;
 use joint::PendingJoint;
 pub use joint::{JointRecv, JointSend};
 
@@ -248,6 +250,8 @@ pub struct World {
     op_rank: Vec<Rank>,
     /// The concurrent call that posted each operation, if any.
     op_call: Vec<Option<usize>>,
+    /// The branch that posted each operation.
+    op_branch: Vec<Branch>,
     /// The joint operation (an exchange, an in-network operation) each
     /// operation is a part of, if it is one.
     half_of: Vec<Option<OpId>>,
@@ -290,6 +294,20 @@ pub struct World {
     /// The step during which each call of each rank returned
     /// (`Some(None)`: before the first step).
     calls_done: BTreeMap<(Rank, usize), Option<usize>>,
+    /// Whether steps name the branches of a call's joins as separate
+    /// units ([`World::branching`]).
+    pub branches_independent: bool,
+    /// Why the per-branch refinement's assumption failed in this
+    /// execution, if it did: the explorer then searches again without it.
+    pub branches_broken: Option<String>,
+    /// The branch being polled now, and the ones polling it.
+    branch_now: Branch,
+    branch_stack: Vec<Branch>,
+    /// Every join of branches begun, by id.
+    branch_joins: Vec<JoinState>,
+    /// Per rank: branches begun that have neither returned nor been
+    /// abandoned.
+    live_branches: Vec<usize>,
 }
 
 /// What the explorer needs to know about an applied choice: the steps it
@@ -327,6 +345,7 @@ impl World {
             ops: Vec::new(),
             op_rank: Vec::new(),
             op_call: Vec::new(),
+            op_branch: Vec::new(),
             half_of: Vec::new(),
             joints: BTreeMap::new(),
             extra_causes: Vec::new(),
@@ -344,6 +363,12 @@ impl World {
             calls_independent: false,
             independence_broken: None,
             calls_done: BTreeMap::new(),
+            branches_independent: false,
+            branches_broken: None,
+            branch_now: Branch::ROOT,
+            branch_stack: Vec::new(),
+            branch_joins: Vec::new(),
+            live_branches: vec![0; world_size],
         }
     }
 
@@ -351,23 +376,30 @@ impl World {
         self.ops.push(state);
         self.op_rank.push(rank);
         self.op_call.push(call);
+        self.op_branch.push(self.branch_now);
         self.half_of.push(None);
         self.ops.len() - 1
     }
 
-    /// The unit a call's operation changes: the call when calls are
-    /// independent units, else its whole rank.
-    fn unit(&self, rank: Rank, call: Option<usize>) -> Unit {
+    /// The unit a call's branch changes: the call when calls are
+    /// independent units, else every call of the rank; within it the
+    /// branch when branches are.
+    fn unit(&self, rank: Rank, call: Option<usize>, branch: Branch) -> Unit {
         Unit {
             rank,
             call: call.filter(|_| self.calls_independent),
+            branch: if self.branches_independent {
+                branch
+            } else {
+                Branch::ROOT
+            },
         }
     }
 
-    /// What completing `op` changes: its rank (or call), or half of its
-    /// exchange.
+    /// What completing `op` changes: its rank (or call, or branch), or
+    /// half of its exchange.
     fn touch_op(&self, effect: &mut Effect, op: OpId) {
-        let unit = self.unit(self.op_rank[op], self.op_call[op]);
+        let unit = self.unit(self.op_rank[op], self.op_call[op], self.op_branch[op]);
         match self.half_of[op] {
             Some(exchange) => {
                 let completes = self.completes_joint(exchange, op);
@@ -607,16 +639,17 @@ impl World {
                 None => e.touch(Unit::rank(k.dst)),
             },
             Choice::Notify { to, .. } => e.touch(Unit::rank(to)),
-            Choice::Start { rank, call } => e.touch(self.unit(rank, Some(call))),
+            Choice::Start { rank, call } => e.touch(self.unit(rank, Some(call), Branch::ROOT)),
         }
         e
     }
 
-    /// Records a post of `rank`'s call on state its calls share (see
-    /// [`effect`](super::effect)), when calls are independent units.
+    /// Records a post of `rank`'s call (and branch) on state its calls and
+    /// branches share (see [`effect`](super::effect)), when they are
+    /// independent units.
     fn record_post(&mut self, rank: Rank, call: Option<usize>, resource: Resource, critical: bool) {
-        if self.calls_independent && call.is_some() {
-            let unit = self.unit(rank, call);
+        let unit = self.unit(rank, call, self.branch_now);
+        if unit != Unit::rank(rank) {
             self.effect.posts.push(Post {
                 unit,
                 resource,
@@ -634,6 +667,7 @@ impl World {
     /// ([`Fabric::now`](algorithms::Fabric::now)), which every call of the
     /// rank moves: the per-call refinement does not hold for it.
     pub fn clock_read(&mut self, rank: Rank, call: Option<usize>) {
+        self.branch_clock_read(rank);
         if self.calls_independent
             && let Some(call) = call
         {
@@ -650,7 +684,17 @@ impl World {
     /// completes) and returns the causes found while the woken ranks ran
     /// (a rank's end follows the ends of its calls).
     pub fn end_step(&mut self) -> Vec<usize> {
-        if self.calls_independent
+        if let Some(unit) = self.effect.unexplained_post()
+            && unit.branch != Branch::ROOT
+        {
+            let step = self.step.map_or(0, |s| s + 1);
+            self.branches_broken.get_or_insert_with(|| {
+                format!(
+                    "{} of rank {} moved at step {step} although none of its operations completed",
+                    unit.branch, unit.rank
+                )
+            });
+        } else if self.calls_independent
             && let Some(unit) = self.effect.unexplained_post()
         {
             self.independence_broken.get_or_insert_with(|| {
@@ -970,7 +1014,7 @@ impl World {
     /// Records that `rank`'s program returned (with the cause of its
     /// error, if it failed); a failed rank's peers will be told.
     pub fn finish(&mut self, rank: Rank, error: Option<String>) {
-        if self.calls_independent {
+        if self.calls_independent || self.branches_independent {
             // The program ends when its last call does: a change to the
             // whole rank, after every call's end (as an exchange completes
             // after both halves).

@@ -202,8 +202,9 @@ pub fn check_bench(
     let mut out = crate::output::Stdout::new();
     writeln!(
         out,
-        "# exhaustive search, reductions: {}; with concurrent calls also {}; naive = every interleaving, exact when it finishes within {naive_cap} schedules, else ~ Knuth's estimate from {PROBES} random walks",
+        "# exhaustive search, reductions: {}; with joins of branches also {}; with concurrent calls also {}; naive = every interleaving, exact when it finishes within {naive_cap} schedules, else ~ Knuth's estimate from {PROBES} random walks",
         explore::REDUCTIONS,
+        explore::BRANCHES_REDUCTION,
         explore::CALLS_REDUCTION
     )?;
     writeln!(

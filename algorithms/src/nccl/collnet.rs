@@ -36,6 +36,7 @@ use futures_util::future::try_join_all;
 
 use crate::algorithm::{Chunking, CollectiveAlgorithm, Running};
 use crate::any_fabric::AnyFabric;
+use crate::branches::try_join_branches;
 use crate::collective::{Collective, Params, reduction_is_trivial};
 use crate::dtype::ReduceOp;
 use crate::error::CollectiveError;
@@ -196,7 +197,7 @@ pub async fn run_direct<F: Fabric>(
             Ok((range, out))
         }
     });
-    for (range, out) in try_join_all(blocks).await? {
+    for (range, out) in try_join_branches(fabric, blocks).await? {
         buf.copy_from(range, &out)?;
     }
     Ok(())

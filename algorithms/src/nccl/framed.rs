@@ -98,6 +98,10 @@ impl<F: Fabric> Fabric for Framed<'_, F> {
         self.fabric.channel_plan()
     }
 
+    fn branching(&self, event: crate::branches::Branching) -> Option<u64> {
+        self.fabric.branching(event)
+    }
+
     fn can_reduce_in_network(&self, group: &[Rank]) -> Result<(), FabricError> {
         self.fabric.can_reduce_in_network(group)
     }

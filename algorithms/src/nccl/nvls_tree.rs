@@ -71,11 +71,12 @@
 use std::ops::Range;
 
 use futures_util::StreamExt;
-use futures_util::future::{join_all, try_join_all};
+use futures_util::future::try_join_all;
 use futures_util::stream::FuturesOrdered;
 
 use crate::algorithm::{Chunking, CollectiveAlgorithm, Running};
 use crate::any_fabric::AnyFabric;
+use crate::branches::join_branches;
 use crate::collective::{Collective, Params, reduction_is_trivial};
 use crate::dtype::ReduceOp;
 use crate::error::CollectiveError;
@@ -232,7 +233,7 @@ pub async fn run<F: Fabric>(
             });
         }
     }
-    let done = join_all(jobs).await;
+    let done = join_branches(fabric, jobs).await;
     for job in done {
         for (range, result) in job? {
             buf.copy_from(range, &result)?;

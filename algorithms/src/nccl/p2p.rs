@@ -35,10 +35,9 @@
 
 use std::ops::Range;
 
-use futures_util::future::join_all;
-
 use crate::algorithm::{Chunking, CollectiveAlgorithm, RotationSymmetry, Running};
 use crate::any_fabric::AnyFabric;
+use crate::branches::join_branches;
 use crate::collective::{Collective, Params, movement_reference};
 use crate::dtype::ReduceOp;
 use crate::error::CollectiveError;
@@ -146,7 +145,7 @@ pub async fn run<F: Fabric>(
             channel,
         )
     });
-    let outputs = join_all(runs).await;
+    let outputs = join_branches(fabric, runs).await;
     for (range, output) in ranges.into_iter().zip(outputs) {
         buf.copy_from(range, &output?)?;
     }

@@ -30,10 +30,9 @@
 //! the catalogue `pat`'s bit for bit ([`ReduceOp::Avg`]: rank `r` divides
 //! its block once at the end).
 
-use futures_util::future::join_all;
-
 use crate::algorithm::{Chunking, CollectiveAlgorithm, RotationSymmetry, Running};
 use crate::any_fabric::AnyFabric;
+use crate::branches::join_branches;
 use crate::collective::{Collective, Params, reduction_is_trivial};
 use crate::dtype::ReduceOp;
 use crate::error::CollectiveError;
@@ -124,7 +123,7 @@ pub async fn run<F: Fabric>(
             Ok::<_, CollectiveError>(input)
         }
     });
-    let outputs = join_all(runs).await;
+    let outputs = join_branches(fabric, runs).await;
     for (slice, output) in slices.iter().zip(outputs) {
         slice.scatter(buf, &output?)?;
     }

@@ -10,7 +10,9 @@
 //! blocks. The channels run at once, each on its own ring
 //! ([`ChannelPlan::ring`]), every message framed with the call's protocol,
 //! [`NcclAlgorithm::Ring`] and the channel's number ([`Framed`]), and
-//! tagged with [`channel_tag`].
+//! tagged with [`channel_tag`]. They are joined with
+//! [`join_branches`](crate::branches::join_branches): they share nothing
+//! but the fabric, so the model checker searches them as separate units.
 //!
 //! # One channel
 //! In the channel's ring order (rank `ring[i]` sends to `ring[i + 1]`):
@@ -41,10 +43,9 @@
 
 use std::ops::Range;
 
-use futures_util::future::join_all;
-
 use crate::algorithm::{Chunking, CollectiveAlgorithm, RotationSymmetry, Running};
 use crate::any_fabric::AnyFabric;
+use crate::branches::join_branches;
 use crate::collective::{Collective, Params, reduction_is_trivial};
 use crate::dtype::ReduceOp;
 use crate::error::CollectiveError;
@@ -121,7 +122,7 @@ pub async fn run<F: Fabric>(
         };
         run_channel(fabric, channel, input, op, params)
     });
-    let outputs = join_all(runs).await;
+    let outputs = join_branches(fabric, runs).await;
     for (slice, output) in slices.iter().zip(outputs) {
         slice.scatter(buf, &output?)?;
     }

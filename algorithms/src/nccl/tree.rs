@@ -28,10 +28,9 @@
 use std::cell::RefCell;
 use std::ops::Range;
 
-use futures_util::future::join_all;
-
 use crate::algorithm::{Chunking, CollectiveAlgorithm, Running};
 use crate::any_fabric::AnyFabric;
+use crate::branches::join_branches;
 use crate::collective::{Collective, Params, reduction_is_trivial};
 use crate::dtype::ReduceOp;
 use crate::error::CollectiveError;
@@ -61,7 +60,7 @@ pub async fn run<F: Fabric>(
         let node = &plan.tree(c)[fabric.rank()];
         run_channel(fabric, c, node, buf.extract(range.clone()), op, params)
     });
-    let outputs = join_all(runs).await;
+    let outputs = join_branches(fabric, runs).await;
     for (range, output) in ranges.into_iter().zip(outputs) {
         buf.copy_from(range, &output?)?;
     }

@@ -124,14 +124,16 @@ pub(crate) fn assert_naive_outcomes(
     let (dpor, dpor_stats) = outcomes(&program, point, Reduction::Dpor);
     assert!(dpor_stats.complete(), "{name}: {dpor_stats:?}");
     println!(
-        "{name}: DPOR {} schedules (+{} sleep-blocked), naive {}, factor {:.1}, {} outcomes, per-call {}, fallback {}",
+        "{name}: DPOR {} schedules (+{} sleep-blocked), naive {}, factor {:.1}, {} outcomes, per-call {}, fallback {}, per-branch {}, fallback {}",
         dpor_stats.schedules,
         dpor_stats.sleep_blocked,
         naive_stats.schedules,
         naive_stats.schedules as f64 / dpor_stats.schedules.max(1) as f64,
         naive.len(),
         dpor_stats.calls_independent,
-        dpor_stats.calls_fallback
+        dpor_stats.calls_fallback,
+        dpor_stats.branches_independent,
+        dpor_stats.branches_fallback
     );
     let missed: Vec<&String> = naive.difference(&dpor).collect();
     let extra: Vec<&String> = dpor.difference(&naive).collect();

@@ -7,6 +7,7 @@
 
 mod calibration;
 mod catalogue;
+mod check_branches;
 mod check_calls;
 mod check_catalogue;
 mod check_cli;
