@@ -50,9 +50,9 @@
 //! `f`) before the link's own entry could: the link would only be popped
 //! to be skipped, and is left out of the heap. Every flow keeps the first
 //! link of its route in that order, and the pops that remain are the same
-//! in the same order, so the rates are the same to the bit. In a tree on
-//! a fat-tree most links a route crosses carry that flow alone (PCIe hops,
-//! switch ports), and only its narrowest one enters the heap.
+//! in the same order, so the rates are the same to the bit. Of the links
+//! of a route that no other flow of the component crosses (on a fat-tree:
+//! PCIe hops, switch ports), only the narrowest enters the heap.
 
 use std::cmp::Ordering;
 use std::collections::BinaryHeap;
