@@ -296,8 +296,8 @@
 //! | `nccl_nvls_tree` | 64 MiB | 7.31, 301 | 8.45, 299 |
 //!
 //! (Wall times on the shared machine move by more than the change for
-//! the short points; the CPU seconds above are the better measure.) A
-//! sixth to a seventh less CPU is far from the target: `tree` at 512 GPUs
+//! the short points; the CPU seconds above are the better measure.)
+//! 13-21% less CPU is far from the target: `tree` at 512 GPUs
 //! and 32 GiB is still about 32 x 11 s, six minutes. `perf` after the
 //! change (`tree`, 512 GPUs, 256 MiB, without the smaller flow marks):
 //! `MaxMin::allocate` 23% (mostly its search's marks: cache misses), the
