@@ -138,9 +138,12 @@
 //! Unfolded, their cost is what the engine spends per message: each rank
 //! streams its tree program (no per-rank list of `O(chunks)` operations),
 //! and in the flow model every flow start or end recomputes the max-min
-//! rates of its connected component, which for a tree is every active
-//! flow of the run (each rank's egress link carries its flows to parent
-//! and children, so the tree's flows form one component). Profiled
+//! rates of its connected component. That component is small: counted
+//! on 2026-12-02 (a temporary counter, `tree` at 512 GPUs and 256 MiB),
+//! the 201 441 recomputations reached 18.5 flows and 73 links each on
+//! average (those with nothing to recompute counted as 0), of which 2.8
+//! flows changed rate; what grows with the size is the number of
+//! recomputations. Profiled
 //! (`perf`, release `sim`, `tree` at 512 GPUs and 1 GiB, flow model):
 //! 58% of the run was the max-min filling (35% `MaxMin::allocate`, 23%
 //! its heap's pops), the rest spread over the world's delivery, the
@@ -265,6 +268,41 @@
 //! component has half the flows as well), but the target is still far:
 //! 32 GiB is 32 times the 1 GiB point. `nccl_nvls_tree` with
 //! `symmetry = "fold"` is refused in under 0.5 s (not `nccl_tree`).
+//!
+//! **A cheaper filling** (2026-12-02, exact; see the `maxmin` module's
+//! Cost and Dominated links): the routes of a component are copied once
+//! by the search, the heap is built in one go, a stale key replaces the
+//! heap's top instead of a pop and a push, and a link that only one flow
+//! of the component crosses is left out of the heap unless it is that
+//! route's narrowest (it could only be popped to be skipped). A test
+//! compares, after every recomputation of random flow sets, each active
+//! flow's rate with a filling of all flows over all links, bit for bit.
+//! `sim run` output is the same to the byte as before (`cmp`: `tree` at
+//! 512 GPUs, 256 MiB and 1 GiB; `nccl_tree` and `nccl_nvls_tree` at 512
+//! GPUs, 64 MiB; `nccl_pat` allgather at 512 GPUs, 1 GiB). User CPU
+//! seconds, before and after, each run alone in turn on the shared 2
+//! cores (load 5-7): `tree` 512 GPUs 256 MiB 2.58 and 2.85 to 2.23 and
+//! 2.24; `tree` 1 GiB 12.2-13.5 to 10.0-11.7 (an earlier build, without
+//! the smaller flow marks); `nccl_nvls_tree` 64 MiB 7.52 to 6.20;
+//! `nccl_pat` 1 GiB 3.11 to 2.71. `tools/bench_trees.sh --nodes 64` with
+//! the binary before and after, one after the other (wall s, peak MiB;
+//! simulated times equal):
+//!
+//! | algorithm | size | before | after |
+//! | --- | --- | --- | --- |
+//! | `tree` | 1 GiB | 13.43, 39 | 11.75, 39 |
+//! | `nccl_pat` allgather | 1 GiB | 3.99, 231 | 4.10, 229 |
+//! | `nccl_tree` | 64 MiB | 14.59, 72 | 11.07, 73 |
+//! | `nccl_nvls_tree` | 64 MiB | 7.31, 301 | 8.45, 299 |
+//!
+//! (Wall times on the shared machine move by more than the change for
+//! the short points; the CPU seconds above are the better measure.)
+//! 13-21% less CPU is far from the target: `tree` at 512 GPUs
+//! and 32 GiB is still about 32 x 11 s, six minutes. `perf` after the
+//! change (`tree`, 512 GPUs, 256 MiB, without the smaller flow marks):
+//! `MaxMin::allocate` 23% (mostly its search's marks: cache misses), the
+//! heap's pops 7%, `FlowNetwork::handle` 8%, the rest the per-message
+//! work of the world, the futures, routing and the tree programs.
 //!
 //! What would reach the target, and what it needs:
 //! - **Folding by the channel turn** (`nccl_tree`): in, by half a node

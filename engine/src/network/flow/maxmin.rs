@@ -35,10 +35,28 @@
 //! allreduce most links are no bottleneck and would be popped that way). A link's flow list
 //! is scanned once by the search and at most once by the filling.
 //! [`MaxMin::work`] counts the incidences visited, so tests can check
-//! that unrelated components stay untouched.
+//! that unrelated components stay untouched. The search copies the
+//! component's routes into one table the filling reads, the heap is built
+//! in one go (`O(L)`, the same pops: the order is total) and a stale key
+//! takes the top's place rather than being popped and pushed.
+//!
+//! # Dominated links
+//! A link crossed once by a single flow `f` has a constant share, its
+//! capacity, until `f` freezes; any other link `k` of `f`'s route has a
+//! share of at most its capacity (its capacity left, never more than the
+//! capacity, over at least `f`'s crossing; rounding keeps both bounds).
+//! So when `k` has a smaller capacity, or the same and a smaller index,
+//! `k`'s entry always comes first in the heap, and `k` saturates (freezing
+//! `f`) before the link's own entry could: the link would only be popped
+//! to be skipped, and is left out of the heap. Every flow keeps the first
+//! link of its route in that order, and the pops that remain are the same
+//! in the same order, so the rates are the same to the bit. Of the links
+//! of a route that no other flow of the component crosses (on a fat-tree:
+//! PCIe hops, switch ports), only the narrowest enters the heap.
 
 use std::cmp::Ordering;
 use std::collections::BinaryHeap;
+use std::collections::binary_heap::PeekMut;
 
 use topologies::LinkId;
 
@@ -95,6 +113,28 @@ struct LinkScratch {
     key: f64,
 }
 
+/// The allocator's mark of one flow id: small, since the table grows
+/// with the flow ids of the whole run.
+#[derive(Clone, Copy, Debug, Default)]
+struct FlowMark {
+    /// The flow is in the component when this equals `epoch`.
+    mark: u32,
+    /// Its position in [`MaxMin::members`] (valid with the mark).
+    pos: u32,
+}
+
+/// A flow of the current component.
+#[derive(Clone, Copy, Debug)]
+struct Member {
+    flow: u32,
+    /// Where its route starts in [`MaxMin::routes`].
+    start: u32,
+    /// Its route's length.
+    len: u32,
+    /// Its rate once frozen, NaN before.
+    rate: f64,
+}
+
 /// Scratch state of the allocator, kept between calls so that a
 /// recomputation allocates nothing once the tables have grown.
 #[derive(Debug, Default)]
@@ -104,13 +144,15 @@ pub struct MaxMin {
     epoch: u32,
     /// Per link (see [`LinkScratch`]).
     link: Vec<LinkScratch>,
-    flow_mark: Vec<u32>,
-    /// Per flow of the component: its rate once frozen, NaN before.
-    rate: Vec<f64>,
+    /// Per flow id (see [`FlowMark`]).
+    flow: Vec<FlowMark>,
+    /// The component's routes, copied once by the search so that the
+    /// filling reads them from one contiguous table (link indices).
+    routes: Vec<u32>,
     /// The component's links.
     links: Vec<u32>,
-    /// The component's flows.
-    flows: Vec<u32>,
+    /// The component's flows, in the order they were reached.
+    members: Vec<Member>,
     heap: BinaryHeap<Candidate>,
     /// (flow, link) incidences visited so far, over all calls.
     work: u64,
@@ -153,28 +195,31 @@ impl MaxMin {
         rates.clear();
         self.next_epoch();
         self.collect_component(seeds, links, &route);
-        self.fill(links, &route);
-        rates.extend(self.flows.iter().map(|&f| (f, self.rate[f as usize])));
+        self.fill(links);
+        rates.extend(self.members.iter().map(|m| (m.flow, m.rate)));
     }
 
     /// Whether the latest [`MaxMin::allocate`] reached flow `f` (gave it
     /// a rate).
     pub fn reached(&self, f: u32) -> bool {
-        self.flow_mark.get(f as usize) == Some(&self.epoch)
+        self.flow
+            .get(f as usize)
+            .is_some_and(|s| s.mark == self.epoch)
     }
 
     /// Starts a new call: marks of earlier calls become stale.
     fn next_epoch(&mut self) {
         if self.epoch == u32::MAX {
             self.link.iter_mut().for_each(|l| l.mark = 0);
-            self.flow_mark.fill(0);
+            self.flow.iter_mut().for_each(|f| f.mark = 0);
             self.epoch = 0;
         }
         self.epoch += 1;
     }
 
     /// Collects into `links` and `flows` everything connected to `seeds`,
-    /// and counts each link's crossings into `unfrozen`.
+    /// copies the flows' routes into `routes` and counts each link's
+    /// crossings into `unfrozen`.
     fn collect_component<'a, L: Capacity>(
         &mut self,
         seeds: &[u32],
@@ -182,10 +227,12 @@ impl MaxMin {
         route: &impl Fn(u32) -> &'a [LinkId],
     ) {
         self.links.clear();
-        self.flows.clear();
+        self.members.clear();
+        self.routes.clear();
         for &l in seeds {
             self.visit_link(l);
         }
+        let mut work = 0u64;
         // `links` doubles as the search's queue: links before `next` have
         // had their flows visited.
         let mut next = 0;
@@ -194,16 +241,24 @@ impl MaxMin {
             next += 1;
             let crossing = links[l as usize].flows();
             self.link[l as usize].unfrozen = u32::try_from(crossing.len()).expect("< 2^32 flows");
+            work += crossing.len() as u64;
             for &f in crossing {
-                self.work += 1;
                 if self.visit_flow(f) {
-                    for &m in route(f) {
-                        self.work += 1;
-                        self.visit_link(m.index() as u32);
+                    let r = route(f);
+                    work += r.len() as u64;
+                    let start = u32::try_from(self.routes.len()).expect("< 2^32 incidences");
+                    let member = self.members.last_mut().expect("just reached");
+                    member.start = start;
+                    member.len = u32::try_from(r.len()).expect("< 2^32 links");
+                    for &m in r {
+                        let m = m.index() as u32;
+                        self.routes.push(m);
+                        self.visit_link(m);
                     }
                 }
             }
         }
+        self.work += work;
     }
 
     fn visit_link(&mut self, l: u32) {
@@ -217,22 +272,45 @@ impl MaxMin {
     /// Marks flow `f` as part of the component; false if it already was.
     fn visit_flow(&mut self, f: u32) -> bool {
         let i = f as usize;
-        if i >= self.flow_mark.len() {
-            self.flow_mark.resize(i + 1, 0);
-            self.rate.resize(i + 1, f64::NAN);
+        if i >= self.flow.len() {
+            self.flow.resize(i + 1, FlowMark::default());
         }
-        if self.flow_mark[i] == self.epoch {
+        let scratch = &mut self.flow[i];
+        if scratch.mark == self.epoch {
             return false;
         }
-        self.flow_mark[i] = self.epoch;
-        self.rate[i] = f64::NAN;
-        self.flows.push(f);
+        scratch.mark = self.epoch;
+        scratch.pos = u32::try_from(self.members.len()).expect("< 2^32 flows");
+        self.members.push(Member {
+            flow: f,
+            start: 0,
+            len: 0,
+            rate: f64::NAN,
+        });
         true
     }
 
+    /// Whether link `j` (capacity `capacity`), crossed once by one flow
+    /// only, is not the smallest (capacity, link) of that flow's route, so
+    /// that the filling never saturates it (see [Dominated
+    /// links](self#dominated-links)).
+    fn never_first<L: Capacity>(&self, links: &[L], j: u32, capacity: f64) -> bool {
+        let pos = self.flow[links[j as usize].flows()[0] as usize].pos;
+        let flow = self.members[pos as usize];
+        let route = &self.routes[flow.start as usize..(flow.start + flow.len) as usize];
+        route.iter().any(|&k| {
+            let other = links[k as usize].capacity_bytes_per_s();
+            other < capacity || (other == capacity && k < j)
+        })
+    }
+
     /// Progressive filling over the collected component.
-    fn fill<'a, L: Capacity>(&mut self, links: &[L], route: &impl Fn(u32) -> &'a [LinkId]) {
-        self.heap.clear();
+    fn fill<L: Capacity>(&mut self, links: &[L]) {
+        // Built in one go (`O(L)`): the pops come in the same order as
+        // after pushing one by one, since the order is total (share, then
+        // link) and equal entries cannot be told apart.
+        let mut initial = std::mem::take(&mut self.heap).into_vec();
+        initial.clear();
         for &l in &self.links {
             let i = l as usize;
             let capacity = links[i].capacity_bytes_per_s();
@@ -240,48 +318,61 @@ impl MaxMin {
             scratch.capacity_left = capacity;
             if scratch.unfrozen > 0 {
                 scratch.key = capacity / f64::from(scratch.unfrozen);
-                self.heap.push(Candidate {
-                    share: scratch.key,
+                let key = scratch.key;
+                if scratch.unfrozen == 1 && self.never_first(links, l, capacity) {
+                    continue;
+                }
+                initial.push(Candidate {
+                    share: key,
                     link: l,
                 });
             }
         }
+        self.heap = BinaryHeap::from(initial);
+        let mut work = 0u64;
         // Shares only grow as flows freeze (in exact arithmetic); `level`
         // keeps rounding from ever giving a later flow less, or zero.
         let mut level = 0.0f64;
         // Once every flow is frozen, what the heap still holds are links
         // without unfrozen flows, each popped only to be skipped: stop.
-        let mut unfrozen_flows = self.flows.len();
-        while unfrozen_flows > 0
-            && let Some(Candidate { share, link }) = self.heap.pop()
-        {
+        let mut unfrozen_flows = self.members.len();
+        while unfrozen_flows > 0 {
+            let Some(mut top) = self.heap.peek_mut() else {
+                break;
+            };
+            let Candidate { share, link } = *top;
             let i = link as usize;
             let scratch = self.link[i];
             let n = scratch.unfrozen;
             if n == 0 || share.to_bits() != scratch.key.to_bits() {
-                continue; // Saturated, or replaced by a smaller key.
+                // Saturated, or replaced by a smaller key.
+                PeekMut::pop(top);
+                continue;
             }
             let current = scratch.capacity_left / f64::from(n);
             if share != current {
-                // A stale lower bound: the link's share grew since.
+                // A stale lower bound: the link's share grew since. It
+                // takes the top's place (one sift instead of a pop and a
+                // push; the same entries, so the same order after).
                 self.link[i].key = current;
-                self.heap.push(Candidate {
-                    share: current,
-                    link,
-                });
+                top.share = current;
                 continue;
             }
+            PeekMut::pop(top);
             level = level.max(share);
-            for &f in links[i].flows() {
-                self.work += 1;
-                if !self.rate[f as usize].is_nan() {
+            let crossing = links[i].flows();
+            work += crossing.len() as u64;
+            for &f in crossing {
+                let flow = &mut self.members[self.flow[f as usize].pos as usize];
+                if !flow.rate.is_nan() {
                     continue;
                 }
-                self.rate[f as usize] = level;
+                flow.rate = level;
                 unfrozen_flows -= 1;
-                for &m in route(f) {
-                    self.work += 1;
-                    let j = m.index();
+                let (start, len) = (flow.start as usize, flow.len as usize);
+                work += len as u64;
+                for &m in &self.routes[start..start + len] {
+                    let j = m as usize;
                     let other = &mut self.link[j];
                     other.capacity_left = (other.capacity_left - level).max(0.0);
                     other.unfrozen -= 1;
@@ -293,229 +384,16 @@ impl MaxMin {
                             other.key = grown;
                             self.heap.push(Candidate {
                                 share: grown,
-                                link: m.index() as u32,
+                                link: m,
                             });
                         }
                     }
                 }
             }
         }
+        self.work += work;
     }
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// A link of the tests: its flows and bandwidth.
-    struct TestLink(Vec<u32>, f64);
-
-    impl Capacity for TestLink {
-        fn flows(&self) -> &[u32] {
-            &self.0
-        }
-
-        fn capacity_bytes_per_s(&self) -> f64 {
-            self.1
-        }
-    }
-
-    /// The links of `link_flows` with bandwidths `capacity`.
-    fn links(link_flows: &[Vec<u32>], capacity: &[f64]) -> Vec<TestLink> {
-        link_flows
-            .iter()
-            .zip(capacity)
-            .map(|(f, &c)| TestLink(f.clone(), c))
-            .collect()
-    }
-
-    /// Rates of flows given as lists of link indices on links of the
-    /// given capacities, all in one call seeded with every link.
-    fn rates(capacity: &[f64], routes: &[&[u32]]) -> (Vec<f64>, u64) {
-        let routes: Vec<Vec<LinkId>> = routes
-            .iter()
-            .map(|r| r.iter().map(|&l| LinkId::new(l as usize)).collect())
-            .collect();
-        let mut link_flows = vec![Vec::new(); capacity.len()];
-        for (f, r) in routes.iter().enumerate() {
-            for l in r {
-                link_flows[l.index()].push(f as u32);
-            }
-        }
-        let mut mm = MaxMin::new(capacity.len());
-        let seeds: Vec<u32> = (0..capacity.len() as u32).collect();
-        let mut out = Vec::new();
-        mm.allocate(
-            &seeds,
-            &links(&link_flows, capacity),
-            |f| &routes[f as usize],
-            &mut out,
-        );
-        out.sort_by_key(|&(f, _)| f);
-        assert_eq!(out.len(), routes.len(), "every flow is reached");
-        (out.into_iter().map(|(_, r)| r).collect(), mm.work())
-    }
-
-    #[test]
-    fn symmetric_two_links() {
-        // A over links 0 and 1, B over 0, C over 1; capacities 10 and 10:
-        // both links have share 10/2 = 5 and saturate together.
-        let (r, _) = rates(&[10.0, 10.0], &[&[0, 1], &[0], &[1]]);
-        assert_eq!(r, vec![5.0, 5.0, 5.0]);
-    }
-
-    #[test]
-    fn leftover_goes_to_the_unconstrained_flow() {
-        // Capacities 10 and 4. Link 1 saturates first at 4/2 = 2 (A and
-        // C); link 0 then has 10 - 2 = 8 left for B alone.
-        let (r, _) = rates(&[10.0, 4.0], &[&[0, 1], &[0], &[1]]);
-        assert_eq!(r, vec![2.0, 8.0, 2.0]);
-    }
-
-    #[test]
-    fn three_links_parking_lot() {
-        // A crosses links 0, 1, 2 (capacities 12, 6, 30); B uses 0, C uses
-        // 1, D uses 2. Link 1: 6/2 = 3 is the smallest share, so A and C
-        // get 3; link 0 then leaves 12 - 3 = 9 to B, link 2 leaves 27 to D.
-        let (r, _) = rates(&[12.0, 6.0, 30.0], &[&[0, 1, 2], &[0], &[1], &[2]]);
-        assert_eq!(r, vec![3.0, 9.0, 3.0, 27.0]);
-    }
-
-    #[test]
-    fn a_flow_crossing_a_link_twice_uses_it_twice() {
-        // A crosses link 0 twice, B once: 3 crossings share 9, so 3 each;
-        // A's rate is 3 and it takes 6 of the link.
-        let (r, _) = rates(&[9.0], &[&[0, 0], &[0]]);
-        assert_eq!(r, vec![3.0, 3.0]);
-    }
-
-    #[test]
-    fn a_down_link_stops_its_flows_and_frees_their_other_links() {
-        // Link 1 has capacity 0: A (links 0 and 1) and C (link 1) get 0,
-        // so B has link 0 (capacity 10) to itself. Rates stay finite.
-        let (r, _) = rates(&[10.0, 0.0], &[&[0, 1], &[0], &[1]]);
-        assert_eq!(r, vec![0.0, 10.0, 0.0]);
-        // Halving link 0 instead: A and B share 5 (link 0 saturates at
-        // 5/2 before link 1 at 10/2), C gets 10 - 2.5.
-        let (r, _) = rates(&[5.0, 10.0], &[&[0, 1], &[0], &[1]]);
-        assert_eq!(r, vec![2.5, 2.5, 7.5]);
-        // Every link down: all zero, no NaN.
-        let (r, _) = rates(&[0.0, 0.0], &[&[0, 1], &[0], &[1]]);
-        assert_eq!(r, vec![0.0; 3]);
-    }
-
-    /// Progressive filling as first written: every changed share pushed,
-    /// outdated candidates skipped when popped. The rates, bit for bit,
-    /// that the keyed filling must reproduce.
-    fn eager_rates(capacity: &[f64], routes: &[Vec<u32>]) -> Vec<f64> {
-        let mut link_flows = vec![Vec::new(); capacity.len()];
-        for (f, r) in routes.iter().enumerate() {
-            for &l in r {
-                link_flows[l as usize].push(f as u32);
-            }
-        }
-        let mut left = capacity.to_vec();
-        let mut unfrozen: Vec<u32> = link_flows.iter().map(|f| f.len() as u32).collect();
-        let mut rate = vec![f64::NAN; routes.len()];
-        let mut heap = BinaryHeap::new();
-        for (l, &n) in unfrozen.iter().enumerate() {
-            if n > 0 {
-                let share = left[l] / f64::from(n);
-                heap.push(Candidate {
-                    share,
-                    link: l as u32,
-                });
-            }
-        }
-        let mut level = 0.0f64;
-        while let Some(Candidate { share, link }) = heap.pop() {
-            let i = link as usize;
-            let n = unfrozen[i];
-            if n == 0 || share != left[i] / f64::from(n) {
-                continue;
-            }
-            level = level.max(share);
-            for &f in &link_flows[i] {
-                if !rate[f as usize].is_nan() {
-                    continue;
-                }
-                rate[f as usize] = level;
-                for &j in &routes[f as usize] {
-                    let j = j as usize;
-                    left[j] = (left[j] - level).max(0.0);
-                    unfrozen[j] -= 1;
-                    if unfrozen[j] > 0 && j != i {
-                        let share = left[j] / f64::from(unfrozen[j]);
-                        heap.push(Candidate {
-                            share,
-                            link: j as u32,
-                        });
-                    }
-                }
-            }
-        }
-        rate
-    }
-
-    #[test]
-    fn keyed_filling_gives_the_eager_fillings_rates_bit_for_bit() {
-        // SplitMix64: random but fixed instances, with capacities that
-        // are not powers of two (so shares round) and links shared by
-        // many flows, some crossed twice.
-        let mut state = 0x9e37_79b9_7f4a_7c15u64;
-        let mut next = move |bound: u64| {
-            state = state.wrapping_add(0x9e37_79b9_7f4a_7c15);
-            let mut z = state;
-            z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-            z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-            (z ^ (z >> 31)) % bound
-        };
-        let mut compared = 0;
-        for _ in 0..300 {
-            let links = 2 + next(30) as usize;
-            let capacity: Vec<f64> = (0..links)
-                .map(|_| 1e9 * (1.0 + next(1000) as f64 / 7.0) / 3.0)
-                .collect();
-            let flows = 1 + next(60) as usize;
-            let routes: Vec<Vec<u32>> = (0..flows)
-                .map(|_| {
-                    (0..1 + next(5))
-                        .map(|_| next(links as u64) as u32)
-                        .collect()
-                })
-                .collect();
-            let want = eager_rates(&capacity, &routes);
-            let slices: Vec<&[u32]> = routes.iter().map(Vec::as_slice).collect();
-            let (got, _) = rates(&capacity, &slices);
-            let bits = |v: &[f64]| v.iter().map(|r| r.to_bits()).collect::<Vec<u64>>();
-            assert_eq!(bits(&got), bits(&want), "{capacity:?} {routes:?}");
-            compared += flows;
-        }
-        assert!(compared > 3000, "{compared}");
-    }
-
-    #[test]
-    fn only_the_seeded_component_is_visited() {
-        // Link 0 carries 100 flows; link 1 one flow. Seeding link 1 alone
-        // must not touch link 0's flows.
-        let routes: Vec<Vec<LinkId>> = (0..101)
-            .map(|f| vec![LinkId::new(usize::from(f == 100))])
-            .collect();
-        let mut link_flows = vec![Vec::new(); 2];
-        for (f, r) in routes.iter().enumerate() {
-            link_flows[r[0].index()].push(f as u32);
-        }
-        let mut mm = MaxMin::new(2);
-        let mut out = Vec::new();
-        let route = |f: u32| -> &[LinkId] { &routes[f as usize] };
-        let both = links(&link_flows, &[7.0, 5.0]);
-        mm.allocate(&[1], &both, route, &mut out);
-        assert_eq!(out, vec![(100, 5.0)]);
-        // One list entry and one route link in the search, the same in
-        // the filling.
-        assert_eq!(mm.work(), 4);
-        mm.allocate(&[0], &both, route, &mut out);
-        assert_eq!(out.len(), 100);
-        assert!(out.iter().all(|&(f, r)| f < 100 && r == 7.0 / 100.0));
-    }
-}
+mod tests;

@@ -7,6 +7,7 @@ use crate::network::path::{idle_delivery_ps, idle_latency_ps};
 use topologies::{Link, LinkKind, Vertex, VertexKind, duration_ps};
 
 mod faults;
+mod incremental;
 
 /// A chain `v0 - v1 - ... - vn` where link `i` joins `v_i` and `v_(i+1)`
 /// with bandwidth `bandwidths[i]` (bytes/s), the given latency and an MTU
