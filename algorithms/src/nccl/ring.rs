@@ -11,7 +11,7 @@
 //! ([`ChannelPlan::ring`]), every message framed with the call's protocol,
 //! [`NcclAlgorithm::Ring`] and the channel's number ([`Framed`]), and
 //! tagged with [`channel_tag`]. They are joined with
-//! [`join_branches`](crate::branches::join_branches): they share nothing
+//! [`join_branches`]: they share nothing
 //! but the fabric, so the model checker searches them as separate units.
 //!
 //! # One channel
