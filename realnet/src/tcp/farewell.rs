@@ -39,19 +39,22 @@ impl Drop for TcpFabric {
     fn drop(&mut self) {
         // No heartbeat may interleave with what follows.
         drop(self.beater.take());
-        if let Some(e) = self.shared.mailbox.fatal().or_else(|| self.shared.dead()) {
+        let error = self.shared.mailbox.fatal().or_else(|| self.shared.dead());
+        let deadline = Instant::now() + FAREWELL_LIMIT.min(self.timeout);
+        if let Some(e) = &error {
             let mut reason = e.to_string();
             let mut cut = reason.len().min(REASON_BYTES);
             while !reason.is_char_boundary(cut) {
                 cut -= 1;
             }
             reason.truncate(cut);
-            let deadline = Instant::now() + FAREWELL_LIMIT.min(self.timeout);
             self.say_why(&reason, deadline);
-            self.shared.closing.store(true, Ordering::Release);
+        }
+        // From here the readers stop without reporting.
+        self.shared.closing.store(true, Ordering::Release);
+        if error.is_some() {
             self.linger(deadline);
         }
-        self.shared.closing.store(true, Ordering::Release);
         for link in self.links.iter().flatten() {
             let link = link.lock().unwrap_or_else(|e| e.into_inner());
             let _ = link.stream.shutdown(Shutdown::Both);

@@ -248,12 +248,7 @@ fn observer(name: &str, observe: Observe) -> Algorithm {
                         let runs = (0..2).map(|c| {
                             let (fabric, mine) = (&fabric, mine.clone());
                             async move {
-                                let (sent, got) = futures_util::join!(
-                                    fabric.send(other, tag(c), mine),
-                                    fabric.recv(other, tag(c), shape)
-                                );
-                                sent?;
-                                got?;
+                                swap(fabric, other, tag(c), mine, shape).await?;
                                 Ok::<_, CollectiveError>(fabric.now())
                             }
                         });
@@ -267,12 +262,7 @@ fn observer(name: &str, observe: Observe) -> Algorithm {
                         let runs = (0..2).map(|c| {
                             let (fabric, mine) = (&fabric, mine.clone());
                             async move {
-                                let (sent, got) = futures_util::join!(
-                                    fabric.send(other, tag(c), mine),
-                                    fabric.recv(other, tag(c), shape)
-                                );
-                                sent?;
-                                got?;
+                                swap(fabric, other, tag(c), mine, shape).await?;
                                 Err::<(), _>(CollectiveError::InvalidRoot {
                                     root: c,
                                     world_size: 2,
@@ -291,6 +281,23 @@ fn observer(name: &str, observe: Observe) -> Algorithm {
             })
         },
     )
+}
+
+/// Sends `mine` to `other` and receives its element on `tag`, both at once.
+async fn swap<F: Fabric>(
+    fabric: &F,
+    other: usize,
+    tag: Tag,
+    mine: Payload,
+    shape: Shape,
+) -> Result<(), CollectiveError> {
+    let (sent, got) = futures_util::join!(
+        fabric.send(other, tag, mine),
+        fabric.recv(other, tag, shape)
+    );
+    sent?;
+    got?;
+    Ok(())
 }
 
 /// What [`observer`] observes.
