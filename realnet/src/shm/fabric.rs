@@ -15,6 +15,7 @@ use algorithms::{
 
 use super::ShmOptions;
 use super::cma;
+use super::lend::Registered;
 use super::liveness::Health;
 use super::ring::{Corrupt, Cursor};
 use super::segment::{RankState, Segment};
@@ -97,6 +98,8 @@ pub struct ShmFabric {
     pub(crate) finished: Cell<bool>,
     /// Message memory done with, for the next messages (see [`crate::pool`]).
     pool: RefCell<BufferPool>,
+    /// The caller's buffers already registered for lending (see `lend`).
+    pub(super) registered: RefCell<Registered>,
     /// How the executor waits, decided once at connect (finding the
     /// number of cores reads files, far too slow to do per call).
     idle: IdlePolicy,
@@ -155,6 +158,7 @@ impl ShmFabric {
             health: RefCell::new(Health::new(world)),
             finished: Cell::new(false),
             pool: RefCell::new(BufferPool::default()),
+            registered: RefCell::new(Registered::default()),
             idle,
             _probe: probe,
             _beater: beater,
