@@ -440,7 +440,7 @@ impl ShmFabric {
 /// algorithm combines it). Beyond the caches each of those bytes is
 /// written to memory and read back: on this machine (32 MiB last-level
 /// cache shared by both ranks, each also streaming its own buffer) a
-/// 64 MiB allreduce ran at 4.0-4.4 GB/s with the tuner's 4 MiB chunks and
+/// 64 MiB allreduce ran at 3.8-4.4 GB/s with the tuner's 4 MiB chunks and
 /// 6.9-7.8 GB/s with 512 KiB ones (8 slots, four interleaved rounds). It
 /// equals the default chunk times the default slots of
 /// [`algorithms::collective::Params`].
