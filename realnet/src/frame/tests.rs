@@ -205,10 +205,7 @@ fn a_checksum_taken_piece_by_piece_is_checked_as_the_whole_payload() {
     let head: &[u8; HEADER_LEN] = bytes[..HEADER_LEN].try_into().unwrap();
     let header = Header::decode(head, DEFAULT_FRAME_CAP).unwrap();
     let mut payload = bytes[HEADER_LEN..].to_vec();
-    let pieces = |p: &[u8]| {
-        p.chunks(4096)
-            .fold(0, |crc, piece| crc32c::crc32c_append(crc, piece))
-    };
+    let pieces = |p: &[u8]| p.chunks(4096).fold(0, crc32c::crc32c_append);
     header
         .check_payload_crc(payload.len(), pieces(&payload))
         .unwrap();
