@@ -638,7 +638,8 @@ impl Endpoint for ShmFabric {
         self.idle
     }
 
-    /// [`READ_AHEAD_BYTES_MAX`] shared among the slots (at least 64 KiB).
+    /// 4 MiB (`READ_AHEAD_BYTES_MAX`: what a receiver may read ahead and
+    /// still find in cache) shared among the slots, at least 64 KiB.
     fn chunk_bytes_max(&self, slots: usize) -> Option<u64> {
         Some((READ_AHEAD_BYTES_MAX / slots.max(1) as u64).max(64 << 10))
     }
