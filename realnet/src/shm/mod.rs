@@ -53,9 +53,9 @@
 //!   copied it, so a receiver copies each lent chunk as soon as its header
 //!   arrives, up to `slots` chunks before the algorithm combines it. Those
 //!   chunks must stay in cache, or every byte goes to memory and back:
-//!   above a few MiB, with the tuner's 4 MiB chunks and 8 slots, that was
-//!   why a 2-rank allreduce fell from about 24 GB/s busbw (2-4 MiB) to
-//!   4-9 (8-64 MiB). The fabric caps a tuned chunk at
+//!   above a few MiB, with the tuner's 2-4 MiB chunks and 8 slots, that
+//!   was why a 2-rank allreduce fell from about 20-24 GB/s busbw (2-4 MiB)
+//!   to 3-9 at 16-64 MiB. The fabric caps a tuned chunk at
 //!   `fabric::READ_AHEAD_BYTES_MAX` (4 MiB) over the slots
 //!   ([`Endpoint::chunk_bytes_max`](crate::Endpoint::chunk_bytes_max)).
 //! - **Recycled memory** (`crate::pool`): a payload the peer has copied
