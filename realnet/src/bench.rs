@@ -347,7 +347,10 @@ fn run_size<E: Endpoint>(
     let c = options.collective;
     let count = usize::try_from(size_bytes / options.dtype.size_bytes() as u64)
         .expect("a size that fits in memory");
-    let (algorithm, params, tuned) = options.select(n, count);
+    let (algorithm, mut params, tuned) = options.select(n, count);
+    if tuned && let Some(max) = ep.chunk_bytes_max(params.slots) {
+        params.chunk_bytes = params.chunk_bytes.min(max);
+    }
     let failed = |during: String| {
         move |error: CollectiveError| BenchError {
             size_bytes,

@@ -29,6 +29,18 @@ pub trait Endpoint: Fabric {
         IdlePolicy::default()
     }
 
+    /// The largest pipeline chunk worth using on this transport when
+    /// `slots` chunks may be in flight per connection, if it has a limit:
+    /// the bench and `sim run --fabric` cap the tuner's chunk at it (a
+    /// chunk the user names is used as named). The tuner chooses for the
+    /// simulator's links, which have no caches; a transport whose receiver
+    /// holds the chunks it has read ahead until the algorithm combines
+    /// them does best when those stay in cache. `None`: no limit.
+    fn chunk_bytes_max(&self, slots: usize) -> Option<u64> {
+        let _ = slots;
+        None
+    }
+
     /// What the transport's heartbeats say about the peers, for a receive
     /// that has waited past the timeout (see [`crate::heartbeat`]); a
     /// transport without heartbeats says [`PeerSilence::Unknown`].

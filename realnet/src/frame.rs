@@ -316,12 +316,18 @@ impl Header {
 
     /// Checks a received payload against this header's length and checksum.
     pub fn check_payload(&self, payload: &[u8]) -> Result<(), FrameError> {
-        if payload.len() as u64 != self.payload_len() {
+        self.check_payload_crc(payload.len(), crc32c::crc32c(payload))
+    }
+
+    /// [`Header::check_payload`] for a payload of `len` bytes whose
+    /// checksum the reader `computed` piece by piece as the bytes arrived
+    /// (`crc32c::crc32c_append`), while each piece was still in cache.
+    pub fn check_payload_crc(&self, len: usize, computed: u32) -> Result<(), FrameError> {
+        if len as u64 != self.payload_len() {
             return Err(FrameError::Malformed(
                 "payload length differs from the header's",
             ));
         }
-        let computed = crc32c::crc32c(payload);
         if computed != self.payload_crc {
             return Err(FrameError::PayloadCrc {
                 stored: self.payload_crc,

@@ -194,3 +194,28 @@ fn the_decoder_splits_a_stream_and_stays_failed() {
     assert!(d.next_frame().is_err(), "a failed stream stays failed");
     assert_eq!(d.buffered(), 0);
 }
+
+#[test]
+fn a_checksum_taken_piece_by_piece_is_checked_as_the_whole_payload() {
+    let mut f = sample();
+    let values: Vec<i32> = (0..100_000).collect();
+    f.body = Body::Payload(Payload::from_vec(values));
+    let mut bytes = Vec::new();
+    f.encode(&mut bytes);
+    let head: &[u8; HEADER_LEN] = bytes[..HEADER_LEN].try_into().unwrap();
+    let header = Header::decode(head, DEFAULT_FRAME_CAP).unwrap();
+    let mut payload = bytes[HEADER_LEN..].to_vec();
+    let pieces = |p: &[u8]| p.chunks(4096).fold(0, crc32c::crc32c_append);
+    header
+        .check_payload_crc(payload.len(), pieces(&payload))
+        .unwrap();
+    assert!(matches!(
+        header.check_payload_crc(payload.len() - 1, pieces(&payload[1..])),
+        Err(FrameError::Malformed(_))
+    ));
+    payload[77_777] ^= 4;
+    assert!(matches!(
+        header.check_payload_crc(payload.len(), pieces(&payload)),
+        Err(FrameError::PayloadCrc { .. })
+    ));
+}

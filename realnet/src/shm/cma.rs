@@ -161,6 +161,40 @@ fn advise_huge_range(start: usize, len: usize) {
     let _ = unsafe { libc::madvise(first as *mut libc::c_void, end - first, libc::MADV_HUGEPAGE) };
 }
 
+/// Asks the kernel to back the whole 2 MiB pages inside `buf` (memory of
+/// the caller that a peer will copy out of) with transparent huge pages
+/// now, moving the bytes if they sit on 4 KiB pages
+/// (`MADV_HUGEPAGE`, then `MADV_COLLAPSE`, Linux 6.1 and later). The
+/// contents never change. Advisory: where the kernel refuses (an older
+/// kernel, memory that is not private anonymous, pages a peer has pinned
+/// this instant) nothing happens and the copies are only slower.
+///
+/// Why: `process_vm_readv` pins the *source* pages one by one, and on this
+/// machine (kernel 6.18, a VM) that bounds the copy: out of a 32 MiB
+/// buffer on 4 KiB pages it copied 4-5 GB/s of CPU time, out of the same
+/// buffer on huge pages 12-16 GB/s (the destination's pages hardly matter,
+/// 3-5 GB/s with only the destination huge). Collapsing 32 MiB took 11 ms
+/// of CPU once and 0.07 ms when already collapsed.
+pub(crate) fn collapse_huge_pages(buf: &[u8]) {
+    const HUGE: usize = 2 << 20;
+    if buf.len() < HUGE_ADVICE_MIN_BYTES {
+        return;
+    }
+    let start = buf.as_ptr() as usize;
+    let first = start.next_multiple_of(HUGE);
+    let end = (start + buf.len()) / HUGE * HUGE;
+    if end <= first {
+        return;
+    }
+    advise_huge_range(first, end - first);
+    // SAFETY: [first, end) lies inside `buf`, which we borrow;
+    // MADV_COLLAPSE moves the pages behind the range into huge pages with
+    // the same contents (the kernel copies under its own locks, and
+    // concurrent readers, this process or a peer's process_vm_readv, see
+    // the same bytes throughout); it never writes new values.
+    let _ = unsafe { libc::madvise(first as *mut libc::c_void, end - first, libc::MADV_COLLAPSE) };
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -186,5 +220,13 @@ mod tests {
         let mut buf = vec![7u8; 9 << 20];
         advise_huge_pages(&mut buf);
         assert!(buf.iter().all(|b| *b == 7));
+    }
+
+    #[test]
+    fn collapsing_into_huge_pages_leaves_contents_alone() {
+        let buf: Vec<u8> = (0..(9usize << 20)).map(|i| (i % 253) as u8).collect();
+        collapse_huge_pages(&buf);
+        collapse_huge_pages(&buf[1..]);
+        assert!(buf.iter().enumerate().all(|(i, b)| *b == (i % 253) as u8));
     }
 }

@@ -35,7 +35,10 @@
 //!   (the ring allreduce's sends) is *lent* rather than copied: the header
 //!   carries the caller's own address, and the operation completes only
 //!   once the peer's `copied` count passes it (a loan abandoned earlier
-//!   fails the rank, so the peer refuses what it read). Each pair is
+//!   fails the rank, so the peer refuses what it read). A buffer lent
+//!   for the first time is *registered*: its whole 2 MiB pages collapsed
+//!   into transparent huge pages, since the kernel pins the source pages
+//!   of a cross-memory copy one by one (see `lend`). Each pair is
 //!   probed at connect time; where the kernel
 //!   refuses (`EPERM` under a strict ptrace policy, no such syscall in a
 //!   sandbox) that pair falls back to streaming through the ring.
@@ -46,6 +49,15 @@
 //!   Large fresh buffers are advised onto transparent huge pages before
 //!   they are filled, so a receive into new memory takes one page fault per
 //!   2 MiB rather than per 4 KiB.
+//! - **Read-ahead in cache**: a loan completes only once the peer has
+//!   copied it, so a receiver copies each lent chunk as soon as its header
+//!   arrives, up to `slots` chunks before the algorithm combines it. Those
+//!   chunks must stay in cache, or every byte goes to memory and back:
+//!   above a few MiB, with the tuner's 2-4 MiB chunks and 8 slots, that
+//!   was why a 2-rank allreduce fell from about 20-24 GB/s busbw (2-4 MiB)
+//!   to 3-9 at 16-64 MiB. The fabric caps a tuned chunk at
+//!   `fabric::READ_AHEAD_BYTES_MAX` (4 MiB) over the slots
+//!   ([`Endpoint::chunk_bytes_max`](crate::Endpoint::chunk_bytes_max)).
 //! - **Recycled memory** (`crate::pool`): a payload the peer has copied
 //!   (or that was streamed whole into the ring), and a received payload
 //!   that [`Fabric::recv_combine`](algorithms::Fabric::recv_combine) has

@@ -30,7 +30,9 @@
 //! written with one system call (with `TCP_NODELAY` it leaves at once); a
 //! larger one is written as its header then the payload straight from the
 //! caller's buffer, without a copy. A message larger than the frame cap is
-//! refused at the sender with an error naming the option to raise.
+//! refused at the sender with an error naming the option to raise. The
+//! reader checks a large payload's checksum piece by piece as the bytes
+//! arrive, while each piece is still in cache, not in a second pass.
 //!
 //! # Recycled memory
 //! A payload that was written, and a received one that
