@@ -4,15 +4,16 @@
 //! attach, and a [`Loan`] completes once the peer's `copied` count passes
 //! the part (the same count that frees attached payloads).
 //!
-//!
 //! A buffer lent for the first time is first *registered*: its whole
 //! 2 MiB pages are collapsed into transparent huge pages
 //! ([`cma::collapse_huge_pages`]), the way an RDMA transport registers a
 //! buffer once and caches the registration. Cross-memory attach pins the
 //! source pages one by one, and out of a large buffer on 4 KiB pages that
-//! pinning, not the memory, bounds the copy: this is why a shared-memory
-//! allreduce above a few MiB (a buffer that no longer fits the caches) ran
-//! at a third of its in-cache speed.
+//! pinning, not the memory, bounds the copy (a C microbenchmark on 32 MiB:
+//! 4-5 GB/s from 4 KiB pages, 12-16 GB/s from huge pages). The allreduce
+//! benchmark's buffers were already on huge pages, so its figures do not
+//! show this; the fall of its busbw above a few MiB had another cause, the
+//! chunks read ahead beyond the cache (`Endpoint::chunk_bytes_max`).
 //!
 //! [`Fabric::send_from`]: algorithms::Fabric::send_from
 //! [`Fabric::exchange_in_place`]: algorithms::Fabric::exchange_in_place
