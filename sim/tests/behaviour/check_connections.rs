@@ -124,16 +124,20 @@ fn each_channel_of_a_join_has_its_own_slots() {
     }
 }
 
-/// Both ranks run two channels against each other: channel 0 sends two
-/// messages and receives two, channel 1 one of each; then a send and a
-/// receive outside the join on the pair's own pool. Sends of one channel
-/// contend for its slots (which of two waiting sends gets a freed slot is
-/// decided in send order), and receiving rank `observer` selects over its
-/// two channels' first receives in the parent, recording which came first
-/// (so arrival order across channels is an outcome).
-fn contending_channels(observer: Option<usize>) -> Algorithm {
+/// Two channels between two ranks: on channel 0 rank 0 sends two
+/// messages and then receives two, rank 1 receives two and then sends two
+/// (under one slot, rank 0's second send waits for its channel's slot,
+/// which rank 1's first receive frees); on channel 1 rank 0 sends one and
+/// receives one, rank 1 the reverse; then, outside the join, rank 0 sends
+/// two messages on the pair's own pool (under one slot the second waits
+/// for rank 1's first receive) and rank 1 answers once. With
+/// `observer`, rank 1 first selects over rank 0's two channels' first
+/// messages (sent before anything else on each channel), recording which
+/// came first in its result, so arrival order across channels is an
+/// outcome.
+fn contending_channels(observer: bool) -> Algorithm {
     Algorithm::from_fn(
-        &format!("contending_channels_{observer:?}"),
+        &format!("contending_channels_{observer}"),
         Collective::Allreduce,
         move |fabric, buf, _op, _params| {
             Box::pin(async move {
@@ -141,33 +145,56 @@ fn contending_channels(observer: Option<usize>) -> Algorithm {
                 let peer = 1 - me;
                 let mine = buf.extract(0..1);
                 let shape = mine.shape();
-                let mut first = None;
-                if observer == Some(me) {
-                    // Both channels' first sends of the peer, received in
-                    // arrival order.
-                    let a = Box::pin(fabric.recv(peer, Tag(10), shape));
-                    let b = Box::pin(fabric.recv(peer, Tag(11), shape));
-                    first = Some(match select(a, b).await {
-                        Either::Left((x, rest)) => (0, x?, rest.await?),
-                        Either::Right((y, rest)) => (1, rest.await?, y?),
-                    });
+                let mut second_first = false;
+                if observer && me == 1 {
+                    let a = Box::pin(fabric.recv(0, Tag(10), shape));
+                    let b = Box::pin(fabric.recv(0, Tag(11), shape));
+                    second_first = match select(a, b).await {
+                        Either::Left((x, rest)) => {
+                            x?;
+                            rest.await?;
+                            false
+                        }
+                        Either::Right((y, rest)) => {
+                            y?;
+                            rest.await?;
+                            true
+                        }
+                    };
                 }
+                let send = |tag: u64| fabric.send(peer, Tag(tag), mine.clone());
+                let recv = |tag: u64| fabric.recv(peer, Tag(tag), shape);
                 let channel0 = async {
-                    if observer == Some(peer) {
-                        fabric.send(peer, Tag(10), mine.clone()).await?;
+                    let mut got = Vec::new();
+                    if me == 0 {
+                        if observer {
+                            send(10).await?;
+                        }
+                        send(0).await?;
+                        send(0).await?;
+                        got.push(recv(0).await?);
+                        got.push(recv(0).await?);
+                    } else {
+                        got.push(recv(0).await?);
+                        got.push(recv(0).await?);
+                        send(0).await?;
+                        send(0).await?;
                     }
-                    fabric.send(peer, Tag(0), mine.clone()).await?;
-                    fabric.send(peer, Tag(0), mine.clone()).await?;
-                    let x = fabric.recv(peer, Tag(0), shape).await?;
-                    let y = fabric.recv(peer, Tag(0), shape).await?;
-                    Ok::<_, CollectiveError>(vec![x, y])
+                    Ok::<_, CollectiveError>(got)
                 };
                 let channel1 = async {
-                    if observer == Some(peer) {
-                        fabric.send(peer, Tag(11), mine.clone()).await?;
+                    let mut got = Vec::new();
+                    if me == 0 {
+                        if observer {
+                            send(11).await?;
+                        }
+                        send(1).await?;
+                        got.push(recv(1).await?);
+                    } else {
+                        got.push(recv(1).await?);
+                        send(1).await?;
                     }
-                    fabric.send(peer, Tag(1), mine.clone()).await?;
-                    Ok::<_, CollectiveError>(vec![fabric.recv(peer, Tag(1), shape).await?])
+                    Ok::<_, CollectiveError>(got)
                 };
                 let channels: Vec<std::pin::Pin<Box<dyn std::future::Future<Output = _>>>> =
                     vec![Box::pin(channel0), Box::pin(channel1)];
@@ -175,13 +202,18 @@ fn contending_channels(observer: Option<usize>) -> Algorithm {
                 for done in join_branches(&fabric, channels).await {
                     got.extend(done?);
                 }
-                fabric.send(peer, Tag(5), mine.clone()).await?;
-                got.push(fabric.recv(peer, Tag(5), shape).await?);
-                if let Some((which, _, _)) = first {
+                if me == 0 {
+                    send(5).await?;
+                    send(5).await?;
+                    got.push(recv(6).await?);
+                } else {
+                    got.push(recv(5).await?);
+                    got.push(recv(5).await?);
+                    send(6).await?;
+                }
+                if second_first {
                     // What was observed lands in the result.
-                    if which == 1 {
-                        buf.copy_from(0..1, &got[0])?;
-                    }
+                    buf.copy_from(0..1, &got[0])?;
                 }
                 Ok(())
             })
@@ -194,20 +226,27 @@ fn contending_channels(observer: Option<usize>) -> Algorithm {
 /// reaches the naive search's outcomes under every buffering.
 #[test]
 fn contending_channels_reach_the_naive_outcomes() {
-    for observer in [None, Some(1)] {
+    for observer in [false, true] {
         for buffering in [
             RENDEZVOUS,
             EAGER1,
             Buffering::Eager(2),
             Buffering::Unbounded,
         ] {
-            let name = format!("contending channels, observer {observer:?}, {buffering}");
-            let (_, dpor) = assert_naive_outcomes(
+            let name = format!("contending channels, observer {observer}, {buffering}");
+            let (naive, dpor) = assert_naive_outcomes(
                 &name,
                 one(contending_channels(observer)),
                 point(2, 2, 1, buffering),
             );
             assert!(dpor.complete(), "{name}: {dpor:?}");
+            assert!(dpor.branches_independent, "{name}: {dpor:?}");
+            assert!(naive.schedules > 1, "{name}: nothing to reorder");
+            if observer {
+                let program = Rc::new(one(contending_channels(observer)));
+                let (seen, _) = outcomes(&program, point(2, 2, 1, buffering), Reduction::Dpor);
+                assert_eq!(seen.len(), 2, "{name}: both arrival orders are outcomes");
+            }
         }
     }
 }
