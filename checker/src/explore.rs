@@ -79,7 +79,9 @@
 //! state only when its own operations complete (a log of arrival order
 //! both calls append to, read back into the result) can differ between
 //! schedules the refinement treats as equivalent, and the search then
-//! misses outcomes without noticing. That is the contract of concurrent
+//! misses outcomes without noticing (`check_calls`'
+//! `state_shared_outside_the_fabric_is_not_seen` shows one: two
+//! interleavings' outcomes, one found). That is the contract of concurrent
 //! calls (as of `join_branches`' branches): they share nothing mutable
 //! outside the fabric. A program that must share such state runs its
 //! calls one after another (`concurrent = false`), or adds a `max_steps`
