@@ -20,12 +20,13 @@
 //!   decides which receive each matches: two calls sending, or two calls
 //!   receiving, on one channel (a tag shared by two calls, the
 //!   `tag_reuse` bug) conflict;
-//! - the eager send slots of a `(src, dst)` pair, which calls share
-//!   whatever their tags: two sends of different calls on the pair
-//!   conflict when either took the last slot or found none (the slot goes
-//!   to whichever came first, and the other waits); sends that both found
-//!   room commute. Under rendezvous no send ever holds a slot, so sends of
-//!   different calls on one pair commute;
+//! - the eager send slots of a [`Connection`] (a `(src, dst)` pair, and
+//!   the channel of the call's joins a send was posted from), which calls
+//!   share whatever their tags: two sends of different calls on one
+//!   connection conflict when either took the last slot or found none
+//!   (the slot goes to whichever came first, and the other waits); sends
+//!   that both found room commute. Under rendezvous no send ever holds a
+//!   slot, so sends of different calls on one pair commute;
 //! - the rank itself: a crash, a notice that a peer stopped, a fault, the
 //!   end of the rank's program (whichever call finishes last ends it) and
 //!   everything of a program whose calls are not concurrent change the
@@ -52,9 +53,13 @@
 //! calls, for instance). The world records both
 //! ([`World::independence_broken`](super::world::World::independence_broken)),
 //! and the explorer then runs the search again with whole ranks as units,
-//! so a program that breaks the assumption is still explored completely
-//! (tested by `check_calls`: a call that reads the clock, and one whose
-//! algorithm shares a counter between calls). Timing (each rank's clock
+//! so a program that breaks the assumption visibly is still explored
+//! completely (tested by `check_calls`: a call that reads the clock, and
+//! one whose algorithm shares a counter between calls and so posts on it).
+//! State shared outside the fabric and read only when a call's own
+//! operations complete is invisible to the world: the refinement then
+//! misses outcomes silently, so concurrent calls must not share mutable
+//! state (see [`explore`](super::explore)). Timing (each rank's clock
 //! under the [`TIMINGS`](super::world::TIMINGS) models) is shared by a
 //! rank's calls and not modelled per call; the only property reading it on
 //! every schedule (`max_steps`) turns the refinement off.
@@ -140,6 +145,13 @@ impl Branch {
         }
     }
 
+    /// The index of the outermost join's branch this branch lies in
+    /// (NCCL's channel: every NCCL-style call runs its channels as the
+    /// branches of one join), `None` outside every join.
+    pub fn channel(self) -> Option<u16> {
+        (self.len > 0).then_some(self.path[0])
+    }
+
     /// Whether `other` is this branch or lies within it.
     pub fn holds(self, other: Branch) -> bool {
         self.len <= other.len
@@ -173,6 +185,23 @@ pub struct Units {
     pub branches: bool,
 }
 
+/// What eager send slots belong to: the (src, dst) pair, and within it
+/// the channel of a call's joins the send was posted from, if any (see
+/// [`World::post_send`](super::world::World::post_send)): NCCL gives
+/// every channel its own connection with its own buffers, while plain
+/// sends (MPI's eager protocol) share one pool per pair whatever their
+/// tags.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Connection {
+    /// The sender.
+    pub src: Rank,
+    /// The receiver.
+    pub dst: Rank,
+    /// The outermost branch of the sending call's joins
+    /// ([`Branch::channel`]); `None`: a send outside every join.
+    pub channel: Option<u16>,
+}
+
 /// State of a rank that its concurrent calls share (see the module docs).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Resource {
@@ -180,9 +209,9 @@ pub enum Resource {
     Sends(ChannelKey),
     /// The receives a rank posts on the channel.
     Receives(ChannelKey),
-    /// The eager send slots of the (src, dst) pair (bounded buffering with
-    /// at least one slot).
-    Slots(Rank, Rank),
+    /// The eager send slots of a connection (bounded buffering with at
+    /// least one slot).
+    Slots(Connection),
 }
 
 /// An operation a concurrent call posted during a step, on shared state.
@@ -226,10 +255,11 @@ pub struct Effect {
     /// one completion, once both are done, whatever their order), so they
     /// do not conflict with each other; anything else done to the rank does.
     pub halves: Vec<Half>,
-    /// The (src, dst) pair whose slot it freed.
-    pub frees: Option<(Rank, Rank)>,
-    /// Pairs on which a send of the woken ranks needed the last slot.
-    pub critical: Vec<(Rank, Rank)>,
+    /// The connection whose slot it freed.
+    pub frees: Option<Connection>,
+    /// Connections on which a send of the woken ranks needed the last
+    /// slot.
+    pub critical: Vec<Connection>,
     /// Notices (from, to) a rank stopping in this step did not send
     /// because `to` had already stopped: had `to` stopped later, the notice
     /// would have been a choice. The explorer checks their races.
@@ -339,7 +369,7 @@ impl Effect {
             || self.frees.is_some_and(|p| executed.critical.contains(&p))
             || executed
                 .frees
-                .is_some_and(|(src, _)| self.touched_ranks().any(|r| r == src))
+                .is_some_and(|c| self.touched_ranks().any(|r| r == c.src))
             || self.may_post_into(executed)
     }
 

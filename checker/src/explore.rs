@@ -63,17 +63,36 @@
 //! [`Resource`](super::effect::Resource)s, as DPOR tools for threads name
 //! threads and shared variables (Flanagan and Godefroid, POPL 2005). The
 //! refinement assumes a call observes nothing of the others but through
-//! its own operations; the world checks it on every step (a call that
-//! moves without one of its operations completing, a call reading the
-//! rank's clock), and [`exhaustive`] then searches again with whole ranks
-//! ([`SearchStats::calls_fallback`]). The first step that breaks the
-//! assumption follows only steps for which the refinement holds, and the
-//! refined search runs a representative of every class of such prefixes,
-//! in which that call reaches the same state and breaks it too. With the refinement tag_reuse_fixed's two rings are one
-//! schedule on 3 and 4 ranks under rendezvous and unbounded buffering;
-//! under one eager slot per pair the two calls' sends contend for the slot
-//! (which send gets it decides which exchange may complete first, a real
-//! difference), and the search stays large.
+//! its own operations. The world checks, on every step, what the fabric
+//! can see of a breach: a call that moves (posts) without one of its
+//! operations completing, or reads the rank's clock; [`exhaustive`] then
+//! searches again with whole ranks ([`SearchStats::calls_fallback`]). The
+//! first step that breaks the assumption follows only steps for which the
+//! refinement holds, and the refined search runs a representative of every
+//! class of such prefixes, in which that call reaches the same state and
+//! breaks it too.
+//!
+//! What the fabric cannot see, it cannot check: calls whose algorithms
+//! share mutable state outside the fabric (an `Rc<RefCell<..>>` captured by
+//! both, a global) are caught only when that state makes a call post
+//! without one of its own operations completing. A call that reads such
+//! state only when its own operations complete (a log of arrival order
+//! both calls append to, read back into the result) can differ between
+//! schedules the refinement treats as equivalent, and the search then
+//! misses outcomes without noticing (`check_calls`'
+//! `state_shared_outside_the_fabric_is_not_seen` shows one: two
+//! interleavings' outcomes, one found). That is the contract of concurrent
+//! calls (as of `join_branches`' branches): they share nothing mutable
+//! outside the fabric. A program that must share such state runs its
+//! calls one after another (`concurrent = false`), or adds a `max_steps`
+//! assertion, which keeps whole ranks.
+//!
+//! With the refinement tag_reuse_fixed's two rings are one schedule on 3
+//! and 4 ranks under rendezvous and unbounded buffering; under one eager
+//! slot per pair (MPI's eager protocol buffers per pair whatever the tag)
+//! the two calls' sends contend for the slot (which send gets it decides
+//! which exchange may complete first, a real difference), and the search
+//! stays large (see below).
 //!
 //! # Branches of a call: NCCL's channels as units
 //! NCCL's algorithms run a call's channels as futures joined inside the
@@ -102,6 +121,39 @@
 //! that observe another branch's completion (a select over another
 //! branch's receive, the clock read in a branch, a `try_join` whose branch
 //! fails) fall back and reach both observations.
+//!
+//! # Eager slots per connection
+//! Under `eager:K` the slots a send may take belong to its connection
+//! ([`Connection`](super::world::Connection)): the pair, and the branch of
+//! the call's outermost join it was posted from. NCCL gives each channel
+//! its own connection to each peer, with its own `NCCL_STEPS` buffers
+//! (`struct ncclChannelPeer`, `src/include/device.h`;
+//! `ncclTransportP2pConnect`, `src/transport.cc`; NVIDIA/nccl commit
+//! 5067397c2676d5aed50042fc39e5c8ee96eb0027), so the channels of one call
+//! never wait for each other's buffers. With one pool per pair, as before,
+//! the channels of nccl_ring, nccl_nvls_tree and nccl_collnet_direct raced
+//! for one slot: real nondeterminism of that model (which channel's send
+//! completes early), but not of NCCL, and more than 200,000 schedules from
+//! 4 ranks on under `eager:1`; per connection each is one schedule. Sends
+//! outside every join (the catalogue's MPI-style algorithms, concurrent
+//! calls' rings) keep one pool per pair. This changes the model, not the
+//! reduction: the naive search and DPOR see the same slots (tested by
+//! `check_connections`, with programs whose channels contend for their
+//! own slots and a rank that observes arrival order across channels).
+//!
+//! # Left large
+//! The double binary tree allreduce on 8 ranks under rendezvous keeps its
+//! sends in flight in an `Outbox` (`algorithms/src/outbox.rs`) while it receives: each
+//! send's completion wakes the rank, which may start the next send of that
+//! lane, so the rank's send completions and receive completions are steps
+//! of one unit and conflict; the lanes only join, but the outbox is not a
+//! join of independent futures (the main flow queues their sends), so the
+//! per-branch refinement does not apply as it stands. tag_reuse_fixed
+//! under `eager:1` is real contention (above). Both are left to stateful
+//! search (a visited-state table, with the care stateful DPOR needs to stay
+//! sound with sleep sets) or to optimal DPOR with wakeup trees (Abdulla et
+//! al., JACM 2017), which would run one schedule per class where sleep
+//! sets still run some twice (the `blocked` count).
 //!
 //! Stateful search (a visited-state table keyed by the world and each
 //! rank's observation history) and optimal DPOR with wakeup trees (Abdulla

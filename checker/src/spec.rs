@@ -26,8 +26,10 @@ pub struct CallSpec {
 /// How a send completes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Buffering {
-    /// Eager sends with this many buffer slots per ordered pair of ranks
-    /// (NCCL has 8): a send completes at once while a slot is free, and
+    /// Eager sends with this many buffer slots per connection (an ordered
+    /// pair of ranks, and within it each channel of a call's joins: see
+    /// [`Connection`](crate::world::Connection); NCCL has 8 per channel
+    /// and peer): a send completes at once while a slot is free, and
     /// otherwise when a slot frees or its receiver takes it. `Eager(0)` is
     /// rendezvous: every send completes only when its receive matches it.
     Eager(usize),

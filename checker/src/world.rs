@@ -16,7 +16,7 @@ use std::task::Waker;
 
 use algorithms::{FabricError, Payload, Rank, Shape, Tag};
 
-pub use super::effect::{Branch, Effect, Half, Post, Resource, Unit, Units};
+pub use super::effect::{Branch, Connection, Effect, Half, Post, Resource, Unit, Units};
 use super::spec::{Buffering, Faults};
 use branches::JoinState;
 use joint::PendingJoint;
@@ -147,6 +147,8 @@ struct Message {
     send: Option<OpId>,
     /// Order of sends on its (src, dst) pair, for handing out freed slots.
     pair_seq: u64,
+    /// The channel whose slots it uses ([`Connection::channel`]).
+    channel: Option<u16>,
     /// The step during which it was sent (`None`: before the first).
     sent_at: Option<usize>,
     /// The step during which it took a buffer slot (its send completed),
@@ -263,8 +265,8 @@ pub struct World {
     extra_causes: Vec<usize>,
     channels: BTreeMap<ChannelKey, VecDeque<Message>>,
     posted: BTreeMap<ChannelKey, VecDeque<PostedRecv>>,
-    /// Slots in use per (src, dst) pair.
-    slots_used: BTreeMap<(Rank, Rank), usize>,
+    /// Slots in use per connection.
+    slots_used: BTreeMap<Connection, usize>,
     pair_seq: BTreeMap<(Rank, Rank), u64>,
     /// When each (src, dst) link is free again, under each timing model.
     link_free: BTreeMap<(Rank, Rank), [u64; 2]>,
@@ -462,6 +464,19 @@ impl World {
 
     /// Starts a send from `src`; returns its operation (complete at once
     /// when the message is buffered).
+    ///
+    /// Under `Eager(k)` the send takes one of the `k` slots of its
+    /// [`Connection`]: the pair, and the channel of the call's joins it is
+    /// posted from ([`Branch::channel`]; NCCL's channels, which
+    /// [`join_branches`](algorithms::branches::join_branches) runs, each
+    /// have their own connection with `NCCL_STEPS` buffers per peer:
+    /// `struct ncclChannelPeer` in `src/include/device.h` and
+    /// `ncclTransportP2pConnect` in `src/transport.cc`, NVIDIA/nccl commit
+    /// 5067397c2676d5aed50042fc39e5c8ee96eb0027). A send outside every
+    /// join (MPI's eager protocol, whose buffering is per pair whatever the
+    /// tag) shares the pair's pool with the other sends outside joins. A
+    /// send finding a slot free also waits while an older send of the same
+    /// connection does (slots are handed out in send order).
     pub fn post_send(
         &mut self,
         src: Rank,
@@ -494,11 +509,16 @@ impl World {
             link[m] = start + t.ps_per_byte * bytes;
             arrival[m] = link[m] + t.latency_ps;
         }
-        let used = self.slots_used.entry((src, dst)).or_default();
-        let waiting = self
-            .channels
-            .range(pair_range(src, dst))
-            .any(|(_, q)| q.iter().any(|m| !m.buffered));
+        let connection = Connection {
+            src,
+            dst,
+            channel: self.branch_now.channel(),
+        };
+        let used = self.slots_used.entry(connection).or_default();
+        let waiting = self.channels.range(pair_range(src, dst)).any(|(_, q)| {
+            q.iter()
+                .any(|m| !m.buffered && m.channel == connection.channel)
+        });
         let buffered = match self.buffering {
             Buffering::Unbounded => true,
             Buffering::Eager(k) => *used < k && !waiting,
@@ -508,7 +528,7 @@ impl World {
             Buffering::Unbounded => false,
         };
         if critical {
-            self.effect.critical.push((src, dst));
+            self.effect.critical.push(connection);
         }
         let key = ChannelKey {
             src,
@@ -519,7 +539,7 @@ impl World {
             *used += 1;
         }
         if let Buffering::Eager(1..) = self.buffering {
-            self.record_post(src, call, Resource::Slots(src, dst), critical);
+            self.record_post(src, call, Resource::Slots(connection), critical);
         }
         self.record_post(src, call, Resource::Sends(key), false);
         let seq = self.pair_seq.entry((src, dst)).or_default();
@@ -535,6 +555,7 @@ impl World {
             buffered,
             send: (!buffered).then_some(op),
             pair_seq,
+            channel: connection.channel,
             sent_at: self.step,
             buffered_at: if buffered { self.step } else { None },
             dropped_at: None,
@@ -612,8 +633,8 @@ impl World {
                         .channels
                         .range(pair_range(k.src, k.dst))
                         .flat_map(|(_, q)| q.iter())
-                        .filter(|m| !m.buffered)
-                        .min_by_key(|m| m.pair_seq);
+                        .filter(|w| !w.buffered && w.channel == m.channel)
+                        .min_by_key(|w| w.pair_seq);
                     let completes = match (m.send, oldest_waiting) {
                         (Some(op), _) => Some(Some(op)),
                         (None, Some(w)) if m.buffered && bounded => Some(w.send),
@@ -625,7 +646,11 @@ impl World {
                         None => {}
                     }
                     if m.buffered && bounded {
-                        e.frees = Some((k.src, k.dst));
+                        e.frees = Some(Connection {
+                            src: k.src,
+                            dst: k.dst,
+                            channel: m.channel,
+                        });
                     }
                 }
             }
@@ -909,27 +934,32 @@ impl World {
             self.complete(send, OpState::SendDone(Ok(())));
         }
         if msg.buffered && self.buffering.is_bounded() {
-            self.effect.frees = Some((key.src, key.dst));
-            self.free_slot(key.src, key.dst);
+            let connection = Connection {
+                src: key.src,
+                dst: key.dst,
+                channel: msg.channel,
+            };
+            self.effect.frees = Some(connection);
+            self.free_slot(connection);
         }
     }
 
-    /// Frees a slot of the pair and hands it to the oldest send waiting on
-    /// the pair, if any.
-    fn free_slot(&mut self, src: Rank, dst: Rank) {
-        let used = self.slots_used.entry((src, dst)).or_default();
+    /// Frees a slot of the connection and hands it to the oldest send
+    /// waiting on it, if any.
+    fn free_slot(&mut self, connection: Connection) {
+        let used = self.slots_used.entry(connection).or_default();
         *used = used.saturating_sub(1);
         let oldest = self
             .channels
-            .range_mut(pair_range(src, dst))
+            .range_mut(pair_range(connection.src, connection.dst))
             .flat_map(|(_, q)| q.iter_mut())
-            .filter(|m| !m.buffered)
+            .filter(|m| !m.buffered && m.channel == connection.channel)
             .min_by_key(|m| m.pair_seq);
         if let Some(m) = oldest {
             m.buffered = true;
             m.buffered_at = self.step;
             let send = m.send.take();
-            *self.slots_used.entry((src, dst)).or_default() += 1;
+            *self.slots_used.entry(connection).or_default() += 1;
             if let Some(op) = send {
                 self.complete(op, OpState::SendDone(Ok(())));
             }

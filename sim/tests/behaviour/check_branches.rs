@@ -6,7 +6,9 @@
 //! (two rings on their own tags, two rings on one tag, the NCCL ring,
 //! CollNet Direct and NVLS tree, faults) the DPOR search reaches exactly
 //! the naive search's outcomes, and exactly those of the same program
-//! joining its branches with a plain `join_all`; programs built to break
+//! joining its branches with a plain `join_all` (for these programs: under
+//! `eager:K` a branch has its own slots and `join_all`'s futures share the
+//! pair's, a difference `check_connections` shows); programs built to break
 //! the assumption (a branch that selects over another branch's receive
 //! and its own, branches that read the rank's clock, a `try_join` whose
 //! branch fails first) make the search fall back, reaching every outcome.

@@ -11,6 +11,7 @@ mod check_branches;
 mod check_calls;
 mod check_catalogue;
 mod check_cli;
+mod check_connections;
 mod check_demos;
 mod check_exchange;
 mod check_joint;
