@@ -332,7 +332,7 @@ use std::sync::Arc;
 use topologies::Rotation;
 
 pub use action::RankAction;
-pub use channels::nccl_channel_turn;
+pub use channels::{nccl_channel_turn, nccl_nics_shift};
 
 use crate::network::{ModelLevel, NetworkConfig};
 use crate::world::WorldConfig;
@@ -430,7 +430,7 @@ pub fn fold_by(config: &mut WorldConfig, action: RankAction) -> Result<(), FoldE
     }
     let mut action = action;
     if let (Some(nccl), NetworkConfig::Topology(t)) = (&config.nccl, &config.network)
-        && let Some(rotation) = t.rotation.as_ref().filter(|r| r.rank_images().is_some())
+        && let Some(rotation) = t.rotation.as_ref()
     {
         if nccl.config.launch.gpus_per_process > 1 {
             return refuse(
@@ -438,9 +438,17 @@ pub fn fold_by(config: &mut WorldConfig, action: RankAction) -> Result<(), FoldE
                     .into(),
             );
         }
-        let turn = nccl_channel_turn(nccl, rotation)
-            .map_err(|e| FoldError(format!("NCCL's channels do not turn with the GPUs: {e}")))?;
-        action = action.with_channels(turn).map_err(FoldError)?;
+        if rotation.rank_images().is_some() {
+            let turn = nccl_channel_turn(nccl, rotation).map_err(|e| {
+                FoldError(format!("NCCL's channels do not turn with the GPUs: {e}"))
+            })?;
+            action = action.with_channels(turn).map_err(FoldError)?;
+        } else {
+            // A shift keeps every channel: its NICs must move with the nodes.
+            nccl_nics_shift(nccl, rotation).map_err(|e| {
+                FoldError(format!("NCCL's channels do not move with the shift: {e}"))
+            })?;
+        }
     }
     config.fold = Some(action);
     Ok(())
@@ -463,3 +471,6 @@ mod tests;
 
 #[cfg(test)]
 mod nccl_tests;
+
+#[cfg(test)]
+mod nccl_pat_tests;

@@ -220,7 +220,10 @@ pub fn parse(
     // NCCL's channels fold by the node turn, not the shift (see
     // `crate::fold`): its orbits have as many ranks as the turn's order,
     // and the message cap counts that share.
-    let turned = network.fold.is_some() && super::fold_check::folds_nccl_channels(&collectives);
+    let turned = network.fold.is_some() && super::fold_check::folds_by_turn(&collectives);
+    // NCCL's PAT folds by the shift, its channels kept (see `crate::fold`).
+    let shifted_channels =
+        network.fold.is_some() && !turned && super::fold_check::folds_nccl_channels(&collectives);
     if turned && let Some(Ok(turn)) = &network.node_turn {
         collectives = parse_collectives(Some(world_size / turn.order().max(1)))?;
     }
@@ -271,8 +274,21 @@ pub fn parse(
     super::time_scale::check(&src, &time_values)?;
 
     let (tuner, nccl) = super::nccl::nccl(&src, &raw, &network_config, network.fold)?;
+    if (turned || shifted_channels)
+        && let Some(config) = &nccl
+        && config.launch.gpus_per_process > 1
+    {
+        return Err(src.error(
+            raw.nccl.as_ref().map(|n| n.span()),
+            "a folded run of NCCL's channels (symmetry = \"fold\") needs one GPU per process: a \
+             process driving several GPUs starts them at different times, which no rotation \
+             keeps; drop gpus_per_process or symmetry = \"fold\"",
+        ));
+    }
     let nccl_systems = match (&nccl, network.fold) {
-        (Some(config), None) | (Some(config), Some(_)) if network.fold.is_none() || turned => {
+        (Some(config), None) | (Some(config), Some(_))
+            if network.fold.is_none() || turned || shifted_channels =>
+        {
             let mut sizes: Vec<usize> = collectives.iter().map(|c| c.world_size).collect();
             sizes.push(world_size);
             sizes.sort_unstable();
@@ -281,6 +297,28 @@ pub fn parse(
         }
         _ => Default::default(),
     };
+
+    if shifted_channels
+        && let NetworkConfig::Topology(t) = &network_config
+        && let Some(rotation) = &t.rotation
+    {
+        for system in nccl_systems.values() {
+            crate::fold::nccl_nics_shift(system, rotation).map_err(|e| {
+                let symmetry = raw
+                    .topology
+                    .as_ref()
+                    .and_then(|t| t.get_ref().symmetry.as_ref().map(|s| s.span()));
+                src.error(
+                    symmetry,
+                    format!(
+                        "a folded run of NCCL's PAT (symmetry = \"fold\") shifts whole nodes with \
+                         every channel kept, and here {e}; drop symmetry = \"fold\" to simulate \
+                         every rank"
+                    ),
+                )
+            })?;
+        }
+    }
 
     // The fold's rank action, with NCCL's channels turning (each system's
     // plan must turn with the GPUs).
