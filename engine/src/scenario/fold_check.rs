@@ -411,5 +411,17 @@ mod tests {
                 && tree.contains("allgather ring, bruck or pat"),
             "{tree}"
         );
+        // NCCL's PAT allgather folds by a node shift; its reduce-scatter
+        // does not.
+        let pat = over_the_cap("allgather", "nccl_pat", 16384);
+        assert!(
+            pat.contains("allgather nccl_pat folds on a fat_tree by a shift of one node"),
+            "{pat}"
+        );
+        let scatter = over_the_cap("reduce_scatter", "nccl_pat", 16384);
+        assert!(
+            scatter.contains("reduce_scatter nccl_pat does not fold"),
+            "{scatter}"
+        );
     }
 }
