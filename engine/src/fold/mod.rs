@@ -247,13 +247,16 @@
 //! `tools/bench_trees.sh --algorithms nccl_pat --nodes "64 256" --sizes
 //! "1G 32G" --timeout 60`, before: the parent commit's binary unfolded
 //! (it refused the fold), after: `--symmetry fold`; run one after the
-//! other, load 5-7 on the shared 2 cores, other helpers building):
+//! other, load 5-7 on the shared 2 cores, other helpers building; a
+//! second round at load 2: folded 0.05, 0.66, 0.09 and 0.62 s, the same
+//! simulated times; unfolded 512 GPUs at 1 GiB 1.86 s before and 1.58 s
+//! after, 81 788.46 us both):
 //!
 //! | GPUs | size | before: wall s, peak MiB, simulated | after, folded: wall s, peak MiB, simulated |
 //! | --- | --- | --- | --- |
 //! | 512 | 1 GiB | 12.66, 231, 81 788.46 us | 0.07, 33, 32 101.87 us |
-//! | 512 | 32 GiB | > 60 | 0.45, 121, 1 027 773.73 us |
-//! | 2048 | 1 GiB | > 60 | 0.06, 61, 26 775.42 us |
+//! | 512 | 32 GiB | > 60; 63.61, 4507, 2 831 772.21 us at load 2 | 0.45, 121, 1 027 773.73 us |
+//! | 2048 | 1 GiB | > 60; 33.43, 1672, 79 940.39 us at load 2 | 0.06, 61, 26 775.42 us |
 //! | 2048 | 32 GiB | refused: 1.32·10^9 messages, over the cap | 0.46, 131, 857 968.27 us |
 //!
 //! The simulated times differ because the routes do: the unfolded default
@@ -355,6 +358,20 @@
 //! heap's pops 7%, `FlowNetwork::handle` 8%, the rest the per-message
 //! work of the world, the futures, routing and the tree programs.
 //!
+//! `nccl_tree` folded by the turn grows faster than its size
+//! (2026-12-03, release `sim`, 512 GPUs, flow model, one run at a time on
+//! the loaded machine, user CPU s): 16, 32, 64 and 128 MiB take 0.78,
+//! 1.08, 3.13 and 17.0 s (LL128, 16 channels each; simulated 252, 354,
+//! 555 and 928 us), peak 59-64 MiB. `perf`: at 64 MiB the max-min
+//! filling's heap pops are 8% and `FlowNetwork::handle` 22%, with
+//! `Recv::poll` 13% and `World::deliver` 9% (a rank's pending receives
+//! are a list scanned per poll and per delivery); at 128 MiB the heap
+//! pops (in `MaxMin::fill`) are 28%. Small sizes never fill the
+//! pipeline; larger ones keep every channel's flows of the fat-tree in
+//! one max-min component, so each recomputation visits more of them:
+//! 32 GiB at 512 GPUs is at least 256 x 17 s / 2, over half an hour,
+//! folded. The fold by 2 halves that; it does not change its shape.
+//!
 //! What would reach the target, and what it needs:
 //! - **Folding by the channel turn** (`nccl_tree`): in, by half a node
 //!   (see "Which turn `nccl_tree` has" above); it halves the ranks and
@@ -414,11 +431,14 @@ pub fn fold(config: &mut WorldConfig, shift: usize) -> Result<(), FoldError> {
 /// the ranks the same way ([`Rotation::permuting`], such as
 /// [`fat_tree_node_turn`](topologies::presets::fat_tree_node_turn)); with
 /// an NCCL model the channels must turn with it
-/// ([`nccl_channel_turn`]), and the action then turns them too.
+/// ([`nccl_channel_turn`]), and the action then turns them too; under a
+/// shift the channels stay, and each one's NICs must move with the nodes
+/// ([`nccl_nics_shift`]; exact for PAT, whose peers are a shift).
 /// Refused: an action on another number of ranks than the world's or
-/// that is not the rotation's, a channel plan that does not turn, NCCL
-/// launch skew (one process driving several GPUs), rank faults, link
-/// faults, and what [`fold`] refuses on a topology.
+/// that is not the rotation's, a channel plan that does not turn (or
+/// whose NICs do not shift), NCCL launch skew (one process driving
+/// several GPUs), rank faults, link faults, and what [`fold`] refuses on
+/// a topology.
 pub fn fold_by(config: &mut WorldConfig, action: RankAction) -> Result<(), FoldError> {
     let n = config.world_size;
     let refuse = |why: String| Err(FoldError(why));

@@ -223,6 +223,57 @@ pub(super) fn check_turn_foldable(
     Ok(turn)
 }
 
+/// A folded run of NCCL's channels needs one GPU per process: a process
+/// driving several GPUs starts them at different times (NCCL's launch
+/// skew), which no rotation keeps.
+pub(super) fn check_one_gpu_per_process(
+    src: &Source,
+    raw: &RawScenario,
+    nccl: Option<&crate::nccl::NcclConfig>,
+) -> Result<(), ScenarioError> {
+    match nccl {
+        Some(config) if config.launch.gpus_per_process > 1 => Err(src.error(
+            raw.nccl.as_ref().map(|n| n.span()),
+            "a folded run of NCCL's channels (symmetry = \"fold\") needs one GPU per process: a \
+             process driving several GPUs starts them at different times, which no rotation \
+             keeps; drop gpus_per_process or symmetry = \"fold\"",
+        )),
+        _ => Ok(()),
+    }
+}
+
+/// A folded run of NCCL's PAT keeps every channel under the topology's
+/// shift: each of `systems`' channels must cross every node through the
+/// same NIC moved ([`crate::fold::nccl_nics_shift`]). The error is at
+/// `symmetry` and names the channel and node.
+pub(super) fn check_shifted_nics<'a>(
+    src: &Source,
+    raw: &RawScenario,
+    systems: impl Iterator<Item = &'a Arc<crate::nccl::NcclSystem>>,
+    rotation: Option<&Rotation>,
+) -> Result<(), ScenarioError> {
+    let Some(rotation) = rotation else {
+        return Ok(());
+    };
+    for system in systems {
+        crate::fold::nccl_nics_shift(system, rotation).map_err(|e| {
+            let symmetry = raw
+                .topology
+                .as_ref()
+                .and_then(|t| t.get_ref().symmetry.as_ref().map(|s| s.span()));
+            src.error(
+                symmetry,
+                format!(
+                    "a folded run of NCCL's PAT (symmetry = \"fold\") shifts whole nodes with \
+                     every channel kept, and here {e}; drop symmetry = \"fold\" to simulate \
+                     every rank"
+                ),
+            )
+        })?;
+    }
+    Ok(())
+}
+
 /// The sizes of a scenario folded by the node turn (`action`, with its
 /// channel turn): at each, NCCL's channels for the call must be a set the
 /// turn maps onto itself, and the elements must split into as many equal

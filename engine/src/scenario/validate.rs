@@ -274,16 +274,8 @@ pub fn parse(
     super::time_scale::check(&src, &time_values)?;
 
     let (tuner, nccl) = super::nccl::nccl(&src, &raw, &network_config, network.fold)?;
-    if (turned || shifted_channels)
-        && let Some(config) = &nccl
-        && config.launch.gpus_per_process > 1
-    {
-        return Err(src.error(
-            raw.nccl.as_ref().map(|n| n.span()),
-            "a folded run of NCCL's channels (symmetry = \"fold\") needs one GPU per process: a \
-             process driving several GPUs starts them at different times, which no rotation \
-             keeps; drop gpus_per_process or symmetry = \"fold\"",
-        ));
+    if turned || shifted_channels {
+        super::fold_check::check_one_gpu_per_process(&src, &raw, nccl.as_ref())?;
     }
     let nccl_systems = match (&nccl, network.fold) {
         (Some(config), None) | (Some(config), Some(_))
@@ -298,26 +290,13 @@ pub fn parse(
         _ => Default::default(),
     };
 
-    if shifted_channels
-        && let NetworkConfig::Topology(t) = &network_config
-        && let Some(rotation) = &t.rotation
-    {
-        for system in nccl_systems.values() {
-            crate::fold::nccl_nics_shift(system, rotation).map_err(|e| {
-                let symmetry = raw
-                    .topology
-                    .as_ref()
-                    .and_then(|t| t.get_ref().symmetry.as_ref().map(|s| s.span()));
-                src.error(
-                    symmetry,
-                    format!(
-                        "a folded run of NCCL's PAT (symmetry = \"fold\") shifts whole nodes with \
-                         every channel kept, and here {e}; drop symmetry = \"fold\" to simulate \
-                         every rank"
-                    ),
-                )
-            })?;
-        }
+    if shifted_channels && let NetworkConfig::Topology(t) = &network_config {
+        super::fold_check::check_shifted_nics(
+            &src,
+            &raw,
+            nccl_systems.values(),
+            t.rotation.as_deref(),
+        )?;
     }
 
     // The fold's rank action, with NCCL's channels turning (each system's

@@ -86,6 +86,13 @@ fn nccl_pat_allgather_folds_by_a_node_shift_exactly_and_reduce_scatter_is_refuse
         err.contains("f.toml:12:13") && err.contains("the nearest sizes that fold are 65536 B"),
         "{err}"
     );
+    // A process driving several GPUs skews their starts: refused.
+    let skewed = format!(
+        "{}[nccl]\ngpus_per_process = 8\n",
+        scenario_text(4, "fold", gather, "")
+    );
+    let err = parse(&skewed).unwrap_err();
+    assert!(err.contains("needs one GPU per process"), "{err}");
     // Reduce-scatter is no shift of itself even unfolded: refused.
     let scatter = "kind = \"reduce_scatter\"\nalgorithm = \"nccl_pat\"\n";
     let err = parse(&scenario_text(4, "fold", scatter, "")).unwrap_err();
