@@ -43,7 +43,7 @@ while [[ $# -gt 0 ]]; do
         --model) model="$2"; shift 2 ;;
         --timeout) limit="$2"; shift 2 ;;
         --symmetry) symmetry="$2"; shift 2 ;;
-        -h|--help) sed -n '2,27p' "$0"; exit 0 ;;
+        -h|--help) sed -n '2,26p' "$0"; exit 0 ;;
         *) echo "error: unknown option $1 (see --help)" >&2; exit 2 ;;
     esac
 done
