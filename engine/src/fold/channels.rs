@@ -82,3 +82,53 @@ pub fn nccl_channel_turn(system: &NcclSystem, rotation: &Rotation) -> Result<Vec
     }
     Ok(images)
 }
+
+/// Whether every channel of `system`'s plan crosses nodes the same way
+/// on every node moved by `rotation` (a shift by whole nodes): channel
+/// `c`'s NIC on a rank's node, moved by one step, is channel `c`'s NIC on
+/// the moved rank's node, and the GPU that proxies it (NCCL's PXN) moves
+/// with it. Then a message of channel `c` moved by the rotation is the
+/// moved rank's message of the same channel, and a fold by the shift
+/// keeps the channels as they are. An algorithm whose peers are a shift
+/// of the ranks (PAT's `r ± 2^d`) folds so; rings and trees of the plan
+/// are not checked (an algorithm that follows them does not fold by a
+/// shift). An error names the first channel and node that do not move.
+pub fn nccl_nics_shift(system: &NcclSystem, rotation: &Rotation) -> Result<(), String> {
+    let n = system.machine.placement.len();
+    if rotation.ranks() != n {
+        return Err(format!(
+            "the rotation moves {} ranks; NCCL's plan has {n}",
+            rotation.ranks()
+        ));
+    }
+    let node_of = &system.machine.node_of;
+    let nodes = system.machine.node_count();
+    // One rank per node is enough: the NICs are per node.
+    let mut seen = vec![false; nodes];
+    for r in 0..n {
+        let node = node_of[r];
+        if std::mem::replace(&mut seen[node], true) {
+            continue;
+        }
+        let image_node = node_of[rotation.rank_image(r)];
+        for c in 0..system.channels {
+            let nic = system.channel_nic(c, node);
+            let moved = nic.map(|v| rotation.vertex(v));
+            if moved != system.channel_nic(c, image_node) {
+                return Err(format!(
+                    "channel {c}'s NIC on node {node}, moved by the rotation, is not its NIC on \
+                     node {image_node}"
+                ));
+            }
+            if let Some(nic) = nic
+                && system.proxy(nic).map(|v| rotation.vertex(v))
+                    != system.proxy(rotation.vertex(nic))
+            {
+                return Err(format!(
+                    "the GPU proxying channel {c}'s NIC on node {node} does not move with it"
+                ));
+            }
+        }
+    }
+    Ok(())
+}

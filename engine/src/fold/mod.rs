@@ -128,12 +128,38 @@
 //! 16, which it does not) and the elements split into that many equal
 //! blocks (the nearest sizes that do are named). `tuner = "nccl"` still
 //! refuses to fold (its choice may be an algorithm that does not turn),
-//! and so do `nccl_ring`, `nccl_pat` and `nccl_nvls_tree`. The turn
+//! and so do `nccl_ring` and `nccl_nvls_tree`. The turn
 //! carries `nccl_ring`'s channels too (`nccl_channel_turn` checks the
 //! rings), but folded it is not exact: a 1 MiB allreduce on 2 nodes (16
 //! channels, flow model) had ranks finish up to 157 ns (0.1%) apart from
 //! the full run, cause not found; `nccl_nvls_tree` reduces in the
 //! network, which folded runs refuse.
+//!
+//! **PAT folds by a shift of whole nodes** (`nccl_pat` allgather): its
+//! peers are `r ± 2^d` in rank order whatever the plan, and channel `k`
+//! works on block `k` of every rank's block, so a shift of the ranks by
+//! whole nodes maps the run onto itself with every channel kept, provided
+//! each channel crosses every node through the same NIC (and PXN proxy)
+//! moved ([`nccl_nics_shift`], checked by [`fold_by`] and validation).
+//! The preset's own rotation (`fat_tree`: one node, or `nodes / k` nodes
+//! with `k` leaves per rail) is the shift: one node's GPUs are simulated
+//! for all. A framed message under a shift takes its sender's
+//! representative's route on the same channel, moved (without NCCL's
+//! plan, when NCCL's model cannot run PAT, as NCCL 2.21.5: the pair's
+//! moved route), so folded and `symmetry = "routes"` runs agree. Tests
+//! (`fold/nccl_pat_tests.rs`; `sim/tests/behaviour/fold_nccl.rs`): every
+//! rank's finish and every link counter equal the full run's in the flow
+//! and packet models, one and two leaves per rail; scenarios time as
+//! their `routes` runs; `sim run --links-csv` the same to the byte at
+//! 128 and 1024 GPUs (figures below). The reduce-scatter is refused: each GPU's reductions
+//! queue in the order its channels' messages arrive, which at equal times
+//! follows the senders' ranks, so even the full run is no shift of itself
+//! (ranks 0 and 8 of 4 nodes finish 0.14% apart; without the reductions'
+//! time it folds exactly, both pinned by a test). A test run on the way
+//! found `nccl_ring` allgather and allreduce folded by the node shift
+//! equal to the full run too (same harness), which suggests the 0.08%
+//! seen earlier was framed routes left unmoved; validation still refuses
+//! it (the plan's rings are not checked to shift).
 
 //! Unfolded, their cost is what the engine spends per message: each rank
 //! streams its tree program (no per-rank list of `O(chunks)` operations),
@@ -192,7 +218,7 @@
 //! | `nccl_pat` allgather | 2048 | 32 GiB | refused | refused | - |
 //!
 //! (2026-12-02; `pat` folds by one node exactly, so it meets the target
-//! already; `nccl_pat` runs NCCL's channels and does not fold, and at
+//! already; `nccl_pat` did not fold then (it does now, see below), and at
 //! 2048 GPUs and 32 GiB validation refuses it in 0.4 s: 1.32·10^9
 //! messages, over the 2^30 cap, the error naming a larger `chunk_bytes`,
 //! fewer iterations or fewer ranks. User CPU
@@ -214,7 +240,35 @@
 //! that folds is told to set `symmetry = "fold"`, one that does not (the
 //! trees, NCCL's algorithms) gets the list of the collectives that fold,
 //! the catalogue's `pat` allgather and reduce-scatter among them (which
-//! meets the target folded, above).
+//! meets the target folded, above), and `nccl_pat` allgather is told it
+//! folds by a node shift.
+//!
+//! **`nccl_pat` allgather folded by the node shift** (2026-12-03,
+//! `tools/bench_trees.sh --algorithms nccl_pat --nodes "64 256" --sizes
+//! "1G 32G" --timeout 60`, before: the parent commit's binary unfolded
+//! (it refused the fold), after: `--symmetry fold`; run one after the
+//! other, load 5-7 on the shared 2 cores, other helpers building; a
+//! second round at load 2: folded 0.05, 0.66, 0.09 and 0.62 s, the same
+//! simulated times; unfolded 512 GPUs at 1 GiB 1.86 s before and 1.58 s
+//! after, 81 788.46 us both):
+//!
+//! | GPUs | size | before: wall s, peak MiB, simulated | after, folded: wall s, peak MiB, simulated |
+//! | --- | --- | --- | --- |
+//! | 512 | 1 GiB | 12.66, 231, 81 788.46 us | 0.07, 33, 32 101.87 us |
+//! | 512 | 32 GiB | > 60; 63.61, 4507, 2 831 772.21 us at load 2 | 0.45, 121, 1 027 773.73 us |
+//! | 2048 | 1 GiB | > 60; 33.43, 1672, 79 940.39 us at load 2 | 0.06, 61, 26 775.42 us |
+//! | 2048 | 32 GiB | refused: 1.32·10^9 messages, over the cap | 0.46, 131, 857 968.27 us |
+//!
+//! The simulated times differ because the routes do: the unfolded default
+//! hashes each flow's ECMP path (cross-leaf flows collide on spines),
+//! the fold needs symmetric routes. Against the same routes
+//! (`symmetry = "routes"`, unfolded, after) the fold is exact: 512 GPUs
+//! at 1 GiB 32 101.87 us both (5.35 s and 235 MiB unfolded, 0.07 s and
+//! 34 MiB folded; output the same but for the header), 1024 GPUs at
+//! 1 GiB 32 850.39 us both (3.62 s, 538 MiB unfolded; 0.12 s, 39 MiB
+//! folded) and 128 GPUs at 4 GiB 129 362.64 us both, `--links-csv` the
+//! same to the byte at both. To time
+//! hashed ECMP, the unfolded run is still the answer.
 //!
 //! Where the time goes (release `sim`, `tree` allreduce, same fat-tree,
 //! one run at a time): 64, 128, 256 and 512 GPUs at 256 MiB take 0.15,
@@ -304,6 +358,20 @@
 //! heap's pops 7%, `FlowNetwork::handle` 8%, the rest the per-message
 //! work of the world, the futures, routing and the tree programs.
 //!
+//! `nccl_tree` folded by the turn grows faster than its size
+//! (2026-12-03, release `sim`, 512 GPUs, flow model, one run at a time on
+//! the loaded machine, user CPU s): 16, 32, 64 and 128 MiB take 0.78,
+//! 1.08, 3.13 and 17.0 s (LL128, 16 channels each; simulated 252, 354,
+//! 555 and 928 us), peak 59-64 MiB. `perf`: at 64 MiB the max-min
+//! filling's heap pops are 8% and `FlowNetwork::handle` 22%, with
+//! `Recv::poll` 13% and `World::deliver` 9% (a rank's pending receives
+//! are a list scanned per poll and per delivery); at 128 MiB the heap
+//! pops (in `MaxMin::fill`) are 28%. Small sizes never fill the
+//! pipeline; larger ones keep every channel's flows of the fat-tree in
+//! one max-min component, so each recomputation visits more of them:
+//! 32 GiB at 512 GPUs is at least 256 x 17 s / 2, over half an hour,
+//! folded. The fold by 2 halves that; it does not change its shape.
+//!
 //! What would reach the target, and what it needs:
 //! - **Folding by the channel turn** (`nccl_tree`): in, by half a node
 //!   (see "Which turn `nccl_tree` has" above); it halves the ranks and
@@ -332,7 +400,7 @@ use std::sync::Arc;
 use topologies::Rotation;
 
 pub use action::RankAction;
-pub use channels::nccl_channel_turn;
+pub use channels::{nccl_channel_turn, nccl_nics_shift};
 
 use crate::network::{ModelLevel, NetworkConfig};
 use crate::world::WorldConfig;
@@ -363,11 +431,14 @@ pub fn fold(config: &mut WorldConfig, shift: usize) -> Result<(), FoldError> {
 /// the ranks the same way ([`Rotation::permuting`], such as
 /// [`fat_tree_node_turn`](topologies::presets::fat_tree_node_turn)); with
 /// an NCCL model the channels must turn with it
-/// ([`nccl_channel_turn`]), and the action then turns them too.
+/// ([`nccl_channel_turn`]), and the action then turns them too; under a
+/// shift the channels stay, and each one's NICs must move with the nodes
+/// ([`nccl_nics_shift`]; exact for PAT, whose peers are a shift).
 /// Refused: an action on another number of ranks than the world's or
-/// that is not the rotation's, a channel plan that does not turn, NCCL
-/// launch skew (one process driving several GPUs), rank faults, link
-/// faults, and what [`fold`] refuses on a topology.
+/// that is not the rotation's, a channel plan that does not turn (or
+/// whose NICs do not shift), NCCL launch skew (one process driving
+/// several GPUs), rank faults, link faults, and what [`fold`] refuses on
+/// a topology.
 pub fn fold_by(config: &mut WorldConfig, action: RankAction) -> Result<(), FoldError> {
     let n = config.world_size;
     let refuse = |why: String| Err(FoldError(why));
@@ -430,7 +501,7 @@ pub fn fold_by(config: &mut WorldConfig, action: RankAction) -> Result<(), FoldE
     }
     let mut action = action;
     if let (Some(nccl), NetworkConfig::Topology(t)) = (&config.nccl, &config.network)
-        && let Some(rotation) = t.rotation.as_ref().filter(|r| r.rank_images().is_some())
+        && let Some(rotation) = t.rotation.as_ref()
     {
         if nccl.config.launch.gpus_per_process > 1 {
             return refuse(
@@ -438,9 +509,17 @@ pub fn fold_by(config: &mut WorldConfig, action: RankAction) -> Result<(), FoldE
                     .into(),
             );
         }
-        let turn = nccl_channel_turn(nccl, rotation)
-            .map_err(|e| FoldError(format!("NCCL's channels do not turn with the GPUs: {e}")))?;
-        action = action.with_channels(turn).map_err(FoldError)?;
+        if rotation.rank_images().is_some() {
+            let turn = nccl_channel_turn(nccl, rotation).map_err(|e| {
+                FoldError(format!("NCCL's channels do not turn with the GPUs: {e}"))
+            })?;
+            action = action.with_channels(turn).map_err(FoldError)?;
+        } else {
+            // A shift keeps every channel: its NICs must move with the nodes.
+            nccl_nics_shift(nccl, rotation).map_err(|e| {
+                FoldError(format!("NCCL's channels do not move with the shift: {e}"))
+            })?;
+        }
     }
     config.fold = Some(action);
     Ok(())
@@ -463,3 +542,6 @@ mod tests;
 
 #[cfg(test)]
 mod nccl_tests;
+
+#[cfg(test)]
+mod nccl_pat_tests;

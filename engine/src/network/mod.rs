@@ -435,6 +435,9 @@ pub(crate) struct Routed<M> {
     /// with it: routes, framed ones too, are then moved copies of their
     /// orbit representative's.
     turn: Option<RankAction>,
+    /// The rotation is a shift that NCCL's channels move with (see
+    /// [`shifts_channels`]): framed routes are moved copies too.
+    shifts_channels: bool,
 }
 
 /// The rank action of a rotation that permutes ranks (`None` for a
@@ -446,6 +449,19 @@ fn turn_of(rotation: Option<&Arc<Rotation>>, nccl: Option<&Arc<NcclSystem>>) -> 
     match channels {
         Some(c) => action.clone().with_channels(c).ok().or(Some(action)),
         None => Some(action),
+    }
+}
+
+/// Whether `rotation` is a shift that `nccl`'s channels move with (each
+/// channel's NICs and their proxies on every node moved, see
+/// [`crate::fold::nccl_nics_shift`]): framed routes are then moved copies
+/// of their sender's representative's on the same channel.
+fn shifts_channels(rotation: Option<&Arc<Rotation>>, nccl: Option<&Arc<NcclSystem>>) -> bool {
+    match (rotation, nccl) {
+        (Some(rotation), Some(nccl)) => {
+            rotation.rank_images().is_none() && crate::fold::nccl_nics_shift(nccl, rotation).is_ok()
+        }
+        _ => false,
     }
 }
 
@@ -493,6 +509,7 @@ impl Network {
                         nccl: nccl.clone(),
                         framed_routes: HashMap::default(),
                         turn: turn_of(t.rotation.as_ref(), nccl.as_ref()),
+                        shifts_channels: shifts_channels(t.rotation.as_ref(), nccl.as_ref()),
                     })),
                     ModelLevel::Flow => Network::Flow(Box::new(Routed {
                         model: flow::FlowNetwork::new(topology, sample_links)
@@ -508,6 +525,7 @@ impl Network {
                         nccl: nccl.clone(),
                         framed_routes: HashMap::default(),
                         turn: turn_of(t.rotation.as_ref(), nccl.as_ref()),
+                        shifts_channels: shifts_channels(t.rotation.as_ref(), nccl.as_ref()),
                     })),
                 }
             }
@@ -928,11 +946,12 @@ impl<M> Routed<M> {
     }
 
     /// The framed route of [`Self::framed_route`], or, when the rotation
-    /// turns NCCL's channels with the ranks, the route of the message
-    /// turned back to its sender's orbit representative moved forward
-    /// again (in a folded run: on the orbit representatives), so that every
-    /// turned copy of a message takes the turned route. With weights, the
-    /// route crossed once comes beside it.
+    /// turns NCCL's channels with the ranks (or is a shift they move
+    /// with, channels kept), the route of the message turned back to its
+    /// sender's orbit representative moved forward again (in a folded
+    /// run: on the orbit representatives), so that every turned copy of a
+    /// message takes the turned route; without NCCL's plan, the pair's
+    /// moved route. With weights, the route crossed once comes beside it.
     fn turned_framed_route(
         &self,
         src: Rank,
@@ -940,6 +959,28 @@ impl<M> Routed<M> {
         channel: u16,
         flow: u64,
     ) -> (Route, Hop, Option<Route>) {
+        if self.nccl.is_none()
+            && let Some(rotation) = &self.rotation
+        {
+            // Without NCCL's plan a framed message takes its pair's route,
+            // moved by the rotation like any other message's.
+            let rotation = Arc::clone(rotation);
+            let (route, path) = self.moved_route(&rotation, src, dst);
+            let hop = self.hop_of(path.as_deref().unwrap_or(&route));
+            return (route, hop, path);
+        }
+        if self.shifts_channels
+            && let Some(rotation) = &self.rotation
+        {
+            // A shift keeps the channel: the sender's representative's
+            // message on it, moved forward.
+            let (n, shift) = (rotation.ranks(), rotation.shift());
+            let k = src / shift;
+            let (s0, d0) = (src - k * shift, (dst + n - k * shift) % n);
+            let (base, hop) = self.framed_route(s0, d0, channel, flow_id(s0, d0, n));
+            let (route, path) = self.placed(rotation, &base, k);
+            return (route, hop, path);
+        }
         let (Some(turn), Some(rotation)) = (&self.turn, &self.rotation) else {
             let (route, hop) = self.framed_route(src, dst, channel, flow);
             return (route, hop, None);

@@ -78,8 +78,18 @@ pub(super) fn check_foldable(
                 }
                 RotationSymmetry::WholeNodes | RotationSymmetry::Any => {}
             }
-            // NCCL's channels never get here: they fold by the node turn
-            // (`check_turn_foldable`).
+            // Of NCCL's channels only PAT gets here (peers `r ± 2^d`, a
+            // shift); the rest fold by the node turn (`check_turn_foldable`).
+            if folds_by_node_shift(a) && c.kind == Collective::ReduceScatter {
+                return at_algorithm(format!(
+                    "{} {} is not a shift of itself even unfolded (each GPU's reductions queue in \
+                     the order its channels' messages arrive, which follows the senders' ranks at \
+                     equal times), so it cannot fold exactly; drop symmetry = \"fold\" to \
+                     simulate every rank (nccl_pat allgather folds)",
+                    c.kind.name(),
+                    a.name()
+                ));
+            }
         }
         let elem = c.dtype.size_bytes() as u64;
         if let Some(&size) = c
@@ -113,13 +123,30 @@ fn folds_by_node_turn(a: &Algorithm) -> bool {
     a.facts().runs_nccl_channels() && a.facts().nccl_algorithm() == Some("tree")
 }
 
+/// Whether `a` is NCCL's PAT, which folds by a shift of whole nodes with
+/// every channel kept (its peers are `r ± 2^d` in rank order, whatever
+/// the plan's rings and trees; see [`crate::fold`]).
+fn folds_by_node_shift(a: &Algorithm) -> bool {
+    a.facts().runs_nccl_channels() && a.facts().nccl_algorithm() == Some("pat")
+}
+
 /// Whether a folded scenario runs NCCL's channels (some collective names
-/// an algorithm that does): it then folds by the node turn, not a shift.
+/// an algorithm that does).
 pub(super) fn folds_nccl_channels(collectives: &[CollectiveSpec]) -> bool {
     collectives.iter().any(|c| {
         c.algorithm
             .as_ref()
             .is_some_and(|a| a.facts().runs_nccl_channels())
+    })
+}
+
+/// Whether a folded scenario folds by the node turn: some collective runs
+/// NCCL's channels other than by PAT (which folds by the shift).
+pub(super) fn folds_by_turn(collectives: &[CollectiveSpec]) -> bool {
+    collectives.iter().any(|c| {
+        c.algorithm
+            .as_ref()
+            .is_some_and(|a| a.facts().runs_nccl_channels() && !folds_by_node_shift(a))
     })
 }
 
@@ -181,8 +208,9 @@ pub(super) fn check_turn_foldable(
             let name = c.algorithm.as_ref().map_or("auto (tuner)", |a| a.name());
             Some(format!(
                 "{} {name} is not nccl_tree, the one algorithm this fold is tested exact for \
-                 (every collective of the scenario folds by the same turn); run it in its own \
-                 scenario, or drop symmetry = \"fold\" to simulate every rank",
+                 (every collective of the scenario folds by the same turn; nccl_pat folds by a \
+                 shift of whole nodes instead); run it in its own scenario, or drop \
+                 symmetry = \"fold\" to simulate every rank",
                 c.kind.name()
             ))
         } else {
@@ -193,6 +221,57 @@ pub(super) fn check_turn_foldable(
         }
     }
     Ok(turn)
+}
+
+/// A folded run of NCCL's channels needs one GPU per process: a process
+/// driving several GPUs starts them at different times (NCCL's launch
+/// skew), which no rotation keeps.
+pub(super) fn check_one_gpu_per_process(
+    src: &Source,
+    raw: &RawScenario,
+    nccl: Option<&crate::nccl::NcclConfig>,
+) -> Result<(), ScenarioError> {
+    match nccl {
+        Some(config) if config.launch.gpus_per_process > 1 => Err(src.error(
+            raw.nccl.as_ref().map(|n| n.span()),
+            "a folded run of NCCL's channels (symmetry = \"fold\") needs one GPU per process: a \
+             process driving several GPUs starts them at different times, which no rotation \
+             keeps; drop gpus_per_process or symmetry = \"fold\"",
+        )),
+        _ => Ok(()),
+    }
+}
+
+/// A folded run of NCCL's PAT keeps every channel under the topology's
+/// shift: each of `systems`' channels must cross every node through the
+/// same NIC moved ([`crate::fold::nccl_nics_shift`]). The error is at
+/// `symmetry` and names the channel and node.
+pub(super) fn check_shifted_nics<'a>(
+    src: &Source,
+    raw: &RawScenario,
+    systems: impl Iterator<Item = &'a Arc<crate::nccl::NcclSystem>>,
+    rotation: Option<&Rotation>,
+) -> Result<(), ScenarioError> {
+    let Some(rotation) = rotation else {
+        return Ok(());
+    };
+    for system in systems {
+        crate::fold::nccl_nics_shift(system, rotation).map_err(|e| {
+            let symmetry = raw
+                .topology
+                .as_ref()
+                .and_then(|t| t.get_ref().symmetry.as_ref().map(|s| s.span()));
+            src.error(
+                symmetry,
+                format!(
+                    "a folded run of NCCL's PAT (symmetry = \"fold\") shifts whole nodes with \
+                     every channel kept, and here {e}; drop symmetry = \"fold\" to simulate \
+                     every rank"
+                ),
+            )
+        })?;
+    }
+    Ok(())
 }
 
 /// The sizes of a scenario folded by the node turn (`action`, with its
@@ -281,7 +360,14 @@ pub(super) fn fold_hint(
     };
     let folds =
         a.facts().rotation_symmetry() != RotationSymmetry::None && !a.facts().runs_nccl_channels();
-    if folds_by_node_turn(a) {
+    if folds_by_node_shift(a) && kind != Collective::ReduceScatter {
+        format!(
+            "; or set symmetry = \"fold\" under [topology]: {} {} folds on a fat_tree by a shift \
+             of one node with every channel kept, simulating one node's GPUs for all",
+            kind.name(),
+            a.name()
+        )
+    } else if folds_by_node_turn(a) {
         format!(
             "; or set symmetry = \"fold\" under [topology]: {} {} folds on a fat_tree by turning \
              every node's GPUs by half a node with the channels, simulating half of them",
@@ -375,6 +461,18 @@ mod tests {
                 && tree.contains("allreduce tree does not fold")
                 && tree.contains("allgather ring, bruck or pat"),
             "{tree}"
+        );
+        // NCCL's PAT allgather folds by a node shift; its reduce-scatter
+        // does not.
+        let pat = over_the_cap("allgather", "nccl_pat", 16384);
+        assert!(
+            pat.contains("allgather nccl_pat folds on a fat_tree by a shift of one node"),
+            "{pat}"
+        );
+        let scatter = over_the_cap("reduce_scatter", "nccl_pat", 16384);
+        assert!(
+            scatter.contains("reduce_scatter nccl_pat does not fold"),
+            "{scatter}"
         );
     }
 }

@@ -220,7 +220,10 @@ pub fn parse(
     // NCCL's channels fold by the node turn, not the shift (see
     // `crate::fold`): its orbits have as many ranks as the turn's order,
     // and the message cap counts that share.
-    let turned = network.fold.is_some() && super::fold_check::folds_nccl_channels(&collectives);
+    let turned = network.fold.is_some() && super::fold_check::folds_by_turn(&collectives);
+    // NCCL's PAT folds by the shift, its channels kept (see `crate::fold`).
+    let shifted_channels =
+        network.fold.is_some() && !turned && super::fold_check::folds_nccl_channels(&collectives);
     if turned && let Some(Ok(turn)) = &network.node_turn {
         collectives = parse_collectives(Some(world_size / turn.order().max(1)))?;
     }
@@ -271,8 +274,13 @@ pub fn parse(
     super::time_scale::check(&src, &time_values)?;
 
     let (tuner, nccl) = super::nccl::nccl(&src, &raw, &network_config, network.fold)?;
+    if turned || shifted_channels {
+        super::fold_check::check_one_gpu_per_process(&src, &raw, nccl.as_ref())?;
+    }
     let nccl_systems = match (&nccl, network.fold) {
-        (Some(config), None) | (Some(config), Some(_)) if network.fold.is_none() || turned => {
+        (Some(config), None) | (Some(config), Some(_))
+            if network.fold.is_none() || turned || shifted_channels =>
+        {
             let mut sizes: Vec<usize> = collectives.iter().map(|c| c.world_size).collect();
             sizes.push(world_size);
             sizes.sort_unstable();
@@ -281,6 +289,15 @@ pub fn parse(
         }
         _ => Default::default(),
     };
+
+    if shifted_channels && let NetworkConfig::Topology(t) = &network_config {
+        super::fold_check::check_shifted_nics(
+            &src,
+            &raw,
+            nccl_systems.values(),
+            t.rotation.as_deref(),
+        )?;
+    }
 
     // The fold's rank action, with NCCL's channels turning (each system's
     // plan must turn with the GPUs).

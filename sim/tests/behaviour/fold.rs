@@ -424,22 +424,17 @@ fn uneven_sizes_trees_and_nccl_are_refused_saying_what_to_do_instead() {
     // NCCL's algorithms named: they fold by the node turn, not a shift
     // (a folded nccl_ring allgather by a shift on a fat-tree was 0.08%
     // off the full run), and the turn is tested exact for nccl_tree only:
-    // the others are refused, saying so.
-    for nccl in ["nccl_ring", "nccl_pat"] {
-        let kind = if nccl == "nccl_pat" {
-            "allgather"
-        } else {
-            "allreduce"
-        };
-        let collective = format!("kind = \"{kind}\"\nalgorithm = \"{nccl}\"\n");
-        let err = parse(&scenario_text(4, "fold", &collective, "")).unwrap_err();
-        assert!(
-            err.contains("f.toml:9:1")
-                && err.contains(&format!("{kind} {nccl} is not nccl_tree"))
-                && err.contains("drop symmetry = \"fold\" to simulate every rank"),
-            "{err}"
-        );
-    }
+    // the others are refused, saying so (nccl_pat folds by the shift, see
+    // `fold_nccl.rs`).
+    let collective = "kind = \"allreduce\"\nalgorithm = \"nccl_ring\"\n";
+    let err = parse(&scenario_text(4, "fold", collective, "")).unwrap_err();
+    assert!(
+        err.contains("f.toml:9:1")
+            && err.contains("allreduce nccl_ring is not nccl_tree")
+            && err.contains("nccl_pat folds by a shift of whole nodes")
+            && err.contains("drop symmetry = \"fold\" to simulate every rank"),
+        "{err}"
+    );
     // NCCL's tuner: its channels turn GPUs inside the node, not ranks.
     let nccl = format!("tuner = \"nccl\"\n{}", scenario_text(4, "fold", ring, ""));
     let err = parse(&nccl).unwrap_err();

@@ -1,6 +1,7 @@
 //! `nccl_tree` folded by a fat-tree's node turn (every node's GPUs
-//! turned by half a node with NCCL's channels): scenarios time as their
-//! full runs, and what breaks the turn is refused saying why.
+//! turned by half a node with NCCL's channels) and the `nccl_pat`
+//! allgather folded by the preset's shift of whole nodes: scenarios time
+//! as their full runs, and what breaks the fold is refused saying why.
 
 use crate::fold::{parse, scenario_text, times};
 
@@ -63,4 +64,50 @@ fn nccl_tree_folds_by_the_node_turn_exactly_and_what_breaks_the_turn_is_refused(
             && err.contains("must be even"),
         "{err}"
     );
+}
+
+#[test]
+fn nccl_pat_allgather_folds_by_a_node_shift_exactly_and_reduce_scatter_is_refused() {
+    let gather = "kind = \"allgather\"\nalgorithm = \"nccl_pat\"\n";
+    // One leaf per rail (a shift by one node), and two (by half the nodes).
+    for (nodes, leaves) in [(4, ""), (8, "leaves = 16\n")] {
+        let folded = scenario_text(nodes, "fold", gather, "")
+            .replace("spines = 4\n", &format!("spines = 4\n{leaves}"))
+            .replace("\"4M\"", "\"32M\"");
+        let scenario = parse(&folded).unwrap();
+        assert!(scenario.fold.is_some() && scenario.fold_turn.is_none());
+        let full = folded.replace("\"fold\"", "\"routes\"");
+        assert_eq!(times(&folded), times(&full), "{nodes} nodes");
+    }
+    // Uneven sizes are refused naming the nearest that fold.
+    let uneven = scenario_text(4, "fold", gather, "").replace("\"64K\"", "\"65540\"");
+    let err = parse(&uneven).unwrap_err();
+    assert!(
+        err.contains("f.toml:12:13") && err.contains("the nearest sizes that fold are 65536 B"),
+        "{err}"
+    );
+    // A process driving several GPUs skews their starts: refused.
+    let skewed = format!(
+        "{}[nccl]\ngpus_per_process = 8\n",
+        scenario_text(4, "fold", gather, "")
+    );
+    let err = parse(&skewed).unwrap_err();
+    assert!(err.contains("needs one GPU per process"), "{err}");
+    // Reduce-scatter is no shift of itself even unfolded: refused.
+    let scatter = "kind = \"reduce_scatter\"\nalgorithm = \"nccl_pat\"\n";
+    let err = parse(&scenario_text(4, "fold", scatter, "")).unwrap_err();
+    assert!(
+        err.contains("f.toml:11:13")
+            && err.contains("reduce_scatter nccl_pat is not a shift of itself even unfolded")
+            && err.contains("nccl_pat allgather folds"),
+        "{err}"
+    );
+    // Beside nccl_tree (which folds by the turn) it is refused.
+    let tree = "kind = \"allreduce\"\nalgorithm = \"nccl_tree\"\n";
+    let mixed = format!(
+        "{}[[collective]]\n{gather}min_bytes = \"1M\"\nmax_bytes = \"1M\"\nphantom = true\n",
+        scenario_text(4, "fold", tree, "").replace("\"64K\"", "\"1M\"")
+    );
+    let err = parse(&mixed).unwrap_err();
+    assert!(err.contains("allgather nccl_pat is not nccl_tree"), "{err}");
 }

@@ -1,0 +1,168 @@
+//! `nccl_pat` folded by a shift of whole nodes (every channel kept)
+//! equals the full run with the same symmetric routes: times on every
+//! rank, every link counter.
+
+use std::sync::Arc;
+
+use algorithms::{Collective, DType, Fabric, Params, Payload, ReduceOp, Registry, Time};
+use topologies::presets;
+
+use super::fold;
+use crate::nccl::{NcclConfig, NcclSystem};
+use crate::network::{LinkUsage, ModelLevel, NetworkConfig, TopologyConfig};
+use crate::world::WorldConfig;
+use crate::{Execution, run};
+
+/// GPUs per node: the fold's shift (one node).
+const PER_NODE: usize = 8;
+
+/// `nodes` DGX H100-style nodes on a fat-tree at `level` (`leaves`
+/// leaves, the preset's default spines), routes symmetric under the preset's rotation (a shift of
+/// whole nodes), NCCL's plan on `nccl`; and the rotation's shift.
+fn world(
+    nodes: usize,
+    leaves: Option<usize>,
+    level: ModelLevel,
+    nccl: NcclConfig,
+) -> (WorldConfig, usize) {
+    let params = presets::FatTree {
+        nodes,
+        leaves,
+        ..presets::FatTree::default()
+    };
+    let topology = Arc::new(presets::fat_tree(&params).unwrap());
+    let placement: Arc<[_]> = topology.endpoints().into();
+    let rotation = presets::fat_tree_rotation(&params, &topology, &placement).unwrap();
+    let shift = rotation.shift();
+    let mut t = TopologyConfig::new(topology, placement, level, 7);
+    t.rotation = Some(Arc::new(rotation));
+    let system = {
+        let mut router = t.router.lock().unwrap();
+        NcclSystem::build(&t.topology, &t.placement, &mut router, nccl)
+    };
+    let config = WorldConfig::new(nodes * PER_NODE, NetworkConfig::Topology(t))
+        .reduce_bytes_per_s(Some(200e9))
+        .nccl(Some(Arc::new(system)));
+    (config, shift)
+}
+
+/// A phantom `collective` of `count` floats by `nccl_pat` on every channel.
+fn pat(config: WorldConfig, collective: Collective, count: usize) -> Execution<Time> {
+    let algorithm = Registry::builtin().get(collective, "nccl_pat").unwrap();
+    run(config, |fabric| {
+        let algorithm = algorithm.clone();
+        async move {
+            let mut buf = Payload::phantom(DType::F32, count);
+            let params = Params {
+                chunk_bytes: 16 << 10,
+                ranks_per_node: PER_NODE,
+                ..Params::default()
+            };
+            algorithm
+                .run(&fabric, &mut buf, ReduceOp::Sum, &params)
+                .await
+                .unwrap();
+            fabric.now()
+        }
+    })
+}
+
+fn assert_folds_exactly(
+    collective: Collective,
+    nodes: usize,
+    leaves: Option<usize>,
+    level: ModelLevel,
+    count: usize,
+) {
+    let what = format!("{collective:?}, {nodes} nodes, {leaves:?} leaves, {level:?}");
+    let (config, shift) = world(nodes, leaves, level, NcclConfig::default());
+    let full = pat(config, collective, count);
+    let (mut folded, _) = world(nodes, leaves, level, NcclConfig::default());
+    fold(&mut folded, shift).unwrap();
+    let folded = pat(folded, collective, count);
+    assert!(
+        full.deadlock.is_none() && folded.deadlock.is_none(),
+        "{what}"
+    );
+    let n = nodes * PER_NODE;
+    assert_eq!(folded.outputs.len(), shift, "{what}");
+    for r in 0..n {
+        assert_eq!(
+            full.outputs[r],
+            folded.outputs[r % shift],
+            "rank {r}, {what}"
+        );
+    }
+    assert_eq!(full.end_time, folded.end_time, "{what}");
+    assert_eq!(
+        full.stats.links.messages,
+        folded.stats.links.messages * (n / shift) as u64,
+        "{what}"
+    );
+    let full: &[LinkUsage] = full.link_usage.as_deref().unwrap();
+    let folded: &[LinkUsage] = folded.link_usage.as_deref().unwrap();
+    let mut used = 0;
+    for (l, (a, b)) in full.iter().zip(folded).enumerate() {
+        assert_eq!(
+            (a.bytes, a.units, a.busy_ps, a.max_queue),
+            (b.bytes, b.units, b.busy_ps, b.max_queue),
+            "link direction {l}, {what}"
+        );
+        used += usize::from(a.units > 0 && a.bytes > 0);
+    }
+    assert!(used > 0, "{what}");
+}
+
+#[test]
+fn nccl_pat_folded_by_a_node_shift_is_the_full_run_in_the_flow_model() {
+    // One leaf per rail (a shift by one node); two leaves per rail (a
+    // shift by half the nodes, cross-leaf traffic through the spines).
+    for (nodes, leaves) in [(4, None), (8, Some(16))] {
+        // Every rank's block: 16 channels of 2 chunks of 16 KiB, and of
+        // one chunk of 8 KiB.
+        for per_channel in [2 * 4096, 2048] {
+            let count = nodes * PER_NODE * 16 * per_channel;
+            assert_folds_exactly(
+                Collective::Allgather,
+                nodes,
+                leaves,
+                ModelLevel::Flow,
+                count,
+            );
+        }
+    }
+}
+
+#[test]
+fn nccl_pat_reduce_scatter_is_no_shift_of_itself_even_unfolded() {
+    // Why a folded run refuses it: the channels' reductions queue on each
+    // GPU's compute in the order their messages arrive, and messages of
+    // one picosecond arrive in an order that follows the senders' ranks,
+    // which no shift keeps. Ranks 0 and 8 of the full run (one node
+    // apart) do not finish together.
+    let (config, _) = world(4, None, ModelLevel::Flow, NcclConfig::default());
+    let full = pat(
+        config,
+        Collective::ReduceScatter,
+        4 * PER_NODE * 16 * 2 * 4096,
+    );
+    assert!(full.deadlock.is_none());
+    assert_ne!(full.outputs[0], full.outputs[PER_NODE]);
+    // Without the reductions' time it is a shift of itself, and folds.
+    let (config, shift) = world(4, None, ModelLevel::Flow, NcclConfig::default());
+    let free = |c: WorldConfig| c.reduce_bytes_per_s(None);
+    let count = 4 * PER_NODE * 16 * 2 * 4096;
+    let full = pat(free(config), Collective::ReduceScatter, count);
+    let (mut folded, _) = world(4, None, ModelLevel::Flow, NcclConfig::default());
+    fold(&mut folded, shift).unwrap();
+    let folded = pat(free(folded), Collective::ReduceScatter, count);
+    for r in 0..4 * PER_NODE {
+        assert_eq!(full.outputs[r], folded.outputs[r % shift], "rank {r}");
+    }
+}
+
+#[test]
+fn nccl_pat_folded_by_a_node_shift_is_the_full_run_in_the_packet_model() {
+    let count = 4 * PER_NODE * 16 * 4096;
+    assert_folds_exactly(Collective::Allgather, 4, None, ModelLevel::Packet, count);
+}
