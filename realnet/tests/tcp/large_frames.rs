@@ -29,7 +29,7 @@ fn receive_spoiled(spoil: impl FnOnce(&mut Vec<u8>)) -> String {
         &algorithms::catalogue_algorithm(Collective::Allreduce, "ring"),
     );
     let mut bytes = Vec::new();
-    raw.frame(5, call, algorithms_payload()).encode(&mut bytes);
+    raw.frame(5, call, large_body()).encode(&mut bytes);
     assert_eq!(
         bytes.len(),
         HEADER_LEN + COUNT * 4 + 4,
@@ -45,7 +45,7 @@ fn receive_spoiled(spoil: impl FnOnce(&mut Vec<u8>)) -> String {
         .to_string()
 }
 
-fn algorithms_payload() -> realnet::frame::Body {
+fn large_body() -> realnet::frame::Body {
     realnet::frame::Body::Payload(Payload::from_vec(values()))
 }
 
