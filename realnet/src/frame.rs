@@ -1,5 +1,5 @@
 //! The TCP fabric's wire format: one [`Frame`] per message, a fixed
-//! [`Header`] then the payload.
+//! [`Header`], the payload, and for a data frame a checksum trailer.
 //!
 //! ```text
 //!  offset  size  field
@@ -15,21 +15,31 @@
 //!      40     8  sender's call: sequence number
 //!      48     2  sender's call: kind (the algorithm's wire identity)
 //!      50     2  reserved, zero
-//!      52     4  CRC32C of the payload
+//!      52     4  CRC32C of the payload (control frames); zero for data
 //!      56     8  count: elements (data, phantom) or bytes (hello, refuse)
 //!      64     4  CRC32C of bytes 0..64 (covers the payload CRC too)
-//!      68     .  payload: count x dtype bytes in the host's (little-endian)
+//!      68     n  payload: count x dtype bytes in the host's (little-endian)
 //!                byte order, or the control frame's bytes
+//!    68+n     4  data frames only: CRC32C of the payload (the trailer)
 //! ```
 //!
 //! The header's own checksum is verified before any of its fields is
-//! trusted, so a corrupted length is caught before it is used; the payload
-//! checksum lives in the header, so the two checksums together cover every
-//! byte of the frame and a single flipped bit anywhere is always detected.
+//! trusted, so a corrupted length is caught before it is used. The payload
+//! checksum of a data frame comes in a trailer after the payload, so that
+//! a sender takes it piece by piece just before writing each piece, while
+//! the piece is in cache, instead of a separate pass over a payload of
+//! many megabytes before the header can leave; the reader takes it the
+//! same way as the pieces arrive and compares at the end. A control frame
+//! (at most [`CONTROL_CAP`] bytes) keeps its payload checksum in the
+//! header. Either way the checksums cover every byte of the frame, so a
+//! single flipped bit anywhere (header, payload, trailer) is always
+//! detected, and a frame cut short anywhere is incomplete: its length is
+//! in the checked header. The frame cap counts the header and the payload
+//! (not the fixed trailer).
 //! A length is used only after it was checked against a frame cap: no
 //! decoder here ever allocates from an unchecked length, and none panics on
 //! any input. The encoding is canonical: a frame that decodes re-encodes
-//! to exactly the bytes it came from. [`Header::decode`] and [`Header::check_payload`] decode in two
+//! to exactly the bytes it came from. [`Header::decode`] and [`Header::check_body`] decode in two
 //! steps (the TCP reader reads the payload straight into its buffer);
 //! [`Decoder`] decodes incrementally from a byte stream.
 
@@ -44,10 +54,13 @@ pub const MAGIC: [u8; 4] = *b"rNet";
 /// The protocol version this build speaks.
 /// Version 2: the call's kind is the algorithm's 16-bit wire identity
 /// (version 1 had a collective and an algorithm index). Version 3:
-/// heartbeat frames (see [`crate::heartbeat`]).
-pub const VERSION: u16 = 3;
+/// heartbeat frames (see [`crate::heartbeat`]). Version 4: a data
+/// frame's payload checksum is in a trailer, not in its header.
+pub const VERSION: u16 = 4;
 /// Bytes in a frame header.
 pub const HEADER_LEN: usize = 68;
+/// Bytes in a data frame's trailer (the payload's CRC32C).
+pub const TRAILER_LEN: usize = 4;
 /// The default largest frame (header and payload) a decoder accepts:
 /// a 1 GiB payload.
 pub const DEFAULT_FRAME_CAP: u64 = (1 << 30) + HEADER_LEN as u64;
@@ -148,10 +161,10 @@ pub enum FrameError {
     },
     /// The payload's checksum does not match: it was corrupted.
     #[error(
-        "payload checksum mismatch (CRC32C {computed:#010x}, header says {stored:#010x}): the frame was corrupted"
+        "payload checksum mismatch (CRC32C {computed:#010x}, the frame says {stored:#010x}): the frame was corrupted"
     )]
     PayloadCrc {
-        /// The checksum stored in the header.
+        /// The checksum the frame carries (trailer or header).
         stored: u32,
         /// The checksum of the bytes received.
         computed: u32,
@@ -194,7 +207,8 @@ pub struct Header {
     pub kind: Kind,
     /// Elements (data, phantom) or bytes (hello, refuse); 0 for bye.
     pub count: u64,
-    /// CRC32C of the payload.
+    /// CRC32C of the payload for a control frame; zero for a data frame,
+    /// whose checksum is in its trailer.
     pub payload_crc: u32,
 }
 
@@ -208,6 +222,19 @@ impl Header {
             Kind::Phantom(_) | Kind::Bye | Kind::Heartbeat => 0,
             Kind::Hello | Kind::Refuse => self.count,
         }
+    }
+
+    /// Bytes after the payload: [`TRAILER_LEN`] for a data frame, else 0.
+    pub fn trailer_len(&self) -> usize {
+        match self.kind {
+            Kind::Data(_) => TRAILER_LEN,
+            _ => 0,
+        }
+    }
+
+    /// Bytes that follow this header: the payload and the trailer.
+    pub fn body_len(&self) -> u64 {
+        self.payload_len().saturating_add(self.trailer_len() as u64)
     }
 
     /// The header's bytes, with its checksum.
@@ -271,6 +298,11 @@ impl Header {
             payload_crc: u32_at(b, 52),
             count: u64_at(b, 56),
         };
+        if matches!(header.kind, Kind::Data(_)) && header.payload_crc != 0 {
+            return Err(FrameError::Malformed(
+                "a data frame with a payload checksum in its header",
+            ));
+        }
         header.check_lengths(cap)?;
         Ok(header)
     }
@@ -314,25 +346,44 @@ impl Header {
         }
     }
 
-    /// Checks a received payload against this header's length and checksum.
-    pub fn check_payload(&self, payload: &[u8]) -> Result<(), FrameError> {
-        self.check_payload_crc(payload.len(), crc32c::crc32c(payload))
+    /// Checks the bytes received after this header (the payload, then the
+    /// trailer of a data frame) against its length and checksum; returns
+    /// the payload.
+    pub fn check_body<'a>(&self, body: &'a [u8]) -> Result<&'a [u8], FrameError> {
+        let short = FrameError::Malformed("payload length differs from the header's");
+        let at = body.len().checked_sub(self.trailer_len()).ok_or(short)?;
+        let (payload, trailer) = body.split_at(at);
+        let trailer = trailer.first_chunk::<TRAILER_LEN>().copied();
+        self.check_payload_crc(payload.len(), crc32c::crc32c(payload), trailer)?;
+        Ok(payload)
     }
 
-    /// [`Header::check_payload`] for a payload of `len` bytes whose
-    /// checksum the reader `computed` piece by piece as the bytes arrived
-    /// (`crc32c::crc32c_append`), while each piece was still in cache.
-    pub fn check_payload_crc(&self, len: usize, computed: u32) -> Result<(), FrameError> {
+    /// [`Header::check_body`] for a payload of `len` bytes whose checksum
+    /// the reader `computed` piece by piece as the bytes arrived
+    /// (`crc32c::crc32c_append`), while each piece was still in cache;
+    /// `trailer` is the data frame's trailer read after it (`None` for a
+    /// control frame, whose checksum is in the header).
+    pub fn check_payload_crc(
+        &self,
+        len: usize,
+        computed: u32,
+        trailer: Option<[u8; TRAILER_LEN]>,
+    ) -> Result<(), FrameError> {
         if len as u64 != self.payload_len() {
             return Err(FrameError::Malformed(
                 "payload length differs from the header's",
             ));
         }
-        if computed != self.payload_crc {
-            return Err(FrameError::PayloadCrc {
-                stored: self.payload_crc,
-                computed,
-            });
+        let stored = match (self.trailer_len(), trailer) {
+            (TRAILER_LEN, Some(t)) => u32::from_le_bytes(t),
+            (0, None) => self.payload_crc,
+            (TRAILER_LEN, None) => {
+                return Err(FrameError::Malformed("a data frame without its trailer"));
+            }
+            _ => return Err(FrameError::Malformed("a trailer on a control frame")),
+        };
+        if computed != stored {
+            return Err(FrameError::PayloadCrc { stored, computed });
         }
         Ok(())
     }
@@ -402,10 +453,10 @@ impl Body {
         }
     }
 
-    /// Decodes the payload that followed `header`, checking its length
-    /// and checksum.
-    pub fn decode(header: &Header, payload: &[u8]) -> Result<Body, FrameError> {
-        header.check_payload(payload)?;
+    /// Decodes the bytes that followed `header` (the payload, then a data
+    /// frame's trailer), checking their length and checksum.
+    pub fn decode(header: &Header, body: &[u8]) -> Result<Body, FrameError> {
+        let payload = header.check_body(body)?;
         Ok(match header.kind {
             Kind::Data(d) => Body::Payload(
                 Payload::from_bytes(d, payload).ok_or(FrameError::Malformed("partial element"))?,
@@ -454,9 +505,14 @@ pub struct Frame {
 }
 
 impl Frame {
-    /// The header of this frame (computes the payload's checksum).
+    /// The header of this frame (computes a control frame's payload
+    /// checksum; a data frame's goes in its trailer).
     pub fn header(&self) -> Header {
         let (kind, count) = self.body.kind_and_count();
+        let payload_crc = match kind {
+            Kind::Data(_) => 0,
+            _ => crc32c::crc32c(&self.body.bytes()),
+        };
         Header {
             job_id: self.job_id,
             src: self.src,
@@ -466,15 +522,19 @@ impl Frame {
             call: self.call,
             kind,
             count,
-            payload_crc: crc32c::crc32c(&self.body.bytes()),
+            payload_crc,
         }
     }
 
-    /// Appends the frame's bytes (header, then payload) to `out`.
+    /// Appends the frame's bytes (header, payload, trailer) to `out`.
     pub fn encode(&self, out: &mut Vec<u8>) {
         let header = self.header();
+        let payload = self.body.bytes();
         out.extend_from_slice(&header.encode());
-        out.extend_from_slice(&self.body.bytes());
+        out.extend_from_slice(&payload);
+        if header.trailer_len() == TRAILER_LEN {
+            out.extend_from_slice(&crc32c::crc32c(&payload).to_le_bytes());
+        }
     }
 
     /// The frame made of a decoded header and its decoded body.
@@ -506,12 +566,12 @@ pub fn decode(bytes: &[u8], cap: u64) -> Result<Option<(Frame, usize)>, FrameErr
     };
     let header = Header::decode(head, cap)?;
     // Checked against the cap (or zero for a phantom), so it fits in memory.
-    let len = usize::try_from(header.payload_len())
+    let len = usize::try_from(header.body_len())
         .map_err(|_| FrameError::Malformed("payload beyond this host's memory"))?;
-    let Some(payload) = bytes[HEADER_LEN..].get(..len) else {
+    let Some(rest) = bytes[HEADER_LEN..].get(..len) else {
         return Ok(None);
     };
-    let body = Body::decode(&header, payload)?;
+    let body = Body::decode(&header, rest)?;
     Ok(Some((Frame::from_parts(&header, body), HEADER_LEN + len)))
 }
 

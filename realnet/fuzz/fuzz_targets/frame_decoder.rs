@@ -16,7 +16,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use realnet::frame::{Decoder, HEADER_LEN, decode};
+use realnet::frame::{Decoder, HEADER_LEN, TRAILER_LEN, decode};
 
 fuzz_target!(|data: &[u8]| {
     // The first two bytes choose the cap, how the stream is cut up and
@@ -32,7 +32,15 @@ fuzz_target!(|data: &[u8]| {
         _ => return,
     };
     let mut owned = stream.to_vec();
-    if fix && owned.len() >= HEADER_LEN {
+    if fix && owned.len() >= HEADER_LEN + TRAILER_LEN && owned[6] == 1 {
+        // A data frame: its payload checksum goes in the trailer.
+        let end = owned.len() - TRAILER_LEN;
+        let payload = crc32c::crc32c(&owned[HEADER_LEN..end]);
+        owned[end..].copy_from_slice(&payload.to_le_bytes());
+        owned[52..56].fill(0);
+        let header = crc32c::crc32c(&owned[..64]);
+        owned[64..68].copy_from_slice(&header.to_le_bytes());
+    } else if fix && owned.len() >= HEADER_LEN {
         let payload = crc32c::crc32c(&owned[HEADER_LEN..]);
         owned[52..56].copy_from_slice(&payload.to_le_bytes());
         let header = crc32c::crc32c(&owned[..64]);

@@ -152,6 +152,7 @@ fn corruption_and_strangers_get_clear_errors() {
     let mut bytes = Vec::new();
     sample().encode(&mut bytes);
     let mut flipped = bytes.clone();
+    // The trailer's last byte.
     *flipped.last_mut().unwrap() ^= 0x10;
     let e = decode(&flipped, DEFAULT_FRAME_CAP).unwrap_err();
     assert!(matches!(e, FrameError::PayloadCrc { .. }), "{e}");
@@ -204,18 +205,88 @@ fn a_checksum_taken_piece_by_piece_is_checked_as_the_whole_payload() {
     f.encode(&mut bytes);
     let head: &[u8; HEADER_LEN] = bytes[..HEADER_LEN].try_into().unwrap();
     let header = Header::decode(head, DEFAULT_FRAME_CAP).unwrap();
-    let mut payload = bytes[HEADER_LEN..].to_vec();
+    assert_eq!(
+        header.payload_crc, 0,
+        "a data frame's checksum is in its trailer"
+    );
+    let (payload, trailer) = bytes[HEADER_LEN..].split_at(400_000);
+    let mut payload = payload.to_vec();
+    let trailer: [u8; TRAILER_LEN] = trailer.try_into().unwrap();
+    assert_eq!(u32::from_le_bytes(trailer), crc32c::crc32c(&payload));
     let pieces = |p: &[u8]| p.chunks(4096).fold(0, crc32c::crc32c_append);
     header
-        .check_payload_crc(payload.len(), pieces(&payload))
+        .check_payload_crc(payload.len(), pieces(&payload), Some(trailer))
         .unwrap();
     assert!(matches!(
-        header.check_payload_crc(payload.len() - 1, pieces(&payload[1..])),
+        header.check_payload_crc(payload.len() - 1, pieces(&payload[1..]), Some(trailer)),
         Err(FrameError::Malformed(_))
+    ));
+    assert_eq!(
+        header.check_payload_crc(payload.len(), pieces(&payload), None),
+        Err(FrameError::Malformed("a data frame without its trailer"))
+    );
+    let mut spoiled = trailer;
+    spoiled[3] ^= 0x80;
+    assert!(matches!(
+        header.check_payload_crc(payload.len(), pieces(&payload), Some(spoiled)),
+        Err(FrameError::PayloadCrc { .. })
     ));
     payload[77_777] ^= 4;
     assert!(matches!(
-        header.check_payload_crc(payload.len(), pieces(&payload)),
+        header.check_payload_crc(payload.len(), pieces(&payload), Some(trailer)),
         Err(FrameError::PayloadCrc { .. })
     ));
+}
+
+#[test]
+fn only_data_frames_have_a_trailer_and_it_is_exact() {
+    let mut bytes = Vec::new();
+    sample().encode(&mut bytes);
+    assert_eq!(bytes.len(), HEADER_LEN + 16 + TRAILER_LEN);
+    // Cut anywhere, even inside the trailer: not a frame yet.
+    for keep in HEADER_LEN..bytes.len() {
+        assert_eq!(
+            decode(&bytes[..keep], DEFAULT_FRAME_CAP),
+            Ok(None),
+            "{keep}"
+        );
+    }
+    // A payload flip, a trailer flip: both refused as checksum mismatches.
+    for at in [
+        HEADER_LEN,
+        HEADER_LEN + 15,
+        HEADER_LEN + 16,
+        bytes.len() - 1,
+    ] {
+        let mut flipped = bytes.clone();
+        flipped[at] ^= 0x01;
+        assert!(
+            matches!(
+                decode(&flipped, DEFAULT_FRAME_CAP),
+                Err(FrameError::PayloadCrc { .. })
+            ),
+            "byte {at}"
+        );
+    }
+    // A data header with a checksum in it (a version-3 sender) is refused.
+    let mut h = sample().header();
+    h.payload_crc = crc32c::crc32c(&sample().body.bytes());
+    assert_eq!(
+        Header::decode(&h.encode(), DEFAULT_FRAME_CAP),
+        Err(FrameError::Malformed(
+            "a data frame with a payload checksum in its header"
+        ))
+    );
+    // A control frame has none: its checksum is in the header.
+    let mut refuse = sample();
+    refuse.body = Body::Refuse("why".into());
+    let mut bytes = Vec::new();
+    refuse.encode(&mut bytes);
+    assert_eq!(bytes.len(), HEADER_LEN + 3);
+    let header = refuse.header();
+    assert_eq!(header.payload_crc, crc32c::crc32c(b"why"));
+    assert_eq!(
+        header.check_payload_crc(3, crc32c::crc32c(b"why"), Some([0; TRAILER_LEN])),
+        Err(FrameError::Malformed("a trailer on a control frame"))
+    );
 }

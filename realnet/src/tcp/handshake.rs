@@ -402,7 +402,7 @@ fn hello_so_far(bytes: &[u8]) -> HelloSoFar {
     };
     match Header::decode(head, (HEADER_LEN + HELLO_PAYLOAD_MAX) as u64) {
         Ok(h) if h.kind == Kind::Hello => {
-            let total = HEADER_LEN + h.payload_len() as usize;
+            let total = HEADER_LEN + h.body_len() as usize;
             if bytes.len() < total {
                 HelloSoFar::Needs(total)
             } else {
@@ -475,8 +475,9 @@ fn read_control(stream: &mut TcpStream) -> Result<Frame, ControlError> {
     stream.read_exact(&mut head[MAGIC.len()..]).map_err(io)?;
     let header = Header::decode(&head, HEADER_LEN as u64 + CONTROL_CAP)
         .map_err(|e| ControlError::Other(format!("not a realnet hello: {e}")))?;
-    // At most CONTROL_CAP bytes, checked by the decode above.
-    let mut payload = vec![0u8; header.payload_len() as usize];
+    // At most CONTROL_CAP bytes (and a data frame's trailer), checked by
+    // the decode above.
+    let mut payload = vec![0u8; header.body_len() as usize];
     stream.read_exact(&mut payload).map_err(io)?;
     let body = Body::decode(&header, &payload)
         .map_err(|e| ControlError::Other(format!("bad hello: {e}")))?;

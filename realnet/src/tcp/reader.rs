@@ -20,7 +20,7 @@ use std::sync::atomic::Ordering;
 
 use algorithms::{FabricError, Payload, Rank, Shape};
 
-use crate::frame::{Body, FrameError, HEADER_LEN, Header, Kind};
+use crate::frame::{Body, FrameError, HEADER_LEN, Header, Kind, TRAILER_LEN};
 
 use super::Shared;
 
@@ -192,7 +192,8 @@ impl Reader {
                 let big = bytes.len() > TOUCH_BYTES;
                 // The checksum is taken piece by piece as the bytes arrive,
                 // while each piece is in cache, not in a second pass over a
-                // payload that may have left it.
+                // payload that may have left it; the sender's comes after
+                // the payload, in the trailer.
                 let mut crc = 0;
                 for piece in bytes.chunks_mut(TOUCH_BYTES) {
                     input.read_exact(piece)?;
@@ -202,13 +203,15 @@ impl Reader {
                         self.shared.heard(self.peer);
                     }
                 }
-                header.check_payload_crc(bytes.len(), crc)?;
+                let mut trailer = [0u8; TRAILER_LEN];
+                input.read_exact(&mut trailer)?;
+                header.check_payload_crc(bytes.len(), crc, Some(trailer))?;
                 mailbox.deliver(self.peer, header.tag, header.call, payload);
                 Ok(false)
             }
             Kind::Phantom(dtype) => {
                 let count = usize::try_from(header.count).expect("checked by Header::decode");
-                header.check_payload(&[])?;
+                header.check_body(&[])?;
                 mailbox.deliver(
                     self.peer,
                     header.tag,
@@ -218,13 +221,13 @@ impl Reader {
                 Ok(false)
             }
             Kind::Bye => {
-                header.check_payload(&[])?;
+                header.check_body(&[])?;
                 self.shared.said_bye(self.peer);
                 Ok(true)
             }
             // Heard already (every frame counts).
             Kind::Heartbeat => {
-                header.check_payload(&[])?;
+                header.check_body(&[])?;
                 Ok(false)
             }
             Kind::Refuse => {
