@@ -7,7 +7,7 @@
 //! Stateless: to reach a state again the explorer re-runs the schedule's
 //! prefix from the start. Two steps conflict when they change the same
 //! rank, or when one frees a send slot that a send of the other needed
-//! ([`Effect::conflicts`](crate::effect::Effect::conflicts)); a delivery also happens after the step that
+//! ([`Effect::conflicts`]); a delivery also happens after the step that
 //! sent its message and the step that posted its receive.
 //!
 //! # Exchanges: completion-order nondeterminism a rank cannot observe
@@ -23,7 +23,7 @@
 //! program says that it only joins by using
 //! [`Fabric::exchange`](algorithms::Fabric::exchange) (MPI's
 //! `MPI_Sendrecv`): one operation whose halves complete separately
-//! ([`Effect::halves`](crate::effect::Effect::halves)) but wake the rank once. Two steps that complete
+//! ([`Effect::halves`]) but wake the rank once. Two steps that complete
 //! different halves of one exchange commute (the same state after both,
 //! whichever came first), so they do not conflict; a half conflicts with
 //! anything else done to its rank (its other operations, a crash, a
@@ -161,6 +161,9 @@
 //! its source, where a state table would only merge its effects and
 //! would need the care stateful DPOR requires to stay sound with sleep
 //! sets; symmetry reduction was not needed.
+//!
+//! [`Effect::conflicts`]: crate::effect::Effect::conflicts
+//! [`Effect::halves`]: crate::effect::Effect::halves
 
 mod dpor;
 mod races;

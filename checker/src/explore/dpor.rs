@@ -41,11 +41,14 @@ pub fn branches_refinable(program: &Program) -> bool {
 /// Schedules extend `prefix`, which is never revisited.
 ///
 /// With DPOR, the search first names the branches of every call's joins
-/// ([`BRANCHES_REDUCTION`](super::BRANCHES_REDUCTION)) and, in a program of several concurrent calls,
-/// each call ([`CALLS_REDUCTION`](super::CALLS_REDUCTION)) as units of their own; if some
+/// ([`BRANCHES_REDUCTION`]) and, in a program of several concurrent calls,
+/// each call ([`CALLS_REDUCTION`]) as units of their own; if some
 /// execution breaks the per-branch assumption, the search starts again
 /// without it (calls still as units), and if one breaks the per-call
 /// assumption, with whole ranks, visiting schedules anew each time.
+///
+/// [`BRANCHES_REDUCTION`]: super::BRANCHES_REDUCTION
+/// [`CALLS_REDUCTION`]: super::CALLS_REDUCTION
 pub fn exhaustive(
     target: &Target<'_>,
     reduction: Reduction,
