@@ -92,7 +92,7 @@ pub fn params(call: &CallSpec, point: Point) -> Params {
 }
 
 /// Runs one call on this rank; the result is a full-size buffer whose
-/// [`collective::defined_output`] holds the output, in place or not.
+/// [`collective::defined_output`](algorithms::collective::defined_output) holds the output, in place or not.
 async fn run_call(
     fabric: &CheckFabric,
     index: usize,

@@ -10,7 +10,7 @@
 //! operation of one branch commutes with completing one of another unless
 //! what they then do meets in shared state (a channel, when two branches
 //! share a tag; a pair's eager send slots), which [`Post`](super::Post)s
-//! name. Each branch is a [`Unit`] of its own, nested in its call
+//! name. Each branch is a [`Unit`](super::Unit) of its own, nested in its call
 //! ([`Branch`]: its index in each enclosing join); the code of the call
 //! outside its branches is the unit of the whole call (or rank), which
 //! contains them, so its steps conflict with all of theirs.
