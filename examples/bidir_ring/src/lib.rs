@@ -22,6 +22,7 @@
 
 use std::ops::Range;
 
+use algorithms::branches::join_branches;
 use algorithms::collective::Params;
 use algorithms::layout::block_range;
 use algorithms::{
@@ -150,7 +151,7 @@ impl CollectiveAlgorithm for BidirRingMirrored {
 
 /// One rank's bidirectional ring allreduce, in place on `buf`;
 /// `sends_first` plants the bug of [`BidirRingSendsFirst`]. The two
-/// halves go round independently (joined futures), so neither waits for
+/// halves go round independently (joined branches), so neither waits for
 /// the other's slowest hop.
 pub async fn bidir_ring<F: Fabric>(
     fabric: &F,
@@ -190,12 +191,16 @@ pub async fn bidir_ring_with<F: Fabric>(
         step: n - 1,
         tag: params.tag.phase(1),
     };
-    let (a, b) = futures_util::join!(
+    // The two directions as branches of one join, which the model checker
+    // explores as independent units (each with its own eager slots, as
+    // two NCCL channels have their own connections); elsewhere a plain join.
+    let ways = [
         one_way(fabric, &mut cw, op, clockwise, bug),
         one_way(fabric, &mut ccw, op, counter, bug),
-    );
-    a?;
-    b?;
+    ];
+    for way in join_branches(fabric, ways).await {
+        way?;
+    }
     buf.copy_from(first, &cw)?;
     buf.copy_from(second, &ccw)?;
     Ok(())
@@ -238,16 +243,15 @@ async fn one_way<F: Fabric>(
     let dtype = half.shape().dtype;
     for s in 0..2 * (n - 1) {
         let (out, into) = (block(s), block(s + 1));
-        let send = fabric.send(to, way.tag, half.extract(out));
-        let recv = fabric.recv(from, way.tag, Shape::new(dtype, into.len()));
+        let (outgoing, shape) = (half.extract(out), Shape::new(dtype, into.len()));
         let incoming = if bug == Bug::SendsFirst {
             // The bug: the receive is posted only once the send completed.
-            send.await?;
-            recv.await?
+            fabric.send(to, way.tag, outgoing).await?;
+            fabric.recv(from, way.tag, shape).await?
         } else {
-            let (sent, received) = futures_util::join!(send, recv);
-            sent?;
-            received?
+            // Send and receive as one exchange (MPI_Sendrecv): the rank
+            // only waits for both, which the model checker then knows.
+            fabric.exchange(to, outgoing, from, shape, way.tag).await?
         };
         if s < n - 1 {
             half.reduce_from(into.clone(), &incoming, sum)?;

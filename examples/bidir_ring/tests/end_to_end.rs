@@ -129,6 +129,14 @@ fn the_checker_verifies_it_and_finds_shrinks_and_replays_the_planted_deadlock() 
         stdout.contains("verdict: verified (expected verified)"),
         "{stdout}"
     );
+    // Branches and exchanges: one schedule per point, up to 5 ranks.
+    let points: Vec<&str> = stdout.lines().filter(|l| l.contains(" count=")).collect();
+    assert_eq!(points.len(), 4 * 2 * 3, "{stdout}");
+    assert!(
+        points.iter().all(|l| l.contains(": ok, 1 schedule(s)")),
+        "{stdout}"
+    );
+    assert!(stdout.contains("  N=5 count=12 "), "{stdout}");
     let out = bidir_sim(&[
         "check",
         "scenarios/check_bidir_ring_random.toml",
