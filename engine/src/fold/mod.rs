@@ -400,7 +400,7 @@ use std::sync::Arc;
 use topologies::Rotation;
 
 pub use action::RankAction;
-pub use channels::{nccl_channel_turn, nccl_nics_shift};
+pub use channels::{nccl_channel_turn, nccl_nics_shift, nccl_rings_shift};
 
 use crate::network::{ModelLevel, NetworkConfig};
 use crate::world::WorldConfig;
@@ -432,8 +432,9 @@ pub fn fold(config: &mut WorldConfig, shift: usize) -> Result<(), FoldError> {
 /// [`fat_tree_node_turn`](topologies::presets::fat_tree_node_turn)); with
 /// an NCCL model the channels must turn with it
 /// ([`nccl_channel_turn`]), and the action then turns them too; under a
-/// shift the channels stay, and each one's NICs must move with the nodes
-/// ([`nccl_nics_shift`]; exact for PAT, whose peers are a shift).
+/// shift the channels stay, and each one's NICs and ring must move with
+/// the nodes ([`nccl_rings_shift`]; exact for PAT, whose peers are a
+/// shift, and for `nccl_ring`, which follows the rings).
 /// Refused: an action on another number of ranks than the world's or
 /// that is not the rotation's, a channel plan that does not turn (or
 /// whose NICs do not shift), NCCL launch skew (one process driving
@@ -515,8 +516,11 @@ pub fn fold_by(config: &mut WorldConfig, action: RankAction) -> Result<(), FoldE
             })?;
             action = action.with_channels(turn).map_err(FoldError)?;
         } else {
-            // A shift keeps every channel: its NICs must move with the nodes.
-            nccl_nics_shift(nccl, rotation).map_err(|e| {
+            // A shift keeps every channel: its NICs and its ring must move
+            // with the nodes (the ring for `nccl_ring`, which follows it;
+            // PAT's peers are a shift whatever the rings, but this has no
+            // algorithm in hand, and the presets' rings do shift).
+            nccl_rings_shift(nccl, rotation).map_err(|e| {
                 FoldError(format!("NCCL's channels do not move with the shift: {e}"))
             })?;
         }
@@ -545,3 +549,6 @@ mod nccl_tests;
 
 #[cfg(test)]
 mod nccl_pat_tests;
+
+#[cfg(test)]
+mod nccl_ring_tests;
