@@ -27,7 +27,11 @@ fn nccl_ring_folded_by_a_node_shift_is_the_full_run_in_the_flow_model() {
     // segments of 3 units of 16 KiB and of one unit of 8 KiB.
     for (nodes, leaves) in [(4, None), (8, Some(16))] {
         for per_segment in [3 * 4096, 2048] {
-            for collective in [Collective::Allreduce, Collective::Allgather] {
+            for collective in [
+                Collective::Allreduce,
+                Collective::Allgather,
+                Collective::ReduceScatter,
+            ] {
                 assert_nccl_folds_exactly(
                     "nccl_ring",
                     collective,
@@ -43,7 +47,11 @@ fn nccl_ring_folded_by_a_node_shift_is_the_full_run_in_the_flow_model() {
 
 #[test]
 fn nccl_ring_folded_by_a_node_shift_is_the_full_run_in_the_packet_model() {
-    for collective in [Collective::Allreduce, Collective::Allgather] {
+    for collective in [
+        Collective::Allreduce,
+        Collective::Allgather,
+        Collective::ReduceScatter,
+    ] {
         assert_nccl_folds_exactly(
             "nccl_ring",
             collective,

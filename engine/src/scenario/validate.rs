@@ -221,7 +221,8 @@ pub fn parse(
     // `crate::fold`): its orbits have as many ranks as the turn's order,
     // and the message cap counts that share.
     let turned = network.fold.is_some() && super::fold_check::folds_by_turn(&collectives);
-    // NCCL's PAT folds by the shift, its channels kept (see `crate::fold`).
+    // NCCL's PAT and ring fold by the shift, their channels kept (see
+    // `crate::fold`).
     let shifted_channels =
         network.fold.is_some() && !turned && super::fold_check::folds_nccl_channels(&collectives);
     if turned && let Some(Ok(turn)) = &network.node_turn {
@@ -390,6 +391,9 @@ pub fn parse(
     };
     if let Some(action) = &scenario.fold_turn {
         super::fold_check::check_turned_sizes(&src, &raw, &scenario, action)?;
+    }
+    if shifted_channels {
+        super::fold_check::check_shifted_sizes(&src, &raw, &scenario)?;
     }
     Ok(scenario)
 }
