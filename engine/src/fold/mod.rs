@@ -127,13 +127,13 @@
 //! a set the turn maps onto itself (at 512 KiB on 4 nodes NCCL runs 14 of
 //! 16, which it does not) and the elements split into that many equal
 //! blocks (the nearest sizes that do are named). `tuner = "nccl"` still
-//! refuses to fold (its choice may be an algorithm that does not turn),
-//! and so do `nccl_ring` and `nccl_nvls_tree`. The turn
-//! carries `nccl_ring`'s channels too (`nccl_channel_turn` checks the
-//! rings), but folded it is not exact: a 1 MiB allreduce on 2 nodes (16
-//! channels, flow model) had ranks finish up to 157 ns (0.1%) apart from
-//! the full run, cause not found; `nccl_nvls_tree` reduces in the
-//! network, which folded runs refuse.
+//! refuses to fold (see below), and so does `nccl_nvls_tree`, which
+//! reduces in the network. The turn carries `nccl_ring`'s channels too
+//! (`nccl_channel_turn` checks the rings), but the ring folds by the
+//! node shift instead (below), which simulates one node's GPUs, not half
+//! of every node's; the
+//! 157 ns (0.1%) once seen between a turned `nccl_ring` and its full run
+//! was, most likely, framed routes left unmoved (fixed with the PAT fold).
 //!
 //! **PAT folds by a shift of whole nodes** (`nccl_pat` allgather): its
 //! peers are `r ± 2^d` in rank order whatever the plan, and channel `k`
@@ -155,11 +155,37 @@
 //! queue in the order its channels' messages arrive, which at equal times
 //! follows the senders' ranks, so even the full run is no shift of itself
 //! (ranks 0 and 8 of 4 nodes finish 0.14% apart; without the reductions'
-//! time it folds exactly, both pinned by a test). A test run on the way
-//! found `nccl_ring` allgather and allreduce folded by the node shift
-//! equal to the full run too (same harness), which suggests the 0.08%
-//! seen earlier was framed routes left unmoved; validation still refuses
-//! it (the plan's rings are not checked to shift).
+//! time it folds exactly, both pinned by a test).
+//!
+//! **The ring folds by the same shift** (`nccl_ring` allreduce,
+//! allgather, reduce-scatter): NCCL's rings on the preset go through the
+//! nodes in order, each node's GPUs in the channel's own order, so channel
+//! `c`'s ring with every rank moved by a node is channel `c`'s ring read
+//! from another start ([`nccl_rings_shift`], with the NIC check above,
+//! used by [`fold_by`] for every shift with a plan, and by validation).
+//! Rank `r`'s ring neighbours and segments (which follow ring positions)
+//! are then `r + shift`'s moved. A moved ring that is another channel's
+//! would need the shift to turn channel tags and routes, which it does
+//! not: refused naming both channels. The segments must be equal: at
+//! every size the channels NCCL runs the call on (fewer than 16 for some
+//! sizes: a 4 MiB allgather on 4 nodes runs on 14) times the ranks must
+//! divide the elements, else validation names the nearest sizes that fold.
+//! Unlike PAT's, the ring's reduce-scatter came out exact in every test
+//! below (why its reductions' queue keeps the shift where PAT's does not
+//! was not analysed). Tests (`fold/nccl_ring_tests.rs`;
+//! `sim/tests/behaviour/fold_nccl.rs`): every rank's finish and every link
+//! counter equal the full run with symmetric routes, flow model on 4 and 8
+//! nodes (one and two leaves per rail) at two sizes, packet model on 4
+//! nodes, all three collectives; plans whose rings do not move are refused.
+//!
+//! **`tuner = "nccl"` does not fold** even though each of its choices
+//! might: it picks per size among ring, tree, PAT, NVLS and CollNet, and
+//! the scenario's fold (shift, turn or none) is decided from the named
+//! algorithms before NCCL's model and its choices exist. Allowing it
+//! needs validation to run the tuner's selection at every size after the
+//! systems are built and to refuse naming the size and the algorithm
+//! when a choice does not fold by the shift (`nccl_tree` folds by
+//! another map); not done.
 
 //! Unfolded, their cost is what the engine spends per message: each rank
 //! streams its tree program (no per-rank list of `O(chunks)` operations),

@@ -546,6 +546,12 @@ mod tests {
             pat.contains("allgather nccl_pat folds on a fat_tree by a shift of one node"),
             "{pat}"
         );
+        // NCCL's ring folds by the node shift, its reduce-scatter too.
+        let ring = over_the_cap("reduce_scatter", "nccl_ring", 16384);
+        assert!(
+            ring.contains("reduce_scatter nccl_ring folds on a fat_tree by a shift of one node"),
+            "{ring}"
+        );
         let scatter = over_the_cap("reduce_scatter", "nccl_pat", 16384);
         assert!(
             scatter.contains("reduce_scatter nccl_pat does not fold"),

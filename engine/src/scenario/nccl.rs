@@ -77,8 +77,9 @@ pub(super) fn nccl(
                     "tuner = \"nccl\" cannot fold: NCCL's rings and trees are not the same on every rank shifted \
                      (each channel enters a node at its own GPU and NIC, so the run's symmetry turns every node's \
                      GPUs together with the channels), and of NCCL's algorithms only nccl_tree folds by that turn \
-                     (and the nccl_pat allgather by a shift of whole nodes), not every one the tuner may pick; \
-                     drop symmetry = \"fold\" to simulate every rank, name algorithm = \"nccl_tree\", or use tuner = \"alpha_beta\" with an algorithm that folds",
+                     (and nccl_ring and the nccl_pat allgather by a shift of whole nodes), not every one the tuner may \
+                     pick; drop symmetry = \"fold\" to simulate every rank, name algorithm = \"nccl_ring\" or \"nccl_tree\", \
+                     or use tuner = \"alpha_beta\" with an algorithm that folds",
                 ));
             }
             "nccl" => TunerModel::Nccl,
