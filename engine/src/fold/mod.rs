@@ -126,8 +126,8 @@
 //! (even GPUs per node); at every size, the channels NCCL runs the call on
 //! a set the turn maps onto itself (at 512 KiB on 4 nodes NCCL runs 14 of
 //! 16, which it does not) and the elements split into that many equal
-//! blocks (the nearest sizes that do are named). `tuner = "nccl"` still
-//! refuses to fold (see below), and so does `nccl_nvls_tree`, which
+//! blocks (the nearest sizes that do are named). `tuner = "nccl"` folds
+//! by the node shift only (see below); `nccl_nvls_tree` does not fold: it
 //! reduces in the network. The turn carries `nccl_ring`'s channels too
 //! (`nccl_channel_turn` checks the rings), but the ring folds by the
 //! node shift instead (below), which simulates one node's GPUs, not half
@@ -187,14 +187,17 @@
 //! --links-csv` folded and `routes` give the same rows and the same link
 //! CSV to the byte (0.18 s against 1.63 s).
 //!
-//! **`tuner = "nccl"` does not fold** even though each of its choices
-//! might: it picks per size among ring, tree, PAT, NVLS and CollNet, and
-//! the scenario's fold (shift, turn or none) is decided from the named
-//! algorithms before NCCL's model and its choices exist. Allowing it
-//! needs validation to run the tuner's selection at every size after the
-//! systems are built and to refuse naming the size and the algorithm
-//! when a choice does not fold by the shift (`nccl_tree` folds by
-//! another map); not done.
+//! **`tuner = "nccl"` folds by the same shift where each choice does**:
+//! for collectives that name no algorithm, validation builds NCCL's
+//! model, runs its selection at every size and needs each choice to fold
+//! by the shift (`nccl_ring`, with the segment check above, or the
+//! `nccl_pat` allgather); a size where it picks another algorithm
+//! (`nccl_tree` for a 16 MiB allreduce on 4 nodes) is refused naming the
+//! size and the algorithm. A scenario folded by the node turn (some
+//! collective names `nccl_tree`), or whose collectives all name their
+//! algorithm, still refuses the tuner. Tested against `routes` runs
+//! (`sim/tests/behaviour/fold_nccl.rs`: an allgather at 256 KiB and
+//! 1 MiB, an allreduce at 64 MiB, on 4 nodes).
 
 //! Unfolded, their cost is what the engine spends per message: each rank
 //! streams its tree program (no per-rank list of `O(chunks)` operations),

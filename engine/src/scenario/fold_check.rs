@@ -345,11 +345,14 @@ pub(super) fn check_turned_sizes(
     Ok(())
 }
 
-/// The sizes of `nccl_ring` collectives in a scenario folded by a node
-/// shift: each channel NCCL runs the call on must split into equal ring
-/// segments, one per rank (`count` a multiple of channels x ranks), or
-/// the ranks of an orbit would send segments of different sizes. An
-/// error names the size, the channels and the nearest sizes that fold.
+/// The sizes of a scenario folded by a node shift with NCCL's channels:
+/// where NCCL's tuner chooses (`tuner = "nccl"`), its choice at every size
+/// must fold by the shift (`nccl_ring`, or the `nccl_pat` allgather), or
+/// the error names the size and the algorithm; and for `nccl_ring` each
+/// channel NCCL runs the call on must split into equal ring segments, one
+/// per rank (`count` a multiple of channels x ranks), or the ranks of an
+/// orbit would send segments of different sizes. An error names the size,
+/// the channels and the nearest sizes that fold.
 pub(super) fn check_shifted_sizes(
     src: &Source,
     raw: &RawScenario,
@@ -357,7 +360,8 @@ pub(super) fn check_shifted_sizes(
 ) -> Result<(), ScenarioError> {
     let filter = crate::tuning::AlgoFilter::default();
     for (raw_c, c) in raw.collective.iter().zip(&scenario.collectives) {
-        if !c.algorithm.as_ref().is_some_and(|a| is_nccl(a, "ring")) {
+        let tuned = c.algorithm.is_none();
+        if !tuned && !c.algorithm.as_ref().is_some_and(|a| is_nccl(a, "ring")) {
             continue;
         }
         let elem = c.dtype.size_bytes() as u64;
@@ -370,6 +374,32 @@ pub(super) fn check_shifted_sizes(
                 &filter,
                 usize::try_from(count).unwrap_or(usize::MAX),
             );
+            let chosen = &selection.algorithm;
+            let folds = folds_by_node_shift(chosen)
+                && !(is_nccl(chosen, "pat") && c.kind == Collective::ReduceScatter);
+            if tuned && !folds {
+                let r = raw_c.get_ref();
+                let span = if size == c.min_bytes {
+                    r.min_bytes.span()
+                } else {
+                    r.max_bytes.span()
+                };
+                return Err(src.error(
+                    Some(span),
+                    format!(
+                        "a folded run with tuner = \"nccl\" (symmetry = \"fold\") shifts whole \
+                         nodes, and at {size} B NCCL's tuner picks {} {}, which does not fold so \
+                         (nccl_ring and the nccl_pat allgather do); name algorithm = \"nccl_ring\", \
+                         use sizes where NCCL picks it, or drop symmetry = \"fold\" to simulate \
+                         every rank",
+                        c.kind.name(),
+                        chosen.name()
+                    ),
+                ));
+            }
+            if !is_nccl(chosen, "ring") {
+                continue;
+            }
             let all = scenario
                 .nccl_system(c.world_size)
                 .map_or(1, |s| s.plan.channels());

@@ -433,7 +433,8 @@ fn uneven_sizes_trees_and_nccl_are_refused_saying_what_to_do_instead() {
             && err.contains("drop symmetry = \"fold\" to simulate every rank"),
         "{err}"
     );
-    // NCCL's tuner: its channels turn GPUs inside the node, not ranks.
+    // NCCL's tuner with every collective naming its algorithm: refused
+    // (it folds only where it chooses, see `fold_nccl.rs`).
     let nccl = format!("tuner = \"nccl\"\n{}", scenario_text(4, "fold", ring, ""));
     let err = parse(&nccl).unwrap_err();
     assert!(

@@ -164,3 +164,37 @@ fn nccl_ring_folds_by_a_node_shift_exactly_and_uneven_channel_segments_are_refus
         "{err}"
     );
 }
+
+#[test]
+fn nccl_tuner_folds_by_a_node_shift_where_each_choice_does_and_names_the_size_otherwise() {
+    let tuned = |kind: &str, nodes: usize, min: &str, max: &str| {
+        format!(
+            "tuner = \"nccl\"\n{}",
+            scenario_text(nodes, "fold", &format!("kind = \"{kind}\"\n"), "")
+                .replace("\"64K\"", &format!("\"{min}\""))
+                .replace("\"4M\"", &format!("\"{max}\""))
+                .replace("step_factor = 8", "step_factor = 4")
+        )
+    };
+    // NCCL picks its ring for these (the allgather at 256 KiB and 1 MiB
+    // on all 16 channels, the allreduce at 64 MiB): each folds, and the
+    // scenario times as its full run with the same routes.
+    for folded in [
+        tuned("allgather", 4, "256K", "1M"),
+        tuned("allreduce", 4, "64M", "64M"),
+    ] {
+        let scenario = parse(&folded).unwrap();
+        assert!(scenario.fold.is_some() && scenario.fold_turn.is_none());
+        let full = folded.replace("\"fold\"", "\"routes\"");
+        assert_eq!(times(&folded), times(&full), "{folded}");
+    }
+    // At 16 MiB NCCL picks its tree, which does not fold by the shift:
+    // refused at the size, naming the algorithm.
+    let err = parse(&tuned("allreduce", 4, "16M", "16M")).err().unwrap();
+    assert!(
+        err.contains("f.toml:12:13")
+            && err.contains("at 16777216 B NCCL's tuner picks allreduce nccl_tree")
+            && err.contains("drop symmetry = \"fold\""),
+        "{err}"
+    );
+}
