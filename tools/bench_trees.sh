@@ -10,7 +10,7 @@
 #   tools/bench_trees.sh --nodes "8 64" --sizes "1G 32G" --algorithms tree
 #   tools/bench_trees.sh --timeout 120        # give up on a point after 120 s
 #   tools/bench_trees.sh --algorithms nccl_tree --symmetry fold   # folded by the node turn
-#   tools/bench_trees.sh --algorithms nccl_pat --symmetry fold    # folded by a node shift
+#   tools/bench_trees.sh --algorithms "nccl_pat nccl_ring" --symmetry fold   # folded by a node shift
 #
 # Options: --sim PATH (default: target/release/sim, built with
 # `cargo build --release -p sim`), --nodes "N..." (8 GPUs each; default
@@ -19,7 +19,7 @@
 # allgather, the others an allreduce), --model flow|packet (default flow), --timeout SECONDS
 # (default 900; a point that takes longer is reported as such), --symmetry
 # routes|fold (default none: `[topology] symmetry`; `fold` folds `nccl_tree`
-# by turning every node's GPUs by half a node, `pat` and `nccl_pat` by one node).
+# by turning every node's GPUs by half a node, `pat`, `nccl_pat` and `nccl_ring` by one node).
 #
 # Prints one line per point: algorithm, GPUs, bytes, wall seconds, peak
 # RSS (MiB), the simulated time of the call (us), and the exit status.

@@ -452,8 +452,9 @@ macro_rules! nccl_ring_algorithm {
 
             fn rotation_symmetry(&self) -> RotationSymmetry {
                 // On a fabric without a channel plan every channel is the
-                // rank-order ring; a plan from the hardware is not (the
-                // engine never folds a run that has one).
+                // rank-order ring; a plan from the hardware folds only by
+                // a shift that the engine checks moves every channel's
+                // ring onto itself (`engine::fold::nccl_rings_shift`).
                 RotationSymmetry::Any
             }
         }

@@ -132,3 +132,49 @@ pub fn nccl_nics_shift(system: &NcclSystem, rotation: &Rotation) -> Result<(), S
     }
     Ok(())
 }
+
+/// Whether `system`'s plan is carried onto itself, channel by channel, by
+/// `rotation` (a shift by whole nodes), so that NCCL's rings fold by it:
+/// every channel's NICs and their proxies move with the nodes
+/// ([`nccl_nics_shift`]), and channel `c`'s ring with every rank moved
+/// one step is channel `c`'s ring again, read from another start (a ring
+/// is a cycle: position `i` sends to `i + 1`, the last to the first).
+/// Then rank `r`'s part on channel `c` (its ring neighbours, and its
+/// segments, which follow the ring positions) is rank `r + shift`'s,
+/// moved. A moved ring that is another channel's would need the fold to
+/// turn channel tags and routes with every step, which a shift does not
+/// (folds that turn channels are the node turn's,
+/// [`nccl_channel_turn`]), so it is refused naming both channels. Trees
+/// are not checked: NCCL's tree does not fold by a shift.
+pub fn nccl_rings_shift(system: &NcclSystem, rotation: &Rotation) -> Result<(), String> {
+    nccl_nics_shift(system, rotation)?;
+    let plan = &system.plan;
+    for c in 0..system.channels {
+        let ring = plan.ring(c);
+        let moved: Vec<Rank> = ring.iter().map(|&r| rotation.rank_image(r)).collect();
+        let is_cycle_of = |other: &[Rank]| {
+            other.len() == moved.len()
+                && other
+                    .iter()
+                    .position(|&r| Some(&r) == moved.first())
+                    .is_some_and(|start| {
+                        (0..moved.len()).all(|i| other[(start + i) % other.len()] == moved[i])
+                    })
+        };
+        if is_cycle_of(ring) {
+            continue;
+        }
+        let why = match (0..system.channels).find(|&d| is_cycle_of(plan.ring(d))) {
+            Some(d) => format!(
+                "channel {c}'s ring moved by the rotation is channel {d}'s ring, and a fold by a \
+                 shift keeps every channel (it does not turn channel tags)"
+            ),
+            None => format!(
+                "channel {c}'s ring moved by the rotation is no channel's ring (the nodes' GPU \
+                 orders or the node order do not move with the shift)"
+            ),
+        };
+        return Err(why);
+    }
+    Ok(())
+}

@@ -126,14 +126,14 @@
 //! (even GPUs per node); at every size, the channels NCCL runs the call on
 //! a set the turn maps onto itself (at 512 KiB on 4 nodes NCCL runs 14 of
 //! 16, which it does not) and the elements split into that many equal
-//! blocks (the nearest sizes that do are named). `tuner = "nccl"` still
-//! refuses to fold (its choice may be an algorithm that does not turn),
-//! and so do `nccl_ring` and `nccl_nvls_tree`. The turn
-//! carries `nccl_ring`'s channels too (`nccl_channel_turn` checks the
-//! rings), but folded it is not exact: a 1 MiB allreduce on 2 nodes (16
-//! channels, flow model) had ranks finish up to 157 ns (0.1%) apart from
-//! the full run, cause not found; `nccl_nvls_tree` reduces in the
-//! network, which folded runs refuse.
+//! blocks (the nearest sizes that do are named). `tuner = "nccl"` folds
+//! by the node shift only (see below); `nccl_nvls_tree` does not fold: it
+//! reduces in the network. The turn carries `nccl_ring`'s channels too
+//! (`nccl_channel_turn` checks the rings), but the ring folds by the
+//! node shift instead (below), which simulates one node's GPUs, not half
+//! of every node's; the
+//! 157 ns (0.1%) once seen between a turned `nccl_ring` and its full run
+//! was, most likely, framed routes left unmoved (fixed with the PAT fold).
 //!
 //! **PAT folds by a shift of whole nodes** (`nccl_pat` allgather): its
 //! peers are `r ± 2^d` in rank order whatever the plan, and channel `k`
@@ -155,11 +155,49 @@
 //! queue in the order its channels' messages arrive, which at equal times
 //! follows the senders' ranks, so even the full run is no shift of itself
 //! (ranks 0 and 8 of 4 nodes finish 0.14% apart; without the reductions'
-//! time it folds exactly, both pinned by a test). A test run on the way
-//! found `nccl_ring` allgather and allreduce folded by the node shift
-//! equal to the full run too (same harness), which suggests the 0.08%
-//! seen earlier was framed routes left unmoved; validation still refuses
-//! it (the plan's rings are not checked to shift).
+//! time it folds exactly, both pinned by a test).
+//!
+//! **The ring folds by the same shift** (`nccl_ring` allreduce,
+//! allgather, reduce-scatter): NCCL's rings on the preset go through the
+//! nodes in order, each node's GPUs in the channel's own order, so channel
+//! `c`'s ring with every rank moved by a node is channel `c`'s ring read
+//! from another start ([`nccl_rings_shift`], with the NIC check above,
+//! used by [`fold_by`] for every shift with a plan, and by validation).
+//! Rank `r`'s ring neighbours and segments (which follow ring positions)
+//! are then `r + shift`'s moved. A moved ring that is another channel's
+//! would need the shift to turn channel tags and routes, which it does
+//! not: refused naming both channels. The segments must be equal: at
+//! every size the channels NCCL runs the call on (fewer than 16 for some
+//! sizes: a 4 MiB allgather on 4 nodes runs on 14) times the ranks must
+//! divide the elements, else validation names the nearest sizes that fold.
+//! Unlike PAT's, the ring's reduce-scatter came out exact in every test
+//! below (why its reductions' queue keeps the shift where PAT's does not
+//! was not analysed). Tests (`fold/nccl_ring_tests.rs`;
+//! `sim/tests/behaviour/fold_nccl.rs`): every rank's finish and every link
+//! counter equal the full run with symmetric routes, flow model on 4 and 8
+//! nodes (one and two leaves per rail) at two sizes, packet model on 4
+//! nodes, all three collectives; plans whose rings do not move are refused.
+//! Measured (2026-12-03, release `sim`, `tools/bench_trees.sh --algorithms
+//! nccl_ring --sizes 1G`, allreduce, flow model, one point at a time on
+//! the shared 2 cores, load 4-5): 1024 GPUs folded 0.63 s and 39 MiB,
+//! unfolded with the same routes (`routes`) 190.45 s and 591 MiB, both
+//! 7 485.47 us simulated; 8192 GPUs folded 5.06 s and 124 MiB, 38 059.85
+//! us simulated (unfolded not run: eight times the ranks of the 190 s
+//! run, each with eight times the ring steps). At 128 GPUs and 1 GiB, `sim run
+//! --links-csv` folded and `routes` give the same rows and the same link
+//! CSV to the byte (0.18 s against 1.63 s).
+//!
+//! **`tuner = "nccl"` folds by the same shift where each choice does**:
+//! for collectives that name no algorithm, validation builds NCCL's
+//! model, runs its selection at every size and needs each choice to fold
+//! by the shift (`nccl_ring`, with the segment check above, or the
+//! `nccl_pat` allgather); a size where it picks another algorithm
+//! (`nccl_tree` for a 16 MiB allreduce on 4 nodes) is refused naming the
+//! size and the algorithm. A scenario folded by the node turn (some
+//! collective names `nccl_tree`), or whose collectives all name their
+//! algorithm, still refuses the tuner. Tested against `routes` runs
+//! (`sim/tests/behaviour/fold_nccl.rs`: an allgather at 256 KiB and
+//! 1 MiB, an allreduce at 64 MiB, on 4 nodes).
 
 //! Unfolded, their cost is what the engine spends per message: each rank
 //! streams its tree program (no per-rank list of `O(chunks)` operations),
@@ -400,7 +438,7 @@ use std::sync::Arc;
 use topologies::Rotation;
 
 pub use action::RankAction;
-pub use channels::{nccl_channel_turn, nccl_nics_shift};
+pub use channels::{nccl_channel_turn, nccl_nics_shift, nccl_rings_shift};
 
 use crate::network::{ModelLevel, NetworkConfig};
 use crate::world::WorldConfig;
@@ -432,8 +470,9 @@ pub fn fold(config: &mut WorldConfig, shift: usize) -> Result<(), FoldError> {
 /// [`fat_tree_node_turn`](topologies::presets::fat_tree_node_turn)); with
 /// an NCCL model the channels must turn with it
 /// ([`nccl_channel_turn`]), and the action then turns them too; under a
-/// shift the channels stay, and each one's NICs must move with the nodes
-/// ([`nccl_nics_shift`]; exact for PAT, whose peers are a shift).
+/// shift the channels stay, and each one's NICs and ring must move with
+/// the nodes ([`nccl_rings_shift`]; exact for PAT, whose peers are a
+/// shift, and for `nccl_ring`, which follows the rings).
 /// Refused: an action on another number of ranks than the world's or
 /// that is not the rotation's, a channel plan that does not turn (or
 /// whose NICs do not shift), NCCL launch skew (one process driving
@@ -515,8 +554,11 @@ pub fn fold_by(config: &mut WorldConfig, action: RankAction) -> Result<(), FoldE
             })?;
             action = action.with_channels(turn).map_err(FoldError)?;
         } else {
-            // A shift keeps every channel: its NICs must move with the nodes.
-            nccl_nics_shift(nccl, rotation).map_err(|e| {
+            // A shift keeps every channel: its NICs and its ring must move
+            // with the nodes (the ring for `nccl_ring`, which follows it;
+            // PAT's peers are a shift whatever the rings, but this has no
+            // algorithm in hand, and the presets' rings do shift).
+            nccl_rings_shift(nccl, rotation).map_err(|e| {
                 FoldError(format!("NCCL's channels do not move with the shift: {e}"))
             })?;
         }
@@ -545,3 +587,6 @@ mod nccl_tests;
 
 #[cfg(test)]
 mod nccl_pat_tests;
+
+#[cfg(test)]
+mod nccl_ring_tests;

@@ -14,12 +14,12 @@ use crate::world::WorldConfig;
 use crate::{Execution, run};
 
 /// GPUs per node: the fold's shift (one node).
-const PER_NODE: usize = 8;
+pub(super) const PER_NODE: usize = 8;
 
 /// `nodes` DGX H100-style nodes on a fat-tree at `level` (`leaves`
 /// leaves, the preset's default spines), routes symmetric under the preset's rotation (a shift of
 /// whole nodes), NCCL's plan on `nccl`; and the rotation's shift.
-fn world(
+pub(super) fn world(
     nodes: usize,
     leaves: Option<usize>,
     level: ModelLevel,
@@ -48,7 +48,18 @@ fn world(
 
 /// A phantom `collective` of `count` floats by `nccl_pat` on every channel.
 fn pat(config: WorldConfig, collective: Collective, count: usize) -> Execution<Time> {
-    let algorithm = Registry::builtin().get(collective, "nccl_pat").unwrap();
+    nccl(config, "nccl_pat", collective, count)
+}
+
+/// A phantom `collective` of `count` floats by the NCCL algorithm `name`
+/// on every channel.
+pub(super) fn nccl(
+    config: WorldConfig,
+    name: &str,
+    collective: Collective,
+    count: usize,
+) -> Execution<Time> {
+    let algorithm = Registry::builtin().get(collective, name).unwrap();
     run(config, |fabric| {
         let algorithm = algorithm.clone();
         async move {
@@ -74,12 +85,28 @@ fn assert_folds_exactly(
     level: ModelLevel,
     count: usize,
 ) {
-    let what = format!("{collective:?}, {nodes} nodes, {leaves:?} leaves, {level:?}");
+    assert_nccl_folds_exactly("nccl_pat", collective, nodes, leaves, level, count);
+}
+
+/// Runs `collective` by the NCCL algorithm `name` in full and folded by
+/// the preset's node shift: every rank's finish, the end, the message
+/// count and every link direction's counters must be equal.
+pub(super) fn assert_nccl_folds_exactly(
+    name: &str,
+    collective: Collective,
+    nodes: usize,
+    leaves: Option<usize>,
+    level: ModelLevel,
+    count: usize,
+) {
+    let what = format!(
+        "{name} {collective:?}, {count} floats, {nodes} nodes, {leaves:?} leaves, {level:?}"
+    );
     let (config, shift) = world(nodes, leaves, level, NcclConfig::default());
-    let full = pat(config, collective, count);
+    let full = nccl(config, name, collective, count);
     let (mut folded, _) = world(nodes, leaves, level, NcclConfig::default());
     fold(&mut folded, shift).unwrap();
-    let folded = pat(folded, collective, count);
+    let folded = nccl(folded, name, collective, count);
     assert!(
         full.deadlock.is_none() && folded.deadlock.is_none(),
         "{what}"

@@ -78,9 +78,11 @@ pub(super) fn check_foldable(
                 }
                 RotationSymmetry::WholeNodes | RotationSymmetry::Any => {}
             }
-            // Of NCCL's channels only PAT gets here (peers `r ± 2^d`, a
-            // shift); the rest fold by the node turn (`check_turn_foldable`).
-            if folds_by_node_shift(a) && c.kind == Collective::ReduceScatter {
+            // Of NCCL's channels only PAT (peers `r ± 2^d`, a shift) and
+            // the ring (its rings move with the shift, checked with the
+            // plan) get here; the rest fold by the node turn
+            // (`check_turn_foldable`).
+            if is_nccl(a, "pat") && c.kind == Collective::ReduceScatter {
                 return at_algorithm(format!(
                     "{} {} is not a shift of itself even unfolded (each GPU's reductions queue in \
                      the order its channels' messages arrive, which follows the senders' ranks at \
@@ -123,11 +125,17 @@ fn folds_by_node_turn(a: &Algorithm) -> bool {
     a.facts().runs_nccl_channels() && a.facts().nccl_algorithm() == Some("tree")
 }
 
-/// Whether `a` is NCCL's PAT, which folds by a shift of whole nodes with
-/// every channel kept (its peers are `r ± 2^d` in rank order, whatever
-/// the plan's rings and trees; see [`crate::fold`]).
+/// Whether `a` runs NCCL's algorithm `name` on NCCL's channels.
+fn is_nccl(a: &Algorithm, name: &str) -> bool {
+    a.facts().runs_nccl_channels() && a.facts().nccl_algorithm() == Some(name)
+}
+
+/// Whether `a` folds by a shift of whole nodes with every channel kept:
+/// NCCL's PAT (its peers are `r ± 2^d` in rank order, whatever the plan)
+/// and NCCL's ring (when each channel's ring moves onto itself,
+/// [`crate::fold::nccl_rings_shift`]); see [`crate::fold`].
 fn folds_by_node_shift(a: &Algorithm) -> bool {
-    a.facts().runs_nccl_channels() && a.facts().nccl_algorithm() == Some("pat")
+    is_nccl(a, "pat") || is_nccl(a, "ring")
 }
 
 /// Whether a folded scenario runs NCCL's channels (some collective names
@@ -141,7 +149,8 @@ pub(super) fn folds_nccl_channels(collectives: &[CollectiveSpec]) -> bool {
 }
 
 /// Whether a folded scenario folds by the node turn: some collective runs
-/// NCCL's channels other than by PAT (which folds by the shift).
+/// NCCL's channels other than by PAT or the ring (which fold by the
+/// shift).
 pub(super) fn folds_by_turn(collectives: &[CollectiveSpec]) -> bool {
     collectives.iter().any(|c| {
         c.algorithm
@@ -208,8 +217,8 @@ pub(super) fn check_turn_foldable(
             let name = c.algorithm.as_ref().map_or("auto (tuner)", |a| a.name());
             Some(format!(
                 "{} {name} is not nccl_tree, the one algorithm this fold is tested exact for \
-                 (every collective of the scenario folds by the same turn; nccl_pat folds by a \
-                 shift of whole nodes instead); run it in its own scenario, or drop \
+                 (every collective of the scenario folds by the same turn; nccl_pat and \
+                 nccl_ring fold by a shift of whole nodes instead); run it in its own scenario, or drop \
                  symmetry = \"fold\" to simulate every rank",
                 c.kind.name()
             ))
@@ -242,10 +251,11 @@ pub(super) fn check_one_gpu_per_process(
     }
 }
 
-/// A folded run of NCCL's PAT keeps every channel under the topology's
-/// shift: each of `systems`' channels must cross every node through the
-/// same NIC moved ([`crate::fold::nccl_nics_shift`]). The error is at
-/// `symmetry` and names the channel and node.
+/// A folded run of NCCL's PAT or ring keeps every channel under the
+/// topology's shift: each of `systems`' channels must cross every node
+/// through the same NIC moved, and its ring moved must be itself
+/// ([`crate::fold::nccl_rings_shift`], what the fold checks too). The
+/// error is at `symmetry` and names the channel.
 pub(super) fn check_shifted_nics<'a>(
     src: &Source,
     raw: &RawScenario,
@@ -256,7 +266,7 @@ pub(super) fn check_shifted_nics<'a>(
         return Ok(());
     };
     for system in systems {
-        crate::fold::nccl_nics_shift(system, rotation).map_err(|e| {
+        crate::fold::nccl_rings_shift(system, rotation).map_err(|e| {
             let symmetry = raw
                 .topology
                 .as_ref()
@@ -264,8 +274,8 @@ pub(super) fn check_shifted_nics<'a>(
             src.error(
                 symmetry,
                 format!(
-                    "a folded run of NCCL's PAT (symmetry = \"fold\") shifts whole nodes with \
-                     every channel kept, and here {e}; drop symmetry = \"fold\" to simulate \
+                    "a folded run of NCCL's PAT or ring (symmetry = \"fold\") shifts whole nodes \
+                     with every channel kept, and here {e}; drop symmetry = \"fold\" to simulate \
                      every rank"
                 ),
             )
@@ -335,6 +345,103 @@ pub(super) fn check_turned_sizes(
     Ok(())
 }
 
+/// The sizes of a scenario folded by a node shift with NCCL's channels:
+/// where NCCL's tuner chooses (`tuner = "nccl"`), its choice at every size
+/// must fold by the shift (`nccl_ring`, or the `nccl_pat` allgather), or
+/// the error names the size and the algorithm; and for `nccl_ring` each
+/// channel NCCL runs the call on must split into equal ring segments, one
+/// per rank (`count` a multiple of channels x ranks), or the ranks of an
+/// orbit would send segments of different sizes. An error names the size,
+/// the channels and the nearest sizes that fold.
+pub(super) fn check_shifted_sizes(
+    src: &Source,
+    raw: &RawScenario,
+    scenario: &super::Scenario,
+) -> Result<(), ScenarioError> {
+    let filter = crate::tuning::AlgoFilter::default();
+    for (raw_c, c) in raw.collective.iter().zip(&scenario.collectives) {
+        let tuned = c.algorithm.is_none();
+        if !tuned && !c.algorithm.as_ref().is_some_and(|a| is_nccl(a, "ring")) {
+            continue;
+        }
+        let elem = c.dtype.size_bytes() as u64;
+        let n = c.world_size as u64;
+        for size in c.sizes() {
+            let count = size / elem;
+            let selection = crate::study::select(
+                scenario,
+                c,
+                &filter,
+                usize::try_from(count).unwrap_or(usize::MAX),
+            );
+            let chosen = &selection.algorithm;
+            let folds = folds_by_node_shift(chosen)
+                && !(is_nccl(chosen, "pat") && c.kind == Collective::ReduceScatter);
+            if tuned && !folds {
+                let r = raw_c.get_ref();
+                let span = if size == c.min_bytes {
+                    r.min_bytes.span()
+                } else {
+                    r.max_bytes.span()
+                };
+                return Err(src.error(
+                    Some(span),
+                    format!(
+                        "a folded run with tuner = \"nccl\" (symmetry = \"fold\") shifts whole \
+                         nodes, and at {size} B NCCL's tuner picks {} {}, which does not fold so \
+                         (nccl_ring and the nccl_pat allgather do); name algorithm = \"nccl_ring\", \
+                         use sizes where NCCL picks it, or drop symmetry = \"fold\" to simulate \
+                         every rank",
+                        c.kind.name(),
+                        chosen.name()
+                    ),
+                ));
+            }
+            if !is_nccl(chosen, "ring") {
+                continue;
+            }
+            let all = scenario
+                .nccl_system(c.world_size)
+                .map_or(1, |s| s.plan.channels());
+            let wanted = match selection.params.channels {
+                0 => all,
+                m => m,
+            };
+            // As `channels_used`: no more channels than elements of the
+            // smallest buffer a channel splits (a rank's block, or all).
+            let smallest = if c.kind == Collective::Allreduce {
+                count
+            } else {
+                count / n.max(1)
+            };
+            let m = (wanted as u64).clamp(1, smallest.max(1));
+            let unit = m * n * elem;
+            if !size.is_multiple_of(unit) {
+                let r = raw_c.get_ref();
+                let span = if size == c.min_bytes {
+                    r.min_bytes.span()
+                } else {
+                    r.max_bytes.span()
+                };
+                let below = size / unit * unit;
+                return Err(src.error(
+                    Some(span),
+                    format!(
+                        "a folded run of NCCL's ring (symmetry = \"fold\"): NCCL runs {size} B \
+                         on {m} channels, and {count} elements do not split into {m} channels of \
+                         {n} equal ring segments; the nearest sizes that fold are {} B and {} B \
+                         (multiples of {m} x {n} x {elem} B); drop symmetry = \"fold\" to \
+                         simulate this size on every rank",
+                        below,
+                        below + unit
+                    ),
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
 /// The catalogue's collectives that fold, named in refusals.
 const FOLDING_EXAMPLES: &str = "allreduce ring or hierarchical, allgather ring, bruck or pat, \
      reduce_scatter ring or pat, alltoall pairwise or bruck";
@@ -360,7 +467,7 @@ pub(super) fn fold_hint(
     };
     let folds =
         a.facts().rotation_symmetry() != RotationSymmetry::None && !a.facts().runs_nccl_channels();
-    if folds_by_node_shift(a) && kind != Collective::ReduceScatter {
+    if folds_by_node_shift(a) && !(is_nccl(a, "pat") && kind == Collective::ReduceScatter) {
         format!(
             "; or set symmetry = \"fold\" under [topology]: {} {} folds on a fat_tree by a shift \
              of one node with every channel kept, simulating one node's GPUs for all",
@@ -468,6 +575,12 @@ mod tests {
         assert!(
             pat.contains("allgather nccl_pat folds on a fat_tree by a shift of one node"),
             "{pat}"
+        );
+        // NCCL's ring folds by the node shift, its reduce-scatter too.
+        let ring = over_the_cap("reduce_scatter", "nccl_ring", 16384);
+        assert!(
+            ring.contains("reduce_scatter nccl_ring folds on a fat_tree by a shift of one node"),
+            "{ring}"
         );
         let scatter = over_the_cap("reduce_scatter", "nccl_pat", 16384);
         assert!(

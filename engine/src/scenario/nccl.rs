@@ -52,12 +52,16 @@ const GPUS: [(&str, u32); 7] = [
 ];
 
 /// Validates `tuner` and `[nccl]` for a scenario on `network` (folded by
-/// `fold`): the tuner model and, on a topology, the NCCL settings.
+/// `fold`): the tuner model and, on a topology, the NCCL settings. With
+/// `tuned_shift`, a folded scenario may name `tuner = "nccl"`: it folds by
+/// the node shift, and validation checks every size's choice folds so
+/// (`fold_check::check_shifted_sizes`).
 pub(super) fn nccl(
     src: &Source,
     raw: &RawScenario,
     network: &NetworkConfig,
     fold: Option<usize>,
+    tuned_shift: bool,
 ) -> Result<(TunerModel, Option<NcclConfig>), ScenarioError> {
     let on_topology = matches!(network, NetworkConfig::Topology(_));
     let tuner = match &raw.tuner {
@@ -71,14 +75,15 @@ pub(super) fn nccl(
                     "tuner = \"nccl\" needs a [topology]: NCCL's channels run through the hardware, which ideal links do not have",
                 ));
             }
-            "nccl" if fold.is_some() => {
+            "nccl" if fold.is_some() && !tuned_shift => {
                 return Err(src.at(
                     t,
-                    "tuner = \"nccl\" cannot fold: NCCL's rings and trees are not the same on every rank shifted \
-                     (each channel enters a node at its own GPU and NIC, so the run's symmetry turns every node's \
-                     GPUs together with the channels), and of NCCL's algorithms only nccl_tree folds by that turn \
-                     (and the nccl_pat allgather by a shift of whole nodes), not every one the tuner may pick; \
-                     drop symmetry = \"fold\" to simulate every rank, name algorithm = \"nccl_tree\", or use tuner = \"alpha_beta\" with an algorithm that folds",
+                    "tuner = \"nccl\" folds only by a shift of whole nodes, for collectives that name no \
+                     algorithm, when NCCL's choice at every size folds so (nccl_ring, the nccl_pat allgather); \
+                     nccl_tree folds by another map (it turns every node's GPUs together with the channels), so a \
+                     scenario folded by that turn, or whose collectives all name their algorithm, cannot use it; \
+                     drop symmetry = \"fold\" to simulate every rank, name the algorithm, or use \
+                     tuner = \"alpha_beta\" with an algorithm that folds",
                 ));
             }
             "nccl" => TunerModel::Nccl,

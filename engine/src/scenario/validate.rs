@@ -221,9 +221,18 @@ pub fn parse(
     // `crate::fold`): its orbits have as many ranks as the turn's order,
     // and the message cap counts that share.
     let turned = network.fold.is_some() && super::fold_check::folds_by_turn(&collectives);
-    // NCCL's PAT folds by the shift, its channels kept (see `crate::fold`).
-    let shifted_channels =
-        network.fold.is_some() && !turned && super::fold_check::folds_nccl_channels(&collectives);
+    // NCCL's PAT and ring fold by the shift, their channels kept (see
+    // `crate::fold`).
+    // NCCL's tuner under a fold: it folds by the shift when every size's
+    // choice does (checked once NCCL's model is built).
+    let tuned_shift = network.fold.is_some()
+        && !turned
+        && matches!(network_config, NetworkConfig::Topology(_))
+        && raw.tuner.as_ref().is_some_and(|t| t.get_ref() == "nccl")
+        && collectives.iter().any(|c| c.algorithm.is_none());
+    let shifted_channels = network.fold.is_some()
+        && !turned
+        && (super::fold_check::folds_nccl_channels(&collectives) || tuned_shift);
     if turned && let Some(Ok(turn)) = &network.node_turn {
         collectives = parse_collectives(Some(world_size / turn.order().max(1)))?;
     }
@@ -273,7 +282,7 @@ pub fn parse(
     let time_values = super::time_scale::values(&src, &raw);
     super::time_scale::check(&src, &time_values)?;
 
-    let (tuner, nccl) = super::nccl::nccl(&src, &raw, &network_config, network.fold)?;
+    let (tuner, nccl) = super::nccl::nccl(&src, &raw, &network_config, network.fold, tuned_shift)?;
     if turned || shifted_channels {
         super::fold_check::check_one_gpu_per_process(&src, &raw, nccl.as_ref())?;
     }
@@ -390,6 +399,9 @@ pub fn parse(
     };
     if let Some(action) = &scenario.fold_turn {
         super::fold_check::check_turned_sizes(&src, &raw, &scenario, action)?;
+    }
+    if shifted_channels {
+        super::fold_check::check_shifted_sizes(&src, &raw, &scenario)?;
     }
     Ok(scenario)
 }

@@ -421,21 +421,20 @@ fn uneven_sizes_trees_and_nccl_are_refused_saying_what_to_do_instead() {
             && err.contains("allreduce ring or hierarchical"),
         "{err}"
     );
-    // NCCL's algorithms named: they fold by the node turn, not a shift
-    // (a folded nccl_ring allgather by a shift on a fat-tree was 0.08%
-    // off the full run), and the turn is tested exact for nccl_tree only:
-    // the others are refused, saying so (nccl_pat folds by the shift, see
-    // `fold_nccl.rs`).
-    let collective = "kind = \"allreduce\"\nalgorithm = \"nccl_ring\"\n";
+    // NCCL's algorithms named: nccl_pat and nccl_ring fold by the node
+    // shift (see `fold_nccl.rs`), the others by the node turn, which is
+    // tested exact for nccl_tree only: the rest are refused, saying so.
+    let collective = "kind = \"allreduce\"\nalgorithm = \"nccl_nvls_tree\"\n";
     let err = parse(&scenario_text(4, "fold", collective, "")).unwrap_err();
     assert!(
         err.contains("f.toml:9:1")
-            && err.contains("allreduce nccl_ring is not nccl_tree")
-            && err.contains("nccl_pat folds by a shift of whole nodes")
+            && err.contains("allreduce nccl_nvls_tree is not nccl_tree")
+            && err.contains("nccl_pat and nccl_ring fold by a shift of whole nodes")
             && err.contains("drop symmetry = \"fold\" to simulate every rank"),
         "{err}"
     );
-    // NCCL's tuner: its channels turn GPUs inside the node, not ranks.
+    // NCCL's tuner with every collective naming its algorithm: refused
+    // (it folds only where it chooses, see `fold_nccl.rs`).
     let nccl = format!("tuner = \"nccl\"\n{}", scenario_text(4, "fold", ring, ""));
     let err = parse(&nccl).unwrap_err();
     assert!(

@@ -1,7 +1,8 @@
 //! `nccl_tree` folded by a fat-tree's node turn (every node's GPUs
-//! turned by half a node with NCCL's channels) and the `nccl_pat`
-//! allgather folded by the preset's shift of whole nodes: scenarios time
-//! as their full runs, and what breaks the fold is refused saying why.
+//! turned by half a node with NCCL's channels), and the `nccl_pat`
+//! allgather and `nccl_ring` folded by the preset's shift of whole nodes:
+//! scenarios time as their full runs, and what breaks the fold is refused
+//! saying why.
 
 use crate::fold::{parse, scenario_text, times};
 
@@ -110,4 +111,90 @@ fn nccl_pat_allgather_folds_by_a_node_shift_exactly_and_reduce_scatter_is_refuse
     );
     let err = parse(&mixed).unwrap_err();
     assert!(err.contains("allgather nccl_pat is not nccl_tree"), "{err}");
+}
+
+#[test]
+fn nccl_ring_folds_by_a_node_shift_exactly_and_uneven_channel_segments_are_refused() {
+    for kind in ["allreduce", "allgather", "reduce_scatter"] {
+        let ring = format!("kind = \"{kind}\"\nalgorithm = \"nccl_ring\"\n");
+        // One leaf per rail (a shift by one node), and two (by half the
+        // nodes); 256 KiB and 1 MiB (NCCL runs them on all 16 channels).
+        for (nodes, leaves) in [(4, ""), (8, "leaves = 16\n")] {
+            let folded = scenario_text(nodes, "fold", &ring, "")
+                .replace("spines = 4\n", &format!("spines = 4\n{leaves}"))
+                .replace("\"64K\"", "\"256K\"")
+                .replace("\"4M\"", "\"1M\"")
+                .replace("step_factor = 8", "step_factor = 4");
+            let scenario = parse(&folded).unwrap();
+            assert!(scenario.fold.is_some() && scenario.fold_turn.is_none());
+            let full = folded.replace("\"fold\"", "\"routes\"");
+            assert_eq!(times(&folded), times(&full), "{kind}, {nodes} nodes");
+        }
+    }
+    // 1 MiB + 128 B is a multiple of the 32 ranks' floats but not of 16
+    // channels of 32 segments: refused naming the nearest sizes.
+    let ring = "kind = \"allreduce\"\nalgorithm = \"nccl_ring\"\n";
+    let uneven = scenario_text(4, "fold", ring, "").replace("\"64K\"", "\"1048704\"");
+    let err = parse(&uneven).unwrap_err();
+    assert!(
+        err.contains("f.toml:12:13")
+            && err.contains("do not split into 16 channels of 32 equal ring segments")
+            && err.contains("the nearest sizes that fold are 1048576 B and 1050624 B"),
+        "{err}"
+    );
+    // NCCL runs a 4 MiB allgather on 4 nodes on 14 channels, which no
+    // power of two splits evenly: refused at max_bytes.
+    let gather = "kind = \"allgather\"\nalgorithm = \"nccl_ring\"\n";
+    let err = parse(&scenario_text(4, "fold", gather, "")).err().unwrap();
+    assert!(
+        err.contains("f.toml:13:13")
+            && err.contains("NCCL runs 4194304 B on 14 channels")
+            && err.contains("the nearest sizes that fold are 4193280 B and 4195072 B"),
+        "{err}"
+    );
+    // Beside nccl_tree (which folds by the turn) it is refused.
+    let tree = "kind = \"allreduce\"\nalgorithm = \"nccl_tree\"\n";
+    let mixed = format!(
+        "{}[[collective]]\n{ring}min_bytes = \"1M\"\nmax_bytes = \"1M\"\nphantom = true\n",
+        scenario_text(4, "fold", tree, "").replace("\"64K\"", "\"1M\"")
+    );
+    let err = parse(&mixed).unwrap_err();
+    assert!(
+        err.contains("allreduce nccl_ring is not nccl_tree"),
+        "{err}"
+    );
+}
+
+#[test]
+fn nccl_tuner_folds_by_a_node_shift_where_each_choice_does_and_names_the_size_otherwise() {
+    let tuned = |kind: &str, nodes: usize, min: &str, max: &str| {
+        format!(
+            "tuner = \"nccl\"\n{}",
+            scenario_text(nodes, "fold", &format!("kind = \"{kind}\"\n"), "")
+                .replace("\"64K\"", &format!("\"{min}\""))
+                .replace("\"4M\"", &format!("\"{max}\""))
+                .replace("step_factor = 8", "step_factor = 4")
+        )
+    };
+    // NCCL picks its ring for these (the allgather at 256 KiB and 1 MiB
+    // on all 16 channels, the allreduce at 64 MiB): each folds, and the
+    // scenario times as its full run with the same routes.
+    for folded in [
+        tuned("allgather", 4, "256K", "1M"),
+        tuned("allreduce", 4, "64M", "64M"),
+    ] {
+        let scenario = parse(&folded).unwrap();
+        assert!(scenario.fold.is_some() && scenario.fold_turn.is_none());
+        let full = folded.replace("\"fold\"", "\"routes\"");
+        assert_eq!(times(&folded), times(&full), "{folded}");
+    }
+    // At 16 MiB NCCL picks its tree, which does not fold by the shift:
+    // refused at the size, naming the algorithm.
+    let err = parse(&tuned("allreduce", 4, "16M", "16M")).err().unwrap();
+    assert!(
+        err.contains("f.toml:12:13")
+            && err.contains("at 16777216 B NCCL's tuner picks allreduce nccl_tree")
+            && err.contains("drop symmetry = \"fold\""),
+        "{err}"
+    );
 }
