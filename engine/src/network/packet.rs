@@ -19,9 +19,10 @@
 //!
 //! # Packets
 //! A message is cut into packets of at most its route's MTU
-//! ([`path_mtu`]), full packets first; a message of 0 bytes is one empty
-//! packet. Packets are cut lazily at the source, one when the first link
-//! takes it, so a 1 GiB message never exists as a quarter million packets.
+//! ([`path_mtu`](super::path::path_mtu)), full packets first; a message
+//! of 0 bytes is one empty packet. Packets are cut lazily at the source,
+//! one when the first link takes it, so a 1 GiB message never exists as a
+//! quarter million packets.
 //!
 //! # Ports
 //! Each link direction `l = u -> v` is an egress port of `u` with a FIFO
@@ -38,10 +39,11 @@
 //!
 //! # Injection
 //! At its source, a message waits in its flow's FIFO (a flow is the
-//! [`Transfer::flow`] id: one source and destination rank); a flow's next
-//! message starts once the previous one's last packet has been cut. The
-//! first link serves the flows that have a message, round-robin, one
-//! packet at a time, as a NIC serves its queue pairs. When the port's
+//! [`Transfer::flow`](super::Transfer::flow) id: one source and
+//! destination rank); a flow's next message starts once the previous
+//! one's last packet has been cut. The first link serves the flows that
+//! have a message, round-robin, one packet at a time, as a NIC serves its
+//! queue pairs. When the port's
 //! vertex also forwards (the GPUs of a ring or torus), transit packets and
 //! local packets alternate, packet by packet, when both wait.
 //!
@@ -216,14 +218,18 @@
 //! (`max_queue`); with sampling, every change of those reserved bytes is
 //! recorded as a [`LinkSample`].
 
+mod arrive;
 mod change;
 mod cycle;
 #[cfg(test)]
 mod fault_tests;
+mod inject;
 #[cfg(test)]
 mod loss_tests;
 mod pfc;
 mod port;
+mod records;
+mod send;
 #[cfg(test)]
 mod stress_tests;
 mod table;
@@ -242,14 +248,11 @@ use std::sync::Arc;
 use algorithms::Time;
 use topologies::{LinkId, Route, Topology};
 
-use self::port::{Control, Port, Source};
+use self::port::{Control, Port};
+use self::records::{Flow, Message, Packet};
 use self::table::Table;
-use self::transport::Transport;
-use super::path::{idle_delivery_ps, idle_latency_ps, path_mtu};
 use super::timeline::LinkTimeline;
-use super::{
-    LinkChange, LinkSample, LinkUsage, NetEvent, OutOfTime, PfcConfig, Transfer, TransportConfig,
-};
+use super::{LinkChange, LinkSample, LinkUsage, NetEvent, OutOfTime, PfcConfig, TransportConfig};
 use crate::event::{EventKind, EventQueue, MessageId};
 
 pub use self::cycle::{BufferCycle, Stall};
@@ -326,97 +329,6 @@ fn route_link(route: &Route, hop: u32) -> u32 {
     route.get(hop as usize).map_or(NONE, |l| {
         u32::try_from(l.index()).expect("link ids fit in u32")
     })
-}
-
-/// A message being sent.
-#[derive(Debug)]
-struct Message {
-    /// The world's id, reported on delivery.
-    id: MessageId,
-    route: Route,
-    bytes: u64,
-    /// Bytes already cut into packets (in the current pass: a
-    /// retransmission starts it again).
-    cut_bytes: u64,
-    mtu_bytes: u64,
-    /// The next message of the same flow, or [`NONE`].
-    next: u32,
-    /// Its flow, or [`NONE`] for a message to oneself.
-    flow: u32,
-    /// The sequence number of its first packet within its flow.
-    first_psn: u64,
-    /// Its packets alive in the network (the record outlives delivery
-    /// until they are gone: a stale retransmitted copy may still travel).
-    live_packets: u32,
-    /// Delivered, or given up with its failed flow.
-    done: bool,
-}
-
-impl Message {
-    /// How many packets it is cut into (an empty message is one).
-    fn packets(&self) -> u64 {
-        self.bytes.div_ceil(self.mtu_bytes).max(1)
-    }
-
-    /// The sequence number of its next packet to cut.
-    fn next_psn(&self) -> u64 {
-        self.first_psn + self.cut_bytes / self.mtu_bytes
-    }
-}
-
-/// The messages of one source-destination flow not yet delivered, as a
-/// list `oldest -> ... -> tail` through [`Message::next`], with a cursor
-/// `head` at the one being cut ([`NONE`] when all are cut). A flow is in
-/// its first link's injection round exactly when `head` is not [`NONE`].
-#[derive(Debug)]
-struct Flow {
-    key: u64,
-    /// Distinguishes this flow from others that reuse its id later.
-    serial: u32,
-    /// The first link of its route (all its messages share the route).
-    first_link: u32,
-    oldest: u32,
-    head: u32,
-    tail: u32,
-    /// The sequence number after its last message's last packet.
-    psn_end: u64,
-    /// One past the highest sequence number ever cut (a packet below it
-    /// is a retransmission).
-    psn_sent: u64,
-    /// The reliable transport (RDMA or TCP), for a flow that crosses
-    /// network links or a lossy link.
-    transport: Option<Box<Transport>>,
-    /// Whether it has packets to cut but waits out of its injection round
-    /// for ACKs to open its TCP window (see `window.rs`).
-    parked: bool,
-    /// How many times the sender went back N, modulo 2^16: its packets
-    /// carry it, so that a TCP receiver knows a packet was sent after the
-    /// go-back that answered its NAK.
-    epoch: u16,
-}
-
-/// A packet in flight.
-#[derive(Debug)]
-struct Packet {
-    message: u32,
-    /// The index in the route of the link it is crossing or waiting for.
-    hop: u32,
-    /// That link, `route[hop]` ([`NONE`] for a message to oneself), and
-    /// its neighbours on the route, `route[hop - 1]` and `route[hop + 1]`
-    /// (or [`NONE`]): kept here so that a hop reads its message's route
-    /// once, not at every look.
-    link: u32,
-    prev: u32,
-    next: u32,
-    bytes: u64,
-    /// Whether it is its message's last packet.
-    last: bool,
-    /// Its sequence number within its flow.
-    psn: u64,
-    /// Whether it is a retransmitted copy.
-    retransmit: bool,
-    /// Its flow's [`Flow::epoch`] when it was cut.
-    epoch: u16,
 }
 
 /// The facts about a link direction that every hop reads, copied out of
@@ -551,130 +463,6 @@ impl PacketNetwork {
         self
     }
 
-    /// Starts sending a message at `now`. A message with an empty route
-    /// (a rank sending to itself) arrives at `now`, outside any flow.
-    /// Every message of one flow must take the same route.
-    pub fn start(
-        &mut self,
-        now: Time,
-        transfer: Transfer,
-        queue: &mut EventQueue,
-    ) -> Result<(), OutOfTime> {
-        let Transfer {
-            message: id,
-            bytes,
-            route,
-            flow: key,
-            path: _,
-        } = transfer;
-        let Some(&first) = route.first() else {
-            let message = self.messages.insert(Message {
-                id,
-                route,
-                bytes,
-                cut_bytes: bytes,
-                mtu_bytes: 1,
-                next: NONE,
-                flow: NONE,
-                first_psn: 0,
-                live_packets: 1,
-                done: false,
-            });
-            let packet = self.packets.insert(Packet {
-                message,
-                hop: 0,
-                link: NONE,
-                prev: NONE,
-                next: NONE,
-                bytes,
-                last: true,
-                psn: 0,
-                retransmit: false,
-                epoch: 0,
-            });
-            return self.schedule(now, PacketEvent::Arrive { packet }, queue);
-        };
-        let mtu_bytes = path_mtu(&self.topology, &route);
-        let flow = match self.flow_ids.get(&key) {
-            Some(&flow) => flow,
-            None => {
-                let transport = self.transport_for(&route, mtu_bytes);
-                let serial = self.next_serial;
-                self.next_serial = self.next_serial.wrapping_add(1);
-                let flow = self.flows.insert(Flow {
-                    key,
-                    serial,
-                    first_link: u32::try_from(first.index()).expect("link ids fit in u32"),
-                    oldest: NONE,
-                    head: NONE,
-                    tail: NONE,
-                    psn_end: 0,
-                    psn_sent: 0,
-                    transport,
-                    parked: false,
-                    epoch: 0,
-                });
-                self.flow_ids.insert(key, flow);
-                flow
-            }
-        };
-        debug_assert_eq!(
-            self.flows[flow].first_link as usize,
-            first.index(),
-            "the messages of a flow share its route"
-        );
-        let first_psn = self.flows[flow].psn_end;
-        let message = self.messages.insert(Message {
-            id,
-            route,
-            bytes,
-            cut_bytes: 0,
-            mtu_bytes,
-            next: NONE,
-            flow,
-            first_psn,
-            live_packets: 0,
-            done: false,
-        });
-        let packets = self.messages[message].packets();
-        let f = &mut self.flows[flow];
-        f.psn_end += packets;
-        if f.tail == NONE {
-            f.oldest = message;
-        } else {
-            let tail = f.tail;
-            self.messages[tail].next = message;
-        }
-        let f = &mut self.flows[flow];
-        f.tail = message;
-        if f.head != NONE {
-            return Ok(());
-        }
-        f.head = message;
-        self.enter_round(flow, now, queue)
-    }
-
-    /// The transport of a new flow along `route` (decided once per flow:
-    /// its route is fixed). Network links may lose packets, and so may a
-    /// link of any kind declared lossy: a flow over either needs one, TCP
-    /// if it crosses plain Ethernet, else RDMA ([`TransportKind::of_link`]).
-    fn transport_for(&self, route: &Route, mtu_bytes: u64) -> Option<Box<Transport>> {
-        let kind = route
-            .iter()
-            .filter_map(|l| self.ports[l.index()].transport)
-            .max()?;
-        let ack_ps = idle_latency_ps(&self.topology, route, 0);
-        Some(Box::new(match kind {
-            TransportKind::Rdma => Transport::rdma(ack_ps, self.transport),
-            TransportKind::Tcp => {
-                // An MTU packet there on the idle route, its ACK back.
-                let rtt_ps =
-                    idle_delivery_ps(&self.topology, route, mtu_bytes).saturating_add(ack_ps);
-                Transport::tcp(ack_ps, rtt_ps, self.tcp)
-            }
-        }))
-    }
-
     /// Applies one of this model's events at `now`, pushing the messages
     /// that have fully arrived onto `delivered`.
     pub fn handle(
@@ -759,436 +547,5 @@ impl PacketNetwork {
         }
         queue.schedule(at, EventKind::Net(NetEvent::Packet(event)));
         Ok(())
-    }
-
-    /// Port `link` has serialised its packet: release its buffer room
-    /// (and its PFC ingress count), hand the room to waiting upstream
-    /// ports, then send the next packet.
-    fn link_free(
-        &mut self,
-        link: usize,
-        now: Time,
-        queue: &mut EventQueue,
-    ) -> Result<(), OutOfTime> {
-        let port = &mut self.ports[link];
-        port.busy = false;
-        let released = std::mem::take(&mut port.on_wire_transit_bytes);
-        let ingress = std::mem::replace(&mut port.on_wire_ingress, NONE);
-        if ingress != NONE {
-            self.release_ingress(ingress as usize, released, now, queue)?;
-        }
-        if released > 0 {
-            self.set_reserved(link, self.ports[link].reserved_bytes - released, now);
-            self.grant(link, now, queue)?;
-        }
-        self.try_start(link, now, queue)
-    }
-
-    /// A packet has crossed its hop: lost on the wire, delivered, dropped
-    /// for want of room, or queued at the next port.
-    fn arrive(
-        &mut self,
-        packet: u32,
-        now: Time,
-        queue: &mut EventQueue,
-        delivered: &mut Vec<MessageId>,
-    ) -> Result<(), OutOfTime> {
-        let p = &self.packets[packet];
-        let (message, bytes) = (p.message, p.bytes);
-        let crossed = link_index(p.link);
-        let next = link_index(p.next);
-        if let Some(l) = crossed
-            && self.hot[l].may_lose
-            && let Some(loss) = self.ports[l].loss.draw()
-        {
-            if let Some(next) = next
-                && self.hot[l].control == Control::Credit
-            {
-                // Its room downstream was reserved when it started.
-                self.set_reserved(next, self.ports[next].reserved_bytes - bytes, now);
-                self.grant(next, now, queue)?;
-            }
-            return self.lose(packet, l, loss, now);
-        }
-        let Some(next) = next else {
-            return self.receive(packet, now, queue, delivered);
-        };
-        let l = crossed.expect("a packet with a next hop crossed one");
-        if self.hot[next].credited {
-            match self.hot[l].control {
-                Control::Credit => {}
-                Control::Pfc => {
-                    if !self.admit_ingress(l, bytes, now, queue)? {
-                        return self.lose(packet, l, Loss::Overflow, now);
-                    }
-                    self.reserve(next, bytes, now);
-                }
-                Control::Lossy => {
-                    if !self.ports[next].fits(bytes) {
-                        return self.lose(packet, next, Loss::Overflow, now);
-                    }
-                    self.reserve(next, bytes, now);
-                }
-            }
-        } else if self.hot[l].control != Control::Credit {
-            // An endpoint relays through its own memory: counted, never full.
-            self.reserve(next, bytes, now);
-        }
-        let p = &mut self.packets[packet];
-        p.hop += 1;
-        p.next = route_link(&self.messages[message].route, p.hop + 1);
-        p.prev = p.link;
-        p.link = next as u32;
-        self.ports[next].transit.push_back(packet);
-        self.try_start(next, now, queue)
-    }
-
-    /// A packet that did not arrive: counted against link `link`, its
-    /// flow's transport told, the packet gone.
-    fn lose(&mut self, packet: u32, link: usize, loss: Loss, now: Time) -> Result<(), OutOfTime> {
-        let usage = &mut self.usage[link];
-        match loss {
-            Loss::Wire => usage.lost += 1,
-            Loss::Corrupted => usage.corrupted += 1,
-            Loss::Overflow => usage.overflow_drops += 1,
-        }
-        let message = self.packets.remove(packet).message;
-        let m = &self.messages[message];
-        if !m.done {
-            let flow = m.flow;
-            match self.flows[flow].transport.as_mut() {
-                Some(t) => t.note_loss(link, loss, now),
-                None => debug_assert!(false, "only flows over lossy or network links lose packets"),
-            }
-        }
-        self.release_packet_of(message);
-        Ok(())
-    }
-
-    /// One packet of `message` has left the network: frees the message
-    /// once it is done and has none left.
-    fn release_packet_of(&mut self, message: u32) {
-        let m = &mut self.messages[message];
-        m.live_packets -= 1;
-        if m.done && m.live_packets == 0 {
-            self.messages.remove(message);
-        }
-    }
-
-    /// A packet has reached its destination: accepted in order, or
-    /// discarded by the transport (a duplicate or out of sequence).
-    fn receive(
-        &mut self,
-        packet: u32,
-        now: Time,
-        queue: &mut EventQueue,
-        delivered: &mut Vec<MessageId>,
-    ) -> Result<(), OutOfTime> {
-        let p = self.packets.remove(packet);
-        let message = p.message;
-        let m = &self.messages[message];
-        let (done, flow) = (m.done, m.flow);
-        let mut accept = !done;
-        if !done && flow != NONE {
-            accept = self.transport_accepts(flow, p.psn, p.epoch, now, queue)?;
-        }
-        if accept && p.last {
-            self.messages[message].done = true;
-            delivered.push(self.messages[message].id);
-            if flow != NONE {
-                self.pop_delivered(flow, message, now, queue)?;
-            }
-        }
-        self.release_packet_of(message);
-        Ok(())
-    }
-
-    /// `message`, the oldest of `flow`, is delivered: it leaves the list,
-    /// and the flow ends when nothing of it is left to deliver. If a
-    /// retry was cutting it again (its first copies got through after
-    /// all), the sender moves on to the next message: the receiver's
-    /// acknowledgement tells it the rest is not needed.
-    fn pop_delivered(
-        &mut self,
-        flow: u32,
-        message: u32,
-        now: Time,
-        queue: &mut EventQueue,
-    ) -> Result<(), OutOfTime> {
-        let next = self.messages[message].next;
-        let f = &mut self.flows[flow];
-        debug_assert_eq!(f.oldest, message, "a flow delivers in order");
-        f.oldest = next;
-        if f.head == message {
-            if next == NONE {
-                let first = f.first_link as usize;
-                self.leave_round(flow, now, queue)?;
-                self.flows[flow].head = NONE;
-                self.try_start(first, now, queue)?;
-            } else {
-                // Not cut in this pass yet (a go-back cut it from 0).
-                debug_assert_eq!(self.messages[next].cut_bytes, 0);
-                self.flows[flow].head = next;
-            }
-        }
-        let f = &self.flows[flow];
-        if f.oldest == NONE {
-            debug_assert_eq!(f.head, NONE, "an undelivered message remains");
-            let key = self.flows.remove(flow).key;
-            self.flow_ids.remove(&key);
-        }
-        Ok(())
-    }
-
-    /// Takes `flow` out of its first link's injection round; if that
-    /// port was waiting for credit for the flow's packet, it stops
-    /// waiting (the caller lets the port choose again).
-    fn leave_round(
-        &mut self,
-        flow: u32,
-        now: Time,
-        queue: &mut EventQueue,
-    ) -> Result<(), OutOfTime> {
-        if std::mem::take(&mut self.flows[flow].parked) {
-            // Waiting for its window, it was not in the round.
-            return Ok(());
-        }
-        let first = self.flows[flow].first_link as usize;
-        let port = &self.ports[first];
-        if port.blocked == Some(Source::Local) && port.flows.front() == Some(&flow) {
-            self.withdraw(first, now, queue)?;
-        }
-        let flows = &mut self.ports[first].flows;
-        let at = flows.iter().position(|&f| f == flow).expect("in its round");
-        flows.remove(at);
-        Ok(())
-    }
-
-    /// Offers the free room of port `link`'s buffer to its waiters, first
-    /// come first served, starting each one that now fits.
-    fn grant(&mut self, link: usize, now: Time, queue: &mut EventQueue) -> Result<(), OutOfTime> {
-        while let Some(&waiter) = self.ports[link].waiters.front() {
-            let waiter = waiter as usize;
-            let source = self.ports[waiter]
-                .blocked
-                .expect("a waiter is blocked until granted");
-            let (bytes, next) = self.candidate(waiter, source);
-            debug_assert_eq!(
-                next,
-                Some(link),
-                "a waiter waits for its packet's next link"
-            );
-            if !self.ports[link].fits(bytes) {
-                break;
-            }
-            self.ports[link].waiters.pop_front();
-            self.ports[waiter].blocked = None;
-            self.reserve(link, bytes, now);
-            self.begin(waiter, source, bytes, now, queue)?;
-        }
-        Ok(())
-    }
-
-    /// Sends port `link`'s next packet if its wire is free, it may send
-    /// (not down, not paused, not waiting for credit), and it has one
-    /// whose credit is available.
-    fn try_start(
-        &mut self,
-        link: usize,
-        now: Time,
-        queue: &mut EventQueue,
-    ) -> Result<(), OutOfTime> {
-        let port = &mut self.ports[link];
-        if port.busy || port.blocked.is_some() {
-            return Ok(());
-        }
-        if port.down || port.pfc.paused {
-            // Its work waits for a link change or a RESUME.
-            port.go_idle();
-            return Ok(());
-        }
-        let Some(source) = port.choose() else {
-            port.go_idle();
-            return Ok(());
-        };
-        let (bytes, next) = self.candidate(link, source);
-        if let Some(next) = next
-            && self.hot[link].control == Control::Credit
-        {
-            let down = &self.ports[next];
-            if self.hot[next].credited && !(down.waiters.is_empty() && down.fits(bytes)) {
-                self.ports[next].waiters.push_back(link as u32);
-                let port = &mut self.ports[link];
-                port.blocked = Some(source);
-                port.go_idle();
-                return Ok(());
-            }
-            self.reserve(next, bytes, now);
-        }
-        self.begin(link, source, bytes, now, queue)
-    }
-
-    /// The size of the packet port `link` would send from `source`, and
-    /// the next link of its route (whose buffer it needs), if any.
-    fn candidate(&self, link: usize, source: Source) -> (u64, Option<usize>) {
-        let port = &self.ports[link];
-        match source {
-            Source::Transit => {
-                let p = &self.packets[*port.transit.front().expect("chosen queue is not empty")];
-                (p.bytes, link_index(p.next))
-            }
-            Source::Local => {
-                let flow = *port.flows.front().expect("chosen queue is not empty");
-                let m = &self.messages[self.flows[flow].head];
-                let bytes = (m.bytes - m.cut_bytes).min(m.mtu_bytes);
-                (bytes, m.route.get(1).map(|l| l.index()))
-            }
-        }
-    }
-
-    /// Puts the packet from `source` (of `bytes`, its credit already
-    /// reserved) on port `link`'s wire and schedules its end and arrival.
-    fn begin(
-        &mut self,
-        link: usize,
-        source: Source,
-        bytes: u64,
-        now: Time,
-        queue: &mut EventQueue,
-    ) -> Result<(), OutOfTime> {
-        let (packet, kick) = match source {
-            Source::Transit => {
-                let packet = self.ports[link]
-                    .transit
-                    .pop_front()
-                    .expect("chosen queue is not empty");
-                (packet, None)
-            }
-            Source::Local => self.cut(link, bytes, now, queue)?,
-        };
-        let p = &self.packets[packet];
-        debug_assert_eq!(p.link as usize, link, "a packet starts on its hop's link");
-        let last_hop = p.next == NONE;
-        // The PFC ingress count the packet leaves once serialised here.
-        let ingress = match source {
-            Source::Transit if self.hot[link].credited => {
-                let prev = p.prev as usize;
-                (self.hot[prev].control == Control::Pfc).then_some(prev as u32)
-            }
-            _ => None,
-        };
-        let retransmit = p.retransmit;
-        let port = &mut self.ports[link];
-        let ser_ps = port.serialize(bytes);
-        port.busy = true;
-        port.local_next = source == Source::Transit;
-        port.on_wire_transit_bytes = if source == Source::Transit { bytes } else { 0 };
-        port.on_wire_ingress = ingress.unwrap_or(NONE);
-        let usage = &mut self.usage[link];
-        usage.bytes = usage.bytes.saturating_add(bytes);
-        usage.units += 1;
-        usage.busy_ps = usage.busy_ps.saturating_add(ser_ps);
-        if retransmit {
-            usage.retransmitted += 1;
-        }
-
-        // `path::hop_latency_ps`, from the port's copy of the parameters.
-        let port = &self.ports[link];
-        let hop_ps = if last_hop {
-            port.latency_ps
-        } else {
-            port.latency_ps.saturating_add(port.forward_latency_ps)
-        };
-        let free_at = now.checked_plus_ps(ser_ps).ok_or(OutOfTime)?;
-        let arrive_at = free_at.checked_plus_ps(hop_ps).ok_or(OutOfTime)?;
-        if let Some(t) = &mut self.timeline {
-            t.add(link, now, free_at, bytes as f64);
-        }
-        let link_id = u32::try_from(link).expect("link ids fit in u32");
-        self.schedule(free_at, PacketEvent::LinkFree { link: link_id }, queue)?;
-        self.schedule(arrive_at, PacketEvent::Arrive { packet }, queue)?;
-        match kick {
-            Some(other) => self.try_start(other, now, queue),
-            None => Ok(()),
-        }
-    }
-
-    /// Cuts the next packet (of `bytes`) of the flow at the front of port
-    /// `link`'s injection round and moves the round on. Returns the packet
-    /// and, when the flow's next message leaves by another port, that port.
-    fn cut(
-        &mut self,
-        link: usize,
-        bytes: u64,
-        now: Time,
-        queue: &mut EventQueue,
-    ) -> Result<(u32, Option<usize>), OutOfTime> {
-        let flow = self.ports[link]
-            .flows
-            .pop_front()
-            .expect("chosen queue is not empty");
-        let message = self.flows[flow].head;
-        let m = &mut self.messages[message];
-        let (first_link, second_link) = (route_link(&m.route, 0), route_link(&m.route, 1));
-        let psn = m.next_psn();
-        m.cut_bytes += bytes;
-        m.live_packets += 1;
-        let last = m.cut_bytes == m.bytes;
-        let next = m.next;
-        let f = &mut self.flows[flow];
-        let retransmit = psn < f.psn_sent;
-        f.psn_sent = f.psn_sent.max(psn + 1);
-        let epoch = f.epoch;
-        let packet = self.packets.insert(Packet {
-            message,
-            hop: 0,
-            link: first_link,
-            prev: NONE,
-            next: second_link,
-            bytes,
-            last,
-            psn,
-            retransmit,
-            epoch,
-        });
-        self.arm_timer(flow, now, queue)?;
-        if !last {
-            self.rejoin(flow, link, psn + 1);
-            return Ok((packet, None));
-        }
-        self.flows[flow].head = next;
-        if next == NONE {
-            return Ok((packet, None));
-        }
-        let first = self.messages[next].route[0].index();
-        let joined = self.rejoin(flow, first, psn + 1);
-        Ok((packet, (joined && first != link).then_some(first)))
-    }
-
-    /// Adds `bytes` to what port `link`'s buffer holds.
-    fn reserve(&mut self, link: usize, bytes: u64, now: Time) {
-        self.set_reserved(
-            link,
-            self.ports[link].reserved_bytes.saturating_add(bytes),
-            now,
-        );
-    }
-
-    /// Sets the bytes reserved in port `link`'s buffer, updating its
-    /// high-water mark and recording a sample.
-    fn set_reserved(&mut self, link: usize, bytes: u64, now: Time) {
-        self.ports[link].reserved_bytes = bytes;
-        let usage = &mut self.usage[link];
-        usage.max_queue = usage.max_queue.max(bytes);
-        if self.sample_links {
-            super::record_sample(
-                &mut self.samples,
-                LinkSample {
-                    time: now,
-                    link: LinkId::new(link),
-                    queue: bytes,
-                },
-            );
-        }
     }
 }

@@ -1,0 +1,371 @@
+//! Routes and transfers of a topology model ([`Routed`]): a message's
+//! route by placement and router, moved copies of an orbit
+//! representative's in symmetric and folded runs, NCCL's framed routes
+//! through a channel's NICs, and link counters unfolded for the full run.
+
+use std::sync::Arc;
+
+use algorithms::Rank;
+use topologies::{LinkId, Rotation, Route, VertexId};
+
+use super::model::{Hop, Routed};
+use super::{LinkUsage, Transfer, flow_id, leg_flow, path, timeline};
+use crate::event::MessageId;
+use crate::nccl::{HopClass, machine};
+
+impl<M> Routed<M> {
+    /// Per-link counters as the full run would have them: in a folded
+    /// run every link direction gets its orbit representative's (the
+    /// traffic each member carries), otherwise `usage` itself.
+    pub(super) fn unfold(&self, usage: Vec<LinkUsage>) -> Vec<LinkUsage> {
+        match &self.folded_links {
+            Some(canonical) => canonical.iter().map(|c| usage[c.index()]).collect(),
+            None => usage,
+        }
+    }
+
+    /// The link timeline as the full run would have it (see
+    /// [`Routed::unfold`]).
+    pub(super) fn unfold_timeline(
+        &self,
+        timeline: timeline::LinkTimeline,
+    ) -> timeline::LinkTimeline {
+        match &self.folded_links {
+            Some(canonical) => timeline.unfold(canonical),
+            None => timeline,
+        }
+    }
+
+    /// The transfer of an in-network reduction's leg between `member`
+    /// and `switch`.
+    pub(super) fn leg_transfer(
+        &self,
+        message: MessageId,
+        member: Rank,
+        switch: VertexId,
+        up: bool,
+        bytes: u64,
+    ) -> Transfer {
+        let at = self.placement[member];
+        let (a, b) = if up { (at, switch) } else { (switch, at) };
+        let flow = leg_flow(member, switch, up, self.world_size);
+        Transfer {
+            message,
+            bytes,
+            route: self.route(a, b, flow),
+            flow,
+            path: None,
+        }
+    }
+
+    /// The forwarding latency of vertex `v`, ps.
+    pub(super) fn forward_latency_ps(&self, v: VertexId) -> u64 {
+        let router = self
+            .router
+            .lock()
+            .expect("a run never panics while routing");
+        router.topology().vertex(v).forward_latency_ps
+    }
+
+    /// See [`Network::reducing_switch`](super::Network::reducing_switch).
+    pub(super) fn reducing_switch(&self, group: &[Rank]) -> Result<VertexId, String> {
+        let mut router = self
+            .router
+            .lock()
+            .expect("a run never panics while routing");
+        let topology = Arc::clone(router.topology());
+        let mut best: Option<(usize, VertexId)> = None;
+        for v in topology.vertex_ids() {
+            if !topology.reduces_in_network(v) {
+                continue;
+            }
+            let nvswitch = topology.vertex(v).kind == topologies::VertexKind::NvSwitch;
+            let mut farthest = 0;
+            let serves = group.iter().all(|&m| {
+                let flow = leg_flow(m, v, true, self.world_size);
+                match router.route(self.placement[m], v, flow) {
+                    Ok(route) => {
+                        farthest = farthest.max(route.len());
+                        !nvswitch
+                            || route.iter().all(|&l| {
+                                matches!(topology.link(l).kind, topologies::LinkKind::NvLink { .. })
+                            })
+                    }
+                    Err(_) => false,
+                }
+            });
+            if serves && best.is_none_or(|(d, _)| farthest < d) {
+                best = Some((farthest, v));
+            }
+        }
+        best.map(|(_, v)| v).ok_or_else(|| {
+            format!(
+                "{}: no switch that reduces serves ranks {group:?} (an NVSwitch serves the \
+                 GPUs it reaches over NVLink alone; InfiniBand switches reduce with \
+                 sharp = true)",
+                algorithms::in_network::NO_SWITCH_REASON
+            )
+        })
+    }
+
+    /// The router's route from `a` to `b` for `flow`.
+    pub(super) fn route(&self, a: VertexId, b: VertexId, flow: u64) -> Route {
+        self.router
+            .lock()
+            .expect("a run never panics while routing")
+            .route(a, b, flow)
+            .expect("every pair of placed ranks was checked to be connected")
+    }
+
+    /// The symmetric route from `src` to `dst`: the route of the pair
+    /// rotated back to a source below the shift, moved forward again by
+    /// the rotation, or in a folded run put on the orbit representatives;
+    /// with weights, each representative listed as many times as its
+    /// weight, and the route crossed once beside it (for the latency).
+    pub(super) fn moved_route(
+        &self,
+        rotation: &Rotation,
+        src: Rank,
+        dst: Rank,
+    ) -> (Route, Option<Route>) {
+        if let Some(turn) = &self.turn {
+            let (orbit, k) = turn.position(src);
+            let (s0, d0) = (turn.representative(orbit), turn.apply_inverse(dst, k));
+            let n = turn.ranks();
+            let base = self.route(self.placement[s0], self.placement[d0], flow_id(s0, d0, n));
+            return self.placed(rotation, &base, k);
+        }
+        // Ranks wrap around the rotation's ranks (the scenario's), which a
+        // collective on fewer ranks still numbers the same way.
+        let (n, shift) = (rotation.ranks(), rotation.shift());
+        let k = src / shift;
+        let (s0, d0) = (src - k * shift, (dst + n - k * shift) % n);
+        let base = self.route(self.placement[s0], self.placement[d0], flow_id(s0, d0, n));
+        self.placed(rotation, &base, k)
+    }
+
+    /// `base` moved `k` steps by `rotation`, or in a folded run put on
+    /// the orbit representatives (with weights, each listed as many times
+    /// as its weight, and the route crossed once beside it).
+    pub(super) fn placed(
+        &self,
+        rotation: &Rotation,
+        base: &[LinkId],
+        k: usize,
+    ) -> (Route, Option<Route>) {
+        let Some(canonical) = &self.folded_links else {
+            return (
+                base.iter().map(|&l| rotation.link_power(l, k)).collect(),
+                None,
+            );
+        };
+        let once: Route = base.iter().map(|l| canonical[l.index()]).collect();
+        match &self.folded_weights {
+            Some(weights) => {
+                let weighed = base
+                    .iter()
+                    .flat_map(|l| {
+                        std::iter::repeat_n(canonical[l.index()], weights[l.index()] as usize)
+                    })
+                    .collect();
+                (weighed, Some(once))
+            }
+            None => (once, None),
+        }
+    }
+
+    /// The transfer for a message between two ranks, with a framed
+    /// message's hop facts, or `None` for a message to oneself (it
+    /// crosses no link).
+    pub(super) fn transfer(
+        &mut self,
+        message: MessageId,
+        src: Rank,
+        dst: Rank,
+        bytes: u64,
+        channel: Option<u16>,
+    ) -> Option<(Transfer, Option<Hop>)> {
+        let (a, b) = (self.placement[src], self.placement[dst]);
+        if a == b {
+            return None;
+        }
+        let flow = flow_id(src, dst, self.world_size);
+        if let Some(channel) = channel {
+            let n = self.world_size as u64;
+            let framed = flow + (u64::from(channel) + 1) * n * n;
+            let (route, hop, path) = match self.framed_routes.get(&framed) {
+                Some(known) => known.clone(),
+                None => {
+                    let built = self.turned_framed_route(src, dst, channel, flow);
+                    self.framed_routes.insert(framed, built.clone());
+                    built
+                }
+            };
+            let transfer = Transfer {
+                path,
+                message,
+                bytes,
+                route,
+                flow: framed,
+            };
+            return Some((transfer, Some(hop)));
+        }
+        let (route, path) = match &self.rotation {
+            None => (self.route(a, b, flow), None),
+            Some(rotation) => match self.moved_routes.get(&flow) {
+                Some(moved) => moved.clone(),
+                None => {
+                    let rotation = Arc::clone(rotation);
+                    let moved = self.moved_route(&rotation, src, dst);
+                    self.moved_routes.insert(flow, moved.clone());
+                    moved
+                }
+            },
+        };
+        Some((
+            Transfer {
+                path,
+                message,
+                bytes,
+                route,
+                flow,
+            },
+            None,
+        ))
+    }
+
+    /// The framed route of [`Self::framed_route`], or, when the rotation
+    /// turns NCCL's channels with the ranks (or is a shift they move
+    /// with, channels kept), the route of the message turned back to its
+    /// sender's orbit representative moved forward again (in a folded
+    /// run: on the orbit representatives), so that every turned copy of a
+    /// message takes the turned route; without NCCL's plan, the pair's
+    /// moved route. With weights, the route crossed once comes beside it.
+    pub(super) fn turned_framed_route(
+        &self,
+        src: Rank,
+        dst: Rank,
+        channel: u16,
+        flow: u64,
+    ) -> (Route, Hop, Option<Route>) {
+        if self.nccl.is_none()
+            && let Some(rotation) = &self.rotation
+        {
+            // Without NCCL's plan a framed message takes its pair's route,
+            // moved by the rotation like any other message's.
+            let rotation = Arc::clone(rotation);
+            let (route, path) = self.moved_route(&rotation, src, dst);
+            let hop = self.hop_of(path.as_deref().unwrap_or(&route));
+            return (route, hop, path);
+        }
+        if self.shifts_channels
+            && let Some(rotation) = &self.rotation
+        {
+            // A shift keeps the channel: the sender's representative's
+            // message on it, moved forward.
+            let (n, shift) = (rotation.ranks(), rotation.shift());
+            let k = src / shift;
+            let (s0, d0) = (src - k * shift, (dst + n - k * shift) % n);
+            let (base, hop) = self.framed_route(s0, d0, channel, flow_id(s0, d0, n));
+            let (route, path) = self.placed(rotation, &base, k);
+            return (route, hop, path);
+        }
+        let (Some(turn), Some(rotation)) = (&self.turn, &self.rotation) else {
+            let (route, hop) = self.framed_route(src, dst, channel, flow);
+            return (route, hop, None);
+        };
+        if !turn.turns_channels() {
+            let (route, hop) = self.framed_route(src, dst, channel, flow);
+            return (route, hop, None);
+        }
+        let (orbit, k) = turn.position(src);
+        let (s0, d0) = (turn.representative(orbit), turn.apply_inverse(dst, k));
+        let c0 = turn.channel(usize::from(channel), turn.order() - k % turn.order());
+        let c0 = u16::try_from(c0).expect("a channel turn keeps channels in range");
+        let (base, hop) = self.framed_route(s0, d0, c0, flow_id(s0, d0, self.world_size));
+        let (route, path) = self.placed(rotation, &base, k);
+        (route, hop, path)
+    }
+
+    /// The route of channel `channel` from `src` to `dst` and its hop
+    /// facts: across nodes through the channel's NIC on each side (a GPU
+    /// that does not reach its NIC through PCIe alone goes through the
+    /// NIC's own GPU over NVLink first: NCCL's PXN); otherwise the
+    /// router's route.
+    pub(super) fn framed_route(
+        &self,
+        src: Rank,
+        dst: Rank,
+        channel: u16,
+        flow: u64,
+    ) -> (Route, Hop) {
+        let (a, b) = (self.placement[src], self.placement[dst]);
+        let pinned = self.nccl.as_ref().and_then(|nccl| {
+            let (nic_a, nic_b) = nccl.nics(src, dst, channel)?;
+            let mut router = self
+                .router
+                .lock()
+                .expect("a run never panics while routing");
+            let topology = Arc::clone(router.topology());
+            let mut out = machine::route(&mut router, a, nic_a)?;
+            let far = |r: &[LinkId]| {
+                machine::path_type(&topology, r) > machine::PathType::Pxb
+                    || r.iter().any(|&l| topology.link(l).kind.is_network())
+            };
+            if far(&out)
+                && let Some(proxy) = nccl.proxy(nic_a).filter(|&p| p != a)
+            {
+                let hop = machine::route(&mut router, a, proxy)?;
+                let rest = machine::route(&mut router, proxy, nic_a)?;
+                out = hop.iter().chain(rest.iter()).copied().collect();
+            }
+            let across = machine::route(&mut router, nic_a, nic_b)?;
+            let mut into = machine::route(&mut router, nic_b, b)?;
+            // A NIC never reaches a far GPU of its node back through the
+            // network: through the PCIe switches, else over the NVLink of
+            // the GPU next to it.
+            let local = |r: &[LinkId]| {
+                machine::path_type(&topology, r) <= machine::PathType::Pxb
+                    && !r.iter().any(|&l| topology.link(l).kind.is_network())
+            };
+            if !local(&into)
+                && let Some(proxy) = nccl.proxy(nic_b).filter(|&p| p != b)
+            {
+                let first = machine::route(&mut router, nic_b, proxy)?;
+                let hop = machine::route(&mut router, proxy, b)?;
+                into = first.iter().chain(hop.iter()).copied().collect();
+            }
+            let whole: Route = out
+                .iter()
+                .chain(across.iter())
+                .chain(into.iter())
+                .copied()
+                .collect();
+            Some(whole)
+        });
+        let route = pinned.unwrap_or_else(|| self.route(a, b, flow));
+        let hop = self.hop_of(&route);
+        (route, hop)
+    }
+
+    /// The hop facts of `route`.
+    pub(super) fn hop_of(&self, route: &[LinkId]) -> Hop {
+        let router = self
+            .router
+            .lock()
+            .expect("a run never panics while routing");
+        let topology = router.topology();
+        let kinds = || route.iter().map(|&l| topology.link(l).kind);
+        let class = if kinds().any(|k| k.is_network()) {
+            HopClass::Net
+        } else if kinds().all(|k| matches!(k, topologies::LinkKind::NvLink { .. })) {
+            HopClass::NvLink
+        } else {
+            HopClass::Pci
+        };
+        Hop {
+            class,
+            idle_ps: path::idle_latency_ps(topology, route, 0),
+        }
+    }
+}
