@@ -28,8 +28,17 @@ esac
 
 fail() { echo "netns validate: FAILED: $*" >&2; exit 1; }
 
-cluster_run "$OUT/cal" "$SIM" calibrate --out "$OUT/tcp.toml" --max-bytes 1M --reps 5 \
-  || fail "sim calibrate"
+# A fit on a machine busy with something else can be refused as
+# unphysical ("measure again on a quieter machine"): measure up to 3 times.
+calibrated=0
+for attempt in 1 2 3; do
+  if cluster_run "$OUT/cal" "$SIM" calibrate --out "$OUT/tcp.toml" --max-bytes 1M --reps 5; then
+    calibrated=1
+    break
+  fi
+  echo "netns validate: calibration attempt $attempt refused; measuring again"
+done
+[ "$calibrated" = 1 ] || fail "sim calibrate"
 cat "$OUT/cal/rank0.out"
 grep -q '^hosts = 4$' "$OUT/tcp.toml" || fail "the calibration did not see 4 hosts"
 
