@@ -232,7 +232,10 @@ where
             timed_out = Some((started, deadline));
             break;
         }
-        let Some(event) = w.queue.pop() else { break };
+        let Some(event) = w.queue.pop() else {
+            timed_out = w.end_with_outdated_finishes();
+            break;
+        };
         if let EventKind::Crash { rank } = event.kind
             && tasks[rank].is_none()
         {
