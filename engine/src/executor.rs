@@ -260,8 +260,8 @@ where
             .filter(|&slot| tasks[slot].is_some())
             .map(|slot| BlockedRank {
                 rank: simulated[slot],
-                waiting_for: w.waits[slot]
-                    .iter()
+                waiting_for: w
+                    .waits_of(slot)
                     .map(|wait| PendingRecv {
                         from: wait.from,
                         tag: wait.tag,
