@@ -6,8 +6,12 @@
 //!
 //! The queue stores events in delay lanes (`lanes`): a sorted FIFO per
 //! recurring delay, which pops in exactly the order of a binary heap of
-//! `(time, seq)` at a fraction of its cost.
+//! `(time, seq)` at a fraction of its cost. *Keyed* events (`keyed`) are
+//! at most one per id and can be moved or cancelled in place
+//! ([`EventQueue::schedule_keyed`]), for events whose time keeps changing
+//! (a flow's finish), so no outdated copy waits in the queue.
 
+mod keyed;
 mod lanes;
 
 use std::cmp::Ordering;
@@ -97,6 +101,25 @@ impl EventQueue {
         assert!(seq < lanes::SEQ_LIMIT, "fewer than 2^56 - 1 events per run");
         self.next_seq += 1;
         self.lanes.push(Event { time, seq, kind });
+    }
+
+    /// Schedules `kind` at `time` as the one event of `id`, replacing
+    /// (cancelling) the one `id` had; returns the replaced event's time.
+    /// The event takes a new place in the scheduling order, as
+    /// [`Self::schedule`] would give it. Ids are small integers (they index
+    /// a table).
+    pub fn schedule_keyed(&mut self, id: u32, time: Time, kind: EventKind) -> Option<Time> {
+        let seq = self.next_seq;
+        assert!(seq < lanes::SEQ_LIMIT, "fewer than 2^56 - 1 events per run");
+        self.next_seq += 1;
+        self.lanes
+            .set_keyed(id, Event { time, seq, kind })
+            .map(|e| e.time)
+    }
+
+    /// Cancels `id`'s keyed event; returns its time if it had one.
+    pub fn cancel_keyed(&mut self, id: u32) -> Option<Time> {
+        self.lanes.cancel_keyed(id).map(|e| e.time)
     }
 
     /// Removes and returns the earliest event.
@@ -248,6 +271,60 @@ mod tests {
                 proptest::prop_assert_eq!(got, want);
             }
             proptest::prop_assert!(q.pop().is_none());
+        }
+
+        /// Keyed events among plain ones, against a list of live events
+        /// (a keyed event replaced or cancelled leaves it): pops come in
+        /// `(time, seq)` order, a replaced or cancelled event never pops,
+        /// and the replaced or cancelled time is returned.
+        #[test]
+        fn keyed_events_move_and_cancel_in_place(
+            ops in proptest::collection::vec((0u8..10, 0u64..3000, 0u32..6), 0..1500)
+        ) {
+            let mut q = EventQueue::new();
+            // (time, message, key) of every live event, in scheduling order.
+            let mut live: Vec<(u64, u32, Option<u32>)> = Vec::new();
+            for (i, (op, x, id)) in ops.into_iter().enumerate() {
+                let now = q.lanes_now();
+                let message = i as u32;
+                match op {
+                    0..=2 => {
+                        let first = live
+                            .iter()
+                            .enumerate()
+                            .min_by_key(|(at, e)| (e.0, *at))
+                            .map(|(at, _)| at);
+                        let want = first.map(|at| live.remove(at)).map(|e| (e.0, e.1));
+                        let got = q.pop().map(|e| match e.kind {
+                            EventKind::Deliver { message } => (e.time.0, message),
+                            _ => unreachable!(),
+                        });
+                        proptest::prop_assert_eq!(got, want);
+                    }
+                    3..=4 => {
+                        q.schedule(Time(now + x % 7), EventKind::Deliver { message });
+                        live.push((now + x % 7, message, None));
+                    }
+                    5..=7 => {
+                        let at = now + x;
+                        let had = live.iter().position(|e| e.2 == Some(id));
+                        let want = had.map(|p| Time(live.remove(p).0));
+                        let got = q.schedule_keyed(id, Time(at), EventKind::Deliver { message });
+                        proptest::prop_assert_eq!(got, want);
+                        live.push((at, message, Some(id)));
+                    }
+                    _ => {
+                        let had = live.iter().position(|e| e.2 == Some(id));
+                        let want = had.map(|p| Time(live.remove(p).0));
+                        proptest::prop_assert_eq!(q.cancel_keyed(id), want);
+                    }
+                }
+                proptest::prop_assert_eq!(q.len(), live.len());
+                proptest::prop_assert_eq!(
+                    q.peek_time().map(|t| t.0),
+                    live.iter().map(|e| e.0).min()
+                );
+            }
         }
 
         /// Pops come out sorted by (time, scheduling order), with pushes

@@ -232,7 +232,10 @@ where
             timed_out = Some((started, deadline));
             break;
         }
-        let Some(event) = w.queue.pop() else { break };
+        let Some(event) = w.queue.pop() else {
+            timed_out = w.end_with_outdated_finishes();
+            break;
+        };
         if let EventKind::Crash { rank } = event.kind
             && tasks[rank].is_none()
         {
@@ -257,8 +260,8 @@ where
             .filter(|&slot| tasks[slot].is_some())
             .map(|slot| BlockedRank {
                 rank: simulated[slot],
-                waiting_for: w.waits[slot]
-                    .iter()
+                waiting_for: w
+                    .waits_of(slot)
                     .map(|wait| PendingRecv {
                         from: wait.from,
                         tag: wait.tag,

@@ -41,6 +41,11 @@ impl<T> Slab<T> {
         value
     }
 
+    /// The value with id `id`, if it is live.
+    pub fn get(&self, id: u32) -> Option<&T> {
+        self.slots.get(id as usize)?.as_ref()
+    }
+
     /// The value with id `id`, if it is live, to change in place.
     pub fn get_mut(&mut self, id: u32) -> Option<&mut T> {
         self.slots.get_mut(id as usize)?.as_mut()

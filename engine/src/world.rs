@@ -54,11 +54,24 @@ struct Message {
 /// A receive that is waiting for a message.
 #[derive(Debug)]
 pub(crate) struct Wait {
-    pub id: u64,
     pub from: Rank,
     pub tag: Tag,
     pub expect: Shape,
     pub waker: Waker,
+    /// Set when a message that may match arrived (or the pair's
+    /// transport failed) since the receive last looked: until then its
+    /// polls need not look in the mailbox.
+    signalled: bool,
+}
+
+/// A rank's pending receive as its list holds it: what a delivery
+/// matches, small so that the list is quick to scan.
+#[derive(Clone, Copy, Debug)]
+struct Pending {
+    from: Rank,
+    tag: Tag,
+    /// The receive's entry in [`World::waits`].
+    id: u32,
 }
 
 /// Counters of one run of the engine.
@@ -90,9 +103,11 @@ pub(crate) struct World {
     mailbox: Mailbox,
     /// Emptied queues kept for reuse, so delivery does not allocate.
     spare_queues: Vec<VecDeque<Payload>>,
-    /// Pending receives per rank.
-    pub waits: Vec<Vec<Wait>>,
-    next_wait_id: u64,
+    /// Pending receives, by id.
+    waits: Slab<Wait>,
+    /// Each rank's pending receives (by slot), in the order they were
+    /// posted.
+    pending: Vec<Vec<Pending>>,
     timers: Slab<Waker>,
     compute_free_at: Vec<Time>,
     /// The ideal links' per-message receive overhead, ps (0: none).
@@ -153,8 +168,8 @@ impl World {
             in_flight: Slab::default(),
             mailbox: HashMap::default(),
             spare_queues: Vec::new(),
-            waits: (0..n).map(|_| Vec::new()).collect(),
-            next_wait_id: 0,
+            waits: Slab::default(),
+            pending: (0..n).map(|_| Vec::new()).collect(),
             timers: Slab::default(),
             compute_free_at: vec![Time::ZERO; n],
             receive_overhead_ps: match &config.network {
@@ -269,43 +284,86 @@ impl World {
         payload
     }
 
-    /// Records a waiting receive (or refreshes its waker) and returns its id.
+    /// Records a waiting receive, or refreshes the waker of receive `id`
+    /// (which has just looked in the mailbox: its signal is cleared), and
+    /// returns its id.
     pub fn register_wait(
         &mut self,
         rank: Rank,
-        id: Option<u64>,
+        id: Option<u32>,
         from: Rank,
         tag: Tag,
         expect: Shape,
         waker: &Waker,
-    ) -> u64 {
+    ) -> u32 {
         if let Some(id) = id
-            && let Some(w) = self.waits[self.config.slot_of(rank)]
-                .iter_mut()
-                .find(|w| w.id == id)
+            && let Some(w) = self.waits.get_mut(id)
         {
+            w.signalled = false;
             if !w.waker.will_wake(waker) {
                 w.waker = waker.clone();
             }
             return id;
         }
-        let id = self.next_wait_id;
-        self.next_wait_id += 1;
-        let slot = self.config.slot_of(rank);
-        self.waits[slot].push(Wait {
-            id,
+        let id = self.waits.insert(Wait {
             from,
             tag,
             expect,
             waker: waker.clone(),
+            signalled: false,
         });
+        let slot = self.config.slot_of(rank);
+        self.pending[slot].push(Pending { from, tag, id });
         id
     }
 
+    /// Whether receive `id` has nothing new to look at: no message that
+    /// may match arrived, nor did its pair's transport fail, since it last
+    /// looked. Its waker is refreshed then.
+    pub fn wait_unchanged(&mut self, id: u32, waker: &Waker) -> bool {
+        match self.waits.get_mut(id) {
+            Some(w) if !w.signalled => {
+                if !w.waker.will_wake(waker) {
+                    w.waker = waker.clone();
+                }
+                true
+            }
+            _ => false,
+        }
+    }
+
     /// Forgets a waiting receive (it completed or was dropped).
-    pub fn remove_wait(&mut self, rank: Rank, id: u64) {
-        let slot = self.config.slot_of(rank);
-        self.waits[slot].retain(|w| w.id != id);
+    pub fn remove_wait(&mut self, rank: Rank, id: u32) {
+        if self.waits.remove(id).is_some() {
+            let slot = self.config.slot_of(rank);
+            let list = &mut self.pending[slot];
+            if let Some(at) = list.iter().position(|p| p.id == id) {
+                list.remove(at);
+            }
+        }
+    }
+
+    /// The pending receives of the rank at `slot`, in the order they
+    /// were posted.
+    pub fn waits_of(&self, slot: usize) -> impl Iterator<Item = &Wait> {
+        self.pending[slot]
+            .iter()
+            .filter_map(|p| self.waits.get(p.id))
+    }
+
+    /// Signals and wakes the pending receives of the rank at `slot` from
+    /// `from` (with `tag`, or any tag), in the order they were posted.
+    fn signal_waits(&mut self, slot: usize, from: Rank, tag: Option<Tag>) {
+        for p in &self.pending[slot] {
+            if p.from == from && tag.is_none_or(|t| p.tag == t) {
+                let w = self
+                    .waits
+                    .get_mut(p.id)
+                    .expect("a pending receive has its wait");
+                w.signalled = true;
+                w.waker.wake_by_ref();
+            }
+        }
     }
 
     /// Reserves the rank's compute engine for `work_ps` and returns when
@@ -444,11 +502,7 @@ impl World {
             .entry(key)
             .or_insert_with(|| spare.pop().unwrap_or_default())
             .push_back(m.payload);
-        for w in &self.waits[self.config.slot_of(dst)] {
-            if w.from == src && w.tag == tag {
-                w.waker.wake_by_ref();
-            }
-        }
+        self.signal_waits(self.config.slot_of(dst), src, Some(tag));
     }
 
     /// Who receives a message from `src` to `dst`, and from whom it seems
@@ -496,11 +550,7 @@ impl World {
             });
         }
         let (dst, src) = self.receiver_view(f.src, f.dst);
-        for w in &self.waits[self.config.slot_of(dst)] {
-            if w.from == src {
-                w.waker.wake_by_ref();
-            }
-        }
+        self.signal_waits(self.config.slot_of(dst), src, None);
         self.transport_timeouts.push(f.clone());
         self.broken.insert((dst, src), f);
     }
@@ -542,6 +592,26 @@ impl World {
                 ..self.traffic
             },
         }
+    }
+
+    /// A run whose queue has emptied ends as it did when the flow model
+    /// left every outdated finish in the queue, to be popped and ignored
+    /// after everything else ([`crate::network::flow::FlowNetwork::outdated_finish_until`]):
+    /// the clock moves to the last of them and each counted as activity,
+    /// or the watchdog fires if one was past its deadline. Returns the
+    /// watchdog's `(started, deadline)` if it fires.
+    pub fn end_with_outdated_finishes(&mut self) -> Option<(Time, Time)> {
+        let outdated = self.network.outdated_until();
+        if let Some((started, deadline)) = self.watchdog
+            && outdated > deadline
+            && outdated > self.now
+        {
+            self.now = deadline;
+            return Some((started, deadline));
+        }
+        self.now = self.now.max(outdated);
+        self.last_activity = self.last_activity.max(outdated);
+        None
     }
 
     /// The cycle of link directions each waiting on the next (a credit

@@ -21,6 +21,10 @@
 //!   lane, delay 5000 ps: [e6 ...] ------------- key --'
 //! ```
 //!
+//! A third kind of source holds *keyed* events (`super::keyed`): at
+//! most one per id, moved or cancelled in place (the flow model's
+//! finishes, whose times change with every rate).
+//!
 //! Pops come out in exactly the order of one binary heap of `(time, seq)`:
 //! keys are unique, every lane is sorted, and the tree picks the least
 //! key.
@@ -30,11 +34,13 @@ use std::collections::{BinaryHeap, VecDeque};
 use algorithms::Time;
 
 use super::Event;
+use super::keyed::Keyed;
 
-/// Most lanes a queue keeps; events of any other delay go to the overflow
-/// heap. A lane lives as long as the queue. With the overflow, the
-/// sources number at most 256: a source fits in a key's low byte.
-pub(super) const MAX_LANES: usize = 255;
+/// Most lanes a queue keeps (sources `2..=255`); events of any other
+/// delay go to the overflow heap. A lane lives as long as the queue. With
+/// the overflow and the keyed events, the sources number at most 256: a
+/// source fits in a key's low byte.
+pub(super) const MAX_LANES: usize = 254;
 
 /// Scheduling sequence numbers must stay below this, to fit in a key
 /// beside the source and to keep every event's key below [`no_key`]'s
@@ -42,7 +48,8 @@ pub(super) const MAX_LANES: usize = 255;
 /// events, decades at today's event rates.
 pub(super) const SEQ_LIMIT: u64 = (1 << 56) - 1;
 
-/// Leaves of the winner tree at first: the overflow and 15 lanes. It
+/// Leaves of the winner tree at first: the overflow, the keyed events
+/// and 14 lanes. It
 /// doubles as lanes are added.
 const FIRST_CAPACITY: usize = 16;
 
@@ -54,14 +61,17 @@ const INDEX_SLOTS: usize = 1024;
 /// never gets a lane).
 const EMPTY: u64 = u64::MAX;
 
-/// The source number of the overflow heap; lanes are `1..`.
+/// The source number of the overflow heap.
 const OVERFLOW: usize = 0;
+
+/// The source number of the keyed events; lanes are `2..`.
+const KEYED: usize = 1;
 
 /// The key of an event from `source`: `(time, seq, source)` as one
 /// integer, ordered as `(time, seq)` since `seq` is unique.
 #[inline]
-fn key(event: &Event, source: usize) -> u128 {
-    debug_assert!(event.seq < SEQ_LIMIT && source <= MAX_LANES);
+pub(super) fn key(event: &Event, source: usize) -> u128 {
+    debug_assert!(event.seq < SEQ_LIMIT && source <= MAX_LANES + 1);
     (u128::from(event.time.0) << 64) | (u128::from(event.seq) << 8) | source as u128
 }
 
@@ -88,10 +98,12 @@ pub(super) struct Lanes {
     /// Events waiting, in lanes and overflow.
     len: usize,
     /// One FIFO per delay, each sorted by `(time, seq)`, indexed by source
-    /// number; `lanes[OVERFLOW]` stays empty.
+    /// number; `lanes[OVERFLOW]` and `lanes[KEYED]` stay empty.
     lanes: Vec<VecDeque<Event>>,
     /// Events without a lane.
     overflow: BinaryHeap<Event>,
+    /// Keyed events, one per id.
+    keyed: Keyed,
     /// The winner tree, `2 x capacity` keys: leaf `capacity + s` holds the
     /// key of source `s`'s earliest event (or [`no_key`]); node `n` in
     /// `1..capacity` the least key of its children `2n` and `2n + 1`.
@@ -106,8 +118,9 @@ impl Default for Lanes {
         let mut lanes = Lanes {
             now: Time(0),
             len: 0,
-            lanes: vec![VecDeque::new()],
+            lanes: vec![VecDeque::new(), VecDeque::new()],
             overflow: BinaryHeap::new(),
+            keyed: Keyed::default(),
             tree: Vec::new(),
             index_delay: Box::new([EMPTY; INDEX_SLOTS]),
             index_lane: Box::new([0; INDEX_SLOTS]),
@@ -140,6 +153,37 @@ impl Lanes {
         }
     }
 
+    /// Sets `id`'s keyed event to `event` (whose `seq` is new, as for
+    /// [`Self::push`]), returning the one it replaces.
+    pub(super) fn set_keyed(&mut self, id: u32, event: Event) -> Option<Event> {
+        let replaced = self.keyed.set(id, event);
+        if replaced.is_none() {
+            self.len += 1;
+        }
+        self.replay_keyed();
+        replaced
+    }
+
+    /// Removes `id`'s keyed event, returning it if there was one.
+    pub(super) fn cancel_keyed(&mut self, id: u32) -> Option<Event> {
+        let cancelled = self.keyed.cancel(id);
+        if cancelled.is_some() {
+            self.len -= 1;
+            self.replay_keyed();
+        }
+        cancelled
+    }
+
+    /// Puts the keyed events' earliest key in the tree.
+    #[inline]
+    fn replay_keyed(&mut self) {
+        let k = self
+            .keyed
+            .min_key()
+            .map_or_else(|| no_key(KEYED), |k| k | KEYED as u128);
+        self.replay(KEYED, k);
+    }
+
     /// Removes and returns the earliest event.
     #[inline]
     pub(super) fn pop(&mut self) -> Option<Event> {
@@ -151,6 +195,9 @@ impl Lanes {
             let event = self.overflow.pop().expect("the winner has an event");
             let next = self.overflow.peek().map(|e| key(e, OVERFLOW));
             (event, next)
+        } else if source == KEYED {
+            let event = self.keyed.pop().expect("the winner has an event");
+            (event, self.keyed.min_key().map(|k| k | KEYED as u128))
         } else {
             let fifo = &mut self.lanes[source];
             let event = fifo.pop_front().expect("the winner has an event");
@@ -208,6 +255,8 @@ impl Lanes {
         for (source, leaf) in tree[capacity..].iter_mut().enumerate() {
             *leaf = if source == OVERFLOW {
                 self.overflow.peek().map(|e| key(e, OVERFLOW))
+            } else if source == KEYED {
+                self.keyed.min_key().map(|k| k | KEYED as u128)
             } else {
                 self.lanes
                     .get(source)
@@ -250,7 +299,7 @@ impl Lanes {
     #[cold]
     fn new_lane(&mut self, delay_ps: u64, slot: usize) -> Option<usize> {
         let lane = self.lanes.len();
-        if lane > MAX_LANES {
+        if lane > MAX_LANES + 1 {
             return None;
         }
         self.lanes.push(VecDeque::new());

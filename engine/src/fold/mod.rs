@@ -396,19 +396,28 @@
 //! heap's pops 7%, `FlowNetwork::handle` 8%, the rest the per-message
 //! work of the world, the futures, routing and the tree programs.
 //!
-//! `nccl_tree` folded by the turn grows faster than its size
-//! (2026-12-03, release `sim`, 512 GPUs, flow model, one run at a time on
-//! the loaded machine, user CPU s): 16, 32, 64 and 128 MiB take 0.78,
-//! 1.08, 3.13 and 17.0 s (LL128, 16 channels each; simulated 252, 354,
-//! 555 and 928 us), peak 59-64 MiB. `perf`: at 64 MiB the max-min
-//! filling's heap pops are 8% and `FlowNetwork::handle` 22%, with
-//! `Recv::poll` 13% and `World::deliver` 9% (a rank's pending receives
-//! are a list scanned per poll and per delivery); at 128 MiB the heap
-//! pops (in `MaxMin::fill`) are 28%. Small sizes never fill the
-//! pipeline; larger ones keep every channel's flows of the fat-tree in
-//! one max-min component, so each recomputation visits more of them:
-//! 32 GiB at 512 GPUs is at least 256 x 17 s / 2, over half an hour,
-//! folded. The fold by 2 halves that; it does not change its shape.
+//! `nccl_tree` folded by the turn grew faster than its size (2026-12-03,
+//! 512 GPUs, user CPU s: 16, 32, 64 and 128 MiB took 0.78, 1.08, 3.13
+//! and 17.0 s; LL128, 16 channels). The heap whose pops took 26% at
+//! 128 MiB was not the filling's but the event queue's overflow, full of
+//! outdated flow finishes: a recomputation moves the finish of every flow
+//! of its component whose rate changed, larger sizes keep more flows in
+//! one component (43 per recomputation at 64 MiB, 87 at 128, 116 at 256),
+//! and each move left the old finish to be popped and ignored (9.4
+//! million outdated against 0.96 million real at 128 MiB, up to 86 000
+//! waiting). Finishes are now keyed events moved in place
+//! (`crate::event`), and pending receives a slab with a compact per-rank
+//! list, a receive woken for another's message skipping the mailbox.
+//! Output the same to the byte (`scenarios/*.toml`, presets, tree points,
+//! `--links-csv`). `tools/bench_trees.sh --nodes 64`, before/after
+//! alternated (wall s; load 2.3-3.3): folded `nccl_tree` 16, 64, 128, 256, 512 MiB, 1 and
+//! 2 GiB 1.81/1.56, 4.72/4.45, 22.97/13.71, 31.27/14.53, 6.97/6.22,
+//! 30.75/16.62, 53.60/28.27 (55-65 MiB; Simple, larger units, from
+//! 512 MiB); unfolded `tree` 1 GiB 11.54/11.80 (small components:
+//! unchanged); `nccl_nvls_tree` 1 GiB 208.3/137.9 (3.9 GB both). Now
+//! linear from 1 GiB: 32 GiB folded `nccl_tree` at 512 GPUs is about
+//! 16 x 28 s, 7-8 min; `nccl_nvls_tree` about 32 x 138 s and 32 x 3.9 GB.
+//! `perf` at 1 GiB folded: flow model ~45% (filling 28%), world and futures the rest.
 //!
 //! What would reach the target, and what it needs:
 //! - **Folding by the channel turn** (`nccl_tree`): in, by half a node
