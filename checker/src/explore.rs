@@ -168,6 +168,7 @@
 mod dpor;
 mod races;
 mod random;
+mod stateful;
 mod stats;
 
 use std::rc::Rc;
@@ -179,6 +180,7 @@ use super::world::{Choice, Units};
 
 pub use dpor::{branches_refinable, calls_refinable, exhaustive};
 pub use random::random;
+pub use stateful::STATEFUL_AFTER;
 pub use stats::{
     BRANCHES_REDUCTION, CALLS_REDUCTION, REDUCTIONS, SearchStats, estimate_naive, reductions,
 };
@@ -195,8 +197,13 @@ pub enum Control {
 /// How the exhaustive search reduces.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Reduction {
-    /// DPOR with sleep sets.
+    /// DPOR with sleep sets; for a program of concurrent calls, the
+    /// stateful search ([`STATEFUL_AFTER`]) once DPOR has run that many
+    /// schedules without finishing.
     Dpor,
+    /// The stateful search from the start (with the units DPOR would
+    /// name): for tests and measurements.
+    Stateful,
     /// None: every interleaving (for small cases and measurements).
     Naive,
 }

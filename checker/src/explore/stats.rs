@@ -47,6 +47,16 @@ pub struct SearchStats {
     /// [`World::branching`](crate::world::World::branching)), so searched
     /// again without it.
     pub branches_fallback: bool,
+    /// When the search switched to the stateful one ([`stateful`](super::stateful)):
+    /// the DPOR schedules run (and checked) before it switched; they are
+    /// counted in `schedules` too.
+    pub stateful_after: Option<u64>,
+    /// States the stateful search stored in its visited-state table (0
+    /// for the stateless searches).
+    pub states: u64,
+    /// Times the stateful search reached a stored state again and pruned
+    /// it.
+    pub revisits: u64,
 }
 
 impl SearchStats {
@@ -92,6 +102,14 @@ pub fn reductions(stats: &SearchStats) -> String {
     } else if stats.branches_fallback {
         out +=
             "; branches of joins as one unit (a branch observed state outside its own operations)";
+    }
+    if let Some(before) = stats.stateful_after {
+        out += &format!(
+            "; where DPOR ran {} schedules without finishing ({before} in all), a stateful search (every enabled choice, a visited-state table keyed by the fabric and each unit's observations): {} states stored, {} revisits pruned",
+            super::STATEFUL_AFTER,
+            stats.states,
+            stats.revisits
+        );
     }
     if stats.calls_independent {
         out += "; ";
