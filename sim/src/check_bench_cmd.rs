@@ -202,7 +202,7 @@ pub fn check_bench(
     let mut out = crate::output::Stdout::new();
     writeln!(
         out,
-        "# exhaustive search, reductions: {}; with joins of branches also {}; with concurrent calls also {}; where DPOR runs {} schedules of concurrent calls without finishing, a stateful search takes over (every enabled choice, a visited-state table; stored = states in it, schedules = DPOR's plus the terminal states; its cap bounds the states stored); states = the most search nodes held at once; naive = every interleaving, exact when it finishes within {naive_cap} schedules, else ~ Knuth's estimate from {PROBES} random walks",
+        "# exhaustive search, reductions: {}; with joins of branches also {}; with concurrent calls also {}; where DPOR runs {} schedules of concurrent calls without finishing, a stateful search takes over (sleep sets and a visited-state table; stored = states in it, schedules = DPOR's plus the terminal states; its cap bounds the states stored); states = the most search nodes held at once; naive = every interleaving, exact when it finishes within {naive_cap} schedules, else ~ Knuth's estimate from {PROBES} random walks",
         explore::REDUCTIONS,
         explore::BRANCHES_REDUCTION,
         explore::CALLS_REDUCTION,

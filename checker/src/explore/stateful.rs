@@ -56,13 +56,14 @@
 //! a breach restarts the search with whole ranks as units, whose histories
 //! assume nothing. The cap (`max_schedules`) bounds the states stored.
 
-use std::collections::HashSet;
+use std::collections::{BTreeSet, HashMap};
 
 use super::dpor::Searched;
+use super::races::disturbs;
 use super::{Control, SearchError, SearchStats, Target};
 use crate::exec::Execution;
 use crate::spec::Assertion;
-use crate::world::{Choice, Units};
+use crate::world::{Choice, Effect, Units};
 
 /// DPOR schedules after which [`exhaustive`](super::exhaustive) switches a
 /// program of concurrent calls to the stateful search.
@@ -71,8 +72,17 @@ pub const STATEFUL_AFTER: u64 = 20_000;
 /// A state on the current path with its choices.
 struct Frame {
     enabled: Vec<Choice>,
-    /// The next choice to take.
+    /// Which instance of each enabled choice it is.
+    instances: Vec<(u64, u64)>,
+    /// The predicted effect of each enabled choice.
+    effects: Vec<Effect>,
+    /// The choices to take from here, in order.
+    todo: Vec<Choice>,
+    /// The next of them to take.
     next: usize,
+    /// The sleep set: the choices asleep on arrival, and those already
+    /// taken from here before the current one.
+    sleep: BTreeSet<Choice>,
 }
 
 /// Runs `prefix` from the start, keeping what units observe.
@@ -105,7 +115,8 @@ pub(super) fn search(
         .iter()
         .any(|a| matches!(a, Assertion::MaxSteps { .. }));
     let mut stats = SearchStats::default();
-    let mut visited: HashSet<u128> = HashSet::new();
+    // Each stored state's sleep set (Godefroid's condition).
+    let mut visited: HashMap<u128, Vec<Choice>> = HashMap::new();
     let mut frames: Vec<Frame> = Vec::new();
     let mut path: Vec<Choice> = prefix.to_vec();
     let base = prefix.len();
@@ -122,31 +133,77 @@ pub(super) fn search(
             }
             stats.branches_independent |= world.joined_branches();
         }
-        let mut expanded = false;
-        if visited.insert(exec.state_key(clocks)) {
-            stats.states += 1;
-            let cut = exec.steps.len() >= target.bounds.max_depth;
-            let enabled = if cut { Vec::new() } else { exec.enabled() };
-            if cut {
-                stats.depth_cut += 1;
+        let cut = exec.steps.len() >= target.bounds.max_depth;
+        let enabled = if cut { Vec::new() } else { exec.enabled() };
+        let (instances, effects): (Vec<(u64, u64)>, Vec<Effect>) = {
+            let world = exec.world.borrow();
+            enabled
+                .iter()
+                .map(|&c| (world.instance(c), world.predict(c)))
+                .unzip()
+        };
+        let sleep = match frames.last() {
+            Some(parent) => {
+                let done = &exec.steps.last().expect("a step per frame").effect;
+                arrival_sleep(parent, done, &enabled, &instances, &effects)
             }
-            if enabled.is_empty() {
-                stats.schedules += 1;
-                if visit(&exec) == Control::Stop {
-                    stats.stopped = true;
-                    return Ok(Searched::Done(stats));
+            None => BTreeSet::new(),
+        };
+        let key = exec.state_key(clocks);
+        let todo: Vec<Choice> = match visited.get_mut(&key) {
+            None => {
+                let asleep = sleep.iter().filter(|c| enabled.contains(c));
+                visited.insert(key, asleep.copied().collect());
+                stats.states += 1;
+                if cut {
+                    stats.depth_cut += 1;
                 }
-            } else {
-                frames.push(Frame { enabled, next: 0 });
-                expanded = true;
+                if enabled.is_empty() {
+                    stats.schedules += 1;
+                    if visit(&exec) == Control::Stop {
+                        stats.stopped = true;
+                        return Ok(Searched::Done(stats));
+                    }
+                }
+                let todo: Vec<Choice> = enabled
+                    .iter()
+                    .copied()
+                    .filter(|c| !sleep.contains(c))
+                    .collect();
+                if todo.is_empty() && !enabled.is_empty() {
+                    stats.sleep_blocked += 1;
+                }
+                todo
             }
-        } else {
-            stats.revisits += 1;
+            Some(stored) => {
+                // Taken before: every enabled choice not asleep then.
+                // Left now: those asleep then but not now; the state keeps
+                // the choices asleep both times.
+                stats.revisits += 1;
+                let todo: Vec<Choice> = stored
+                    .iter()
+                    .copied()
+                    .filter(|c| !sleep.contains(c) && enabled.contains(c))
+                    .collect();
+                stored.retain(|c| sleep.contains(c));
+                todo
+            }
+        };
+        let expanded = !todo.is_empty();
+        if expanded {
+            frames.push(Frame {
+                enabled,
+                instances,
+                effects,
+                todo,
+                next: 0,
+                sleep,
+            });
         }
         stats.peak_nodes = stats.peak_nodes.max(frames.len() as u64);
-        // The next choice: the first of a state just stored, else the next
-        // one left at the deepest state that has one.
-        while frames.last().is_some_and(|f| f.next == f.enabled.len()) {
+        // The next choice: the first of the state just reached, else the
+        // next one left at the deepest state that has one.
+        while frames.last().is_some_and(|f| f.next == f.todo.len()) {
             frames.pop();
         }
         let Some(frame) = frames.last_mut() else {
@@ -157,7 +214,11 @@ pub(super) fn search(
             stats.explored_ppm = Some((explored_fraction(&frames) * 1e6) as u32);
             return Ok(Searched::Done(stats));
         }
-        let choice = frame.enabled[frame.next];
+        if frame.next > 0 {
+            // The choice taken before falls asleep for the later ones.
+            frame.sleep.insert(frame.todo[frame.next - 1]);
+        }
+        let choice = frame.todo[frame.next];
         frame.next += 1;
         if expanded {
             path.push(choice);
@@ -172,6 +233,45 @@ pub(super) fn search(
     }
 }
 
+/// The sleep set on arrival after the step just taken from `parent`
+/// (whose executed effect is `done`), as DPOR computes it: the parent's
+/// sleeping choices that commute with the step, and that no choice the
+/// step enabled (or made a new instance of) could be disabled by.
+fn arrival_sleep(
+    parent: &Frame,
+    done: &Effect,
+    enabled: &[Choice],
+    instances: &[(u64, u64)],
+    effects: &[Effect],
+) -> BTreeSet<Choice> {
+    let fresh: Vec<(Choice, &Effect)> = enabled
+        .iter()
+        .zip(instances)
+        .zip(effects)
+        .filter(|&((c, i), _)| {
+            !parent
+                .enabled
+                .iter()
+                .zip(&parent.instances)
+                .any(|(p, pi)| p == c && pi == i)
+        })
+        .map(|((&c, _), e)| (c, e))
+        .collect();
+    parent
+        .sleep
+        .iter()
+        .filter(|&&q| {
+            let at = parent.enabled.iter().position(|&c| c == q);
+            at.is_some_and(|i| {
+                let predicted = &parent.effects[i];
+                !predicted.may_conflict(done)
+                    && !fresh.iter().any(|&(r, e)| disturbs(q, predicted, r, e))
+            })
+        })
+        .copied()
+        .collect()
+}
+
 /// How far the search has got: each frame's finished choices as that
 /// share of its subtree, every subtree assumed as large as its siblings
 /// (pruned revisits make later ones smaller, so this underestimates).
@@ -179,7 +279,7 @@ fn explored_fraction(frames: &[Frame]) -> f64 {
     let mut fraction = 0.0;
     let mut weight = 1.0;
     for f in frames {
-        let total = f.enabled.len().max(1) as f64;
+        let total = f.todo.len().max(1) as f64;
         let finished = f.next.saturating_sub(1) as f64;
         fraction += weight * finished / total;
         weight /= total;

@@ -105,7 +105,7 @@ pub fn reductions(stats: &SearchStats) -> String {
     }
     if let Some(before) = stats.stateful_after {
         out += &format!(
-            "; where DPOR ran {} schedules without finishing ({before} in all), a stateful search (every enabled choice, a visited-state table keyed by the fabric and each unit's observations): {} states stored, {} revisits pruned",
+            "; where DPOR ran {} schedules without finishing ({before} in all), a stateful search (sleep sets with state caching, a visited-state table keyed by the fabric and each unit's observations): {} states stored, {} revisits pruned",
             super::STATEFUL_AFTER,
             stats.states,
             stats.revisits
