@@ -1,60 +1,74 @@
-//! The stateful search: a depth-first search that takes every enabled
-//! choice at each new state and prunes a state it has already stored in a
-//! visited-state table, keyed by the fabric's state and what each program
-//! unit has observed ([`World::state_key`](crate::world::World::state_key)).
+//! The stateful search: a depth-first search with sleep sets that stores
+//! every state it reaches in a visited-state table, keyed by the fabric's
+//! state and what each program unit has observed
+//! ([`World::state_key`](crate::world::World::state_key)), and does not
+//! explore a stored state again unless Godefroid's condition asks for it.
 //!
-//! # Why, and why this simple
+//! # Why
 //! Where two concurrent calls really contend (tag_reuse_fixed under
 //! `eager:1`: both rings' sends on a pair share its one eager slot), which
 //! call's send takes the slot first is real nondeterminism, and DPOR runs
 //! every order of those sends: 2,157,495 schedules on 3 ranks, far more
-//! on 4. But the orders mostly converge: each call sees the same
-//! completions of its own operations, in the same steps, and the fabric
-//! ends in the same state. A table of visited states merges them
-//! (Godefroid's state caching, "Partial-Order Methods for the
-//! Verification of Concurrent Systems", LNCS 1032, 1996, ch. 5-6).
+//! on 4. But the orders converge: each call sees the same completions of
+//! its own operations, in the same steps, and the fabric ends in the same
+//! state. A table of visited states merges them (Godefroid's state
+//! caching, "Partial-Order Methods for the Verification of Concurrent
+//! Systems", LNCS 1032, 1996, ch. 5-6).
 //!
 //! A program's state hides in its futures, which cannot be compared; but
 //! a unit (a rank, or one of its concurrent calls under the per-call
 //! refinement) is deterministic given what it observed, so the key holds
-//! each unit's observation history (see
-//! [`world::state`](crate::world::World::state_key) for what is in the
-//! key and what is left out as the search's bookkeeping).
+//! each unit's observation history (see `world/state.rs` for what is in
+//! the key and what is left out as the search's bookkeeping).
 //!
+//! # Why it stays sound
 //! DPOR's backtrack sets are not combined with the table: DPOR adds a
 //! backtrack point when a step races with a later one on the explored
 //! path, and a pruned state's subtree, not re-explored, would add none, so
-//! races reached only through it are missed (Yang, Chen, Gopalakrishnan
-//! and Kirby, "Efficient stateful dynamic partial order reduction", SPIN
-//! 2008, show the incompleteness and the extra bookkeeping that fixes it).
-//! Expanding every enabled choice needs no such care: every reachable
-//! state is stored once and every choice from it taken once, so every
-//! terminal state (outcome, deadlock, error, leftover messages) is
-//! reached and checked, and verdicts are those of the stateless searches.
-//! Sleep sets are not used either (with a table they need Godefroid's
-//! condition: a state is pruned only if the sleep set stored with it is a
-//! subset of the current one).
+//! races reached only through it would be missed (Yang, Chen,
+//! Gopalakrishnan and Kirby, "Efficient stateful dynamic partial order
+//! reduction", SPIN 2008, show the incompleteness and the extra bookkeeping
+//! that fixes it). This search takes every enabled choice that is not
+//! asleep, so it needs no race detection. Its sleep sets are DPOR's
+//! (the same independence, [`Effect::may_conflict`], and the same waking
+//! of a choice a fresh one could be disabled by), with Godefroid's
+//! condition for state caching (thesis, section 5.3): a state is stored
+//! with its sleep set; reached again with a sleep set that holds the
+//! stored one, it is pruned; otherwise the choices asleep then and awake
+//! now are taken, and the stored set shrinks to the intersection. The
+//! state space is acyclic (every step delivers, loses, starts, stops or
+//! notifies something for good), so no cycle proviso is needed. Every
+//! terminal state (outcome, deadlock, error, leftover messages) is then
+//! reached and checked, and verdicts are those of the stateless searches
+//! (tested: every soundness test that compares DPOR with the naive search
+//! compares this search too).
 //!
 //! # When
-//! Every reachable state is many more than DPOR's one schedule per class
-//! where the calls do not contend, so [`exhaustive`](super::exhaustive)
-//! runs DPOR first and switches to this search only when DPOR has run
-//! [`STATEFUL_AFTER`] schedules of a program of concurrent calls without
-//! finishing (its schedules so far were checked; the stateful search
-//! checks its states anew). Not with a delay bound (which counts
-//! deviations along one path: a state reached first over a longer path
+//! It stores every state DPOR's classes pass through, many more than
+//! DPOR's one schedule per class where calls do not contend, so
+//! [`exhaustive`](super::exhaustive) runs DPOR first and switches to this
+//! search only when DPOR has run [`STATEFUL_AFTER`] schedules of a program
+//! of concurrent calls (the per-call refinement on) without finishing: its
+//! schedules so far were checked, and the stateful search checks its
+//! states anew. [`Reduction::Stateful`](super::Reduction::Stateful) forces
+//! it (tests, measurements). Not with a delay bound (which counts
+//! deviations along one path: a state first reached over a longer path
 //! would be pruned on a shorter one). Properties are read at the end of a
 //! schedule from its final state (the world and the ranks' results), never
 //! from the path, so one path to each terminal state is enough; with a
 //! depth bound a state is cut at the depth it was first reached, which the
 //! search reports as incomplete anyway. A counterexample is the path the
 //! search took to the failing state: it replays, but need not be the
-//! shortest.
+//! shortest. The cap (`max_schedules`) bounds the states stored.
 //!
 //! The per-call assumption is checked on every step as under DPOR
 //! ([`World::independence_broken`](crate::world::World::independence_broken));
 //! a breach restarts the search with whole ranks as units, whose histories
-//! assume nothing. The cap (`max_schedules`) bounds the states stored.
+//! assume nothing. What the fabric cannot see (calls sharing mutable state
+//! outside it) the key cannot see either: the same contract as the
+//! per-call refinement's (see [`explore`](super)).
+//!
+//! [`Effect::may_conflict`]: crate::effect::Effect::may_conflict
 
 use std::collections::{BTreeSet, HashMap};
 

@@ -47,7 +47,7 @@ pub struct SearchStats {
     /// [`World::branching`](crate::world::World::branching)), so searched
     /// again without it.
     pub branches_fallback: bool,
-    /// When the search switched to the stateful one ([`stateful`](super::stateful)):
+    /// When the search switched to the stateful one ([`STATEFUL_AFTER`](super::STATEFUL_AFTER)):
     /// the DPOR schedules run (and checked) before it switched; they are
     /// counted in `schedules` too.
     pub stateful_after: Option<u64>,
