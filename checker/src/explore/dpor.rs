@@ -67,6 +67,8 @@ pub fn exhaustive(
         && target.bounds.delay_bound.is_none()
         && target.bounds.max_schedules > STATEFUL_AFTER;
     let mut stateful_after: Option<u64> = (reduction == Reduction::Stateful).then_some(0);
+    // DPOR's counters before the switch, added to the stateful search's.
+    let mut before = SearchStats::default();
     loop {
         let searched = match stateful_after {
             Some(_) => stateful::search(target, prefix, units, &mut visit)?,
@@ -87,15 +89,18 @@ pub fn exhaustive(
                 if switch && stateful_after.is_none() && stats.schedule_cap_hit =>
             {
                 stateful_after = Some(stats.schedules);
+                before = stats;
             }
             Searched::Done(mut stats) => {
                 stats.calls_independent = units.calls;
                 stats.branches_independent &= units.branches;
                 stats.calls_fallback = fallback.0;
                 stats.branches_fallback = fallback.1;
-                if let Some(before) = stateful_after {
-                    stats.stateful_after = Some(before);
-                    stats.schedules += before;
+                if stateful_after.is_some() {
+                    stats.stateful_after = stateful_after;
+                    stats.schedules += before.schedules;
+                    stats.sleep_blocked += before.sleep_blocked;
+                    stats.steps += before.steps;
                 }
                 return Ok(stats);
             }
