@@ -9,6 +9,7 @@
 use std::cell::RefCell;
 use std::collections::BTreeSet;
 use std::future::Future;
+use std::hash::Hash;
 use std::pin::Pin;
 use std::rc::Rc;
 use std::sync::{Arc, Mutex};
@@ -17,7 +18,7 @@ use std::task::{Context, Poll, Wake, Waker};
 use super::fabric::CheckFabric;
 use super::program::{Program, RankResult, rank_program};
 use super::spec::{Faults, Point};
-use super::world::{Causes, Choice, Effect, RankStatus, Units, World};
+use super::world::{Causes, Choice, Digest, Effect, RankStatus, Units, World, hash_payload};
 
 /// Ranks whose tasks were woken, polled in rank order.
 #[derive(Default)]
@@ -85,10 +86,34 @@ impl Execution {
         faults: Faults,
         units: Units,
     ) -> Execution {
+        Execution::start_inner(program, point, faults, units, false)
+    }
+
+    /// [`Execution::start_with`], keeping what each unit observes so that
+    /// [`Execution::state_key`] can name the state (the stateful search).
+    pub fn start_observed(
+        program: &Rc<Program>,
+        point: Point,
+        faults: Faults,
+        units: Units,
+    ) -> Execution {
+        Execution::start_inner(program, point, faults, units, true)
+    }
+
+    fn start_inner(
+        program: &Rc<Program>,
+        point: Point,
+        faults: Faults,
+        units: Units,
+        observe: bool,
+    ) -> Execution {
         let n = point.world_size;
         let mut world = World::new(n, point.buffering, faults);
         world.calls_independent = units.calls;
         world.branches_independent = units.branches;
+        if observe {
+            world.observe();
+        }
         let world = Rc::new(RefCell::new(world));
         let ready = Arc::new(Ready::default());
         let tasks = (0..n)
@@ -208,6 +233,30 @@ impl Execution {
         }
         out += &format!("left: {:?}", world.leftovers());
         out
+    }
+
+    /// The state's key for the stateful search: the world's
+    /// ([`World::state_key`]) and each finished rank's results; needs an
+    /// execution begun with [`Execution::start_observed`]. `clocks`: keep
+    /// the latency timing model (a property reads it).
+    pub fn state_key(&self, clocks: bool) -> u128 {
+        let mut d = Digest::default();
+        self.world.borrow().state_key(clocks, &mut d);
+        for (rank, result) in self.results.iter().enumerate() {
+            let Some(calls) = result else { continue };
+            rank.hash(&mut d);
+            for call in calls {
+                match call {
+                    None => 0u8.hash(&mut d),
+                    Some(Ok(p)) => {
+                        1u8.hash(&mut d);
+                        hash_payload(p, &mut d);
+                    }
+                    Some(Err(e)) => (2u8, e.to_string()).hash(&mut d),
+                }
+            }
+        }
+        d.finish128()
     }
 
     /// Whether every rank has finished or stopped.

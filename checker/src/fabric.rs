@@ -157,7 +157,9 @@ impl Fabric for CheckFabric {
     fn now(&self) -> Time {
         let mut world = self.world.borrow_mut();
         world.clock_read(self.rank, self.call);
-        Time(world.ranks[self.rank].received)
+        let received = world.ranks[self.rank].received;
+        world.observe_clock(self.rank, self.call, received);
+        Time(received)
     }
 
     async fn send(&self, to: Rank, tag: Tag, payload: Payload) -> Result<(), FabricError> {

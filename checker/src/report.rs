@@ -100,6 +100,11 @@ pub fn print_report(
                     all.calls_fallback |= p.stats.calls_fallback;
                     all.branches_independent |= p.stats.branches_independent;
                     all.branches_fallback |= p.stats.branches_fallback;
+                    if let Some(before) = p.stats.stateful_after {
+                        *all.stateful_after.get_or_insert(0) += before;
+                        all.states += p.stats.states;
+                        all.revisits += p.stats.revisits;
+                    }
                     all
                 });
             let reductions = crate::explore::reductions(&used);

@@ -27,6 +27,7 @@ mod choice;
 mod joint;
 mod lookahead;
 mod post;
+mod state;
 
 use std::collections::{BTreeMap, VecDeque};
 use std::task::Waker;
@@ -39,6 +40,8 @@ use branches::JoinState;
 pub use choice::{ChannelKey, Choice};
 use joint::PendingJoint;
 pub use joint::{JointRecv, JointSend};
+use state::Observed;
+pub use state::{Digest, hash_payload};
 
 /// A timing model under which the checker clocks every execution, to
 /// compare the critical path with an algorithm's cost formula.
@@ -239,6 +242,9 @@ pub struct World {
     /// Per rank: branches begun that have neither returned nor been
     /// abandoned.
     live_branches: Vec<usize>,
+    /// What each unit has observed, when the stateful search keys states
+    /// ([`World::observe`]).
+    observed: Option<Observed>,
 }
 
 /// What the explorer needs to know about an applied choice: the steps it
@@ -300,6 +306,7 @@ impl World {
             branch_stack: Vec::new(),
             branch_joins: Vec::new(),
             live_branches: vec![0; world_size],
+            observed: None,
         }
     }
 
@@ -309,7 +316,9 @@ impl World {
         self.op_call.push(call);
         self.op_branch.push(self.branch_now);
         self.half_of.push(None);
-        self.ops.len() - 1
+        let op = self.ops.len() - 1;
+        self.observe_new_op(op);
+        op
     }
 
     /// The unit a call's branch changes: the call when calls are
@@ -352,8 +361,9 @@ impl World {
         if let OpState::Pending(Some(waker)) = std::mem::replace(&mut self.ops[op], done) {
             waker.wake();
         }
-        if let Some(joint) = self.half_of[op] {
-            self.part_done(joint);
+        match self.half_of[op] {
+            Some(joint) => self.part_done(joint),
+            None => self.observe_done(op),
         }
     }
 

@@ -202,20 +202,22 @@ pub fn check_bench(
     let mut out = crate::output::Stdout::new();
     writeln!(
         out,
-        "# exhaustive search, reductions: {}; with joins of branches also {}; with concurrent calls also {}; naive = every interleaving, exact when it finishes within {naive_cap} schedules, else ~ Knuth's estimate from {PROBES} random walks",
+        "# exhaustive search, reductions: {}; with joins of branches also {}; with concurrent calls also {}; where DPOR runs {} schedules of concurrent calls without finishing, a stateful search takes over (sleep sets and a visited-state table; stored = states in it, schedules = DPOR's plus the terminal states; its cap bounds the states stored); states = the most search nodes held at once; naive = every interleaving, exact when it finishes within {naive_cap} schedules, else ~ Knuth's estimate from {PROBES} random walks",
         explore::REDUCTIONS,
         explore::BRANCHES_REDUCTION,
-        explore::CALLS_REDUCTION
+        explore::CALLS_REDUCTION,
+        explore::STATEFUL_AFTER
     )?;
     writeln!(
         out,
-        "{:<48} {:<40} {:<24} {:>10} {:>8} {:>7} {:>9} {:>9} {:>12} {:>12}",
+        "{:<48} {:<40} {:<24} {:>10} {:>8} {:>7} {:>9} {:>9} {:>9} {:>12} {:>12}",
         "program",
         "point",
         "verdict",
         "schedules",
         "blocked",
         "states",
+        "stored",
         "peak MiB",
         "wall (s)",
         "naive",
@@ -281,13 +283,14 @@ pub fn check_bench(
         let factor = naive / row.stats.schedules.max(1) as f64;
         writeln!(
             out,
-            "{:<48} {:<40} {:<24} {:>10} {:>8} {:>7} {:>9} {:>9.3} {:>12} {:>12}",
+            "{:<48} {:<40} {:<24} {:>10} {:>8} {:>7} {:>9} {:>9} {:>9.3} {:>12} {:>12}",
             p.label,
             p.point.to_string(),
             verdict,
             row.stats.schedules,
             row.stats.sleep_blocked,
             row.stats.peak_nodes,
+            row.stats.states,
             peak_rss_mib().map_or("n/a".into(), |m| format!("{m:.1}")),
             row.wall.as_secs_f64(),
             naive_text,

@@ -6,10 +6,11 @@
 use std::collections::BTreeSet;
 
 use super::races::{add_disabled, add_races, disturbs, fresh_choices, record_hb};
+use super::stateful::{self, STATEFUL_AFTER};
 use super::{Control, Reduction, SearchError, SearchStats, Target, replay_with};
 use crate::exec::Execution;
 use crate::program::Program;
-use crate::spec::Assertion;
+use crate::spec::{Assertion, Bounds};
 use crate::world::{Choice, Effect, Units};
 
 /// Whether the search may treat the concurrent calls of each rank as
@@ -55,18 +56,52 @@ pub fn exhaustive(
     prefix: &[Choice],
     mut visit: impl FnMut(&Execution) -> Control,
 ) -> Result<SearchStats, SearchError> {
-    let dpor = reduction == Reduction::Dpor;
+    let dpor = reduction != Reduction::Naive;
     let calls = dpor && calls_refinable(target.program);
     let branches = dpor && branches_refinable(target.program);
     let mut units = Units { calls, branches };
     let mut fallback = (false, false);
+    // The stateful search takes over a program of concurrent calls once
+    // DPOR has run STATEFUL_AFTER schedules (see `stateful`).
+    let switch = calls
+        && target.bounds.delay_bound.is_none()
+        && target.bounds.max_schedules > STATEFUL_AFTER;
+    let mut stateful_after: Option<u64> = (reduction == Reduction::Stateful).then_some(0);
+    // DPOR's counters before the switch, added to the stateful search's.
+    let mut before = SearchStats::default();
     loop {
-        match search(target, reduction, prefix, units, &mut visit)? {
+        let searched = match stateful_after {
+            Some(_) => stateful::search(target, prefix, units, &mut visit)?,
+            None if switch => {
+                let capped = Target {
+                    bounds: Bounds {
+                        max_schedules: STATEFUL_AFTER,
+                        ..target.bounds
+                    },
+                    ..*target
+                };
+                search(&capped, reduction, prefix, units, &mut visit)?
+            }
+            None => search(target, reduction, prefix, units, &mut visit)?,
+        };
+        match searched {
+            Searched::Done(stats)
+                if switch && stateful_after.is_none() && stats.schedule_cap_hit =>
+            {
+                stateful_after = Some(stats.schedules);
+                before = stats;
+            }
             Searched::Done(mut stats) => {
                 stats.calls_independent = units.calls;
                 stats.branches_independent &= units.branches;
                 stats.calls_fallback = fallback.0;
                 stats.branches_fallback = fallback.1;
+                if stateful_after.is_some() {
+                    stats.stateful_after = stateful_after;
+                    stats.schedules += before.schedules;
+                    stats.sleep_blocked += before.sleep_blocked;
+                    stats.steps += before.steps;
+                }
                 return Ok(stats);
             }
             Searched::Broken { .. } if units == Units::default() => {
@@ -85,7 +120,7 @@ pub fn exhaustive(
 }
 
 /// How one search ended.
-enum Searched {
+pub(super) enum Searched {
     /// It ran to its end (or a bound, or was stopped).
     Done(SearchStats),
     /// An execution broke the per-call refinement's assumption (`calls`)
@@ -166,7 +201,7 @@ fn search(
                 None => (BTreeSet::new(), 0),
             };
             let sleep: BTreeSet<Choice> = match reduction {
-                Reduction::Dpor => sleep,
+                Reduction::Dpor | Reduction::Stateful => sleep,
                 Reduction::Naive => BTreeSet::new(),
             };
             let Some(&choice) = enabled.iter().find(|c| !sleep.contains(c)) else {
@@ -174,7 +209,7 @@ fn search(
                 break;
             };
             let backtrack = match reduction {
-                Reduction::Dpor => BTreeSet::from([choice]),
+                Reduction::Dpor | Reduction::Stateful => BTreeSet::from([choice]),
                 Reduction::Naive => enabled.iter().copied().collect(),
             };
             stack.push(Node {

@@ -47,6 +47,18 @@ pub struct SearchStats {
     /// [`World::branching`](crate::world::World::branching)), so searched
     /// again without it.
     pub branches_fallback: bool,
+    /// When the search switched to the stateful one ([`STATEFUL_AFTER`](super::STATEFUL_AFTER)):
+    /// the DPOR schedules run (and checked) before it switched; they are
+    /// counted in `schedules` too (as DPOR's sleep-blocked schedules and
+    /// steps are in `sleep_blocked` and `steps`).
+    pub stateful_after: Option<u64>,
+    /// States the stateful search stored in its visited-state table (0
+    /// for the stateless searches).
+    pub states: u64,
+    /// Times the stateful search reached a stored state again: pruned,
+    /// or (Godefroid's condition) only its choices asleep the first time
+    /// and awake now taken.
+    pub revisits: u64,
 }
 
 impl SearchStats {
@@ -92,6 +104,14 @@ pub fn reductions(stats: &SearchStats) -> String {
     } else if stats.branches_fallback {
         out +=
             "; branches of joins as one unit (a branch observed state outside its own operations)";
+    }
+    if let Some(before) = stats.stateful_after {
+        out += &format!(
+            "; where DPOR ran {} schedules without finishing ({before} in all), a stateful search (sleep sets with state caching, a visited-state table keyed by the fabric and each unit's observations): {} states stored, {} revisits",
+            super::STATEFUL_AFTER,
+            stats.states,
+            stats.revisits
+        );
     }
     if stats.calls_independent {
         out += "; ";

@@ -68,13 +68,13 @@ use super::{Branch, OpId, RankStatus, World};
 /// A join of branches as the world follows it.
 #[derive(Debug)]
 pub(super) struct JoinState {
-    rank: Rank,
-    call: Option<usize>,
+    pub(super) rank: Rank,
+    pub(super) call: Option<usize>,
     /// The branch that polls the join.
-    parent: Branch,
+    pub(super) parent: Branch,
     /// The steps during which its branches returned (`None`: before the
     /// first step).
-    ends: Vec<Option<usize>>,
+    pub(super) ends: Vec<Option<usize>>,
 }
 
 impl World {
@@ -91,7 +91,9 @@ impl World {
                     ends: Vec::new(),
                 });
                 self.live_branches[rank] += branches;
-                return Some((self.branch_joins.len() - 1) as u64);
+                let id = (self.branch_joins.len() - 1) as u64;
+                self.observe_join(rank, call, id);
+                return Some(id);
             }
             Branching::Enter { join, branch } => {
                 let parent = self.join(join).map_or(self.branch_now, |j| j.parent);

@@ -19,9 +19,9 @@ use super::{OpId, OpState, World};
 #[derive(Debug)]
 pub(super) struct PendingJoint {
     /// Its sends, in the order they were posted.
-    sends: Vec<OpId>,
+    pub(super) sends: Vec<OpId>,
     /// Its receives, in the order they were posted.
-    recvs: Vec<OpId>,
+    pub(super) recvs: Vec<OpId>,
     /// The steps during which a part completed while others were pending
     /// (or the operation was posted): the step completing the last part
     /// causally follows them.
@@ -58,6 +58,7 @@ impl World {
         recvs: Vec<JointRecv>,
     ) -> OpId {
         let critical = self.effect.critical.len();
+        self.observe_parts(true);
         let sends: Vec<OpId> = sends
             .into_iter()
             .map(|(to, tag, payload)| self.post_send(rank, call, to, tag, payload))
@@ -66,6 +67,7 @@ impl World {
             .into_iter()
             .map(|(from, tag, expect)| self.post_recv(rank, call, from, tag, expect))
             .collect();
+        self.observe_parts(false);
         if recvs.iter().any(|&r| pending(&self.ops[r])) {
             // Whether a send takes a slot now or when one is freed is not
             // observable while a receive is pending: the rank wakes only
@@ -143,5 +145,6 @@ impl World {
         {
             waker.wake();
         }
+        self.observe_done(joint);
     }
 }

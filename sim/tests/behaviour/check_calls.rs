@@ -329,4 +329,10 @@ fn state_shared_outside_the_fabric_is_not_seen() {
     );
     assert_eq!(dpor.len(), 1, "{dpor:?}");
     assert!(dpor.is_subset(&naive));
+    // The stateful search rests on the same assumption (its sleep sets use
+    // the per-call independence, its key each call's own observations), so
+    // it misses the same outcome.
+    let (stateful, stats) = super::check_soundness::outcomes(&p, at, Reduction::Stateful);
+    assert!(stats.complete() && stats.calls_independent, "{stats:?}");
+    assert_eq!(stateful, dpor);
 }

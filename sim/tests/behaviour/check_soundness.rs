@@ -145,7 +145,30 @@ pub(crate) fn assert_naive_outcomes(
         missed.first().map_or("", |s| s.as_str()),
         extra.len()
     );
+    assert_stateful_outcomes(name, &program, point, &naive);
     (naive_stats, dpor_stats)
+}
+
+/// Checks that the stateful search (a visited-state table, every enabled
+/// choice taken) finishes at `point` and reaches exactly `expected` (the
+/// naive search's outcomes); returns its counters.
+pub(crate) fn assert_stateful_outcomes(
+    name: &str,
+    program: &Rc<CheckScenario>,
+    point: Point,
+    expected: &BTreeSet<String>,
+) -> SearchStats {
+    let (stateful, stats) = outcomes(program, point, Reduction::Stateful);
+    assert!(stats.complete(), "{name}: stateful {stats:?}");
+    println!(
+        "{name}: stateful {} states stored, {} revisits, {} terminal",
+        stats.states, stats.revisits, stats.schedules
+    );
+    assert_eq!(
+        &stateful, expected,
+        "{name}: the stateful search's outcomes differ from the naive search's"
+    );
+    stats
 }
 
 /// Checks that DPOR reaches exactly the naive search's outcomes, with no

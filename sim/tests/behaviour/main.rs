@@ -16,6 +16,7 @@ mod check_demos;
 mod check_exchange;
 mod check_joint;
 mod check_soundness;
+mod check_stateful;
 mod closed_form;
 mod closed_stdout;
 mod compare;
