@@ -207,8 +207,9 @@ pub enum Control {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Reduction {
     /// DPOR with sleep sets; for a program of concurrent calls, the
-    /// stateful search ([`STATEFUL_AFTER`]) once DPOR has run that many
-    /// schedules without finishing.
+    /// stateful search once DPOR has run
+    /// [`Bounds::stateful_after`](crate::spec::Bounds::stateful_after)
+    /// schedules (default [`STATEFUL_AFTER`]) without finishing.
     Dpor,
     /// The stateful search from the start (with the units DPOR would
     /// name): for tests and measurements.

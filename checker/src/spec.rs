@@ -114,15 +114,22 @@ pub struct Bounds {
     /// Most deviations from the default schedule (first enabled choice),
     /// or `None` for no delay bound.
     pub delay_bound: Option<usize>,
+    /// DPOR schedules after which the exhaustive search of a program of
+    /// concurrent calls switches to the stateful search (see
+    /// [`STATEFUL_AFTER`](crate::explore::STATEFUL_AFTER), the default).
+    pub stateful_after: u64,
 }
 
 impl Default for Bounds {
-    /// 100 000 schedules, 10 000 steps, no delay bound.
+    /// 100 000 schedules, 10 000 steps, no delay bound, the stateful
+    /// search after [`STATEFUL_AFTER`](crate::explore::STATEFUL_AFTER)
+    /// DPOR schedules.
     fn default() -> Self {
         Bounds {
             max_schedules: 100_000,
             max_depth: 10_000,
             delay_bound: None,
+            stateful_after: crate::explore::STATEFUL_AFTER,
         }
     }
 }

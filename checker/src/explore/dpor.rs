@@ -6,7 +6,7 @@
 use std::collections::BTreeSet;
 
 use super::races::{add_disabled, add_races, disturbs, fresh_choices, record_hb};
-use super::stateful::{self, STATEFUL_AFTER};
+use super::stateful;
 use super::{Control, Reduction, SearchError, SearchStats, Target, replay_with};
 use crate::exec::Execution;
 use crate::program::Program;
@@ -62,10 +62,10 @@ pub fn exhaustive(
     let mut units = Units { calls, branches };
     let mut fallback = (false, false);
     // The stateful search takes over a program of concurrent calls once
-    // DPOR has run STATEFUL_AFTER schedules (see `stateful`).
+    // DPOR has run `stateful_after` schedules (see `stateful`).
     let switch = calls
         && target.bounds.delay_bound.is_none()
-        && target.bounds.max_schedules > STATEFUL_AFTER;
+        && target.bounds.max_schedules > target.bounds.stateful_after;
     let mut stateful_after: Option<u64> = (reduction == Reduction::Stateful).then_some(0);
     // DPOR's counters before the switch, added to the stateful search's.
     let mut before = SearchStats::default();
@@ -75,7 +75,7 @@ pub fn exhaustive(
             None if switch => {
                 let capped = Target {
                     bounds: Bounds {
-                        max_schedules: STATEFUL_AFTER,
+                        max_schedules: target.bounds.stateful_after,
                         ..target.bounds
                     },
                     ..*target

@@ -47,11 +47,15 @@
 //! It stores every state DPOR's classes pass through, many more than
 //! DPOR's one schedule per class where calls do not contend, so
 //! [`exhaustive`](super::exhaustive) runs DPOR first and switches to this
-//! search only when DPOR has run [`STATEFUL_AFTER`] schedules of a program
-//! of concurrent calls (the per-call refinement on) without finishing: its
+//! search only when DPOR has run
+//! [`Bounds::stateful_after`](crate::spec::Bounds::stateful_after) schedules
+//! (default [`STATEFUL_AFTER`]) of a program of concurrent calls (the
+//! per-call refinement on) without finishing: its
 //! schedules so far were checked, and the stateful search checks its
 //! states anew. [`Reduction::Stateful`](super::Reduction::Stateful) forces
-//! it (tests, measurements). Not with a delay bound (which counts
+//! it (tests, measurements). Tested by `check_stateful`'s
+//! `the_switch_to_the_stateful_search_keeps_every_outcome` with small
+//! bounds. Not with a delay bound (which counts
 //! deviations along one path: a state first reached over a longer path
 //! would be pruned on a shorter one). Properties are read at the end of a
 //! schedule from its final state (the world and the ranks' results), never

@@ -151,6 +151,7 @@ steps = 30
             max_schedules: 500,
             max_depth: 300,
             delay_bound: Some(4),
+            stateful_after: crate::explore::STATEFUL_AFTER,
         },
         check_cost: true,
         expect: Some(Verdict::Deadlock),

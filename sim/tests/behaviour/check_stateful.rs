@@ -69,6 +69,73 @@ fn contending_calls_match_dpor() {
     }
 }
 
+/// The exhaustive search switches a program of concurrent calls from DPOR
+/// to the stateful search once DPOR has run `stateful_after` schedules
+/// without finishing, and still reaches exactly DPOR's (and on 2 ranks the
+/// naive search's) outcomes; a program DPOR finishes within the bound is
+/// never switched. (Two rings on 3 ranks are too many schedules for DPOR
+/// alone in a debug test: a ring beside a broadcast stands in.)
+#[test]
+fn the_switch_to_the_stateful_search_keeps_every_outcome() {
+    let mut switched = 0;
+    let mut beside = program(vec![
+        ring(),
+        call(1, catalogue_algorithm(Collective::Broadcast, "binomial")),
+    ]);
+    beside.concurrent = true;
+    for (what, program, n, stateful_after) in [
+        ("two rings", concurrent_rings(false), 2, 3),
+        ("ring + broadcast", beside.clone(), 3, 2),
+        ("ring + broadcast", beside, 3, 1_000),
+    ] {
+        let mut p = program;
+        p.bounds.stateful_after = stateful_after;
+        let p = Rc::new(p);
+        let at = point(n, n, 1, EAGER1);
+        let name = format!("{what} N={n} eager:1, switch after {stateful_after}");
+        let mut unswitched = (*p).clone();
+        unswitched.bounds.stateful_after = u64::MAX;
+        let (plain, plain_stats) = outcomes(&Rc::new(unswitched), at, Reduction::Dpor);
+        assert!(plain_stats.complete(), "{name}: {plain_stats:?}");
+        assert_eq!(plain_stats.stateful_after, None, "{name}");
+        let (dpor, dpor_stats) = outcomes(&p, at, Reduction::Dpor);
+        assert!(dpor_stats.complete(), "{name}: {dpor_stats:?}");
+        let ran = plain_stats.schedules + plain_stats.sleep_blocked;
+        if ran > stateful_after {
+            let after = dpor_stats.stateful_after.unwrap_or_else(|| {
+                panic!(
+                    "{name}: DPOR alone runs {ran} schedules and it did not switch: {dpor_stats:?}"
+                )
+            });
+            assert!(after <= stateful_after, "{name}: {dpor_stats:?}");
+            assert!(dpor_stats.states > 0, "{name}: {dpor_stats:?}");
+            switched += 1;
+        } else {
+            assert_eq!(dpor_stats.stateful_after, None, "{name}: {dpor_stats:?}");
+        }
+        assert_eq!(
+            dpor, plain,
+            "{name}: the switched search's outcomes differ from DPOR's"
+        );
+        if n == 2 {
+            let (naive, naive_stats) = outcomes(&p, at, Reduction::Naive);
+            assert!(naive_stats.complete(), "{name}: {naive_stats:?}");
+            assert_eq!(naive, dpor, "{name}");
+        }
+        println!(
+            "{name}: {} schedules, {} states, switched after {:?}; DPOR alone {} schedules",
+            dpor_stats.schedules,
+            dpor_stats.states,
+            dpor_stats.stateful_after,
+            plain_stats.schedules
+        );
+    }
+    assert!(
+        switched >= 2,
+        "the small bounds switched only {switched} case(s)"
+    );
+}
+
 /// The tag reuse bug (two concurrent rings on one tag) is found by the
 /// stateful search on 2 and 3 ranks under one eager slot, and the path it
 /// took to the wrong result replays to the same state.
