@@ -5,7 +5,7 @@
 
 use std::collections::BTreeSet;
 
-use super::races::{add_disabled, add_races, disturbs, fresh_choices, record_hb};
+use super::races::{Before, add_disabled, add_races, record_hb, sleep_after};
 use super::stateful;
 use super::{Control, Reduction, SearchError, SearchStats, Target, replay_with};
 use crate::exec::Execution;
@@ -180,21 +180,17 @@ fn search(
                 Some(parent) => {
                     let taken = *path.last().expect("a node per path step");
                     let done = &exec.steps.last().expect("a step per node").effect;
-                    let fresh = fresh_choices(parent, &enabled, &instances, &effects);
-                    let sleep = parent
+                    let before = Before {
+                        enabled: &parent.enabled,
+                        instances: &parent.instances,
+                        effects: &parent.effects,
+                    };
+                    let asleep = parent
                         .sleep
                         .iter()
                         .chain(parent.done.iter().filter(|&&c| c != taken))
-                        .filter(|&&q| {
-                            let at = parent.enabled.iter().position(|&c| c == q);
-                            at.is_some_and(|i| {
-                                let predicted = &parent.effects[i];
-                                !predicted.may_conflict(done)
-                                    && !fresh.iter().any(|&(r, e)| disturbs(q, predicted, r, e))
-                            })
-                        })
-                        .copied()
-                        .collect();
+                        .copied();
+                    let sleep = sleep_after(&before, asleep, done, &enabled, &instances, &effects);
                     let deviated = parent.enabled.first() != Some(&taken);
                     (sleep, parent.delays + usize::from(deviated))
                 }

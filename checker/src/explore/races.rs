@@ -2,6 +2,8 @@
 //! each step (vector of bits per node), which races to reverse, and which
 //! sleeping choices a step wakes.
 
+use std::collections::BTreeSet;
+
 use super::dpor::Node;
 use crate::exec::Execution;
 use crate::world::{Choice, Effect};
@@ -62,27 +64,53 @@ fn unsent_notice_races(stack: &mut [Node], exec: &Execution, base: usize) {
     }
 }
 
-/// The choices (with their predicted effects) enabled now that were not
-/// enabled, or not as the same instance, before the step just taken from
-/// `parent`.
-pub(super) fn fresh_choices<'a>(
-    parent: &Node,
-    enabled: &'a [Choice],
+/// The choices enabled before a step, with which instance each was and
+/// its predicted effect: what both searches keep of a state on their path.
+pub(super) struct Before<'a> {
+    /// The choices enabled then.
+    pub(super) enabled: &'a [Choice],
+    /// Which instance of each it was.
+    pub(super) instances: &'a [(u64, u64)],
+    /// The predicted effect of each.
+    pub(super) effects: &'a [Effect],
+}
+
+/// The sleep set on arrival after a step (whose executed effect is
+/// `done`) from the state `before`, as DPOR computes it: the choices of
+/// `asleep` (asleep there, or explored there before) that commute with the
+/// step, and that no choice the step enabled (or made a new instance of)
+/// could be disabled by ([`disturbs`]).
+pub(super) fn sleep_after(
+    before: &Before<'_>,
+    asleep: impl Iterator<Item = Choice>,
+    done: &Effect,
+    enabled: &[Choice],
     instances: &[(u64, u64)],
-    effects: &'a [Effect],
-) -> Vec<(Choice, &'a Effect)> {
-    enabled
+    effects: &[Effect],
+) -> BTreeSet<Choice> {
+    // The choices enabled now that were not, or not as the same instance.
+    let fresh: Vec<(Choice, &Effect)> = enabled
         .iter()
         .zip(instances)
         .zip(effects)
         .filter(|&((c, i), _)| {
-            !parent
+            !before
                 .enabled
                 .iter()
-                .zip(&parent.instances)
+                .zip(before.instances)
                 .any(|(p, pi)| p == c && pi == i)
         })
         .map(|((&c, _), e)| (c, e))
+        .collect();
+    asleep
+        .filter(|&q| {
+            let at = before.enabled.iter().position(|&c| c == q);
+            at.is_some_and(|i| {
+                let predicted = &before.effects[i];
+                !predicted.may_conflict(done)
+                    && !fresh.iter().any(|&(r, e)| disturbs(q, predicted, r, e))
+            })
+        })
         .collect()
 }
 
@@ -95,7 +123,7 @@ pub(super) fn fresh_choices<'a>(
 /// starts are disabled only by faults; notices and faults by any step that
 /// stops their rank or takes their message or receive; faults of one kind
 /// also share a budget.
-pub(super) fn disturbs(q: Choice, q_effect: &Effect, r: Choice, r_effect: &Effect) -> bool {
+fn disturbs(q: Choice, q_effect: &Effect, r: Choice, r_effect: &Effect) -> bool {
     let disableable = q.is_fault() || r.is_fault() || matches!(r, Choice::Notify { .. });
     if !disableable {
         return false;

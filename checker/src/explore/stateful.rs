@@ -77,7 +77,7 @@
 use std::collections::{BTreeSet, HashMap};
 
 use super::dpor::Searched;
-use super::races::disturbs;
+use super::races::{Before, sleep_after};
 use super::{Control, SearchError, SearchStats, Target};
 use crate::exec::Execution;
 use crate::spec::Assertion;
@@ -163,7 +163,13 @@ pub(super) fn search(
         let sleep = match frames.last() {
             Some(parent) => {
                 let done = &exec.steps.last().expect("a step per frame").effect;
-                arrival_sleep(parent, done, &enabled, &instances, &effects)
+                let before = Before {
+                    enabled: &parent.enabled,
+                    instances: &parent.instances,
+                    effects: &parent.effects,
+                };
+                let asleep = parent.sleep.iter().copied();
+                sleep_after(&before, asleep, done, &enabled, &instances, &effects)
             }
             None => BTreeSet::new(),
         };
@@ -249,45 +255,6 @@ pub(super) fn search(
             stats.steps += path.len() as u64;
         }
     }
-}
-
-/// The sleep set on arrival after the step just taken from `parent`
-/// (whose executed effect is `done`), as DPOR computes it: the parent's
-/// sleeping choices that commute with the step, and that no choice the
-/// step enabled (or made a new instance of) could be disabled by.
-fn arrival_sleep(
-    parent: &Frame,
-    done: &Effect,
-    enabled: &[Choice],
-    instances: &[(u64, u64)],
-    effects: &[Effect],
-) -> BTreeSet<Choice> {
-    let fresh: Vec<(Choice, &Effect)> = enabled
-        .iter()
-        .zip(instances)
-        .zip(effects)
-        .filter(|&((c, i), _)| {
-            !parent
-                .enabled
-                .iter()
-                .zip(&parent.instances)
-                .any(|(p, pi)| p == c && pi == i)
-        })
-        .map(|((&c, _), e)| (c, e))
-        .collect();
-    parent
-        .sleep
-        .iter()
-        .filter(|&&q| {
-            let at = parent.enabled.iter().position(|&c| c == q);
-            at.is_some_and(|i| {
-                let predicted = &parent.effects[i];
-                !predicted.may_conflict(done)
-                    && !fresh.iter().any(|&(r, e)| disturbs(q, predicted, r, e))
-            })
-        })
-        .copied()
-        .collect()
 }
 
 /// How far the search has got: each frame's finished choices as that

@@ -11,7 +11,7 @@ use topologies::{LinkId, Rotation, Route, Router, VertexId};
 
 use super::{
     LinkChange, LinkSample, LinkUsage, ModelLevel, NetEvent, NetworkConfig, OutOfTime, Sent,
-    TransportTimeout, flow, packet, timeline,
+    TopologyConfig, TransportTimeout, flow, packet, timeline,
 };
 use crate::event::{EventQueue, MessageId};
 use crate::fold::RankAction;
@@ -97,6 +97,32 @@ pub struct Hop {
     pub idle_ps: u64,
 }
 
+impl<M> Routed<M> {
+    /// `model` with the routing state of topology `t` for `world_size`
+    /// ranks (and NCCL's channels, if any) around it.
+    fn around(
+        model: M,
+        t: &TopologyConfig,
+        world_size: usize,
+        nccl: &Option<Arc<NcclSystem>>,
+    ) -> Routed<M> {
+        Routed {
+            model,
+            router: Arc::clone(&t.router),
+            placement: Arc::clone(&t.placement),
+            world_size,
+            rotation: t.rotation.clone(),
+            folded_links: t.folded_links.clone(),
+            folded_weights: t.folded_weights.clone(),
+            moved_routes: HashMap::default(),
+            nccl: nccl.clone(),
+            framed_routes: HashMap::default(),
+            turn: turn_of(t.rotation.as_ref(), nccl.as_ref()),
+            shifts_channels: shifts_channels(t.rotation.as_ref(), nccl.as_ref()),
+        }
+    }
+}
+
 impl Network {
     /// The network `config` describes for `world_size` ranks; with
     /// `sample_links` a topology model records link backlogs for traces;
@@ -111,45 +137,27 @@ impl Network {
         match config {
             NetworkConfig::Ideal(spec) => Network::Ideal(Box::new(IdealLinks::new(*spec))),
             NetworkConfig::Topology(t) => {
-                let router = Arc::clone(&t.router);
-                let placement = Arc::clone(&t.placement);
                 let topology = Arc::clone(&t.topology);
                 match t.level {
-                    ModelLevel::Packet => Network::Packet(Box::new(Routed {
-                        model: packet::PacketNetwork::new(topology, sample_links)
+                    ModelLevel::Packet => Network::Packet(Box::new(Routed::around(
+                        packet::PacketNetwork::new(topology, sample_links)
                             .with_transport(t.transport)
                             .with_tcp(t.tcp)
                             .with_pfc(t.pfc)
                             .with_loss_seed(t.loss_seed)
                             .with_timeline(t.timeline_bin_ps),
-                        router,
-                        placement,
+                        t,
                         world_size,
-                        rotation: t.rotation.clone(),
-                        folded_links: t.folded_links.clone(),
-                        folded_weights: t.folded_weights.clone(),
-                        moved_routes: HashMap::default(),
-                        nccl: nccl.clone(),
-                        framed_routes: HashMap::default(),
-                        turn: turn_of(t.rotation.as_ref(), nccl.as_ref()),
-                        shifts_channels: shifts_channels(t.rotation.as_ref(), nccl.as_ref()),
-                    })),
-                    ModelLevel::Flow => Network::Flow(Box::new(Routed {
-                        model: flow::FlowNetwork::new(topology, sample_links)
+                        &nccl,
+                    ))),
+                    ModelLevel::Flow => Network::Flow(Box::new(Routed::around(
+                        flow::FlowNetwork::new(topology, sample_links)
                             .with_timeline(t.timeline_bin_ps)
                             .with_successors_inheriting(t.flow_successors_inherit),
-                        router,
-                        placement,
+                        t,
                         world_size,
-                        rotation: t.rotation.clone(),
-                        folded_links: t.folded_links.clone(),
-                        folded_weights: t.folded_weights.clone(),
-                        moved_routes: HashMap::default(),
-                        nccl: nccl.clone(),
-                        framed_routes: HashMap::default(),
-                        turn: turn_of(t.rotation.as_ref(), nccl.as_ref()),
-                        shifts_channels: shifts_channels(t.rotation.as_ref(), nccl.as_ref()),
-                    })),
+                        &nccl,
+                    ))),
                 }
             }
         }

@@ -99,12 +99,7 @@ pub(super) fn check_foldable(
             .iter()
             .find(|&&b| !(b / elem).is_multiple_of(world_size as u64))
         {
-            let r = raw_c.get_ref();
-            let span = if size == c.min_bytes {
-                r.min_bytes.span()
-            } else {
-                r.max_bytes.span()
-            };
+            let span = raw_c.get_ref().size_span(size, c.min_bytes);
             return Err(src.error(
                 Some(span),
                 format!(
@@ -326,12 +321,7 @@ pub(super) fn check_turned_sizes(
                 None
             };
             if let Some(problem) = problem {
-                let r = raw_c.get_ref();
-                let span = if size == c.min_bytes {
-                    r.min_bytes.span()
-                } else {
-                    r.max_bytes.span()
-                };
+                let span = raw_c.get_ref().size_span(size, c.min_bytes);
                 return Err(src.error(
                     Some(span),
                     format!(
@@ -378,12 +368,7 @@ pub(super) fn check_shifted_sizes(
             let folds = folds_by_node_shift(chosen)
                 && !(is_nccl(chosen, "pat") && c.kind == Collective::ReduceScatter);
             if tuned && !folds {
-                let r = raw_c.get_ref();
-                let span = if size == c.min_bytes {
-                    r.min_bytes.span()
-                } else {
-                    r.max_bytes.span()
-                };
+                let span = raw_c.get_ref().size_span(size, c.min_bytes);
                 return Err(src.error(
                     Some(span),
                     format!(
@@ -417,12 +402,7 @@ pub(super) fn check_shifted_sizes(
             let m = (wanted as u64).clamp(1, smallest.max(1));
             let unit = m * n * elem;
             if !size.is_multiple_of(unit) {
-                let r = raw_c.get_ref();
-                let span = if size == c.min_bytes {
-                    r.min_bytes.span()
-                } else {
-                    r.max_bytes.span()
-                };
+                let span = raw_c.get_ref().size_span(size, c.min_bytes);
                 let below = size / unit * unit;
                 return Err(src.error(
                     Some(span),

@@ -239,6 +239,18 @@ pub struct RawCollective {
     pub check: Option<bool>,
 }
 
+impl RawCollective {
+    /// Where a message about `size` points: the `min_bytes` value when
+    /// `size` is the smallest size (`min_bytes`), else `max_bytes`.
+    pub fn size_span(&self, size: u64, min_bytes: u64) -> std::ops::Range<usize> {
+        if size == min_bytes {
+            self.min_bytes.span()
+        } else {
+            self.max_bytes.span()
+        }
+    }
+}
+
 /// One `[[inject]]`.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
