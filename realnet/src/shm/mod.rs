@@ -95,6 +95,8 @@ mod lend;
 #[cfg(not(loom))]
 pub mod liveness;
 #[cfg(not(loom))]
+mod progress;
+#[cfg(not(loom))]
 mod segment;
 #[cfg(not(loom))]
 mod wire;

@@ -1,0 +1,209 @@
+//! Progress of a shared-memory rank: moving queued bytes into the peers'
+//! rings and arrived bytes out of them (headers, inline and attached
+//! payloads) into the [`Mailbox`](crate::mailbox::Mailbox).
+
+use algorithms::{FabricError, Payload, Rank, Tag};
+
+use super::cma;
+use super::fabric::{Outgoing, ShmFabric};
+use super::ring::Cursor;
+use super::segment::RankState;
+use super::wire::{HEADER_BYTES, Kind, MessageHeader};
+use crate::call::CallId;
+
+/// What this rank is reading from one peer's ring.
+pub(super) enum Rx {
+    /// The next bytes are a message header.
+    Header,
+    /// A payload of `got` bytes out of its length has arrived.
+    Body {
+        tag: Tag,
+        call: CallId,
+        payload: Payload,
+        got: usize,
+    },
+}
+
+/// This rank's receiving side from one peer.
+pub(super) struct Incoming {
+    pub(super) cur: Cursor,
+    pub(super) rx: Rx,
+}
+
+impl ShmFabric {
+    /// Moves queued bytes for `dst` into its ring; returns whether any moved.
+    pub(super) fn push(&self, dst: Rank, o: &mut Outgoing) -> Result<bool, FabricError> {
+        let ring = self.seg.ring(self.rank, dst);
+        let corrupt = |c| self.corrupt(self.rank, dst, c);
+        let mut moved = false;
+        while let Some(p) = o.queue.front_mut() {
+            if !p.header_sent {
+                if ring.writable(&mut o.cur, HEADER_BYTES).map_err(corrupt)? < HEADER_BYTES {
+                    break;
+                }
+                ring.write(&mut o.cur, &p.header);
+                p.header_sent = true;
+                moved = true;
+            }
+            if let Some(bytes) = p.inline.as_ref().and_then(Payload::as_bytes) {
+                let rest = &bytes[p.offset..];
+                let n = ring
+                    .writable(&mut o.cur, rest.len())
+                    .map_err(corrupt)?
+                    .min(rest.len());
+                ring.write(&mut o.cur, &rest[..n]);
+                p.offset += n;
+                moved |= n > 0;
+                if n < rest.len() {
+                    break;
+                }
+            }
+            if let Some(p) = o.queue.pop_front().and_then(|p| p.inline) {
+                self.pool.borrow_mut().give(p);
+            }
+        }
+        if moved {
+            ring.publish(&o.cur);
+        }
+        // Free the attached payloads the peer has finished copying.
+        if !o.attached.is_empty() {
+            let copied = ring.control().copied();
+            while o.freed < copied
+                && let Some(p) = o.attached.pop_front()
+            {
+                if let Some(p) = p {
+                    self.pool.borrow_mut().give(p);
+                }
+                o.freed += 1;
+                moved = true;
+            }
+            if moved && let Some(w) = o.lent_waker.take() {
+                w.wake();
+            }
+        }
+        Ok(moved)
+    }
+
+    /// Moves arrived bytes from `src`'s ring into payloads and delivers
+    /// complete messages; returns whether any moved.
+    pub(super) fn pull(&self, src: Rank, inc: &mut Incoming) -> Result<bool, FabricError> {
+        let ring = self.seg.ring(src, self.rank);
+        let corrupt = |c| self.corrupt(src, self.rank, c);
+        let mut moved = false;
+        loop {
+            match &mut inc.rx {
+                Rx::Header => {
+                    if ring.readable(&mut inc.cur, HEADER_BYTES).map_err(corrupt)? < HEADER_BYTES {
+                        break;
+                    }
+                    let mut raw = [0u8; HEADER_BYTES];
+                    ring.read(&mut inc.cur, &mut raw);
+                    moved = true;
+                    let h = MessageHeader::decode(&raw, self.options.max_message_bytes)
+                        .map_err(|e| self.error(format!("from rank {src}: {}", e.0)))?;
+                    match h.kind {
+                        Kind::Phantom => self.mailbox.deliver(
+                            src,
+                            h.tag,
+                            h.call,
+                            Payload::phantom(h.shape.dtype, h.shape.count),
+                        ),
+                        Kind::Attach => {
+                            let payload = self.attach(src, &h)?;
+                            ring.control().mark_copied();
+                            self.mailbox.deliver(src, h.tag, h.call, payload);
+                        }
+                        Kind::Inline => {
+                            let mut payload = self.pool.borrow_mut().scratch(h.shape);
+                            if h.shape.bytes() == 0 {
+                                self.mailbox.deliver(src, h.tag, h.call, payload);
+                            } else {
+                                if let Some(b) = payload.as_bytes_mut() {
+                                    cma::advise_huge_pages(b);
+                                }
+                                inc.rx = Rx::Body {
+                                    tag: h.tag,
+                                    call: h.call,
+                                    payload,
+                                    got: 0,
+                                };
+                            }
+                        }
+                    }
+                }
+                Rx::Body { payload, got, .. } => {
+                    let bytes = payload.as_bytes_mut().expect("inline payloads hold data");
+                    let rest = bytes.len() - *got;
+                    let n = ring
+                        .readable(&mut inc.cur, rest)
+                        .map_err(corrupt)?
+                        .min(rest);
+                    if n == 0 {
+                        break;
+                    }
+                    ring.read(&mut inc.cur, &mut bytes[*got..*got + n]);
+                    *got += n;
+                    moved = true;
+                    if n < rest {
+                        self.mailbox.touch(src);
+                        break;
+                    }
+                    let Rx::Body {
+                        tag, call, payload, ..
+                    } = std::mem::replace(&mut inc.rx, Rx::Header)
+                    else {
+                        unreachable!("matched Body above")
+                    };
+                    self.mailbox.deliver(src, tag, call, payload);
+                }
+            }
+        }
+        if moved {
+            ring.release(&inc.cur);
+        }
+        Ok(moved)
+    }
+
+    /// Copies an attached payload out of `src`'s memory.
+    fn attach(&self, src: Rank, h: &MessageHeader) -> Result<Payload, FabricError> {
+        let bytes = h.shape.bytes();
+        let spare = self.pool.borrow_mut().take(h.shape);
+        let payload = cma::read_into(self.pids[src], h.addr, h.shape, spare).map_err(|e| {
+            // The sender exited: say why, if it or another peer told.
+            self.check_peers().err().unwrap_or_else(|| {
+                self.error(format!(
+                    "cannot copy {} bytes from rank {src} (pid {}): {e}; rank {src} died or its memory is gone",
+                    bytes,
+                    self.pids[src]
+                ))
+            })
+        })?;
+        // A sender that failed may have freed what we just read: do not
+        // deliver bytes whose source was let go.
+        if self.seg.rank_control(src).state() == RankState::Failed {
+            // Say why it failed (often a rank that died before it), as the
+            // probe of the peers does.
+            return Err(self.check_peers().err().unwrap_or_else(|| {
+                self.error(format!(
+                    "rank {src} failed while this rank copied its message"
+                ))
+            }));
+        }
+        Ok(payload)
+    }
+
+    /// One pass over every peer: push, pull; errors fail the rank.
+    pub(super) fn step(&self) -> Result<bool, FabricError> {
+        let mut moved = false;
+        let mut out = self.out.borrow_mut();
+        let mut inc = self.inc.borrow_mut();
+        for peer in (0..self.world).filter(|p| *p != self.rank) {
+            moved |= self.pull(peer, &mut inc[peer])?;
+            let o = &mut out[peer];
+            if !o.is_flushed() {
+                moved |= self.push(peer, o)?;
+            }
+        }
+        Ok(moved)
+    }
+}
