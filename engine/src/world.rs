@@ -508,7 +508,7 @@ impl World {
     /// Who receives a message from `src` to `dst`, and from whom it seems
     /// to come: `(dst, src)` itself, or in a folded run the representative
     /// of `dst`'s orbit and `src` moved back by as many steps
-    /// ([`RankAction::receiver_view`]; by a shift: the message rank
+    /// ([`crate::fold::RankAction::receiver_view`]; by a shift: the message rank
     /// `dst - k·shift` gets from `src - k·shift`).
     fn receiver_view(&self, src: Rank, dst: Rank) -> (Rank, Rank) {
         match &self.config.fold {
@@ -522,7 +522,7 @@ impl World {
 
     /// [`Self::receiver_view`] with the message's tag as the receiver
     /// sees it: a channel tag's channel turned back with the ranks when
-    /// the fold turns channels ([`RankAction::tag_back`]).
+    /// the fold turns channels ([`crate::fold::RankAction::tag_back`]).
     fn tagged_receiver_view(&self, src: Rank, dst: Rank, tag: Tag) -> (Rank, Rank, Tag) {
         match &self.config.fold {
             None => (dst, src, tag),

@@ -144,7 +144,7 @@ impl RankAction {
     /// The action that also turns NCCL channel `c` into `images[c]` with
     /// every step: a message on channel `c` to rank `g^k(b)` is, turned
     /// back, `b`'s on channel `t^-k(c)`, and its tag
-    /// ([`channel_tag`](algorithms::nccl::ring::channel_tag)) says so.
+    /// ([`channel_tag`]) says so.
     /// Checked: `images` is a permutation and `order` steps bring every
     /// channel back.
     pub fn with_channels(mut self, images: Vec<u16>) -> Result<RankAction, String> {

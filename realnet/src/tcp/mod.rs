@@ -354,7 +354,7 @@ impl TcpFabric {
         }
     }
 
-    /// [`Fabric::send`]'s work: the frame written before this returns.
+    /// [`Fabric::send`](algorithms::Fabric::send)'s work: the frame written before this returns.
     fn send_now(&self, to: Rank, tag: Tag, payload: Payload) -> Result<(), FabricError> {
         crate::endpoint::refuse_symbols(self.rank, to, &payload)?;
         if let Some(e) = self.shared.mailbox.fatal() {

@@ -68,7 +68,7 @@ impl Shared {
     /// `peer`'s connection ended without a bye or broke: receives from it
     /// fail at once (after the messages it sent before), and the rank
     /// fails as soon as it waits for anything else (see
-    /// [`TcpFabric::progress`](super::TcpFabric::progress)).
+    /// [`Endpoint::progress`](crate::endpoint::Endpoint::progress)).
     pub(super) fn died(&self, peer: Rank, err: FabricError) {
         // A peer that leaves after another died most likely left because
         // of it: receives from it report the first death, the cause.
