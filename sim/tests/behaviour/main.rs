@@ -54,6 +54,8 @@ mod scenario_errors;
 mod special_inputs;
 mod support;
 mod sweep;
+mod topology_errors;
+mod topology_outputs;
 mod topology_scenarios;
 mod tuner_cli;
 mod up_down_routing;
