@@ -65,12 +65,11 @@
 //! ```
 
 use std::cmp::Ordering;
-use std::collections::BTreeMap;
 use std::fmt;
 use std::future::Future;
 use std::hash::{Hash, Hasher};
 use std::pin::Pin;
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::Arc;
 
 use crate::any_fabric::AnyFabric;
 use crate::collective::{Collective, Params, cost_fits};
@@ -270,35 +269,11 @@ pub(crate) use module_items;
 
 /// The message bounds the catalogue's algorithms share (see
 /// [`CollectiveAlgorithm::messages_bound`]).
-pub mod messages_bound {
-    /// The pipelined ring allreduce's exact count, at least `2N(N-1)`:
-    /// rings, pairwise exchanges and anything built from them.
-    pub fn ring(n: usize, count: usize, elem_bytes: usize, chunk_bytes: u64) -> u64 {
-        let n64 = n as u64;
-        crate::allreduce::ring::messages(count, n, elem_bytes, chunk_bytes)
-            .max(2 * n64 * n64.saturating_sub(1))
-    }
+pub mod messages_bound;
+mod wire;
 
-    /// `N` ranks each sending six messages per chunk of the whole buffer
-    /// (trees and chains, credits included).
-    pub fn per_chunk(n: usize, count: usize, elem_bytes: usize, chunk_bytes: u64) -> u64 {
-        let chunks = (count as u64 * elem_bytes as u64).div_ceil(chunk_bytes.max(1)) + 1;
-        (n as u64).saturating_mul(6u64.saturating_mul(chunks))
-    }
-
-    /// `N` ranks each sending `2·⌈log2 N⌉ + 4` messages (log-step
-    /// algorithms, their non-power-of-two folds included).
-    pub fn log_steps(n: usize) -> u64 {
-        let log = u64::from(n.next_power_of_two().trailing_zeros());
-        (n as u64).saturating_mul(2 * log + 4)
-    }
-
-    /// `N` ranks each sending two messages (a root talking to everyone, a
-    /// binomial tree).
-    pub fn two_per_rank(n: usize) -> u64 {
-        (n as u64).saturating_mul(2)
-    }
-}
+use wire::wire_names;
+pub use wire::{describe_wire_id, wire_id};
 
 /// A registered algorithm: a cheap, clonable handle to a
 /// [`CollectiveAlgorithm`] that checks every call's arguments before
@@ -553,37 +528,6 @@ where
     ) -> Running<'a> {
         (self.run)(fabric, buf, op, params)
     }
-}
-
-/// Every wire identity this process has made a handle for, with the
-/// algorithm's collective and name: how a real fabric names the algorithm
-/// of a peer's message in an error. Only ever added to.
-fn wire_names() -> &'static Mutex<BTreeMap<u16, String>> {
-    static NAMES: OnceLock<Mutex<BTreeMap<u16, String>>> = OnceLock::new();
-    NAMES.get_or_init(Mutex::default)
-}
-
-/// `collective, name` of the algorithm with wire identity `id`, if this
-/// process has a handle to one (a real job's ranks agree on their
-/// registries first, so a peer's algorithm is known here).
-pub fn describe_wire_id(id: u16) -> Option<String> {
-    wire_names()
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
-        .get(&id)
-        .cloned()
-}
-
-/// The wire identity of algorithm `name` of `collective` (see
-/// [`Algorithm::wire_id`]).
-pub fn wire_id(collective: Collective, name: &str) -> u16 {
-    const OFFSET: u32 = 0x811c_9dc5;
-    const PRIME: u32 = 0x0100_0193;
-    let text = format!("{}/{name}", collective.name());
-    let hash = text
-        .bytes()
-        .fold(OFFSET, |h, b| (h ^ u32::from(b)).wrapping_mul(PRIME));
-    (hash >> 16) as u16 ^ hash as u16
 }
 
 impl PartialEq for Algorithm {
