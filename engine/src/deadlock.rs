@@ -333,3 +333,80 @@ mod tests {
         assert_eq!(r.cycle, None);
     }
 }
+
+#[cfg(test)]
+mod flow_tests {
+    use std::sync::Arc;
+
+    use algorithms::{DType, Fabric, Payload, Shape, Tag};
+    use topologies::presets;
+
+    use crate::network::{ModelLevel, NetworkConfig, TopologyConfig};
+    use crate::world::WorldConfig;
+
+    /// Three ranks on one DGX H100 node, flow model.
+    fn world() -> WorldConfig {
+        let topology = Arc::new(presets::dgx_h100().expect("the preset builds"));
+        let placement: Arc<[topologies::VertexId]> = topology.endpoints()[..3].into();
+        WorldConfig::new(
+            3,
+            NetworkConfig::Topology(TopologyConfig::new(
+                topology,
+                placement,
+                ModelLevel::Flow,
+                1,
+            )),
+        )
+    }
+
+    /// Ranks 1 and 2 send rank 0 a large and a small message at once: they
+    /// share rank 0's link, so when the small one finishes the large one's
+    /// rate doubles and its finish moves earlier. Rank 0 takes both, then
+    /// (if `hang`) waits for a third message that nobody sends. Returns
+    /// when rank 0 had both messages, and the deadlock report's time.
+    fn run(hang: bool) -> (Option<u64>, Option<u64>) {
+        let large = 64 << 20;
+        let small = 1 << 20;
+        let exec = crate::run(world(), move |f| async move {
+            let shape = |count| Shape::new(DType::U8, count);
+            match f.rank() {
+                0 => {
+                    let a = f.recv(1, Tag(1), shape(large));
+                    let b = f.recv(2, Tag(2), shape(small));
+                    let (a, b) = futures_util::future::join(a, b).await;
+                    a?;
+                    b?;
+                    let at = f.now().as_ps();
+                    if hang {
+                        f.recv(2, Tag(3), shape(1)).await?;
+                    }
+                    Ok(at)
+                }
+                1 => f
+                    .send(0, Tag(1), Payload::phantom(DType::U8, large))
+                    .await
+                    .map(|()| 0),
+                _ => f
+                    .send(0, Tag(2), Payload::phantom(DType::U8, small))
+                    .await
+                    .map(|()| 0),
+            }
+        });
+        let done = exec.outputs[0]
+            .as_ref()
+            .map(|r| *r.as_ref().expect("rank 0 receives both"));
+        (done, exec.deadlock.map(|d| d.time.as_ps()))
+    }
+
+    #[test]
+    fn a_deadlocked_flow_run_reports_its_last_real_event_not_a_moved_finish() {
+        let (done, none) = run(false);
+        assert_eq!(none, None, "without the missing message nothing hangs");
+        let arrived = done.expect("rank 0 finishes");
+        let (hung, report) = run(true);
+        assert_eq!(hung, None, "rank 0 waits for rank 2 for ever");
+        // The large message's first finish, before the small one left its
+        // links, was later than its real one; the report must not take it.
+        assert_eq!(report, Some(arrived));
+    }
+}

@@ -233,7 +233,6 @@ where
             break;
         }
         let Some(event) = w.queue.pop() else {
-            timed_out = w.end_with_outdated_finishes();
             break;
         };
         if let EventKind::Crash { rank } = event.kind

@@ -594,26 +594,6 @@ impl World {
         }
     }
 
-    /// A run whose queue has emptied ends as it did when the flow model
-    /// left every outdated finish in the queue, to be popped and ignored
-    /// after everything else ([`crate::network::flow::FlowNetwork::outdated_finish_until`]):
-    /// the clock moves to the last of them and each counted as activity,
-    /// or the watchdog fires if one was past its deadline. Returns the
-    /// watchdog's `(started, deadline)` if it fires.
-    pub fn end_with_outdated_finishes(&mut self) -> Option<(Time, Time)> {
-        let outdated = self.network.outdated_until();
-        if let Some((started, deadline)) = self.watchdog
-            && outdated > deadline
-            && outdated > self.now
-        {
-            self.now = deadline;
-            return Some((started, deadline));
-        }
-        self.now = self.now.max(outdated);
-        self.last_activity = self.last_activity.max(outdated);
-        None
-    }
-
     /// The cycle of link directions each waiting on the next (a credit
     /// or PFC deadlock), by name; empty if there is none.
     pub fn buffer_cycle(&self) -> Vec<(String, Stall)> {

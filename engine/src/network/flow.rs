@@ -250,9 +250,6 @@ pub struct FlowNetwork {
     timeline: Option<LinkTimeline>,
     samples: Vec<LinkSample>,
     reallocations: u64,
-    /// The latest time a finish was due before its flow's rate changed
-    /// (see [`FlowNetwork::outdated_finish_until`]).
-    outdated_finish_until: Time,
 }
 
 impl FlowNetwork {
@@ -292,7 +289,6 @@ impl FlowNetwork {
             timeline: None,
             samples: Vec::new(),
             reallocations: 0,
-            outdated_finish_until: Time::ZERO,
         }
     }
 
@@ -383,17 +379,6 @@ impl FlowNetwork {
     /// The backlog samples recorded so far (empty unless sampling).
     pub fn take_samples(&mut self) -> Vec<LinkSample> {
         std::mem::take(&mut self.samples)
-    }
-
-    /// The latest time at which a flow was due to finish before a change
-    /// of its rate moved or cancelled that finish. Finishes are keyed
-    /// events, moved in place (see `crate::event`); this model once left
-    /// each outdated one in the queue, to be popped and ignored, and a
-    /// deadlocked run, which ends once the queue is empty, reported its
-    /// time from the last of them. The world keeps reporting that time
-    /// (see `World::outdated_until`), so reports stay as they were.
-    pub fn outdated_finish_until(&self) -> Time {
-        self.outdated_finish_until
     }
 
     /// Number of rate recomputations so far.
@@ -651,18 +636,15 @@ impl FlowNetwork {
             slot.updated = now;
             slot.rate_bytes_per_s = rate;
             slot.version = slot.version.wrapping_add(1);
-            let moved = if rate <= 0.0 && slot.remaining_bytes > 0.0 {
+            if rate <= 0.0 && slot.remaining_bytes > 0.0 {
                 // Stuck behind a down link: no finish in sight.
-                queue.cancel_keyed(flow)
+                queue.cancel_keyed(flow);
             } else {
                 let at = now
                     .checked_plus_ps(finish_in_ps(slot.remaining_bytes, rate))
                     .ok_or(OutOfTime)?;
                 let version = slot.version;
-                queue.schedule_keyed(flow, at, net(FlowEvent::Finish { flow, version }))
-            };
-            if let Some(outdated) = moved {
-                self.outdated_finish_until = self.outdated_finish_until.max(outdated);
+                queue.schedule_keyed(flow, at, net(FlowEvent::Finish { flow, version }));
             }
         }
         self.timeline = timeline;

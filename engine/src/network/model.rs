@@ -339,15 +339,6 @@ impl Network {
             .collect()
     }
 
-    /// The flow model's [`flow::FlowNetwork::outdated_finish_until`]
-    /// (zero for the other models).
-    pub fn outdated_until(&self) -> Time {
-        match self {
-            Network::Flow(r) => r.model.outdated_finish_until(),
-            Network::Ideal(_) | Network::Packet(_) => Time::ZERO,
-        }
-    }
-
     /// Number of link directions that carried anything.
     pub fn links_used(&self) -> u64 {
         let used = |u: &[LinkUsage]| u.iter().filter(|l| l.units > 0).count() as u64;
