@@ -35,7 +35,9 @@
 //! checker uses this to treat each lane as a unit of its search, so a
 //! lane's send completions commute with the main flow's receives (see the
 //! checker's `world::lanes`). Fabrics that do not listen (the default) are
-//! told only of the opening.
+//! told only of the opening. Contract: the `start` function only starts
+//! the fabric's send (it shares no state with the flow, such as a log of
+//! which sends completed), which the checker cannot see.
 
 use std::collections::VecDeque;
 use std::future::{Future, poll_fn};

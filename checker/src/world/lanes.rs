@@ -45,11 +45,15 @@
 //! lanes: that step could have come first), and a failed
 //! send whose error the main flow receives, whose step changes the whole
 //! flow (so it conflicts with every lane's completions and their orders
-//! are explored: which send failed first is a completion order). Which
+//! are explored: which send failed first is a completion order; a send
+//! fails only at its post or in a step that changes its whole rank anyway,
+//! a notice that its peer stopped or a loss). Which
 //! lane completion ends a flush is not known before the step (a step's
 //! predicted effect is what sleep sets compare), so while the main flow
-//! waits for its lanes (a flush pending, [`Branching::LanesAwaited`]),
-//! every lane completion also changes the main flow: it conflicts with
+//! waits for its lanes (a flush pending, [`Branching::LanesAwaited`],
+//! until the flow drives its lanes alongside a receive again: a flush
+//! dropped by a `select` keeps it, which only adds conflicts), every lane
+//! completion also changes the main flow: it conflicts with
 //! whatever else the main flow waits for (a flush raced against a
 //! receive in a `select`), and the lanes' last completions are ordered
 //! among themselves (a few orders per rank, at the end of a call).
@@ -72,8 +76,10 @@
 //! As for branches, state shared outside the fabric is out of sight: a
 //! `start` function that records completion order in a cell the main
 //! flow reads when its own receives complete would break the refinement
-//! unseen. The outbox's own code shares nothing of the kind (tested by
-//! `check_lanes`, which also runs programs built to break the assumption).
+//! unseen (`check_lanes`' `state_shared_outside_the_fabric_is_not_seen`
+//! pins it: two outcomes naively, one found, no fallback). The outbox's
+//! own code shares nothing of the kind, and its `start` functions must not
+//! either (the catalogue's only send).
 
 use std::collections::BTreeMap;
 
