@@ -3,8 +3,9 @@
 //! and tag) are units of their own, apart from the flow that queues them
 //! (see `checker::world::lanes`). On the double binary tree allreduce (the
 //! catalogue's outbox user) under rendezvous, one slot and unbounded
-//! buffering, with and without a crash, the DPOR search reaches exactly
-//! the naive search's and the stateful search's outcomes; programs built
+//! buffering, with and without a crash, and two trees issued concurrently
+//! (calls and lanes both units), the DPOR search reaches exactly the naive
+//! search's and the stateful search's outcomes; programs built
 //! to observe the lanes (a flow that selects over a flush and a receive,
 //! a lane that reads the clock) are caught: the first through the flush
 //! the outbox reports, the second by falling back, and both reach every
@@ -242,4 +243,21 @@ fn state_shared_outside_the_fabric_is_not_seen() {
     );
     assert_eq!(dpor.len(), 1, "the documented limit changed: {stats:?}");
     assert!(dpor.is_subset(&naive));
+}
+
+/// Two trees issued concurrently on every rank (calls and lanes both
+/// units): the naive search's outcomes.
+#[test]
+fn concurrent_trees_with_lanes_reach_the_naive_outcomes() {
+    let tree = || catalogue_algorithm(Collective::Allreduce, "tree");
+    for buffering in BUFFERINGS {
+        let mut p = program(vec![call(0, tree()), call(1, tree())]);
+        p.concurrent = true;
+        let label = format!("two trees N=2 {buffering}");
+        let (_, dpor) = assert_naive_outcomes(&label, p, point(2, 2, 1, buffering));
+        assert!(
+            dpor.calls_independent && dpor.branches_independent,
+            "{label}: {dpor:?}"
+        );
+    }
 }
