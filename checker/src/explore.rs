@@ -147,7 +147,8 @@
 //! naive and the stateful search's outcomes; a flow that selects over a
 //! flush and a receive (a completion-order observer) reaches both
 //! outcomes without falling back; a lane that reads the clock falls back.
-//! The tree on 4 to 8 ranks under rendezvous is now one schedule.
+//! The tree under rendezvous is now one schedule on 4, 5 and 8 ranks, two
+//! on 6.
 //!
 //! # Eager slots per connection
 //! Under `eager:K` the slots a send may take belong to its connection
