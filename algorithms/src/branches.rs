@@ -1,6 +1,7 @@
 //! Independent branches of one call, joined: [`join_branches`] and
 //! [`try_join_branches`], the joins NCCL-style algorithms run their
-//! channels with.
+//! channels with; and the events by which an outbox's lanes (sends kept in
+//! flight while the rank receives) tell the fabric which lane runs.
 //!
 //! A call that runs several futures at once which never look at each
 //! other (NCCL's channels: disjoint parts of the buffer, disjoint tags,
@@ -70,6 +71,36 @@ pub enum Branching {
         /// Branches that had not returned.
         unfinished: usize,
     },
+    /// An outbox (`outbox.rs`: sends kept in flight in lanes, one per
+    /// destination and tag) opens in the flow polling it: until it closes,
+    /// that flow (its *main flow*) and each lane are told apart, a lane's
+    /// sends being started by the outbox alone. A fabric that listens
+    /// returns an id (and is told the rest), as for [`Branching::Begin`].
+    LanesOpen,
+    /// Lane `lane` of the outbox is about to be polled or to start a send.
+    LaneEnter {
+        /// The lane's index (in order of first use).
+        lane: usize,
+    },
+    /// The lane entered last was polled.
+    LaneLeave,
+    /// The main flow observed the lanes: every send of every lane has
+    /// completed (`all_done`, the outbox was flushed), or one failed (its
+    /// error goes to the main flow).
+    LanesSeen {
+        /// Whether every send completed (rather than one failing).
+        all_done: bool,
+    },
+    /// The main flow waits for the lanes (a flush found a send not
+    /// complete: `waiting`), or waits for something else (it drives the
+    /// lanes alongside a receive: not `waiting`). While it waits, a lane's
+    /// completion may be the one it waits for.
+    LanesAwaited {
+        /// Whether the main flow waits for the lanes.
+        waiting: bool,
+    },
+    /// The outbox is gone: what its flow posts now is the flow's again.
+    LanesClose,
 }
 
 /// Runs `branches` at once and returns their outputs in order, once every

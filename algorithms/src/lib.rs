@@ -82,7 +82,7 @@ pub mod group;
 pub mod in_network;
 pub mod layout;
 pub mod nccl;
-mod outbox;
+pub mod outbox;
 pub mod pat;
 pub mod payload;
 pub mod reduce;

@@ -38,9 +38,14 @@
 //! channels) are units too, nested in their call
 //! ([`Unit::branch`]): the same argument one level down, with its own
 //! checked assumption ([`World::branching`](super::world::World::branching)).
-//! A unit contains the units nested in it (the whole rank contains its
-//! calls, a call its branches), and changes to two units conflict when one
-//! contains the other.
+//! A flow that keeps sends in flight in an outbox
+//! ([`algorithms::outbox::Outbox`]) is split the same way into [`Part`]s:
+//! the flow without its lanes, and each lane (`world/lanes.rs` argues why
+//! a lane's completions commute with the flow's; the flow *feeds* its
+//! lanes, [`Unit::feeds`], so a lane may start a send in a step of the
+//! flow). A unit contains the units nested in it (the whole rank contains
+//! its calls, a call its branches, a flow its main part and lanes), and
+//! changes to two units conflict when one contains the other.
 //!
 //! # Assumption, checked
 //! The refinement assumes that a call observes nothing of another call
@@ -80,6 +85,9 @@ pub struct Unit {
     pub call: Option<usize>,
     /// The branch (see [`World::branching`](super::world::World::branching)).
     pub branch: Branch,
+    /// The part of the branch an outbox's lanes split it into (see
+    /// [`Part`]); [`Part::Whole`] for all of it.
+    pub part: Part,
 }
 
 impl Unit {
@@ -89,22 +97,57 @@ impl Unit {
             rank,
             call: None,
             branch: Branch::ROOT,
+            part: Part::Whole,
         }
     }
 
     /// Whether `other` is part of this unit (or is it): same rank, this
-    /// unit's call is every call or `other`'s, and its branch holds
-    /// `other`'s.
+    /// unit's call is every call or `other`'s, its branch holds
+    /// `other`'s, and its part `other`'s.
     pub fn contains(self, other: Unit) -> bool {
         self.rank == other.rank
             && (self.call.is_none() || self.call == other.call)
             && self.branch.holds(other.branch)
+            && self.part.holds(other.part)
+    }
+
+    /// Whether this unit is the main flow that feeds `other`, a lane of
+    /// the same outbox: a lane may start a send during a step of its main
+    /// flow (the send the step queued).
+    pub fn feeds(self, other: Unit) -> bool {
+        self.part == Part::Main
+            && matches!(other.part, Part::Lane(_))
+            && (self.rank, self.call, self.branch) == (other.rank, other.call, other.branch)
     }
 
     /// Whether changes to the two units may fail to commute: one is part
     /// of the other.
     pub fn overlaps(self, other: Unit) -> bool {
         self.contains(other) || other.contains(self)
+    }
+}
+
+/// A part of a flow that runs an outbox
+/// ([`algorithms::outbox::Outbox`]): the flow itself (its *main flow*,
+/// which queues sends and receives), or one of the outbox's lanes (the
+/// sends to one destination with one tag, started one after another by
+/// the outbox). See the module docs and `world/lanes.rs`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Part {
+    /// The whole flow, lanes included (every flow without an outbox).
+    #[default]
+    Whole,
+    /// The main flow of an outbox, without its lanes.
+    Main,
+    /// Lane `i` of an outbox (lanes beyond 65,535 share the last index:
+    /// a coarser unit).
+    Lane(u16),
+}
+
+impl Part {
+    /// Whether `other` is this part or lies within it.
+    pub fn holds(self, other: Part) -> bool {
+        self == Part::Whole || self == other
     }
 }
 
@@ -388,10 +431,12 @@ impl Effect {
     /// unit, or a unit containing it): that call or branch moved without
     /// one of its own operations completing, so it observed something
     /// other than its operations (see the module docs).
+    /// A lane's post is explained by a step of its main flow too (the
+    /// send that step queued).
     pub fn unexplained_post(&self) -> Option<Unit> {
         self.posts
             .iter()
             .map(|p| p.unit)
-            .find(|&u| !self.touched().any(|t| t.contains(u)))
+            .find(|&u| !self.touched().any(|t| t.contains(u) || t.feeds(u)))
     }
 }

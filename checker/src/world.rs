@@ -25,6 +25,7 @@ mod apply;
 mod branches;
 mod choice;
 mod joint;
+mod lanes;
 mod lookahead;
 mod post;
 mod state;
@@ -34,12 +35,13 @@ use std::task::Waker;
 
 use algorithms::{FabricError, Payload, Rank, Shape};
 
-pub use super::effect::{Branch, Connection, Effect, Half, Post, Resource, Unit, Units};
+pub use super::effect::{Branch, Connection, Effect, Half, Part, Post, Resource, Unit, Units};
 use super::spec::{Buffering, Faults};
 use branches::JoinState;
 pub use choice::{ChannelKey, Choice};
 use joint::PendingJoint;
 pub use joint::{JointRecv, JointSend};
+use lanes::Outboxes;
 use state::Observed;
 pub use state::{Digest, hash_payload};
 
@@ -186,6 +188,9 @@ pub struct World {
     op_call: Vec<Option<usize>>,
     /// The branch that posted each operation.
     op_branch: Vec<Branch>,
+    /// The part of its branch (an outbox's main flow or lane) that
+    /// posted each operation.
+    op_part: Vec<Part>,
     /// The joint operation (an exchange, an in-network operation) each
     /// operation is a part of, if it is one.
     half_of: Vec<Option<OpId>>,
@@ -242,6 +247,8 @@ pub struct World {
     /// Per rank: branches begun that have neither returned nor been
     /// abandoned.
     live_branches: Vec<usize>,
+    /// The outboxes open, and the lane being polled (`world/lanes.rs`).
+    outboxes: Outboxes,
     /// What each unit has observed, when the stateful search keys states
     /// ([`World::observe`]).
     observed: Option<Observed>,
@@ -283,6 +290,7 @@ impl World {
             op_rank: Vec::new(),
             op_call: Vec::new(),
             op_branch: Vec::new(),
+            op_part: Vec::new(),
             half_of: Vec::new(),
             joints: BTreeMap::new(),
             extra_causes: Vec::new(),
@@ -306,6 +314,7 @@ impl World {
             branch_stack: Vec::new(),
             branch_joins: Vec::new(),
             live_branches: vec![0; world_size],
+            outboxes: Outboxes::default(),
             observed: None,
         }
     }
@@ -315,31 +324,35 @@ impl World {
         self.op_rank.push(rank);
         self.op_call.push(call);
         self.op_branch.push(self.branch_now);
+        let part = self.part_now(rank, call);
+        self.op_part.push(part);
         self.half_of.push(None);
         let op = self.ops.len() - 1;
+        if !matches!(self.ops[op], OpState::Pending(_)) {
+            self.lane_done(op);
+        }
         self.observe_new_op(op);
         op
     }
 
-    /// The unit a call's branch changes: the call when calls are
-    /// independent units, else every call of the rank; within it the
-    /// branch when branches are.
-    fn unit(&self, rank: Rank, call: Option<usize>, branch: Branch) -> Unit {
+    /// The unit a call's branch (and part of it) changes: the call when
+    /// calls are independent units, else every call of the rank; within it
+    /// the branch and part when branches are.
+    fn unit(&self, rank: Rank, call: Option<usize>, branch: Branch, part: Part) -> Unit {
+        let branches = self.branches_independent;
         Unit {
             rank,
             call: call.filter(|_| self.calls_independent),
-            branch: if self.branches_independent {
-                branch
-            } else {
-                Branch::ROOT
-            },
+            branch: if branches { branch } else { Branch::ROOT },
+            part: if branches { part } else { Part::Whole },
         }
     }
 
-    /// What completing `op` changes: its rank (or call, or branch), or
-    /// half of its exchange.
+    /// What completing `op` changes: its rank (or call, or branch, or
+    /// lane), or half of its exchange.
     fn touch_op(&self, effect: &mut Effect, op: OpId) {
-        let unit = self.unit(self.op_rank[op], self.op_call[op], self.op_branch[op]);
+        let (rank, call) = (self.op_rank[op], self.op_call[op]);
+        let unit = self.unit(rank, call, self.op_branch[op], self.op_part[op]);
         match self.half_of[op] {
             Some(exchange) => {
                 let completes = self.completes_joint(exchange, op);
@@ -351,6 +364,9 @@ impl World {
                 })
             }
             None => effect.touch(unit),
+        }
+        if let Some(main) = self.awaiting_main(op) {
+            effect.touch(self.unit(rank, call, self.op_branch[op], main));
         }
     }
 
@@ -365,6 +381,7 @@ impl World {
             Some(joint) => self.part_done(joint),
             None => self.observe_done(op),
         }
+        self.lane_done(op);
     }
 
     fn is_running(&self, rank: Rank) -> bool {
@@ -410,13 +427,13 @@ impl World {
     /// (a rank's end follows the ends of its calls).
     pub fn end_step(&mut self) -> Vec<usize> {
         if let Some(unit) = self.effect.unexplained_post()
-            && unit.branch != Branch::ROOT
+            && (unit.branch != Branch::ROOT || unit.part != Part::Whole)
         {
             let step = self.step.map_or(0, |s| s + 1);
             self.branches_broken.get_or_insert_with(|| {
                 format!(
-                    "{} of rank {} moved at step {step} although none of its operations completed",
-                    unit.branch, unit.rank
+                    "{} ({:?}) of rank {} moved at step {step} although none of its operations completed",
+                    unit.branch, unit.part, unit.rank
                 )
             });
         } else if self.calls_independent

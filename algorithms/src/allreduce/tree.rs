@@ -135,7 +135,7 @@ pub async fn run<F: Fabric>(
     let n = fabric.world_size();
     let plan = Plan::new(shape.count, n, shape.dtype.size_bytes(), params);
     let start = |to, tag, payload| fabric.send(to, tag, payload);
-    let mut outbox = Outbox::new();
+    let mut outbox = Outbox::new(fabric);
     for step in Program::new(&plan, fabric.rank()) {
         match step {
             Op::Send {

@@ -92,7 +92,7 @@ pub const CALLS_REDUCTION: &str = "a rank's concurrent calls as separate units (
 
 /// The reduction added when a call joins independent branches (NCCL's
 /// channels).
-pub const BRANCHES_REDUCTION: &str = "the branches of a call's joins (NCCL's channels) as separate units (steps of different branches commute unless they share a channel or a send slot)";
+pub const BRANCHES_REDUCTION: &str = "the branches of a call's joins (NCCL's channels) and the lanes of an outbox (sends kept in flight) as separate units (steps of different branches or lanes commute unless they share a channel or a send slot)";
 
 /// The reductions a search with these counters applied, as reports name
 /// them.
@@ -102,8 +102,7 @@ pub fn reductions(stats: &SearchStats) -> String {
         out += "; ";
         out += BRANCHES_REDUCTION;
     } else if stats.branches_fallback {
-        out +=
-            "; branches of joins as one unit (a branch observed state outside its own operations)";
+        out += "; branches of joins and lanes of outboxes as one unit (a branch or lane observed state outside its own operations)";
     }
     if let Some(before) = stats.stateful_after {
         out += &format!(

@@ -63,7 +63,7 @@
 use algorithms::Rank;
 use algorithms::branches::Branching;
 
-use super::{Branch, OpId, RankStatus, World};
+use super::{Branch, OpId, Part, RankStatus, World};
 
 /// A join of branches as the world follows it.
 #[derive(Debug)]
@@ -123,11 +123,17 @@ impl World {
                 if self.branches_independent {
                     // The call goes on once every branch has returned: a
                     // change to the unit holding them, after their ends.
-                    let unit = self.unit(rank, call, parent);
+                    let unit = self.unit(rank, call, parent, Part::Whole);
                     self.effect.touch(unit);
                     self.extra_causes.extend(ends);
                 }
             }
+            Branching::LanesOpen
+            | Branching::LaneEnter { .. }
+            | Branching::LaneLeave
+            | Branching::LanesSeen { .. }
+            | Branching::LanesAwaited { .. }
+            | Branching::LanesClose => return self.lanes(rank, call, event),
             Branching::Abandon { unfinished, .. } => {
                 self.live_branches[rank] = self.live_branches[rank].saturating_sub(unfinished);
                 // A crashed rank's tasks are dropped whole.
@@ -144,9 +150,10 @@ impl World {
         None
     }
 
-    /// Whether some call joined branches in this execution.
+    /// Whether some call joined branches, or opened an outbox, in this
+    /// execution (the per-branch refinement, lanes included, had a use).
     pub fn joined_branches(&self) -> bool {
-        !self.branch_joins.is_empty()
+        !self.branch_joins.is_empty() || self.outboxes.used
     }
 
     fn join(&self, id: u64) -> Option<&JoinState> {
@@ -159,7 +166,7 @@ impl World {
 
     /// Records why the per-branch refinement does not hold for `rank`,
     /// when it is on.
-    fn break_branches(&mut self, rank: Rank, why: impl FnOnce() -> String) {
+    pub(super) fn break_branches(&mut self, rank: Rank, why: impl FnOnce() -> String) {
         if self.branches_independent {
             self.branches_broken
                 .get_or_insert_with(|| format!("rank {rank}: {}", why()));
@@ -170,10 +177,17 @@ impl World {
     /// posted it.
     pub fn check_waiter(&mut self, op: OpId) {
         let (posted, now) = (self.op_branch[op], self.branch_now);
+        let rank = self.op_rank[op];
         if self.branches_independent && posted != now {
-            let rank = self.op_rank[op];
             self.break_branches(rank, || {
                 format!("{now} waited for an operation {posted} posted")
+            });
+        }
+        let (posted, now) = (self.op_part[op], self.part_now(rank, self.op_call[op]));
+        let lane = matches!(posted, Part::Lane(_)) || matches!(now, Part::Lane(_));
+        if self.branches_independent && lane && posted != now {
+            self.break_branches(rank, || {
+                format!("{now:?} of an outbox waited for an operation {posted:?} posted")
             });
         }
     }
@@ -182,9 +196,9 @@ impl World {
     /// branch, or while branches run, that observes their order.
     pub(super) fn branch_clock_read(&mut self, rank: Rank) {
         let now = self.branch_now;
-        if now != Branch::ROOT || self.live_branches[rank] > 0 {
+        if now != Branch::ROOT || self.live_branches[rank] > 0 || self.outboxes.open_on(rank) {
             self.break_branches(rank, || {
-                format!("the clock was read by {now} while branches ran")
+                format!("the clock was read by {now} while branches or an outbox's lanes ran")
             });
         }
     }

@@ -2,7 +2,7 @@
 //! choices are enabled, which instance of each would be taken, what each
 //! would change ([`Effect`]) and which steps it causally follows.
 
-use super::{Branch, ChannelKey, Choice, Connection, Effect, Unit, World, pair_range};
+use super::{Branch, ChannelKey, Choice, Connection, Effect, Part, Unit, World, pair_range};
 
 impl World {
     /// Every choice enabled now, in a fixed order: starts first, so that
@@ -117,7 +117,9 @@ impl World {
                 None => e.touch(Unit::rank(k.dst)),
             },
             Choice::Notify { to, .. } => e.touch(Unit::rank(to)),
-            Choice::Start { rank, call } => e.touch(self.unit(rank, Some(call), Branch::ROOT)),
+            Choice::Start { rank, call } => {
+                e.touch(self.unit(rank, Some(call), Branch::ROOT, Part::Whole))
+            }
         }
         e
     }

@@ -184,7 +184,8 @@ impl World {
     /// branches share (see [`effect`](crate::effect)), when they are
     /// independent units.
     fn record_post(&mut self, rank: Rank, call: Option<usize>, resource: Resource, critical: bool) {
-        let unit = self.unit(rank, call, self.branch_now);
+        let part = self.part_now(rank, call);
+        let unit = self.unit(rank, call, self.branch_now, part);
         if unit != Unit::rank(rank) {
             self.effect.posts.push(Post {
                 unit,

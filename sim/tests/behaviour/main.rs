@@ -15,6 +15,7 @@ mod check_connections;
 mod check_demos;
 mod check_exchange;
 mod check_joint;
+mod check_lanes;
 mod check_soundness;
 mod check_stateful;
 mod closed_form;
