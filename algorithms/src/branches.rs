@@ -31,6 +31,8 @@ use futures_util::future::{join_all, try_join_all};
 
 use crate::fabric::Fabric;
 
+mod woken;
+
 /// What a join of branches tells its fabric ([`Fabric::branching`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Branching {
@@ -105,6 +107,10 @@ pub enum Branching {
 
 /// Runs `branches` at once and returns their outputs in order, once every
 /// one has returned (`join_all`, with the fabric told of each branch).
+/// On a fabric that does not listen, up to 30 branches are polled in
+/// order as `join_all` polls them, but only those woken since their last
+/// poll (see the `woken` module); more go to `join_all`, which polls the
+/// woken ones in wake order.
 pub async fn join_branches<F, I>(fabric: &F, branches: I) -> Vec<<I::Item as Future>::Output>
 where
     F: Fabric + ?Sized,
@@ -116,6 +122,9 @@ where
         branches: branches.len(),
     };
     let Some(join) = fabric.branching(begin) else {
+        if branches.len() <= woken::SMALL {
+            return woken::WokenJoin::new(branches).await;
+        }
         return join_all(branches).await;
     };
     match Join::new(fabric, join, branches, |_| false).await {

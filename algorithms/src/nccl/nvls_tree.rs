@@ -37,12 +37,24 @@
 //! 3. the result goes down the tree (a head sends it on to its children)
 //!    and each head multicasts it to its node (the head the source).
 //!
-//! A head's units go up in order (a node reduction's result awaited per
-//! unit, all issued at once) and come down in order, the two directions at
-//! once; tree messages are plain sends (the router takes a head through
-//! its own NIC) with no slot credits. Tags: [`channel_tag`] of channel
-//! `k p + h` with phases 0 (node reduction), 1 (up the tree), 2 (down the
-//! tree) and 3 (multicast).
+//! A head's units go up in order and come down in order, the two
+//! directions at once. Each (channel, head) connection has NCCL's
+//! `NCCL_STEPS` = 8 slots of one unit (`src/transport/nvls.cc:427-428`:
+//! `buffSize = nvlsStepSize * NCCL_STEPS`, the step the NVLS chunk;
+//! `src/include/device.h:26`; NVIDIA/nccl
+//! 5067397c2676d5aed50042fc39e5c8ee96eb0027): the kernel's scatter warps
+//! write a loop into every head's buffer only once that head's reduce
+//! warps have consumed the loop 8 before (`src/device/all_reduce.h:527-628`
+//! @5067397c, one step per loop iteration). Here a rank's contribution to
+//! unit `i` of head `h` leaves only once unit `i - 8` is done at the head
+//! (reduced with the children's sums and sent up, or at the root sent
+//! down): the head posts its own then, and sends every other rank of its
+//! node a zero-byte credit. So at most 8 units per connection are in
+//! flight, and what a rank holds does not grow with the buffer. Tree
+//! messages are plain sends (the router takes a head through its own NIC)
+//! with no slot credits. Tags: [`channel_tag`] of channel `k p + h` with
+//! phases 0 (node reduction), 1 (up the tree), 2 (down the tree), 3
+//! (multicast) and 4 (credits).
 //!
 //! Reduction order: a node's sum `S_v` is its ranks folded in local order
 //! (the switch's member order); a tree node's partial sum is
@@ -68,10 +80,10 @@
 //! On fabrics without a switch that reduces and multicasts the call fails
 //! with the fabric's reason before anything is sent.
 
+use std::cell::RefCell;
 use std::ops::Range;
 
 use futures_util::StreamExt;
-use futures_util::future::try_join_all;
 use futures_util::stream::FuturesOrdered;
 
 use crate::algorithm::{Chunking, CollectiveAlgorithm, Running};
@@ -85,6 +97,7 @@ use crate::layout::block_range;
 use crate::nccl::TreeNode;
 use crate::nccl::nvls::NVLS_CHUNK_BYTES;
 use crate::nccl::plan::double_binary_tree;
+use crate::nccl::protocol::STEPS;
 use crate::nccl::ring::channel_tag;
 use crate::payload::{Payload, Shape};
 use crate::reference::{Order, fold_reference};
@@ -123,25 +136,24 @@ impl Layout {
         block_range(count, self.channels, k)
     }
 
-    /// Head `h`'s units of `block`, non-empty, in order: unit `h` of each
-    /// loop of `per_node` units, a short last loop split evenly.
-    fn units(&self, block: &Range<usize>, h: usize) -> Vec<Range<usize>> {
+    /// Head `h`'s units of `block`: unit `h` of each loop of `per_node`
+    /// units, a short last loop split evenly (computed on demand: a
+    /// 32 GiB buffer has a quarter million units per rank).
+    fn units(&self, block: &Range<usize>, h: usize) -> Units {
         let loop_len = self.per_node * self.unit;
-        let mut out = Vec::new();
-        let mut start = block.start;
-        while start < block.end {
-            let len = (block.end - start).min(loop_len);
-            let mine = if len == loop_len {
-                h * self.unit..(h + 1) * self.unit
-            } else {
-                block_range(len, self.per_node, h)
-            };
-            if !mine.is_empty() {
-                out.push(start + mine.start..start + mine.end);
-            }
-            start += len;
+        let len = block.len();
+        let full = len / loop_len;
+        let rest = block_range(len % loop_len, self.per_node, h);
+        Units {
+            start: block.start,
+            loop_len,
+            mine: h * self.unit..(h + 1) * self.unit,
+            full,
+            last: (!rest.is_empty()).then(|| {
+                let base = block.start + full * loop_len;
+                base + rest.start..base + rest.end
+            }),
         }
-        out
     }
 
     /// The ranks of `node`, with local rank `h` first (the multicast's
@@ -154,6 +166,50 @@ impl Layout {
     }
 }
 
+/// One head's units of one channel's block, in order, non-empty.
+#[derive(Clone, Debug)]
+struct Units {
+    /// The block's first element.
+    start: usize,
+    /// Elements per full loop (`per_node` units).
+    loop_len: usize,
+    /// The head's unit within a full loop, relative to the loop.
+    mine: Range<usize>,
+    /// Full loops.
+    full: usize,
+    /// The head's part of a short last loop, if not empty.
+    last: Option<Range<usize>>,
+}
+
+impl Units {
+    /// How many units.
+    fn count(&self) -> usize {
+        self.full + usize::from(self.last.is_some())
+    }
+
+    /// Unit `i`'s elements in the buffer.
+    fn range(&self, i: usize) -> Range<usize> {
+        if i < self.full {
+            let base = self.start + i * self.loop_len;
+            base + self.mine.start..base + self.mine.end
+        } else {
+            self.last.clone().unwrap_or(0..0)
+        }
+    }
+
+    /// Unit `i`'s elements in the head's results, which hold its units
+    /// back to back.
+    fn packed(&self, i: usize) -> Range<usize> {
+        let at = i * self.mine.len();
+        at..at + self.range(i).len()
+    }
+
+    /// Elements of all the units.
+    fn total(&self) -> usize {
+        self.full * self.mine.len() + self.last.as_ref().map_or(0, Range::len)
+    }
+}
+
 /// The tags of channel `k`, head `h`.
 #[derive(Clone, Copy, Debug)]
 struct Tags {
@@ -161,6 +217,7 @@ struct Tags {
     up: Tag,
     down: Tag,
     cast: Tag,
+    credit: Tag,
 }
 
 impl Tags {
@@ -171,6 +228,7 @@ impl Tags {
             up: t.phase(1),
             down: t.phase(2),
             cast: t.phase(3),
+            credit: t.phase(4),
         }
     }
 }
@@ -202,82 +260,131 @@ pub async fn run<F: Fabric>(
     }
     let buf_ref = &*buf;
     let mut jobs = Vec::new();
+    let mut all_units = Vec::new();
     for k in 0..layout.channels {
         let block = layout.block(buf.len(), k);
         let tree = double_binary_tree(layout.nodes, (k % 2) as u8);
         for h in 0..layout.per_node {
             let units = layout.units(&block, h);
+            all_units.push(units.clone());
             let tags = Tags::new(params.tag, &layout, k, h);
             let cast_group = layout.node_group(node, h);
             let head = (local == h).then(|| tree[node].clone());
             let members = &members;
             jobs.push(async move {
-                let results = match head {
-                    Some(place) => {
+                let out = RefCell::new(Payload::zeros(dtype, units.total(), buf_ref.is_phantom()));
+                let place = Place {
+                    fabric,
+                    members,
+                    cast_group: &cast_group,
+                    units: &units,
+                    tags,
+                    op,
+                    out: &out,
+                };
+                match head {
+                    Some(tree_node) => {
                         let job = Head {
-                            fabric,
-                            members,
-                            cast_group: &cast_group,
                             place,
-                            node,
+                            tree: tree_node,
                             per_node: layout.per_node,
                             local,
-                            tags,
-                            op,
                         };
-                        job.run(buf_ref, &units).await?
+                        job.run(buf_ref).await?
                     }
-                    None => member(fabric, members, &cast_group, tags, buf_ref, &units, op).await?,
-                };
-                Ok::<_, CollectiveError>(units.into_iter().zip(results).collect::<Vec<_>>())
+                    None => place.member(buf_ref).await?,
+                }
+                Ok::<_, CollectiveError>(out.into_inner())
             });
         }
     }
     let done = join_branches(fabric, jobs).await;
-    for job in done {
-        for (range, result) in job? {
-            buf.copy_from(range, &result)?;
+    for (job, units) in done.into_iter().zip(&all_units) {
+        let results = job?;
+        for i in 0..units.count() {
+            let range = units.range(i);
+            buf.copy_from(range, &results.extract(units.packed(i)))?;
         }
     }
     Ok(())
 }
 
-/// A rank that is not the head of these units: it contributes to every
-/// node reduction and takes every result from the head's multicast.
-async fn member<F: Fabric>(
-    fabric: &F,
-    members: &[Rank],
-    cast_group: &[Rank],
+/// What a rank works on for one channel and head: the node's group, the
+/// units, where their results go.
+struct Place<'a, F> {
+    fabric: &'a F,
+    members: &'a [Rank],
+    cast_group: &'a [Rank],
+    units: &'a Units,
     tags: Tags,
-    buf: &Payload,
-    units: &[Range<usize>],
     op: ReduceOp,
-) -> Result<Vec<Payload>, CollectiveError> {
-    let head = cast_group[0];
-    let reductions = try_join_all(units.iter().map(|u| {
-        fabric.reduce_to_in_network(members, head, tags.node, buf.extract(u.clone()), op)
-    }));
-    let casts = try_join_all(units.iter().map(|u| {
-        let expect = Payload::phantom(buf.shape().dtype, u.len());
-        fabric.multicast_in_network(cast_group, tags.cast, expect)
-    }));
-    let (reduced, results) = futures_util::future::join(reductions, casts).await;
-    reduced?;
-    Ok(results?)
+    out: &'a RefCell<Payload>,
+}
+
+impl<F: Fabric> Place<'_, F> {
+    /// The head of these units on this node (the multicast's source).
+    fn head(&self) -> Rank {
+        self.cast_group[0]
+    }
+
+    /// Window of units a rank's contributions may be ahead of the head.
+    fn window(&self) -> usize {
+        STEPS.min(self.units.count().max(1))
+    }
+
+    /// This rank's contribution to unit `i`'s node reduction.
+    async fn contribute(&self, buf: &Payload, i: usize) -> Result<Option<Payload>, FabricError> {
+        let own = buf.extract(self.units.range(i));
+        self.fabric
+            .reduce_to_in_network(self.members, self.head(), self.tags.node, own, self.op)
+            .await
+    }
+
+    /// A rank that is not the head of these units: it contributes to every
+    /// node reduction, each once the head has freed its slot (a zero-byte
+    /// credit for unit `i - window`), and takes every result from the
+    /// head's multicast, in order.
+    async fn member(&self, buf: &Payload) -> Result<(), CollectiveError> {
+        let dtype = buf.shape().dtype;
+        let count = self.units.count();
+        let window = self.window();
+        let contribute = async {
+            for i in 0..count {
+                if i >= window {
+                    self.fabric
+                        .recv(self.head(), self.tags.credit, Shape::new(dtype, 0))
+                        .await?;
+                }
+                self.contribute(buf, i).await?;
+            }
+            Ok::<_, CollectiveError>(())
+        };
+        let gather = async {
+            for i in 0..count {
+                let expect = Payload::phantom(dtype, self.units.range(i).len());
+                let result = self
+                    .fabric
+                    .multicast_in_network(self.cast_group, self.tags.cast, expect)
+                    .await?;
+                self.out
+                    .borrow_mut()
+                    .copy_from(self.units.packed(i), &result)?;
+            }
+            Ok::<_, CollectiveError>(())
+        };
+        let (c, g) = futures_util::join!(contribute, gather);
+        c?;
+        g
+    }
 }
 
 /// The head of some units on its node: its place in the tree over nodes
 /// (ranks of the tree are node indices).
 struct Head<'a, F> {
-    fabric: &'a F,
-    members: &'a [Rank],
-    cast_group: &'a [Rank],
-    place: TreeNode,
-    node: usize,
+    place: Place<'a, F>,
+    tree: TreeNode,
     per_node: usize,
     local: usize,
-    tags: Tags,
-    op: ReduceOp,
 }
 
 impl<F: Fabric> Head<'_, F> {
@@ -286,17 +393,13 @@ impl<F: Fabric> Head<'_, F> {
         node * self.per_node + self.local
     }
 
-    /// Up and down the tree at once; every unit's result.
-    async fn run(
-        &self,
-        buf: &Payload,
-        units: &[Range<usize>],
-    ) -> Result<Vec<Payload>, CollectiveError> {
-        let up = self.up(buf, units);
-        match self.place.parent {
+    /// Up and down the tree at once; every unit's result into `out`.
+    async fn run(&self, buf: &Payload) -> Result<(), CollectiveError> {
+        let up = self.up(buf);
+        match self.tree.parent {
             None => up.await,
             Some(parent) => {
-                let (u, d) = futures_util::join!(up, self.down(parent, buf, units));
+                let (u, d) = futures_util::join!(up, self.down(parent, buf));
                 u?;
                 d
             }
@@ -304,24 +407,20 @@ impl<F: Fabric> Head<'_, F> {
     }
 
     /// Each unit's node sum plus the children's, sent to the parent; at
-    /// the root, each result sent down (and returned).
-    async fn up(
-        &self,
-        buf: &Payload,
-        units: &[Range<usize>],
-    ) -> Result<Vec<Payload>, CollectiveError> {
-        let f = self.fabric;
+    /// the root, each result sent down. The head's own contributions
+    /// stay `window` units ahead of this loop, and once a unit is done the
+    /// node's other ranks get a credit for the unit `window` later.
+    async fn up(&self, buf: &Payload) -> Result<(), CollectiveError> {
+        let p = &self.place;
+        let f = p.fabric;
         let dtype = buf.shape().dtype;
-        let mut reductions: FuturesOrdered<_> = units
-            .iter()
-            .map(|u| {
-                let own = buf.extract(u.clone());
-                let head = self.head_of(self.node);
-                f.reduce_to_in_network(self.members, head, self.tags.node, own, self.op)
-            })
+        let count = p.units.count();
+        let window = p.window();
+        let mut reductions: FuturesOrdered<_> = (0..window.min(count))
+            .map(|i| p.contribute(buf, i))
             .collect();
-        let mut results = Vec::new();
-        for u in units {
+        for i in 0..count {
+            let len = p.units.range(i).len();
             let Some(sum) = reductions.next().await else {
                 break;
             };
@@ -331,67 +430,68 @@ impl<F: Fabric> Head<'_, F> {
                     reason: "the node's in-network reduction brought its head no sum".into(),
                 }));
             };
-            for &child in &self.place.children {
+            for &child in &self.tree.children {
                 let incoming = f
-                    .recv(
-                        self.head_of(child),
-                        self.tags.up,
-                        Shape::new(dtype, u.len()),
-                    )
+                    .recv(self.head_of(child), p.tags.up, Shape::new(dtype, len))
                     .await?;
-                acc.reduce_from_right(0..u.len(), &incoming, self.op)?;
+                acc.reduce_from_right(0..len, &incoming, p.op)?;
                 f.compute(Work::Reduce {
                     bytes: incoming.shape().bytes(),
                 })
                 .await?;
             }
-            match self.place.parent {
-                Some(parent) => f.send(self.head_of(parent), self.tags.up, acc).await?,
+            match self.tree.parent {
+                Some(parent) => f.send(self.head_of(parent), p.tags.up, acc).await?,
                 None => {
-                    if self.op == ReduceOp::Avg {
-                        acc.divide(0..u.len(), f.world_size());
+                    if p.op == ReduceOp::Avg {
+                        acc.divide(0..len, f.world_size());
                     }
-                    results.push(self.deliver(acc).await?);
+                    self.deliver(i, acc).await?;
+                }
+            }
+            if i + window < count {
+                reductions.push_back(p.contribute(buf, i + window));
+                for &m in &p.cast_group[1..] {
+                    f.send(m, p.tags.credit, Payload::phantom(dtype, 0)).await?;
                 }
             }
         }
-        Ok(results)
+        Ok(())
     }
 
     /// Each unit's result from the parent, sent on down.
-    async fn down(
-        &self,
-        parent: usize,
-        buf: &Payload,
-        units: &[Range<usize>],
-    ) -> Result<Vec<Payload>, CollectiveError> {
+    async fn down(&self, parent: usize, buf: &Payload) -> Result<(), CollectiveError> {
+        let p = &self.place;
         let dtype = buf.shape().dtype;
-        let mut results = Vec::with_capacity(units.len());
-        for u in units {
-            let result = self
+        for i in 0..p.units.count() {
+            let result = p
                 .fabric
                 .recv(
                     self.head_of(parent),
-                    self.tags.down,
-                    Shape::new(dtype, u.len()),
+                    p.tags.down,
+                    Shape::new(dtype, p.units.range(i).len()),
                 )
                 .await?;
-            results.push(self.deliver(result).await?);
+            self.deliver(i, result).await?;
         }
-        Ok(results)
+        Ok(())
     }
 
-    /// Sends a result to the children and multicasts it to the node.
-    async fn deliver(&self, result: Payload) -> Result<Payload, CollectiveError> {
-        for &child in &self.place.children {
-            self.fabric
-                .send(self.head_of(child), self.tags.down, result.clone())
+    /// Sends unit `i`'s result to the children, multicasts it to the node
+    /// and keeps it.
+    async fn deliver(&self, i: usize, result: Payload) -> Result<(), CollectiveError> {
+        let p = &self.place;
+        for &child in &self.tree.children {
+            p.fabric
+                .send(self.head_of(child), p.tags.down, result.clone())
                 .await?;
         }
-        Ok(self
+        let kept = p
             .fabric
-            .multicast_in_network(self.cast_group, self.tags.cast, result)
-            .await?)
+            .multicast_in_network(p.cast_group, p.tags.cast, result)
+            .await?;
+        p.out.borrow_mut().copy_from(p.units.packed(i), &kept)?;
+        Ok(())
     }
 }
 

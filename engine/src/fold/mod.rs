@@ -331,16 +331,19 @@
 //! most the flows below it, about half) nor a cheaper event reaches a
 //! minute: the target needs fewer simulated messages.
 //!
-//! `nccl_nvls_tree` is dearer per byte than the others: 64, 128 and 256
-//! GPUs at 256 MiB take 2.98, 8.84 and 31.2 s and 146, 280 and 516 MiB
-//! (`tree`: 0.15 to 0.88 s, under 40 MiB). Every non-head rank posts all
-//! its units' node reductions and multicasts at once (`try_join_all` in
-//! `nccl/nvls_tree.rs`), so the live futures and in-network calls grow
-//! with the units; `perf` at 64 GPUs: 16% the flow model, 13%
-//! `FuturesUnordered::poll_next`, 6% `World::deliver`, the rest spread
-//! over the in-network calls, allocation and wakers. Posting a bounded
-//! window of units instead would change which sends share an instant,
-//! so it needs the same every-rank, every-link comparison as the folds.
+//! `nccl_nvls_tree` is dearer per message than the others: its max-min
+//! components are large (every GPU's legs to its NVSwitch share the
+//! node, the heads' tree messages join the nodes), so the filling and
+//! its heap take over half the time (`perf`, 512 GPUs, 64 MiB,
+//! 2026-12-03). It used to post all of a rank's node reductions and
+//! multicasts at once, so memory grew with the size (3.9 GB at 512 GPUs
+//! and 1 GiB); it now keeps NCCL's 8 units in flight per channel and head
+//! (a credit from the head, see `nccl/nvls_tree.rs`) and memory grows
+//! far slower (figures below). It does not fold: the world refuses in-network calls in a folded
+//! run (a switch reduction needs every member's leg, and a folded run has
+//! only the representatives'), and its (channel, head) tags are no NCCL
+//! channels for [`nccl_channel_turn`] to turn; the window changes
+//! neither.
 //!
 //! `nccl_tree` folded by the node turn (half of every node's GPUs
 //! simulated), measured with `tools/bench_trees.sh --algorithms
@@ -414,17 +417,42 @@
 //! 2 GiB 1.81/1.56, 4.72/4.45, 22.97/13.71, 31.27/14.53, 6.97/6.22,
 //! 30.75/16.62, 53.60/28.27 (55-65 MiB; Simple, larger units, from
 //! 512 MiB); unfolded `tree` 1 GiB 11.54/11.80 (small components:
-//! unchanged); `nccl_nvls_tree` 1 GiB 208.3/137.9 (3.9 GB both). Now
-//! linear from 1 GiB: 32 GiB folded `nccl_tree` at 512 GPUs is about
-//! 16 x 28 s, 7-8 min; `nccl_nvls_tree` about 32 x 138 s and 32 x 3.9 GB.
+//! unchanged); `nccl_nvls_tree` 1 GiB 208.3/137.9 (3.9 GB both).
 //! `perf` at 1 GiB folded: flow model ~45% (filling 28%), world and futures the rest.
 //!
-//! What would reach the target, and what it needs:
-//! - **Folding by the channel turn** (`nccl_tree`): in, by half a node
-//!   (see "Which turn `nccl_tree` has" above); it halves the ranks and
-//!   the flows of each max-min component, so it saves more than half the
-//!   time, but a factor of 2 does not reach a minute at 32 GiB. Folding
-//!   by more needs the partial rotation or another channel order above.
+//! **Later that day** (release `sim`, load 2-3, before/after
+//! alternated; folded `nccl_tree` at 512 GPUs then took 4.1 s for 1 GiB,
+//! the 16.6 s above not re-traced): joins now poll only woken branches
+//! (`algorithms::branches`: `join_all` of up to 30 futures polled all 16
+//! channels per delivery), in the same order, so the same operations in
+//! the same order: `scenarios/*.toml` (stdout, `--links-csv`) and six
+//! bench points the same to the byte; user CPU s, folded `nccl_tree` 512
+//! GPUs, 1 GiB 4.00, 4.07 / 3.67, 3.67, 2 GiB 8.35, 8.49 / 7.85, 7.63
+//! (8-10% less). `nccl_nvls_tree` keeps 8 units in flight per channel
+//! and head (a model change): 512 GPUs, 1 GiB 95 s, 3 910 MiB,
+//! 13 199.28 us simulated before; 97 s, 122 MiB, 11 337.16 us after (the
+//! heads' multicasts no longer queue behind every contribution posted up
+//! front). Then `tools/bench_trees.sh`: folded `nccl_tree` 512 GPUs
+//! 1 GiB 3.90 s, **32 GiB 113 s**, 66 MiB both; 2048 GPUs 1 GiB 45.1 s,
+//! 172 MiB (32 GiB about 24 min, extrapolated); `nccl_nvls_tree` 512
+//! GPUs 2 GiB 109.5 s, 187 MiB, 4 GiB 287.6 s (tests building beside
+//! it), 282 MiB: still some growth, about 50-65 MiB per GiB (cause not
+//! found; mimalloc's retained pages not ruled out), so 32 GiB is about
+//! 1.5-2 GB and 35-50 min, extrapolated.
+//!
+//! What would reach the target, and what it needs (folded `nccl_tree`
+//! at 512 GPUs is within 2x of a minute at 32 GiB; 2048 GPUs and
+//! `nccl_nvls_tree` are 20-50x away):
+//! - **A cheaper max-min filling for large components**: `nccl_nvls_tree`
+//!   spends over half its time there, folded `nccl_tree` at 2048 GPUs
+//!   costs 11x the 512-GPU point for 4x the ranks. Restarting the filling
+//!   at the changed flow's level, or pruning links that cannot saturate,
+//!   both exact, were weighed above; neither is in.
+//! - **Folding by more** (`nccl_tree`): by half a node now (see "Which
+//!   turn `nccl_tree` has" above); a quarter needs the partial rotation or
+//!   another channel order above. `nccl_nvls_tree` would first need
+//!   in-network calls in folded runs (a representative's leg standing for
+//!   its orbit's at the switch) and a turn of its (channel, head) tags.
 //! - **Exact steady-state skipping** (a pipeline whose whole state repeats
 //!   shifted by one chunk period): the flow model's state can be compared
 //!   (flows, remaining bytes, pending events relative to now), but the
@@ -438,6 +466,9 @@
 //!   position of isomorphic subtrees share a timeline only while their
 //!   parents' do, and on a fat-tree their links are shared with other
 //!   subtrees; it needs the same per-rank state as data to verify.
+//! - What is left per message once the filling is cheap is memory-bound:
+//!   `World::deliver` (11% at 1 GiB folded) stalls on the in-flight
+//!   slab's slot and the mailbox's hash bucket (cache misses).
 
 mod action;
 mod channels;

@@ -140,8 +140,9 @@ fn a_multicast_checks_the_expected_shape_and_refuses_without_a_switch() {
 
 #[test]
 fn nvls_tree_across_nodes_is_bit_exact_in_its_own_order() {
-    // Units of 4 KiB: two channels (one per tree), each two full loops of
-    // the heads' units and a short last loop. Two nodes of four GPUs
+    // Units of 4 KiB: two channels (one per tree), each twenty full loops
+    // of the heads' units (past the 8 slots: credits at work) and a short
+    // last loop. Two nodes of four GPUs
     // (flow and packet) and four nodes of two (a tree of three levels).
     for (nodes, gpus, levels) in [
         (2, 4, &[ModelLevel::Flow, ModelLevel::Packet][..]),
@@ -159,7 +160,7 @@ fn nvls_tree_across_nodes_is_bit_exact_in_its_own_order() {
             channels: 2,
             ..Params::default()
         };
-        let count = 2 * (2 * gpus * 1024 + 37);
+        let count = 2 * (20 * gpus * 1024 + 37);
         let inputs = mixed_inputs(8, count);
         let expected = nvls_tree::reference(&inputs, ReduceOp::Sum, &params);
         // The order shows: the node sums then the tree give other bits
@@ -251,6 +252,44 @@ fn nvls_tree_on_ideal_links_takes_the_closed_form_time() {
     assert!(3 * spec.latency_ps >= (p - 3) * c);
     assert_eq!(end, (p + 5) * c + 6 * spec.latency_ps);
     assert_eq!(end, nvls_tree::ideal_time_ps(spec.latency_ps, c, p));
+}
+
+#[test]
+fn nvls_tree_contributions_wait_for_a_free_slot_past_eight_units() {
+    // Two nodes of two ranks on ideal links, one channel, every head `k`
+    // units. Up to 8 units (NCCL_STEPS slots per head) every contribution
+    // leaves at once; the ninth waits for the head's credit for the first
+    // (sent once the first is done there, >= 2 α after the start, and α
+    // on its way), so it comes at least 3 α after the start and its result
+    // at least 2 α later: the call takes at least 2 α longer than with 8,
+    // where one more loop sent at once would take 2 c (here c < α / 2).
+    let spec = LinkSpec::new(1_000_000, 1e10).unwrap();
+    let (p, b) = (2usize, 4096u64);
+    let params = Params {
+        ranks_per_node: p,
+        chunk_bytes: b,
+        channels: 1,
+        ..Params::default()
+    };
+    let time = |loops: usize| {
+        let inputs = inputs(2 * p, loops * p * (b / 4) as usize);
+        let (outputs, end) = run(
+            WorldConfig::new(2 * p, NetworkConfig::Ideal(spec)),
+            &algorithm("nccl_nvls_tree"),
+            &inputs,
+            &params,
+        );
+        let expected = nvls_tree::reference(&inputs, ReduceOp::Sum, &params);
+        for (r, out) in outputs.iter().enumerate() {
+            assert_eq!(out.count_wrong(&expected[r]), 0, "{loops} loops, rank {r}");
+        }
+        end
+    };
+    let c = spec.serialization_ps(b);
+    assert!(4 * c < 2 * spec.latency_ps);
+    let (seven, eight, nine) = (time(7), time(8), time(9));
+    assert!(eight - seven < 2 * spec.latency_ps, "{seven} {eight}");
+    assert!(nine - eight >= 2 * spec.latency_ps, "{eight} {nine}");
 }
 
 #[test]
