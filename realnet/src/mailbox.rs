@@ -244,11 +244,19 @@ impl Mailbox {
     }
 
     /// The error that ended this rank, if any.
+    #[inline]
     pub fn fatal(&self) -> Option<FabricError> {
-        if !self.has_fatal.load(Ordering::Acquire) {
+        if !self.has_fatal() {
             return None;
         }
         self.lock().fatal.clone()
+    }
+
+    /// Whether an error ended this rank: [`Mailbox::fatal`] without the
+    /// error (one atomic load, for a transport's polling loop).
+    #[inline]
+    pub fn has_fatal(&self) -> bool {
+        self.has_fatal.load(Ordering::Acquire)
     }
 
     /// The failure recorded for `peer`, if any.

@@ -5,9 +5,11 @@
 
 use std::cell::{Cell, RefCell};
 use std::collections::VecDeque;
+use std::future::Future;
 use std::ops::Range;
+use std::pin::Pin;
 use std::sync::Arc;
-use std::task::Waker;
+use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant};
 
 use algorithms::{
@@ -20,19 +22,22 @@ use super::liveness::Health;
 use super::progress::{Incoming, Rx};
 use super::ring::{Corrupt, Cursor};
 use super::segment::Segment;
-use super::wire::{HEADER_BYTES, Kind, MessageHeader};
+use super::slots::{SLOT_WORDS, SlotCursor};
+use super::wire::{Kind, MessageHeader, SLOT_PAYLOAD_BYTES};
 use crate::call::CallId;
 use crate::endpoint::Endpoint;
 use crate::executor::IdlePolicy;
 use crate::heartbeat::{self, Beater, PeerSilence};
-use crate::mailbox::Mailbox;
+use crate::mailbox::{Mailbox, Recv};
 use crate::pool::BufferPool;
 
-/// A message waiting for ring space: its header and inline bytes.
+/// A message waiting for a free slot (its header) or for ring space
+/// (its inline bytes).
 pub(super) struct Pending {
-    pub(super) header: [u8; HEADER_BYTES],
+    /// The slot's words: the header, and a small payload.
+    pub(super) header: [u64; SLOT_WORDS],
     pub(super) header_sent: bool,
-    /// The payload whose bytes follow the header (`None`: header only).
+    /// The payload whose bytes follow in the byte ring (`None`: none).
     pub(super) inline: Option<Payload>,
     /// Inline bytes already in the ring.
     pub(super) offset: usize,
@@ -41,7 +46,10 @@ pub(super) struct Pending {
 /// This rank's sending side towards one peer.
 #[derive(Default)]
 pub(crate) struct Outgoing {
+    /// This rank's place in the byte ring to the peer.
     pub(super) cur: Cursor,
+    /// This rank's place in the slots to the peer.
+    pub(super) slots: SlotCursor,
     pub(super) queue: VecDeque<Pending>,
     /// Payloads the peer copies out of our memory, oldest first; `None`
     /// for a part of a caller's buffer lent by
@@ -133,6 +141,7 @@ impl ShmFabric {
                 (0..world)
                     .map(|_| Incoming {
                         cur: Cursor::default(),
+                        slots: SlotCursor::default(),
                         rx: Rx::Header,
                     })
                     .collect(),
@@ -167,6 +176,13 @@ impl ShmFabric {
         ))
     }
 
+    pub(super) fn corrupt_slots(&self, src: Rank, dst: Rank, c: Corrupt) -> FabricError {
+        self.error(format!(
+            "the message slots from rank {src} to rank {dst} are corrupt (count {} against {})",
+            c.other, c.pos
+        ))
+    }
+
     /// Queues `payload` for `to` and pushes what fits into the ring now.
     fn enqueue(&self, to: Rank, tag: Tag, payload: Payload) -> Result<(), FabricError> {
         let shape = payload.shape();
@@ -180,6 +196,7 @@ impl ShmFabric {
         let kind = match () {
             _ if payload.is_phantom() => Kind::Phantom,
             _ if attach => Kind::Attach,
+            _ if bytes <= SLOT_PAYLOAD_BYTES => Kind::Small,
             _ => Kind::Inline,
         };
         let header = MessageHeader {
@@ -189,17 +206,32 @@ impl ShmFabric {
             kind,
             addr: payload.as_bytes().map_or(0, |b| b.as_ptr() as u64),
         }
-        .encode();
+        .encode(match kind {
+            Kind::Small => payload.as_bytes().unwrap_or_default(),
+            _ => &[],
+        });
         let mut out = self.out.borrow_mut();
         let o = &mut out[to];
         let inline = match kind {
-            Kind::Inline if bytes > 0 => Some(payload),
+            Kind::Inline => Some(payload),
             Kind::Attach => {
                 o.attached.push_back(Some(payload));
                 None
             }
             _ => None,
         };
+        // Nothing queued before it and no bytes to stream: straight into
+        // a free slot, without queueing.
+        if o.queue.is_empty() && inline.is_none() {
+            let slots = self.seg.slots(self.rank, to);
+            if slots
+                .writable(&mut o.slots)
+                .map_err(|c| self.corrupt_slots(self.rank, to, c))?
+            {
+                slots.write(&mut o.slots, &header);
+                return Ok(());
+            }
+        }
         o.queue.push_back(Pending {
             header,
             header_sent: false,
@@ -322,6 +354,23 @@ impl Fabric for ShmFabric {
         Ok(())
     }
 
+    /// Sends at once (a send is eager) and returns the receive: no join of
+    /// two futures, and small enough for [`algorithms::AnyFabric`] to hold
+    /// inline.
+    fn exchange(
+        &self,
+        to: Rank,
+        payload: Payload,
+        from: Rank,
+        expect: Shape,
+        tag: Tag,
+    ) -> impl Future<Output = Result<Payload, FabricError>> {
+        match self.send_now(to, tag, payload) {
+            Ok(()) => Exchange::Receiving(self.mailbox.recv(from, tag, expect)),
+            Err(e) => Exchange::Failed(Some(Box::new(e))),
+        }
+    }
+
     /// The copy goes into a recycled buffer when the pool has one.
     fn send_copy(&self, buf: &Payload, range: Range<usize>) -> Payload {
         crate::pool::copy_for_send(buf, range, |shape| self.pool.borrow_mut().take(shape))
@@ -404,13 +453,33 @@ impl Fabric for ShmFabric {
     }
 }
 
+/// [`ShmFabric`]'s exchange once its send is done: the receive, or the
+/// send's error.
+enum Exchange<'a> {
+    /// The send failed (boxed: the future stays small); taken when polled.
+    Failed(Option<Box<FabricError>>),
+    /// The send is done; the receive.
+    Receiving(Recv<'a>),
+}
+
+impl Future for Exchange<'_> {
+    type Output = Result<Payload, FabricError>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        match self.get_mut() {
+            Exchange::Failed(e) => Poll::Ready(Err(*e.take().expect("polled after completion"))),
+            Exchange::Receiving(recv) => Pin::new(recv).poll(cx),
+        }
+    }
+}
+
 impl Endpoint for ShmFabric {
     fn mailbox(&self) -> &Mailbox {
         &self.mailbox
     }
 
     fn progress(&self) -> bool {
-        if self.mailbox.fatal().is_some() {
+        if self.mailbox.has_fatal() {
             // A loan waits on its peer's copy count, not on the mailbox, so
             // a failure that came any other way than a probe (a step's
             // error, a receive's timeout) would never wake it: wake it to
@@ -493,6 +562,12 @@ mod tests {
         assert_eq!(job_cores(&[me, me, me]), own);
         // A process id that cannot be asked: this process's own count.
         assert_eq!(job_cores(&[me, u32::MAX]), own);
+    }
+
+    #[test]
+    fn an_exchange_future_fits_inline_in_any_fabric() {
+        // Else `AnyFabric` would join a send and a receive instead.
+        assert!(size_of::<Exchange<'_>>() <= algorithms::any_fabric::INLINE_FUTURE_BYTES);
     }
 
     #[test]

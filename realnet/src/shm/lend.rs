@@ -114,7 +114,7 @@ impl ShmFabric {
             kind: Kind::Attach,
             addr,
         }
-        .encode();
+        .encode(&[]);
         let mut out = self.out.borrow_mut();
         let o = &mut out[to];
         o.attached.push_back(None);

@@ -5,9 +5,9 @@
 //! ```text
 //!   rank 0 creates /dev/shm/realnet-shm-<job>-...  --bootstrap-->  ranks 1..n map it; then it is unlinked
 //!
-//!   segment:  header | RankControl x n | RingControl x n(n-1) | ring data x n(n-1)
-//!                        state, pid,      head | tail | copied   one SPSC byte ring
-//!                        failure reason                          per ordered pair
+//!   segment:  header | RankControl x n | PairControl x n(n-1)              | ring data x n(n-1)
+//!                        state, pid,      ring: head | tail | copied         one SPSC byte ring
+//!                        failure reason   slots: freed | 64 message slots    per ordered pair
 //! ```
 //! - **Segment** (`segment`): one file per job in `ShmOptions::dir`
 //!   (tmpfs), created by rank 0, its name passed to the others through the
@@ -15,16 +15,22 @@
 //!   rank has mapped it, so nothing is left behind even if the job crashes.
 //!   A segment whose header names another job id, layout version, world
 //!   size or ring size is refused.
+//! - **Slots** ([`slots`]): every message is one 64-byte slot of a
+//!   lock-free single-producer single-consumer queue per ordered pair: its
+//!   header (`wire`: tag, `CallId`, element type and count, how the
+//!   payload travels) and, up to 32 bytes, the payload itself, completed
+//!   by a stamp word in the same cache line that the receiver spins on. A
+//!   small message thus crosses cores as one cache line (as in Open MPI's
+//!   vader fast boxes), not a header and payload behind a separately
+//!   published position. Phantom payloads travel as their shape only.
 //! - **Rings** ([`ring`]): one lock-free single-producer single-consumer
 //!   byte ring per ordered pair, head and tail on their own cache lines,
-//!   release/acquire ordering, verified by loom models (the command is in
-//!   [`ring`]'s docs).
-//! - **Messages** (`wire`): a 40-byte header (tag, `CallId`,
-//!   element type and count, how the payload travels) and then the payload
-//!   bytes, streamed through the ring in pieces when larger than it.
-//!   Phantom payloads travel as their shape only.
+//!   release/acquire ordering; the payloads above 32 bytes that are not
+//!   copied from the sender's memory stream through it in message order,
+//!   in pieces when larger than the ring. Both queues are verified by loom
+//!   models (the commands are in [`ring`]'s and [`slots`]'s docs).
 //! - **Large messages** (`cma`): above `ShmOptions::attach_min_bytes` the
-//!   ring carries only the header with the payload's address, and the
+//!   slot carries only the header with the payload's address, and the
 //!   receiver copies the bytes straight out of the sender's memory with
 //!   `process_vm_readv` (cross-memory attach, as Open MPI's vader does):
 //!   one copy instead of two, and no ring space. The sender keeps the
@@ -43,9 +49,12 @@
 //!   refuses (`EPERM` under a strict ptrace policy, no such syscall in a
 //!   sandbox) that pair falls back to streaming through the ring.
 //! - **Progress** ([`fabric`]): sends are eager (the future completes once
-//!   the payload is queued); [`Endpoint::progress`](crate::Endpoint::progress)
-//!   pushes queued bytes into the rings and pulls arrived bytes straight
-//!   into a receive buffer, then hands it to the [`Mailbox`](crate::Mailbox).
+//!   the payload is queued; a message with nothing queued before it goes
+//!   straight into a free slot, and an exchange is that send and then the
+//!   receive, no joined futures); [`Endpoint::progress`](crate::Endpoint::progress)
+//!   pushes queued messages into the slots and rings and pulls arrived ones
+//!   straight into a receive buffer, then hands it to the
+//!   [`Mailbox`](crate::Mailbox). An idle pass reads one stamp per peer.
 //!   Large fresh buffers are advised onto transparent huge pages before
 //!   they are filled, so a receive into new memory takes one page fault per
 //!   2 MiB rather than per 4 KiB.
@@ -82,6 +91,7 @@
 //! map it; the job token of [`JobOptions`] is not needed on one host.
 
 pub mod ring;
+pub mod slots;
 mod sync;
 
 #[cfg(not(loom))]

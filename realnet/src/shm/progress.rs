@@ -1,6 +1,8 @@
-//! Progress of a shared-memory rank: moving queued bytes into the peers'
-//! rings and arrived bytes out of them (headers, inline and attached
-//! payloads) into the [`Mailbox`](crate::mailbox::Mailbox).
+//! Progress of a shared-memory rank: moving queued messages into the
+//! peers' slots and rings and arrived ones out of them (headers and small
+//! payloads from the slots, inline payloads from the rings, attached
+//! payloads from the sender's memory) into the
+//! [`Mailbox`](crate::mailbox::Mailbox).
 
 use algorithms::{FabricError, Payload, Rank, Tag};
 
@@ -8,7 +10,8 @@ use super::cma;
 use super::fabric::{Outgoing, ShmFabric};
 use super::ring::Cursor;
 use super::segment::RankState;
-use super::wire::{HEADER_BYTES, Kind, MessageHeader};
+use super::slots::SlotCursor;
+use super::wire::{Kind, MessageHeader};
 use crate::call::CallId;
 
 /// What this rank is reading from one peer's ring.
@@ -26,22 +29,31 @@ pub(super) enum Rx {
 
 /// This rank's receiving side from one peer.
 pub(super) struct Incoming {
+    /// This rank's place in the peer's byte ring.
     pub(super) cur: Cursor,
+    /// This rank's place in the peer's slots.
+    pub(super) slots: SlotCursor,
     pub(super) rx: Rx,
 }
 
 impl ShmFabric {
-    /// Moves queued bytes for `dst` into its ring; returns whether any moved.
+    /// Moves queued messages for `dst` into its slots and ring; returns
+    /// whether any moved.
     pub(super) fn push(&self, dst: Rank, o: &mut Outgoing) -> Result<bool, FabricError> {
         let ring = self.seg.ring(self.rank, dst);
+        let slots = self.seg.slots(self.rank, dst);
         let corrupt = |c| self.corrupt(self.rank, dst, c);
         let mut moved = false;
+        let mut wrote = false;
         while let Some(p) = o.queue.front_mut() {
             if !p.header_sent {
-                if ring.writable(&mut o.cur, HEADER_BYTES).map_err(corrupt)? < HEADER_BYTES {
+                if !slots
+                    .writable(&mut o.slots)
+                    .map_err(|c| self.corrupt_slots(self.rank, dst, c))?
+                {
                     break;
                 }
-                ring.write(&mut o.cur, &p.header);
+                slots.write(&mut o.slots, &p.header);
                 p.header_sent = true;
                 moved = true;
             }
@@ -54,6 +66,7 @@ impl ShmFabric {
                 ring.write(&mut o.cur, &rest[..n]);
                 p.offset += n;
                 moved |= n > 0;
+                wrote |= n > 0;
                 if n < rest.len() {
                     break;
                 }
@@ -62,7 +75,7 @@ impl ShmFabric {
                 self.pool.borrow_mut().give(p);
             }
         }
-        if moved {
+        if wrote {
             ring.publish(&o.cur);
         }
         // Free the attached payloads the peer has finished copying.
@@ -84,22 +97,29 @@ impl ShmFabric {
         Ok(moved)
     }
 
-    /// Moves arrived bytes from `src`'s ring into payloads and delivers
-    /// complete messages; returns whether any moved.
+    /// Moves arrived messages from `src`'s slots and ring into payloads
+    /// and delivers complete ones; returns whether any moved.
     pub(super) fn pull(&self, src: Rank, inc: &mut Incoming) -> Result<bool, FabricError> {
-        let ring = self.seg.ring(src, self.rank);
+        // The ring only when a message's bytes are in it: an idle look
+        // reads one slot's stamp.
+        let ring = || self.seg.ring(src, self.rank);
+        let slots = self.seg.slots(src, self.rank);
         let corrupt = |c| self.corrupt(src, self.rank, c);
         let mut moved = false;
+        let mut read = false;
         loop {
             match &mut inc.rx {
                 Rx::Header => {
-                    if ring.readable(&mut inc.cur, HEADER_BYTES).map_err(corrupt)? < HEADER_BYTES {
+                    let Some(words) = slots
+                        .read(&mut inc.slots)
+                        .map_err(|c| self.corrupt_slots(src, self.rank, c))?
+                    else {
                         break;
-                    }
-                    let mut raw = [0u8; HEADER_BYTES];
-                    ring.read(&mut inc.cur, &mut raw);
+                    };
+                    // The words are copied out: the slot is free again.
+                    slots.release(&inc.slots);
                     moved = true;
-                    let h = MessageHeader::decode(&raw, self.options.max_message_bytes)
+                    let h = MessageHeader::decode(&words, self.options.max_message_bytes)
                         .map_err(|e| self.error(format!("from rank {src}: {}", e.0)))?;
                     match h.kind {
                         Kind::Phantom => self.mailbox.deliver(
@@ -108,32 +128,41 @@ impl ShmFabric {
                             h.call,
                             Payload::phantom(h.shape.dtype, h.shape.count),
                         ),
+                        Kind::Small => {
+                            let mut payload = Payload::zeros(h.shape.dtype, h.shape.count, false);
+                            if let Some(b) = payload.as_bytes_mut() {
+                                let len = b.len();
+                                b.copy_from_slice(&h.small_bytes(&words)[..len]);
+                            }
+                            self.mailbox.deliver(src, h.tag, h.call, payload);
+                        }
                         Kind::Attach => {
                             let payload = self.attach(src, &h)?;
-                            ring.control().mark_copied();
+                            ring().control().mark_copied();
+                            self.mailbox.deliver(src, h.tag, h.call, payload);
+                        }
+                        Kind::Inline if h.shape.bytes() == 0 => {
+                            let payload = Payload::zeros(h.shape.dtype, 0, false);
                             self.mailbox.deliver(src, h.tag, h.call, payload);
                         }
                         Kind::Inline => {
                             let mut payload = self.pool.borrow_mut().scratch(h.shape);
-                            if h.shape.bytes() == 0 {
-                                self.mailbox.deliver(src, h.tag, h.call, payload);
-                            } else {
-                                if let Some(b) = payload.as_bytes_mut() {
-                                    cma::advise_huge_pages(b);
-                                }
-                                inc.rx = Rx::Body {
-                                    tag: h.tag,
-                                    call: h.call,
-                                    payload,
-                                    got: 0,
-                                };
+                            if let Some(b) = payload.as_bytes_mut() {
+                                cma::advise_huge_pages(b);
                             }
+                            inc.rx = Rx::Body {
+                                tag: h.tag,
+                                call: h.call,
+                                payload,
+                                got: 0,
+                            };
                         }
                     }
                 }
                 Rx::Body { payload, got, .. } => {
                     let bytes = payload.as_bytes_mut().expect("inline payloads hold data");
                     let rest = bytes.len() - *got;
+                    let ring = ring();
                     let n = ring
                         .readable(&mut inc.cur, rest)
                         .map_err(corrupt)?
@@ -144,6 +173,7 @@ impl ShmFabric {
                     ring.read(&mut inc.cur, &mut bytes[*got..*got + n]);
                     *got += n;
                     moved = true;
+                    read = true;
                     if n < rest {
                         self.mailbox.touch(src);
                         break;
@@ -158,8 +188,8 @@ impl ShmFabric {
                 }
             }
         }
-        if moved {
-            ring.release(&inc.cur);
+        if read {
+            ring().release(&inc.cur);
         }
         Ok(moved)
     }
@@ -197,7 +227,10 @@ impl ShmFabric {
         let mut moved = false;
         let mut out = self.out.borrow_mut();
         let mut inc = self.inc.borrow_mut();
-        for peer in (0..self.world).filter(|p| *p != self.rank) {
+        for peer in 0..self.world {
+            if peer == self.rank {
+                continue;
+            }
             moved |= self.pull(peer, &mut inc[peer])?;
             let o = &mut out[peer];
             if !o.is_flushed() {

@@ -38,10 +38,11 @@
 //! `--cfg loom`). Run them with
 //!
 //! ```text
-//! RUSTFLAGS="--cfg loom" cargo test -p realnet --lib --release shm::ring
+//! RUSTFLAGS="--cfg loom" cargo test -p realnet --lib --release --target-dir target/loom shm::ring
 //! ```
 //!
-//! (under `--cfg loom` only this module of `shm` is compiled).
+//! (under `--cfg loom` only this module and `super::slots` of `shm` are
+//! compiled).
 
 // Under loom only the models use the ring.
 #![cfg_attr(loom, allow(dead_code))]

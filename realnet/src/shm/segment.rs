@@ -5,7 +5,8 @@
 //!  offset 0            header: magic, version, world size, job id, ring bytes, total bytes
 //!  4096                RankControl x world        (128-byte aligned, one writer each:
 //!                                                  state, pid, failure reason, heartbeat)
-//!  page-aligned        RingControl x n(n-1)       (head, tail, copied: 3 x 128 bytes)
+//!  page-aligned        PairControl x n(n-1)       (the ring's head, tail, copied: 3 x 128 bytes;
+//!                                                  the slots' freed: 128 bytes; 64 slots of 128 bytes)
 //!  page-aligned        ring data x n(n-1)         (ring_bytes each, a power of two)
 //! ```
 //!
@@ -31,13 +32,28 @@ use std::sync::atomic::{AtomicU8, AtomicU32, AtomicU64, Ordering};
 use memmap2::{MmapOptions, MmapRaw};
 
 use super::ring::{Ring, RingControl};
+use super::slots::{Slot, Slots, SlotsControl};
 use super::sync::UnsafeCell;
 
 /// "realnshm" as a little-endian u64.
 const MAGIC: u64 = u64::from_le_bytes(*b"realnshm");
 /// The layout version; a segment of another version is refused.
-/// Version 2: each rank's control block carries its heartbeat.
-pub(crate) const VERSION: u32 = 2;
+/// Version 2: each rank's control block carries its heartbeat. Version 3:
+/// each pair's message headers travel in slots (`super::slots`).
+pub(crate) const VERSION: u32 = 3;
+
+/// Slots per ordered pair of ranks (messages in flight before the
+/// producer waits for the consumer).
+pub(crate) const SLOTS: usize = 64;
+
+/// The control of one ordered pair: its byte ring's positions and its
+/// message slots.
+#[repr(C)]
+struct PairControl {
+    ring: RingControl,
+    slots_ctl: SlotsControl,
+    slots: [Slot; SLOTS],
+}
 /// Bytes of the header (one page).
 const HEADER_BYTES: usize = 4096;
 /// Bytes of a failure reason kept in a rank's control block.
@@ -156,7 +172,7 @@ impl Layout {
         let controls = world.checked_mul(size_of::<RankControl>())?;
         let ring_controls = (HEADER_BYTES + controls).next_multiple_of(PAGE);
         let ring_data = ring_controls
-            .checked_add(pairs.checked_mul(size_of::<RingControl>())?)?
+            .checked_add(pairs.checked_mul(size_of::<PairControl>())?)?
             .next_multiple_of(PAGE);
         let total = ring_data.checked_add(pairs.checked_mul(ring_bytes)?)?;
         Some(Layout {
@@ -367,27 +383,46 @@ impl Segment {
         unsafe { &*self.map.as_ptr().add(offset).cast::<RankControl>() }
     }
 
+    /// The control of the pair from `src` to `dst`.
+    fn pair_control(&self, src: usize, dst: usize) -> &PairControl {
+        let l = &self.layout;
+        let pair = l.pair(src, dst);
+        // SAFETY: Layout::new placed n(n-1) PairControls (atomics, any bit
+        // pattern valid, 128-byte aligned from a page-aligned start, their
+        // size a multiple of 128) at `ring_controls`, inside the mapping.
+        unsafe {
+            &*self
+                .map
+                .as_ptr()
+                .add(l.ring_controls + pair * size_of::<PairControl>())
+                .cast::<PairControl>()
+        }
+    }
+
     /// The ring from `src` to `dst`.
     pub(crate) fn ring(&self, src: usize, dst: usize) -> Ring<'_> {
         let l = &self.layout;
         let pair = l.pair(src, dst);
-        let base = self.map.as_ptr();
-        // SAFETY: Layout::new placed n(n-1) RingControls (atomics, any bit
-        // pattern valid, 128-byte aligned from a page-aligned start) at
-        // `ring_controls` and as many `ring_bytes` data areas at
-        // `ring_data`, all inside the mapping. The data bytes are viewed as
+        let ctl = &self.pair_control(src, dst).ring;
+        // SAFETY: Layout::new placed n(n-1) `ring_bytes` data areas at
+        // `ring_data`, inside the mapping. The data bytes are viewed as
         // UnsafeCells: the ring protocol decides who may touch which.
-        unsafe {
-            let ctl = &*base
-                .add(l.ring_controls + pair * size_of::<RingControl>())
-                .cast::<RingControl>();
-            let data = std::slice::from_raw_parts(
-                base.add(l.ring_data + pair * l.ring_bytes)
+        let data = unsafe {
+            std::slice::from_raw_parts(
+                self.map
+                    .as_ptr()
+                    .add(l.ring_data + pair * l.ring_bytes)
                     .cast::<UnsafeCell>(),
                 l.ring_bytes,
-            );
-            Ring::new(ctl, data)
-        }
+            )
+        };
+        Ring::new(ctl, data)
+    }
+
+    /// The message slots from `src` to `dst`.
+    pub(crate) fn slots(&self, src: usize, dst: usize) -> Slots<'_> {
+        let p = self.pair_control(src, dst);
+        Slots::new(&p.slots_ctl, &p.slots)
     }
 
     fn lock_op(&self, cmd: libc::c_int, rank: usize) -> io::Result<libc::flock> {
