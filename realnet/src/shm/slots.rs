@@ -11,7 +11,7 @@
 //! ```
 //!
 //! Every message is one slot: its header (`super::wire`) and, for a
-//! payload of at most [`super::wire::SLOT_PAYLOAD_BYTES`], the payload
+//! payload of at most `super::wire::SLOT_PAYLOAD_BYTES` (32), the payload
 //! itself; a larger payload's bytes follow in the pair's byte ring
 //! (`super::ring`), in message order, or are copied out of the sender's
 //! memory. A small message therefore crosses cores as one cache line:
