@@ -50,11 +50,23 @@
 //! (reduced with the children's sums and sent up, or at the root sent
 //! down): the head posts its own then, and sends every other rank of its
 //! node a zero-byte credit. So at most 8 units per connection are in
-//! flight, and what a rank holds does not grow with the buffer. Tree
-//! messages are plain sends (the router takes a head through its own NIC)
-//! with no slot credits. Tags: [`channel_tag`] of channel `k p + h` with
-//! phases 0 (node reduction), 1 (up the tree), 2 (down the tree), 3
-//! (multicast) and 4 (credits).
+//! flight. The tree's edges have their 8 slots too: NCCL connects a
+//! channel's `treeUp` and `treeDown` peers as ordinary p2p connections
+//! (`ncclNvlsTreeConnect`, `src/transport/nvls.cc:283-296` @5067397c),
+//! whose sender waits until the receiver has freed the slot of the step
+//! `NCCL_STEPS` before (`waitPeer`, `src/device/prims_simple.h:107`
+//! @5067397c). Here a head sends unit `i` up or down an edge once its
+//! receiver has credited unit `i - 8` with a zero-byte message, sent as
+//! it takes that unit (as `nccl_tree` does; NCCL frees the slot once the
+//! step's receive-and-send is done). Sends are eager in the simulator, so
+//! without these credits a head whose node sums come faster than its NIC
+//! drains them queued them in the network, more the larger the buffer.
+//! So neither what a rank holds nor what waits in the network grows with
+//! the buffer (512 GPUs: 110 MiB at 1, 2 and 4 GiB; see the engine's
+//! `fold` module). Tree messages are plain sends (the router takes a
+//! head through its own NIC). Tags: [`channel_tag`] of channel `k p + h` with phases 0
+//! (node reduction), 1 (up the tree), 2 (down the tree), 3 (multicast), 4
+//! (credits to the node's ranks), 5 and 6 (credits up and down the tree).
 //!
 //! Reduction order: a node's sum `S_v` is its ranks folded in local order
 //! (the switch's member order); a tree node's partial sum is
@@ -218,6 +230,8 @@ struct Tags {
     down: Tag,
     cast: Tag,
     credit: Tag,
+    up_credit: Tag,
+    down_credit: Tag,
 }
 
 impl Tags {
@@ -229,6 +243,8 @@ impl Tags {
             down: t.phase(2),
             cast: t.phase(3),
             credit: t.phase(4),
+            up_credit: t.phase(5),
+            down_credit: t.phase(6),
         }
     }
 }
@@ -409,7 +425,10 @@ impl<F: Fabric> Head<'_, F> {
     /// Each unit's node sum plus the children's, sent to the parent; at
     /// the root, each result sent down. The head's own contributions
     /// stay `window` units ahead of this loop, and once a unit is done the
-    /// node's other ranks get a credit for the unit `window` later.
+    /// node's other ranks get a credit for the unit `window` later. Each
+    /// child is credited as its unit is taken (for its unit `window`
+    /// later); unit `i` goes to the parent once the parent has credited
+    /// unit `i - window`.
     async fn up(&self, buf: &Payload) -> Result<(), CollectiveError> {
         let p = &self.place;
         let f = p.fabric;
@@ -434,6 +453,14 @@ impl<F: Fabric> Head<'_, F> {
                 let incoming = f
                     .recv(self.head_of(child), p.tags.up, Shape::new(dtype, len))
                     .await?;
+                if i + window < count {
+                    f.send(
+                        self.head_of(child),
+                        p.tags.up_credit,
+                        Payload::phantom(dtype, 0),
+                    )
+                    .await?;
+                }
                 acc.reduce_from_right(0..len, &incoming, p.op)?;
                 f.compute(Work::Reduce {
                     bytes: incoming.shape().bytes(),
@@ -441,7 +468,13 @@ impl<F: Fabric> Head<'_, F> {
                 .await?;
             }
             match self.tree.parent {
-                Some(parent) => f.send(self.head_of(parent), p.tags.up, acc).await?,
+                Some(parent) => {
+                    if i >= window {
+                        f.recv(self.head_of(parent), p.tags.up_credit, Shape::new(dtype, 0))
+                            .await?;
+                    }
+                    f.send(self.head_of(parent), p.tags.up, acc).await?;
+                }
                 None => {
                     if p.op == ReduceOp::Avg {
                         acc.divide(0..len, f.world_size());
@@ -459,11 +492,13 @@ impl<F: Fabric> Head<'_, F> {
         Ok(())
     }
 
-    /// Each unit's result from the parent, sent on down.
+    /// Each unit's result from the parent, sent on down; the parent is
+    /// credited as each unit is taken (for its unit `window` later).
     async fn down(&self, parent: usize, buf: &Payload) -> Result<(), CollectiveError> {
         let p = &self.place;
         let dtype = buf.shape().dtype;
-        for i in 0..p.units.count() {
+        let (count, window) = (p.units.count(), p.window());
+        for i in 0..count {
             let result = p
                 .fabric
                 .recv(
@@ -472,16 +507,36 @@ impl<F: Fabric> Head<'_, F> {
                     Shape::new(dtype, p.units.range(i).len()),
                 )
                 .await?;
+            if i + window < count {
+                p.fabric
+                    .send(
+                        self.head_of(parent),
+                        p.tags.down_credit,
+                        Payload::phantom(dtype, 0),
+                    )
+                    .await?;
+            }
             self.deliver(i, result).await?;
         }
         Ok(())
     }
 
-    /// Sends unit `i`'s result to the children, multicasts it to the node
-    /// and keeps it.
+    /// Sends unit `i`'s result to the children (to each once it has
+    /// credited unit `i - window`), multicasts it to the node and keeps
+    /// it.
     async fn deliver(&self, i: usize, result: Payload) -> Result<(), CollectiveError> {
         let p = &self.place;
+        let dtype = result.shape().dtype;
         for &child in &self.tree.children {
+            if i >= p.window() {
+                p.fabric
+                    .recv(
+                        self.head_of(child),
+                        p.tags.down_credit,
+                        Shape::new(dtype, 0),
+                    )
+                    .await?;
+            }
             p.fabric
                 .send(self.head_of(child), p.tags.down, result.clone())
                 .await?;

@@ -338,8 +338,8 @@
 //! 2026-12-03). It used to post all of a rank's node reductions and
 //! multicasts at once, so memory grew with the size (3.9 GB at 512 GPUs
 //! and 1 GiB); it now keeps NCCL's 8 units in flight per channel and head
-//! (a credit from the head, see `nccl/nvls_tree.rs`) and memory grows
-//! far slower (figures below). It does not fold: the world refuses in-network calls in a folded
+//! in the node and on every tree edge (credits, see `nccl/nvls_tree.rs`),
+//! and memory no longer grows with the size (figures below). It does not fold: the world refuses in-network calls in a folded
 //! run (a switch reduction needs every member's leg, and a folded run has
 //! only the representatives'), and its (channel, head) tags are no NCCL
 //! channels for [`nccl_channel_turn`] to turn; the window changes
@@ -428,17 +428,33 @@
 //! the same order: `scenarios/*.toml` (stdout, `--links-csv`) and six
 //! bench points the same to the byte; user CPU s, folded `nccl_tree` 512
 //! GPUs, 1 GiB 4.00, 4.07 / 3.67, 3.67, 2 GiB 8.35, 8.49 / 7.85, 7.63
-//! (8-10% less). `nccl_nvls_tree` keeps 8 units in flight per channel
-//! and head (a model change): 512 GPUs, 1 GiB 95 s, 3 910 MiB,
-//! 13 199.28 us simulated before; 97 s, 122 MiB, 11 337.16 us after (the
-//! heads' multicasts no longer queue behind every contribution posted up
-//! front). Then `tools/bench_trees.sh`: folded `nccl_tree` 512 GPUs
-//! 1 GiB 3.90 s, **32 GiB 113 s**, 66 MiB both; 2048 GPUs 1 GiB 45.1 s,
-//! 172 MiB (32 GiB about 24 min, extrapolated); `nccl_nvls_tree` 512
-//! GPUs 2 GiB 109.5 s, 187 MiB, 4 GiB 287.6 s (tests building beside
-//! it), 282 MiB: still some growth, about 50-65 MiB per GiB (cause not
-//! found; mimalloc's retained pages not ruled out), so 32 GiB is about
-//! 1.5-2 GB and 35-50 min, extrapolated.
+//! (8-10% less). Then `tools/bench_trees.sh`: folded `nccl_tree` 512
+//! GPUs 1 GiB 3.90 s, **32 GiB 113 s**, 66 MiB both; 2048 GPUs 1 GiB
+//! 45.1 s, 172 MiB (32 GiB about 24 min, extrapolated).
+//!
+//! **`nccl_nvls_tree` memory** (model changes; see `nccl/nvls_tree.rs`):
+//! posting all of a rank's node reductions and multicasts at once took
+//! 3 910 MiB at 512 GPUs and 1 GiB (13 199.28 us simulated); NCCL's 8
+//! units in flight per channel and head in the node took it to 122 MiB
+//! (11 337.16 us), but memory still grew about 50 MiB per GiB: the
+//! heads' sends up and down the tree were eager and had no credits, so
+//! a head whose node sums came faster than its NIC drained them queued
+//! its share in the network. With NCCL's 8 slots on every tree edge too,
+//! memory is flat in the size (`tools/bench_trees.sh --nodes 64
+//! --algorithms nccl_nvls_tree`, release `sim` of fe3153e before, after;
+//! alternated, load 4-5, 2026-12-03; wall s, peak MiB, simulated us):
+//!
+//! | size | before | after |
+//! | --- | --- | --- |
+//! | 1 GiB | 130.7, 137, 11 337.16 | 128.4, 110, 11 993.90 |
+//! | 2 GiB | 271.5, 184, 22 632.48 | 339.4, 109, 23 984.63 |
+//! | 4 GiB | 607.1, 287, 45 227.11 | 508.1, 109, 48 006.13 |
+//!
+//! The credits make the call about 6% longer (the tree's edges now
+//! throttle the node's reductions, as NCCL's do). 32 GiB should hold in
+//! about 110 MiB but take 35-70 min, extrapolated (4 GiB took 288 s at
+//! load 2-3 before this change, 508 s here): the max-min filling of its
+//! large components is the cost (below).
 //!
 //! What would reach the target, and what it needs (folded `nccl_tree`
 //! at 512 GPUs is within 2x of a minute at 32 GiB; 2048 GPUs and

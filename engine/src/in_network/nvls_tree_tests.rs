@@ -21,6 +21,7 @@ fn mixed_inputs(n: usize, count: usize) -> Vec<Payload> {
         .collect()
 }
 use crate::network::{ModelLevel, NetworkConfig};
+use crate::trace::SpanKind;
 use crate::world::WorldConfig;
 
 #[test]
@@ -141,8 +142,8 @@ fn a_multicast_checks_the_expected_shape_and_refuses_without_a_switch() {
 #[test]
 fn nvls_tree_across_nodes_is_bit_exact_in_its_own_order() {
     // Units of 4 KiB: two channels (one per tree), each twenty full loops
-    // of the heads' units (past the 8 slots: credits at work) and a short
-    // last loop. Two nodes of four GPUs
+    // of the heads' units (past the 8 slots: credits at work in the node
+    // and on the tree's edges) and a short last loop. Two nodes of four GPUs
     // (flow and packet) and four nodes of two (a tree of three levels).
     for (nodes, gpus, levels) in [
         (2, 4, &[ModelLevel::Flow, ModelLevel::Packet][..]),
@@ -187,16 +188,18 @@ fn nvls_tree_across_nodes_is_bit_exact_in_its_own_order() {
 
 #[test]
 fn nvls_tree_on_symbols_builds_its_documented_tree() {
-    // Four nodes of two on ideal links, units of two symbols, both trees;
-    // Sum and Avg (divided once, at the root). Symbols compare reduction
-    // trees, association included.
+    // Four nodes of two on ideal links (a root, a middle node, leaves),
+    // units of two symbols, both trees, ten full loops and a short one (10
+    // and 11 units per head: past the 8 slots, so the node's and the
+    // tree's credits are at work); Sum and Avg (divided once, at the
+    // root). Symbols compare reduction trees, association included.
     let params = Params {
         ranks_per_node: 2,
         chunk_bytes: 2 * DType::Sym.size_bytes() as u64,
         channels: 2,
         ..Params::default()
     };
-    let count = 2 * (2 * 2 * 2 + 1);
+    let count = 2 * (2 * 2 * 10 + 1);
     let inputs: Vec<Payload> = (0..8)
         .map(|r| {
             Payload::from_vec(
@@ -290,6 +293,97 @@ fn nvls_tree_contributions_wait_for_a_free_slot_past_eight_units() {
     let (seven, eight, nine) = (time(7), time(8), time(9));
     assert!(eight - seven < 2 * spec.latency_ps, "{seven} {eight}");
     assert!(nine - eight >= 2 * spec.latency_ps, "{eight} {nine}");
+}
+
+#[test]
+fn nvls_tree_heads_keep_eight_units_in_flight_on_every_tree_edge() {
+    // Four nodes of two GPUs on the fat-tree, one channel (tree 0: a
+    // root, a middle node, leaves), every head 24 units of 4 KiB. The
+    // node sums come over NVLink far faster than a head's NIC drains
+    // them, and sends are eager, so a head's units up (and the results
+    // down) would pile up in the network; with NCCL's 8 slots per tree
+    // connection a head's unit `k` to a peer head leaves only after the
+    // peer has taken unit `k - 8` (and its credit has come back). Heads
+    // of one local index on different nodes exchange only tree messages;
+    // their data messages are the non-empty ones.
+    let (nodes, gpus, units) = (4, 2, 24);
+    let n = nodes * gpus;
+    let topology = presets::fat_tree(&presets::FatTree {
+        nodes,
+        gpus_per_node: gpus,
+        ..presets::FatTree::default()
+    })
+    .unwrap();
+    let params = Params {
+        ranks_per_node: gpus,
+        chunk_bytes: 4096,
+        channels: 1,
+        ..Params::default()
+    };
+    let inputs = mixed_inputs(n, units * gpus * 1024);
+    let expected = nvls_tree::reference(&inputs, ReduceOp::Sum, &params);
+    let a = algorithm("nccl_nvls_tree");
+    let exec = crate::run(world(topology, n, ModelLevel::Flow).traced(true), |f| {
+        let mut buf = inputs[f.rank()].clone();
+        let a = a.clone();
+        async move {
+            a.run(&f, &mut buf, ReduceOp::Sum, &params)
+                .await
+                .map(|()| buf)
+        }
+    });
+    for (r, out) in exec.outputs.into_iter().enumerate() {
+        let out = out.unwrap().unwrap();
+        assert_eq!(out.count_wrong(&expected[r]), 0, "rank {r}");
+    }
+    let spans = exec.trace.expect("traced").spans;
+    let (mut edges, mut full) = (0, 0);
+    for src in 0..n {
+        for dst in (0..n).filter(|&d| d % gpus == src % gpus && d / gpus != src / gpus) {
+            // When src posted each unit to dst, and when dst took each.
+            let mut sent: Vec<u64> = spans
+                .iter()
+                .filter(|s| {
+                    (s.kind, s.rank, s.peer) == (SpanKind::Send, src, Some(dst)) && s.bytes > 0
+                })
+                .map(|s| s.start.as_ps())
+                .collect();
+            let mut taken: Vec<u64> = spans
+                .iter()
+                .filter(|s| {
+                    (s.kind, s.rank, s.peer) == (SpanKind::Recv, dst, Some(src)) && s.bytes > 0
+                })
+                .map(|s| s.end.as_ps())
+                .collect();
+            if sent.is_empty() {
+                continue;
+            }
+            sent.sort_unstable();
+            taken.sort_unstable();
+            assert_eq!((sent.len(), taken.len()), (units, units), "{src} -> {dst}");
+            edges += 1;
+            for k in 8..units {
+                assert!(
+                    sent[k] > taken[k - 8],
+                    "{src} -> {dst}: unit {k} sent at {} ps, unit {} taken at {} ps",
+                    sent[k],
+                    k - 8,
+                    taken[k - 8]
+                );
+            }
+            // The most units sent and not yet taken at once.
+            let most = (0..units)
+                .map(|k| k + 1 - taken.partition_point(|&t| t <= sent[k]))
+                .max()
+                .unwrap_or(0);
+            assert!(most <= 8, "{src} -> {dst}: {most} units in flight");
+            full += usize::from(most == 8);
+        }
+    }
+    // Three tree edges, both ways, for each local index.
+    assert_eq!(edges, 3 * 2 * gpus);
+    // The slots fill: a missing credit would show.
+    assert!(full > 0, "no edge ever had 8 units in flight");
 }
 
 #[test]
