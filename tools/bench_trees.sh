@@ -11,17 +11,22 @@
 #   tools/bench_trees.sh --timeout 120        # give up on a point after 120 s
 #   tools/bench_trees.sh --algorithms nccl_tree --symmetry fold   # folded by the node turn
 #   tools/bench_trees.sh --algorithms "nccl_pat nccl_ring" --symmetry fold   # folded by a node shift
+#   tools/bench_trees.sh --algorithms nccl_pat --kind reduce_scatter --symmetry fold
 #
 # Options: --sim PATH (default: target/release/sim, built with
 # `cargo build --release -p sim`), --nodes "N..." (8 GPUs each; default
 # "64 256"), --sizes "S..." (default "32G"), --algorithms "A..." (default
 # "tree nccl_tree nccl_nvls_tree nccl_pat"; `nccl_pat` and `pat` run an
-# allgather, the others an allreduce), --model flow|packet (default flow), --timeout SECONDS
+# allgather, the others an allreduce), --kind K (run collective K, e.g.
+# reduce_scatter, for every algorithm instead), --reduce-gbps G (a
+# `[compute]` section: reductions at G GB/s per GPU; default none, so
+# reductions cost nothing), --model flow|packet
+# (default flow), --timeout SECONDS
 # (default 900; a point that takes longer is reported as such), --symmetry
 # routes|fold (default none: `[topology] symmetry`; `fold` folds `nccl_tree`
 # by turning every node's GPUs by half a node, `pat`, `nccl_pat` and `nccl_ring` by one node).
 #
-# Prints one line per point: algorithm, GPUs, bytes, wall seconds, peak
+# Prints one line per point: algorithm, collective, GPUs, bytes, wall seconds, peak
 # RSS (MiB), the simulated time of the call (us), and the exit status.
 # Needs GNU time at /usr/bin/time and coreutils' timeout.
 set -euo pipefail
@@ -34,6 +39,8 @@ algorithms="tree nccl_tree nccl_nvls_tree nccl_pat"
 model="flow"
 limit=900
 symmetry=""
+kind_override=""
+reduce_gbps=""
 while [[ $# -gt 0 ]]; do
     case "$1" in
         --sim) sim="$2"; shift 2 ;;
@@ -43,7 +50,9 @@ while [[ $# -gt 0 ]]; do
         --model) model="$2"; shift 2 ;;
         --timeout) limit="$2"; shift 2 ;;
         --symmetry) symmetry="$2"; shift 2 ;;
-        -h|--help) sed -n '2,26p' "$0"; exit 0 ;;
+        --kind) kind_override="$2"; shift 2 ;;
+        --reduce-gbps) reduce_gbps="$2"; shift 2 ;;
+        -h|--help) sed -n '2,31p' "$0"; exit 0 ;;
         *) echo "error: unknown option $1 (see --help)" >&2; exit 2 ;;
     esac
 done
@@ -59,13 +68,14 @@ fi
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
 
-printf '%-14s %6s %8s %10s %10s %14s %s\n' algorithm gpus bytes "wall (s)" "rss (MiB)" "simulated (us)" status
+printf '%-14s %-14s %6s %8s %10s %10s %14s %s\n' algorithm collective gpus bytes "wall (s)" "rss (MiB)" "simulated (us)" status
 for algorithm in $algorithms; do
     # PAT is NCCL's allgather and reduce-scatter; the rest reduce.
     case "$algorithm" in
         pat|nccl_pat) kind="allgather" ;;
         *) kind="allreduce" ;;
     esac
+    kind="${kind_override:-$kind}"
     for n in $nodes; do
         for size in $sizes; do
             scenario="$work/${algorithm}_${n}_${size}.toml"
@@ -90,6 +100,8 @@ max_bytes = "$size"
 iters = 1
 warmup = 0
 phantom = true
+${reduce_gbps:+[compute]
+reduce_gb_per_s = $reduce_gbps}
 TOML
             status=0
             # `timeout` runs under `time` and kills `sim` itself (its own
@@ -112,7 +124,7 @@ TOML
                 124|137) what="timed out after ${limit} s"; wall=">$limit"; rss="-" ;;
                 *) what="exit $status: $(head -c 300 "$work/err" | tr '\n' ' ')" ;;
             esac
-            printf '%-14s %6d %8s %10s %10s %14s %s\n' "$algorithm" $((n * 8)) "$size" \
+            printf '%-14s %-14s %6d %8s %10s %10s %14s %s\n' "$algorithm" "$kind" $((n * 8)) "$size" \
                 "$wall" "$rss" "${simulated:--}" "$what"
         done
     done

@@ -60,6 +60,7 @@ trait ErasedFabric {
     fn erased_send(&self, to: Rank, tag: Tag, payload: Payload) -> FabricFuture<'_, ()>;
     fn erased_recv(&self, from: Rank, tag: Tag, expect: Shape) -> FabricFuture<'_, Payload>;
     fn erased_compute(&self, work: Work) -> FabricFuture<'_, ()>;
+    fn erased_compute_framed(&self, work: Work, framing: Framing) -> FabricFuture<'_, ()>;
     fn erased_send_copy(&self, buf: &Payload, range: Range<usize>) -> Payload;
     fn erased_recycle(&self, payload: Payload);
     /// The fabric's own `send_from`, if its future fits the inline space;
@@ -173,6 +174,10 @@ impl<F: Fabric> ErasedFabric for F {
 
     fn erased_compute(&self, work: Work) -> FabricFuture<'_, ()> {
         smallbox::smallbox!(self.compute(work))
+    }
+
+    fn erased_compute_framed(&self, work: Work, framing: Framing) -> FabricFuture<'_, ()> {
+        smallbox::smallbox!(self.compute_framed(work, framing))
     }
 
     fn erased_send_copy(&self, buf: &Payload, range: Range<usize>) -> Payload {
@@ -396,6 +401,14 @@ impl Fabric for AnyFabric<'_> {
 
     fn compute(&self, work: Work) -> impl Future<Output = Result<(), FabricError>> {
         self.inner.erased_compute(work)
+    }
+
+    fn compute_framed(
+        &self,
+        work: Work,
+        framing: Framing,
+    ) -> impl Future<Output = Result<(), FabricError>> {
+        self.inner.erased_compute_framed(work, framing)
     }
 
     fn send_copy(&self, buf: &Payload, range: Range<usize>) -> Payload {

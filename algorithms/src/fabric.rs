@@ -367,6 +367,22 @@ pub trait Fabric {
         exchange_in_place_by_copy(self, to, from, tag, buf, send, recv, op)
     }
 
+    /// Charges local work like [`Fabric::compute`], saying which NCCL
+    /// channel does it (`framing.channel`). NCCL runs each channel on its
+    /// own thread block, so one channel's reduction does not wait for
+    /// another's to be posted: a back-end that serves a rank's reductions
+    /// one at a time (the simulator) serves those posted at the same
+    /// instant in channel order, not in the order their messages happened
+    /// to be handled. The default ignores the framing.
+    fn compute_framed(
+        &self,
+        work: Work,
+        framing: Framing,
+    ) -> impl Future<Output = Result<(), FabricError>> {
+        let _ = framing;
+        self.compute(work)
+    }
+
     /// Sends `payload` like [`Fabric::send`], saying how it travels: which
     /// NCCL protocol frames it, for which algorithm, on which channel. A
     /// back-end that models GPU protocols (the simulator) charges the

@@ -113,6 +113,10 @@ impl<F: Fabric> Fabric for Group<'_, F> {
         self.fabric.compute(work).await
     }
 
+    async fn compute_framed(&self, work: Work, framing: Framing) -> Result<(), FabricError> {
+        self.fabric.compute_framed(work, framing).await
+    }
+
     fn recycle(&self, payload: Payload) {
         self.fabric.recycle(payload)
     }

@@ -287,7 +287,26 @@ impl Fabric for SimFabric {
         .await
     }
 
-    async fn compute(&self, work: Work) -> Result<(), FabricError> {
+    /// `compute_on`'s future itself, without a wrapper, so
+    /// that it fits an `AnyFabric`'s inline space.
+    fn compute(&self, work: Work) -> impl Future<Output = Result<(), FabricError>> {
+        self.compute_on(work, None)
+    }
+
+    /// Work on an NCCL channel: reductions posted at the same instant are
+    /// served in channel order (see the world's `compute` module).
+    fn compute_framed(
+        &self,
+        work: Work,
+        framing: Framing,
+    ) -> impl Future<Output = Result<(), FabricError>> {
+        self.compute_on(work, Some(framing.channel))
+    }
+}
+
+impl SimFabric {
+    /// [`Fabric::compute`] by `channel`, if the work names one.
+    async fn compute_on(&self, work: Work, channel: Option<u16>) -> Result<(), FabricError> {
         let bytes = match work {
             Work::Reduce { bytes } => bytes,
             Work::Latency { ps } => {
@@ -303,20 +322,67 @@ impl Fabric for SimFabric {
         if work_ps == 0 {
             return Ok(());
         }
-        let Some(done) = self.world.borrow_mut().reserve_compute(self.rank, work_ps) else {
+        let reserved = self
+            .world
+            .borrow_mut()
+            .reserve_compute(self.rank, work_ps, channel);
+        let Some(ticket) = reserved else {
             // Past the end of virtual time: never completes; the executor
             // stops the run and reports it.
             return std::future::pending().await;
         };
-        Sleep {
+        let done = Computing {
             fabric: self,
-            until: done,
-            armed: false,
+            ticket: Some(ticket),
+            armed_for: None,
         }
         .await;
         let start = Time(done.as_ps() - work_ps);
         self.record(SpanKind::Reduce, None, bytes, start);
         Ok(())
+    }
+}
+
+/// Waits for a reserved reduction ([`World::reserve_compute`]) to be
+/// done and returns when it was: woken at the finish its ticket names,
+/// which a reduction posted later at the same instant may move back.
+struct Computing<'a> {
+    fabric: &'a SimFabric,
+    /// Its ticket, until it is done.
+    ticket: Option<u32>,
+    /// The finish its timer is set for.
+    armed_for: Option<Time>,
+}
+
+impl Future for Computing<'_> {
+    type Output = Time;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Time> {
+        let ticket = self.ticket.expect("polled after it returned");
+        let mut world = self.fabric.world.borrow_mut();
+        let done = world.compute_done(ticket);
+        if world.now >= done {
+            world.release_compute(ticket);
+            drop(world);
+            self.ticket = None;
+            return Poll::Ready(done);
+        }
+        if self.armed_for != Some(done) {
+            world.schedule_timer(self.fabric.rank, done, cx.waker());
+            drop(world);
+            self.armed_for = Some(done);
+        }
+        Poll::Pending
+    }
+}
+
+impl Drop for Computing<'_> {
+    fn drop(&mut self) {
+        if let Some(ticket) = self.ticket
+            && let Ok(mut world) = self.fabric.world.try_borrow_mut()
+        {
+            world.release_compute(ticket);
+        }
     }
 }
 
@@ -579,6 +645,14 @@ mod tests {
                 std::mem::size_of_val(&f.send(0, Tag(0), Payload::phantom(DType::F32, 1))),
                 std::mem::size_of_val(&f.recv(0, Tag(0), Shape::new(DType::F32, 1))),
                 std::mem::size_of_val(&f.compute(Work::Reduce { bytes: 1 })),
+                std::mem::size_of_val(&f.compute_framed(
+                    Work::Reduce { bytes: 1 },
+                    algorithms::nccl::Framing {
+                        protocol: algorithms::nccl::Protocol::Simple,
+                        algorithm: algorithms::nccl::NcclAlgorithm::Pat,
+                        channel: 0,
+                    },
+                )),
             ]
         });
         let sizes = exec.outputs[0].expect("the rank finished");

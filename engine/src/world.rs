@@ -26,6 +26,7 @@ use crate::network::{LinkUsage, NetEvent, Network, NetworkConfig, Sent, Transpor
 use crate::slab::Slab;
 use crate::trace::{Span, SpanKind, TraceLog};
 
+mod compute;
 mod config;
 mod in_network;
 
@@ -109,7 +110,8 @@ pub(crate) struct World {
     /// posted.
     pending: Vec<Vec<Pending>>,
     timers: Slab<Waker>,
-    compute_free_at: Vec<Time>,
+    /// Each rank's compute engine (by slot).
+    compute: compute::ComputeEngines,
     /// The ideal links' per-message receive overhead, ps (0: none).
     receive_overhead_ps: u64,
     /// When each rank's software is done with the last message it
@@ -171,7 +173,7 @@ impl World {
             waits: Slab::default(),
             pending: (0..n).map(|_| Vec::new()).collect(),
             timers: Slab::default(),
-            compute_free_at: vec![Time::ZERO; n],
+            compute: compute::ComputeEngines::new(n),
             receive_overhead_ps: match &config.network {
                 NetworkConfig::Ideal(link) => link.receive_overhead_ps,
                 NetworkConfig::Topology(_) => 0,
@@ -366,19 +368,38 @@ impl World {
         }
     }
 
-    /// Reserves the rank's compute engine for `work_ps` and returns when
-    /// the work is done, or `None` (marking the run out of time) if that is
-    /// past the end of virtual time. Work on one rank runs one piece at a
-    /// time.
-    pub fn reserve_compute(&mut self, rank: Rank, work_ps: u64) -> Option<Time> {
+    /// Reserves the rank's compute engine for `work_ps` (more than 0),
+    /// posted now by NCCL channel `channel` if the work names one, and
+    /// returns its ticket ([`Self::compute_done`] says when it is done), or
+    /// `None` (marking the run out of time) if that is past the end of
+    /// virtual time. Work on one rank runs one piece at a time, in the
+    /// order it was posted, but work posted at the same instant in
+    /// channel order (see the `compute` module).
+    pub fn reserve_compute(
+        &mut self,
+        rank: Rank,
+        work_ps: u64,
+        channel: Option<u16>,
+    ) -> Option<u32> {
         let slot = self.config.slot_of(rank);
-        let start = self.now.max(self.compute_free_at[slot]);
-        let Some(done) = start.checked_plus_ps(work_ps) else {
+        let ticket = self.compute.reserve(slot, self.now, work_ps, channel);
+        if ticket.is_none() {
             self.out_of_time = true;
-            return None;
-        };
-        self.compute_free_at[slot] = done;
-        Some(done)
+        }
+        ticket
+    }
+
+    /// When the work of compute ticket `ticket` is done, as known now (a
+    /// later reduction posted at the same instant by a lower channel moves
+    /// it back).
+    pub fn compute_done(&self, ticket: u32) -> Time {
+        self.compute.done(ticket)
+    }
+
+    /// The future of compute ticket `ticket` is done with it (finished or
+    /// dropped).
+    pub fn release_compute(&mut self, ticket: u32) {
+        self.compute.release(ticket);
     }
 
     /// Schedules a wake-up of `waker` at `at`.

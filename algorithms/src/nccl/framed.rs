@@ -2,7 +2,8 @@
 //! algorithm written against plain [`Fabric::send`] (the catalogue's
 //! rings and chains) runs on an NCCL channel with NCCL's protocol. Its
 //! exchanges ([`Fabric::exchange`]) are the underlying fabric's framed
-//! exchanges ([`Fabric::exchange_framed`]).
+//! exchanges ([`Fabric::exchange_framed`]), its work the channel's
+//! ([`Fabric::compute_framed`]).
 
 use std::sync::Arc;
 
@@ -76,8 +77,14 @@ impl<F: Fabric> Fabric for Framed<'_, F> {
             .exchange_framed(to, payload, from, expect, tag, framing)
     }
 
+    /// Work on the channel: the underlying fabric's
+    /// [`Fabric::compute_framed`] with this framing.
     async fn compute(&self, work: Work) -> Result<(), FabricError> {
-        self.fabric.compute(work).await
+        self.fabric.compute_framed(work, self.framing).await
+    }
+
+    async fn compute_framed(&self, work: Work, framing: Framing) -> Result<(), FabricError> {
+        self.fabric.compute_framed(work, framing).await
     }
 
     fn recycle(&self, payload: Payload) {

@@ -44,7 +44,10 @@
 //! and two tie-breaks of the engine are not rotation-invariant: events at
 //! equal times fire in scheduling order, which follows rank order (rank
 //! 0's sends before rank 8's), and max-min filling freezes links of equal
-//! share by link id, subtracting rates in that order. Where flows of
+//! share by link id, subtracting rates in that order. (A third was: a
+//! GPU's reductions posted at one picosecond were served in the order of
+//! those events; NCCL channels' ones are now served in channel order,
+//! see the world's `compute` module and PAT below.) Where flows of
 //! different orbit copies meet on one port at the same picosecond (a
 //! pairwise alltoall on the packet-level fat-tree), the full run's ranks
 //! of one orbit already finish up to a few packets apart and the folded
@@ -135,7 +138,8 @@
 //! 157 ns (0.1%) once seen between a turned `nccl_ring` and its full run
 //! was, most likely, framed routes left unmoved (fixed with the PAT fold).
 //!
-//! **PAT folds by a shift of whole nodes** (`nccl_pat` allgather): its
+//! **PAT folds by a shift of whole nodes** (`nccl_pat` allgather and
+//! reduce-scatter): its
 //! peers are `r ± 2^d` in rank order whatever the plan, and channel `k`
 //! works on block `k` of every rank's block, so a shift of the ranks by
 //! whole nodes maps the run onto itself with every channel kept, provided
@@ -151,11 +155,26 @@
 //! rank's finish and every link counter equal the full run's in the flow
 //! and packet models, one and two leaves per rail; scenarios time as
 //! their `routes` runs; `sim run --links-csv` the same to the byte at
-//! 128 and 1024 GPUs (figures below). The reduce-scatter is refused: each GPU's reductions
-//! queue in the order its channels' messages arrive, which at equal times
-//! follows the senders' ranks, so even the full run is no shift of itself
-//! (ranks 0 and 8 of 4 nodes finish 0.14% apart; without the reductions'
-//! time it folds exactly, both pinned by a test).
+//! 128 and 1024 GPUs (figures below). The reduce-scatter's reductions
+//! tie: on 4 nodes, 8 of a GPU's 16 channels get their messages from the
+//! next node at one picosecond (ranks 7, 15, 23, 31 at step 0), and the
+//! world handles them in the event queue's order, which follows global
+//! flow and rank numbers (three different orders on those four ranks).
+//! A GPU serves its reductions one at a time; served in that order, ranks
+//! one node apart finished up to 0.14% apart and no shift mapped even the
+//! full run onto itself. Reductions posted at the same instant are served
+//! in channel order instead, the same on every rank (the world's
+//! `compute` module, with why that is no less like NCCL, whose channels
+//! are separate thread blocks); the reduce-scatter then folds exactly,
+//! tested as the allgather (flow model at two sizes, one and two leaves
+//! per rail; packet model; scenarios against `routes`, 16 KiB chunks and
+//! reductions at 200 GB/s, up to 4 MiB; NCCL 2.29.7's tuner picking PAT
+//! on 16 single-GPU nodes). The flow-model tests fail without the
+//! channel order. One limit is left: at 32 MiB with 16 KiB chunks on 8
+//! nodes of two leaves per rail, the folded call ends 5 ps (of 1.73 ms)
+//! before its `routes` run, with the old order as with the new, and
+//! exactly with free reductions; not traced further (the engine test at
+//! the same size and shift is exact).
 //!
 //! **The ring folds by the same shift** (`nccl_ring` allreduce,
 //! allgather, reduce-scatter): NCCL's rings on the preset go through the
@@ -170,9 +189,7 @@
 //! every size the channels NCCL runs the call on (fewer than 16 for some
 //! sizes: a 4 MiB allgather on 4 nodes runs on 14) times the ranks must
 //! divide the elements, else validation names the nearest sizes that fold.
-//! Unlike PAT's, the ring's reduce-scatter came out exact in every test
-//! below (why its reductions' queue keeps the shift where PAT's does not
-//! was not analysed). Tests (`fold/nccl_ring_tests.rs`;
+//! Tests (`fold/nccl_ring_tests.rs`;
 //! `sim/tests/behaviour/fold_nccl.rs`): every rank's finish and every link
 //! counter equal the full run with symmetric routes, flow model on 4 and 8
 //! nodes (one and two leaves per rail) at two sizes, packet model on 4
@@ -190,8 +207,8 @@
 //! **`tuner = "nccl"` folds by the same shift where each choice does**:
 //! for collectives that name no algorithm, validation builds NCCL's
 //! model, runs its selection at every size and needs each choice to fold
-//! by the shift (`nccl_ring`, with the segment check above, or the
-//! `nccl_pat` allgather); a size where it picks another algorithm
+//! by the shift (`nccl_ring`, with the segment check above, or
+//! `nccl_pat`); a size where it picks another algorithm
 //! (`nccl_tree` for a 16 MiB allreduce on 4 nodes) is refused naming the
 //! size and the algorithm. A scenario folded by the node turn (some
 //! collective names `nccl_tree`), or whose collectives all name their
@@ -278,8 +295,8 @@
 //! that folds is told to set `symmetry = "fold"`, one that does not (the
 //! trees, NCCL's algorithms) gets the list of the collectives that fold,
 //! the catalogue's `pat` allgather and reduce-scatter among them (which
-//! meets the target folded, above), and `nccl_pat` allgather is told it
-//! folds by a node shift.
+//! meets the target folded, above), and `nccl_pat` is told it folds by a
+//! node shift.
 //!
 //! **`nccl_pat` allgather folded by the node shift** (2026-12-03,
 //! `tools/bench_trees.sh --algorithms nccl_pat --nodes "64 256" --sizes
@@ -307,6 +324,28 @@
 //! folded) and 128 GPUs at 4 GiB 129 362.64 us both, `--links-csv` the
 //! same to the byte at both. To time
 //! hashed ECMP, the unfolded run is still the answer.
+//!
+//! **`nccl_pat` reduce-scatter folded by the node shift** (2026-12-03,
+//! release `sim`, `tools/bench_trees.sh --algorithms nccl_pat --kind
+//! reduce_scatter --symmetry fold --nodes "64 256" --sizes "1G 32G"`,
+//! then the same with `--reduce-gbps 200` (reductions at 200 GB/s per
+//! GPU, the engine tests' rate, not a measured one), and the allgather
+//! right after; one point at a time, load 6-7 on the shared 2 cores):
+//!
+//! | GPUs | size | free reductions: wall s, peak MiB, simulated | 200 GB/s: wall s, peak MiB, simulated | allgather: wall s, peak MiB |
+//! | --- | --- | --- | --- | --- |
+//! | 512 | 1 GiB | 0.08, 33, 33 218.21 us | 0.05, 33, 33 209.67 us | 0.03, 33 |
+//! | 512 | 32 GiB | 0.94, 119, 1 065 720.55 us | 0.72, 119, 1 065 453.95 us | 0.65, 121 |
+//! | 2048 | 1 GiB | 0.10, 59, 30 079.70 us | 0.10, 59, 30 039.27 us | 0.09, 61 |
+//! | 2048 | 32 GiB | 0.66, 127, 962 380.62 us | 0.94, 131, 960 518.48 us | 0.67, 131 |
+//!
+//! (With reductions the calls end slightly earlier: staggered by the
+//! GPU's queue, the channels' next messages meet less on the links.)
+//! Against `routes`, reductions at 200 GB/s: 128 and 512 GPUs at 1 GiB
+//! 32 578.41 and 33 209.67 us both, the rows and `--links-csv` the same to
+//! the byte (512 GPUs: 0.07 s and 34 MiB folded, 6.61 s and 234 MiB
+//! unfolded). Before the channel order, the same `routes` runs gave
+//! 32 579.90 and 33 246.04 us.
 //!
 //! Where the time goes (release `sim`, `tree` allreduce, same fat-tree,
 //! one run at a time): 64, 128, 256 and 512 GPUs at 256 MiB take 0.15,

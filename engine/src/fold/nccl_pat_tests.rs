@@ -161,35 +161,53 @@ fn nccl_pat_folded_by_a_node_shift_is_the_full_run_in_the_flow_model() {
 }
 
 #[test]
-fn nccl_pat_reduce_scatter_is_no_shift_of_itself_even_unfolded() {
-    // Why a folded run refuses it: the channels' reductions queue on each
-    // GPU's compute in the order their messages arrive, and messages of
-    // one picosecond arrive in an order that follows the senders' ranks,
-    // which no shift keeps. Ranks 0 and 8 of the full run (one node
-    // apart) do not finish together.
-    let (config, _) = world(4, None, ModelLevel::Flow, NcclConfig::default());
-    let full = pat(
-        config,
-        Collective::ReduceScatter,
-        4 * PER_NODE * 16 * 2 * 4096,
-    );
-    assert!(full.deadlock.is_none());
-    assert_ne!(full.outputs[0], full.outputs[PER_NODE]);
-    // Without the reductions' time it is a shift of itself, and folds.
-    let (config, shift) = world(4, None, ModelLevel::Flow, NcclConfig::default());
-    let free = |c: WorldConfig| c.reduce_bytes_per_s(None);
+fn nccl_pat_reduce_scatter_folded_by_a_node_shift_is_the_full_run_in_the_flow_model() {
+    // Its reductions tie: 8 channels' messages reach a GPU at one
+    // picosecond, handled in an order that follows global flow and rank
+    // numbers; served in channel order (the world's `compute` module),
+    // every rank of an orbit lives through the same timeline.
+    for (nodes, leaves) in [(4, None), (8, Some(16))] {
+        for per_channel in [2 * 4096, 2048] {
+            let count = nodes * PER_NODE * 16 * per_channel;
+            assert_folds_exactly(
+                Collective::ReduceScatter,
+                nodes,
+                leaves,
+                ModelLevel::Flow,
+                count,
+            );
+        }
+    }
+}
+
+#[test]
+fn nccl_pat_reduce_scatter_ties_are_served_in_channel_order() {
+    // Ranks one node apart finish together in the full run (they did
+    // not when a tie was served in the order its messages were handled:
+    // ranks 0 and 8 of 4 nodes 0.14% apart), and the reductions' time
+    // counts (without it every rank finishes at another time).
     let count = 4 * PER_NODE * 16 * 2 * 4096;
-    let full = pat(free(config), Collective::ReduceScatter, count);
-    let (mut folded, _) = world(4, None, ModelLevel::Flow, NcclConfig::default());
-    fold(&mut folded, shift).unwrap();
-    let folded = pat(free(folded), Collective::ReduceScatter, count);
+    let (config, _) = world(4, None, ModelLevel::Flow, NcclConfig::default());
+    let full = pat(config, Collective::ReduceScatter, count);
+    assert!(full.deadlock.is_none());
+    for r in PER_NODE..4 * PER_NODE {
+        assert_eq!(full.outputs[r], full.outputs[r % PER_NODE], "rank {r}");
+    }
+    let (config, _) = world(4, None, ModelLevel::Flow, NcclConfig::default());
+    let free = pat(
+        config.reduce_bytes_per_s(None),
+        Collective::ReduceScatter,
+        count,
+    );
     for r in 0..4 * PER_NODE {
-        assert_eq!(full.outputs[r], folded.outputs[r % shift], "rank {r}");
+        assert_ne!(free.outputs[r], full.outputs[r], "rank {r}");
     }
 }
 
 #[test]
 fn nccl_pat_folded_by_a_node_shift_is_the_full_run_in_the_packet_model() {
     let count = 4 * PER_NODE * 16 * 4096;
-    assert_folds_exactly(Collective::Allgather, 4, None, ModelLevel::Packet, count);
+    for collective in [Collective::Allgather, Collective::ReduceScatter] {
+        assert_folds_exactly(collective, 4, None, ModelLevel::Packet, count);
+    }
 }

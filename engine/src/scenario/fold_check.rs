@@ -82,16 +82,6 @@ pub(super) fn check_foldable(
             // the ring (its rings move with the shift, checked with the
             // plan) get here; the rest fold by the node turn
             // (`check_turn_foldable`).
-            if is_nccl(a, "pat") && c.kind == Collective::ReduceScatter {
-                return at_algorithm(format!(
-                    "{} {} is not a shift of itself even unfolded (each GPU's reductions queue in \
-                     the order its channels' messages arrive, which follows the senders' ranks at \
-                     equal times), so it cannot fold exactly; drop symmetry = \"fold\" to \
-                     simulate every rank (nccl_pat allgather folds)",
-                    c.kind.name(),
-                    a.name()
-                ));
-            }
         }
         let elem = c.dtype.size_bytes() as u64;
         if let Some(&size) = c
@@ -337,7 +327,7 @@ pub(super) fn check_turned_sizes(
 
 /// The sizes of a scenario folded by a node shift with NCCL's channels:
 /// where NCCL's tuner chooses (`tuner = "nccl"`), its choice at every size
-/// must fold by the shift (`nccl_ring`, or the `nccl_pat` allgather), or
+/// must fold by the shift (`nccl_ring` or `nccl_pat`), or
 /// the error names the size and the algorithm; and for `nccl_ring` each
 /// channel NCCL runs the call on must split into equal ring segments, one
 /// per rank (`count` a multiple of channels x ranks), or the ranks of an
@@ -365,16 +355,14 @@ pub(super) fn check_shifted_sizes(
                 usize::try_from(count).unwrap_or(usize::MAX),
             );
             let chosen = &selection.algorithm;
-            let folds = folds_by_node_shift(chosen)
-                && !(is_nccl(chosen, "pat") && c.kind == Collective::ReduceScatter);
-            if tuned && !folds {
+            if tuned && !folds_by_node_shift(chosen) {
                 let span = raw_c.get_ref().size_span(size, c.min_bytes);
                 return Err(src.error(
                     Some(span),
                     format!(
                         "a folded run with tuner = \"nccl\" (symmetry = \"fold\") shifts whole \
                          nodes, and at {size} B NCCL's tuner picks {} {}, which does not fold so \
-                         (nccl_ring and the nccl_pat allgather do); name algorithm = \"nccl_ring\", \
+                         (nccl_ring and nccl_pat do); name algorithm = \"nccl_ring\", \
                          use sizes where NCCL picks it, or drop symmetry = \"fold\" to simulate \
                          every rank",
                         c.kind.name(),
@@ -447,7 +435,7 @@ pub(super) fn fold_hint(
     };
     let folds =
         a.facts().rotation_symmetry() != RotationSymmetry::None && !a.facts().runs_nccl_channels();
-    if folds_by_node_shift(a) && !(is_nccl(a, "pat") && kind == Collective::ReduceScatter) {
+    if folds_by_node_shift(a) {
         format!(
             "; or set symmetry = \"fold\" under [topology]: {} {} folds on a fat_tree by a shift \
              of one node with every channel kept, simulating one node's GPUs for all",
@@ -549,8 +537,7 @@ mod tests {
                 && tree.contains("allgather ring, bruck or pat"),
             "{tree}"
         );
-        // NCCL's PAT allgather folds by a node shift; its reduce-scatter
-        // does not.
+        // NCCL's PAT folds by a node shift, its reduce-scatter too.
         let pat = over_the_cap("allgather", "nccl_pat", 16384);
         assert!(
             pat.contains("allgather nccl_pat folds on a fat_tree by a shift of one node"),
@@ -564,7 +551,7 @@ mod tests {
         );
         let scatter = over_the_cap("reduce_scatter", "nccl_pat", 16384);
         assert!(
-            scatter.contains("reduce_scatter nccl_pat does not fold"),
+            scatter.contains("reduce_scatter nccl_pat folds on a fat_tree by a shift of one node"),
             "{scatter}"
         );
     }

@@ -79,7 +79,7 @@ pub(super) fn nccl(
                 return Err(src.at(
                     t,
                     "tuner = \"nccl\" folds only by a shift of whole nodes, for collectives that name no \
-                     algorithm, when NCCL's choice at every size folds so (nccl_ring, the nccl_pat allgather); \
+                     algorithm, when NCCL's choice at every size folds so (nccl_ring, nccl_pat); \
                      nccl_tree folds by another map (it turns every node's GPUs together with the channels), so a \
                      scenario folded by that turn, or whose collectives all name their algorithm, cannot use it; \
                      drop symmetry = \"fold\" to simulate every rank, name the algorithm, or use \
