@@ -9,7 +9,7 @@
 //! lowest latency on an idle core), then yields the core, then parks for
 //! short periods, as MPI libraries do when oversubscribed.
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::future::Future;
 use std::pin::pin;
 use std::sync::Arc;
@@ -53,7 +53,15 @@ impl Wake for ThreadWaker {
 
     fn wake_by_ref(self: &Arc<Self>) {
         self.woken.store(true, Ordering::Release);
-        self.thread.unpark();
+        // Woken from the executor's own thread (a transport's progress
+        // delivering a message): it is running, not parked, and sees the
+        // flag on its next round; no unpark (an atomic swap) needed.
+        let own = RUNNING
+            .try_with(|r| std::ptr::eq(r.get(), Arc::as_ptr(self)))
+            .unwrap_or(false);
+        if !own {
+            self.thread.unpark();
+        }
     }
 }
 
@@ -63,6 +71,10 @@ thread_local! {
     /// (an allocation and the thread's handle) costs more than a small
     /// call's work. `None` while a `block_on` of this thread holds it.
     static SIGNAL: RefCell<Option<(Arc<ThreadWaker>, Waker)>> = const { RefCell::new(None) };
+
+    /// The waker of the [`block_on`] running on this thread (null: none),
+    /// so that a wake-up from the thread itself skips the unpark.
+    static RUNNING: Cell<*const ThreadWaker> = const { Cell::new(std::ptr::null()) };
 }
 
 /// This thread's waker ([`SIGNAL`]), or a new one if it is in use.
@@ -77,11 +89,13 @@ fn take_signal() -> (Arc<ThreadWaker>, Waker) {
     })
 }
 
-/// Hands the waker back for the next [`block_on`] of this thread.
-struct PutBack(Option<(Arc<ThreadWaker>, Waker)>);
+/// Hands the waker back for the next [`block_on`] of this thread, and
+/// restores the [`RUNNING`] of an enclosing one.
+struct PutBack(Option<(Arc<ThreadWaker>, Waker)>, *const ThreadWaker);
 
 impl Drop for PutBack {
     fn drop(&mut self) {
+        let _ = RUNNING.try_with(|r| r.set(self.1));
         let kept = self.0.take();
         // During thread teardown the slot may be gone: then drop the waker.
         let _ = SIGNAL.try_with(|s| {
@@ -101,7 +115,9 @@ pub fn block_on<T>(
     policy: IdlePolicy,
 ) -> T {
     // Handed back when this function returns (or unwinds).
-    let kept = PutBack(Some(take_signal()));
+    let signal = take_signal();
+    let outer = RUNNING.with(|r| r.replace(Arc::as_ptr(&signal.0)));
+    let kept = PutBack(Some(signal), outer);
     let (signal, waker) = kept.0.as_ref().expect("taken above");
     // A waker kept from an earlier call may have been woken since (a stale
     // wake-up costs one poll); the first poll happens regardless.
@@ -110,7 +126,8 @@ pub fn block_on<T>(
     let mut fut = pin!(fut);
     let mut idle: u64 = 0;
     loop {
-        if signal.woken.swap(false, Ordering::AcqRel) {
+        // A load first: an idle round then costs no atomic swap.
+        if signal.woken.load(Ordering::Relaxed) && signal.woken.swap(false, Ordering::AcqRel) {
             if let Poll::Ready(out) = fut.as_mut().poll(&mut cx) {
                 return out;
             }
@@ -119,6 +136,11 @@ pub fn block_on<T>(
         if progress() {
             // Whatever moved may have woken the future; poll it if so.
             idle = 0;
+            continue;
+        }
+        if signal.woken.load(Ordering::Relaxed) {
+            // Woken during this round, maybe from this thread (which does
+            // not unpark): poll before any wait.
             continue;
         }
         idle += 1;
@@ -158,6 +180,42 @@ mod tests {
             IdlePolicy::default(),
         );
         assert_eq!(out, 5);
+    }
+
+    #[test]
+    fn a_wake_up_from_the_transport_on_the_same_thread_is_seen_without_unpark() {
+        // The progress function wakes the future from the executor's own
+        // thread, as a shared-memory delivery does; the executor must then
+        // poll again rather than park (a lost wake-up would park for the
+        // whole minute).
+        let waker: RefCell<Option<Waker>> = RefCell::new(None);
+        let ready = Cell::new(false);
+        let start = std::time::Instant::now();
+        let fut = std::future::poll_fn(|cx| {
+            if ready.get() {
+                return Poll::Ready(());
+            }
+            *waker.borrow_mut() = Some(cx.waker().clone());
+            Poll::Pending
+        });
+        block_on(
+            fut,
+            || {
+                if let Some(w) = waker.borrow_mut().take() {
+                    ready.set(true);
+                    w.wake();
+                }
+                false
+            },
+            IdlePolicy {
+                spin: 0,
+                yields: 0,
+                park: Duration::from_secs(60),
+            },
+        );
+        assert!(start.elapsed() < Duration::from_secs(30));
+        // No block_on runs now: a wake-up unparks again.
+        assert!(RUNNING.with(|r| r.get().is_null()));
     }
 
     #[test]

@@ -34,18 +34,30 @@ type Key = (Rank, Tag, u64);
 
 /// A receive that found nothing yet: who to wake and since when it waits.
 struct Waiter {
-    /// The first receive's waker (nearly always the only one: no vector
-    /// to allocate).
-    first: Waker,
+    /// The first receive's waker; `None`: the mailbox's kept waker
+    /// ([`Inner::kept`]), as nearly always (no clone to make and drop).
+    first: Option<Waker>,
     /// Other receives of the same key.
     more: Vec<Waker>,
     since: Instant,
 }
 
 impl Waiter {
-    fn wake(self) {
-        self.first.wake();
+    /// Wakes the receives; `kept` is the mailbox's kept waker.
+    fn wake(self, kept: Option<&Waker>) {
+        match (self.first, kept) {
+            (Some(w), _) => w.wake(),
+            (None, Some(k)) => k.wake_by_ref(),
+            (None, None) => {}
+        }
         self.more.into_iter().for_each(Waker::wake);
+    }
+
+    /// Whether `w` is already woken by this waiter (`kept`: the mailbox's
+    /// kept waker).
+    fn wakes(&self, w: &Waker, kept: Option<&Waker>) -> bool {
+        let first = self.first.as_ref().or(kept);
+        first.is_some_and(|f| f.will_wake(w)) || self.more.iter().any(|m| m.will_wake(w))
     }
 }
 
@@ -61,6 +73,10 @@ struct Inner {
     queues: SortedMap<Key, Queue>,
     spare: Vec<Queue>,
     waiters: SortedMap<Key, Waiter>,
+    /// The waker of the last receive that had to wait: a rank's executor
+    /// polls every receive with the same waker, call after call, so a
+    /// waiter refers to this one instead of cloning its own.
+    kept: Option<Waker>,
     failed_peers: BTreeMap<Rank, FabricError>,
     fatal: Option<FabricError>,
 }
@@ -187,7 +203,7 @@ impl Mailbox {
             .get_or_insert_with(key, || spare.pop().unwrap_or_default())
             .push_back((call, payload));
         if let Some(w) = inner.waiters.remove(&key) {
-            w.wake();
+            w.wake(inner.kept.as_ref());
         }
     }
 
@@ -224,7 +240,7 @@ impl Mailbox {
             .collect();
         for key in keys {
             if let Some(w) = inner.waiters.remove(&key) {
-                w.wake();
+                w.wake(inner.kept.as_ref());
             }
         }
     }
@@ -238,8 +254,9 @@ impl Mailbox {
     fn set_fatal(&self, inner: &mut Inner, err: FabricError) {
         inner.fatal.get_or_insert(err);
         self.has_fatal.store(true, Ordering::Release);
-        for (_, w) in inner.waiters.drain() {
-            w.wake();
+        let Inner { waiters, kept, .. } = inner;
+        for (_, w) in waiters.drain() {
+            w.wake(kept.as_ref());
         }
     }
 
@@ -281,10 +298,15 @@ impl Mailbox {
     pub fn expire_with(&self, now: Instant, silence: impl FnOnce() -> PeerSilence) -> bool {
         let expired: Vec<(Key, Duration)> = {
             let inner = self.lock();
+            let waited = |w: &Waiter| now.saturating_duration_since(w.since);
+            // Nearly always none: say so without building a vector.
+            if !inner.waiters.iter().any(|(_, w)| waited(w) > self.timeout) {
+                return false;
+            }
             inner
                 .waiters
                 .iter()
-                .map(|(k, w)| (*k, now.saturating_duration_since(w.since)))
+                .map(|(k, w)| (*k, waited(w)))
                 .filter(|(_, waited)| *waited > self.timeout)
                 .collect()
         };
@@ -401,14 +423,25 @@ impl Mailbox {
         if let Some(e) = inner.failed_peers.get(&src) {
             return Poll::Ready(Err(e.clone()));
         }
-        if let Some(waiter) = inner.waiters.get_mut(&key) {
-            let known = |w: &Waker| w.will_wake(cx.waker());
-            if !known(&waiter.first) && !waiter.more.iter().any(known) {
+        let Inner { waiters, kept, .. } = &mut *inner;
+        if let Some(waiter) = waiters.get_mut(&key) {
+            if !waiter.wakes(cx.waker(), kept.as_ref()) {
                 waiter.more.push(cx.waker().clone());
             }
         } else {
-            inner.waiters.get_or_insert_with(key, || Waiter {
-                first: cx.waker().clone(),
+            if !kept.as_ref().is_some_and(|k| k.will_wake(cx.waker())) {
+                // Another waker than the kept one (another executor, or the
+                // first wait): the waiters that refer to the kept waker get
+                // their own copy of it before it is replaced.
+                let old = kept.replace(cx.waker().clone());
+                for (_, w) in waiters.iter_mut() {
+                    if w.first.is_none() {
+                        w.first = old.clone();
+                    }
+                }
+            }
+            waiters.get_or_insert_with(key, || Waiter {
+                first: None,
                 more: Vec::new(),
                 since: Instant::now(),
             });

@@ -162,3 +162,62 @@ fn failures_and_timeouts_end_waiting_receives() {
         panic!()
     };
 }
+
+/// A waker that counts its wake-ups.
+struct Counter(std::sync::atomic::AtomicUsize);
+
+impl std::task::Wake for Counter {
+    fn wake(self: std::sync::Arc<Self>) {
+        self.0.fetch_add(1, Ordering::SeqCst);
+    }
+}
+
+fn counter() -> (std::sync::Arc<Counter>, Waker) {
+    let c = std::sync::Arc::new(Counter(0.into()));
+    (c.clone(), Waker::from(c))
+}
+
+fn poll_with(m: &Mailbox, src: Rank, tag: u64, w: &Waker) -> Poll<Result<Payload, FabricError>> {
+    m.poll_recv(
+        src,
+        Tag(tag),
+        Shape::new(DType::I32, 1),
+        &mut Context::from_waker(w),
+    )
+}
+
+#[test]
+fn every_waiting_receive_is_woken_whichever_waker_came_last() {
+    let m = Mailbox::new(0, 3, Duration::from_secs(5));
+    m.begin_call(ar(1)).unwrap();
+    let (a, wa) = counter();
+    let (b, wb) = counter();
+    // `wa` is kept, then replaced by `wb`: the first receive still wakes `wa`.
+    assert!(poll_with(&m, 1, 0, &wa).is_pending());
+    assert!(poll_with(&m, 2, 0, &wb).is_pending());
+    // A second receive of the same key with another waker wakes both.
+    assert!(poll_with(&m, 2, 0, &wa).is_pending());
+    m.deliver(1, Tag(0), ar(1), Payload::from_vec(vec![1i32]));
+    assert_eq!(a.0.load(Ordering::SeqCst), 1);
+    assert_eq!(b.0.load(Ordering::SeqCst), 0);
+    m.deliver(2, Tag(0), ar(1), Payload::from_vec(vec![2i32]));
+    assert_eq!(a.0.load(Ordering::SeqCst), 2);
+    assert_eq!(b.0.load(Ordering::SeqCst), 1);
+    // The same waker again: kept, woken by a failure.
+    assert!(poll_with(&m, 1, 1, &wb).is_pending());
+    assert!(poll_with(&m, 2, 1, &wb).is_pending());
+    m.fail_peer(
+        1,
+        FabricError::Transport {
+            rank: 0,
+            reason: "gone".into(),
+        },
+    );
+    assert_eq!(b.0.load(Ordering::SeqCst), 2);
+    m.fail_all(FabricError::Transport {
+        rank: 0,
+        reason: "over".into(),
+    });
+    assert_eq!(b.0.load(Ordering::SeqCst), 3);
+    assert_eq!(a.0.load(Ordering::SeqCst), 2);
+}

@@ -90,6 +90,11 @@ pub struct ShmFabric {
     pub(super) pool: RefCell<BufferPool>,
     /// The caller's buffers already registered for lending (see `lend`).
     pub(super) registered: RefCell<Registered>,
+    /// The payload of the last small message sent (its bytes travelled in
+    /// its slot), kept as the buffer of the next small message received
+    /// with its shape: an exchange of small messages then allocates and
+    /// frees one buffer fewer.
+    pub(super) small_spare: RefCell<Option<Payload>>,
     /// How the executor waits, decided once at connect (finding the
     /// number of cores reads files, far too slow to do per call).
     idle: IdlePolicy,
@@ -150,6 +155,7 @@ impl ShmFabric {
             finished: Cell::new(false),
             pool: RefCell::new(BufferPool::default()),
             registered: RefCell::new(Registered::default()),
+            small_spare: RefCell::new(None),
             idle,
             _probe: probe,
             _beater: beater,
@@ -218,7 +224,11 @@ impl ShmFabric {
                 o.attached.push_back(Some(payload));
                 None
             }
-            _ => None,
+            Kind::Small => {
+                self.small_spare.replace(Some(payload));
+                None
+            }
+            Kind::Phantom => None,
         };
         // Nothing queued before it and no bytes to stream: straight into
         // a free slot, without queueing.

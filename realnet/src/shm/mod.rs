@@ -22,7 +22,10 @@
 //!   by a stamp word in the same cache line that the receiver spins on. A
 //!   small message thus crosses cores as one cache line (as in Open MPI's
 //!   vader fast boxes), not a header and payload behind a separately
-//!   published position. Phantom payloads travel as their shape only.
+//!   published position. The receiver copies a small payload into the
+//!   payload of the last small message it sent, when the shapes match
+//!   (an exchange of small messages allocates one buffer, not two).
+//!   Phantom payloads travel as their shape only.
 //! - **Rings** ([`ring`]): one lock-free single-producer single-consumer
 //!   byte ring per ordered pair, head and tail on their own cache lines,
 //!   release/acquire ordering; the payloads above 32 bytes that are not

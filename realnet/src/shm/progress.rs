@@ -129,7 +129,12 @@ impl ShmFabric {
                             Payload::phantom(h.shape.dtype, h.shape.count),
                         ),
                         Kind::Small => {
-                            let mut payload = Payload::zeros(h.shape.dtype, h.shape.count, false);
+                            // Into the last small payload sent, if it has
+                            // this shape (every byte is overwritten).
+                            let spare = self.small_spare.take().filter(|p| p.shape() == h.shape);
+                            let mut payload = spare.unwrap_or_else(|| {
+                                Payload::zeros(h.shape.dtype, h.shape.count, false)
+                            });
                             if let Some(b) = payload.as_bytes_mut() {
                                 let len = b.len();
                                 b.copy_from_slice(&h.small_bytes(&words)[..len]);
