@@ -247,16 +247,20 @@ pub(crate) fn parse(text: &str) -> Result<engine::scenario::Scenario, String> {
         .map_err(|e| e.to_string())
 }
 
-/// `(size, time)` of every row of a scenario run.
-pub(crate) fn times(text: &str) -> Vec<(u64, u64)> {
-    let scenario = parse(text).unwrap();
-    let rows = engine::study::run_scenario(
-        &scenario,
+/// Every row of a scenario run with the default filter and options.
+pub(crate) fn rows(scenario: &engine::scenario::Scenario) -> Vec<engine::study::Row> {
+    engine::study::run_scenario(
+        scenario,
         &engine::tuning::AlgoFilter::default(),
         engine::study::Options::default(),
         |_| std::ops::ControlFlow::Continue(()),
     )
-    .unwrap_or_else(|e| panic!("{:?}", e.1));
+    .unwrap_or_else(|e| panic!("{:?}", e.1))
+}
+
+/// `(size, time)` of every row of a scenario run.
+pub(crate) fn times(text: &str) -> Vec<(u64, u64)> {
+    let rows = rows(&parse(text).unwrap());
     rows.iter().map(|r| (r.size_bytes, r.time_ps)).collect()
 }
 
@@ -286,13 +290,7 @@ fn a_folded_scenario_times_what_its_full_run_times() {
     // Tuned, a folded run picks among the algorithms that fold (the full
     // run of this allgather picks a faster one that does not).
     let tuned = parse(&scenario_text(4, "fold", "kind = \"allgather\"\n", "")).unwrap();
-    let rows = engine::study::run_scenario(
-        &tuned,
-        &engine::tuning::AlgoFilter::default(),
-        engine::study::Options::default(),
-        |_| std::ops::ControlFlow::Continue(()),
-    )
-    .unwrap_or_else(|e| panic!("{:?}", e.1));
+    let rows = rows(&tuned);
     assert_eq!(rows.len(), 3);
     for row in rows {
         let algorithm = catalogue_algorithm(Collective::Allgather, &row.algorithm);

@@ -4,7 +4,7 @@
 //! scenarios time as their full runs, and what breaks the fold is refused
 //! saying why.
 
-use crate::fold::{parse, scenario_text, times};
+use crate::fold::{parse, rows, scenario_text, times};
 
 #[test]
 fn nccl_tree_folds_by_the_node_turn_exactly_and_what_breaks_the_turn_is_refused() {
@@ -202,13 +202,7 @@ fn nccl_tuner_folds_by_a_node_shift_where_each_choice_does_and_names_the_size_ot
             "phantom = true\n[nccl]\nversion = \"2.29.7\"\n[compute]\nreduce_gb_per_s = 200\n",
         );
     let scenario = parse(&pat).unwrap();
-    let rows = engine::study::run_scenario(
-        &scenario,
-        &engine::tuning::AlgoFilter::default(),
-        engine::study::Options::default(),
-        |_| std::ops::ControlFlow::Continue(()),
-    )
-    .unwrap_or_else(|e| panic!("{:?}", e.1));
+    let rows = rows(&scenario);
     assert_eq!(rows.len(), 3);
     assert!(rows.iter().all(|r| r.algorithm == "nccl_pat"), "{rows:?}");
     let full = pat.replace("\"fold\"", "\"routes\"");
