@@ -94,8 +94,8 @@
 //! and 4 ranks under rendezvous and unbounded buffering; under one eager
 //! slot per pair (MPI's eager protocol buffers per pair whatever the tag)
 //! the two calls' sends contend for the slot (which send gets it decides
-//! which exchange may complete first, a real difference), and the search
-//! stays large (see below).
+//! which exchange may complete first, a real difference), and DPOR
+//! stays large; the stateful search verifies it (see below).
 //!
 //! # Branches of a call: NCCL's channels as units
 //! NCCL's algorithms run a call's channels as futures joined inside the
@@ -169,34 +169,56 @@
 //! `check_connections`, with programs whose channels contend for their
 //! own slots and a rank that observes arrival order across channels).
 //!
-//! # Left large
-//! tag_reuse_fixed under `eager:1` is real contention (above): DPOR runs
-//! 2,157,495 schedules on 3 ranks. The orders converge to equal states,
-//! and the stateful search (module `stateful`) that takes over after
-//! [`STATEFUL_AFTER`] DPOR schedules verifies 3 ranks from 209,708
-//! stored states (31 s release, against 162 s for DPOR's schedules); on 4
-//! ranks the states themselves are too many (the product of eight calls'
-//! progress, less what sleep sets skip): 3,000,000 stored at the cap, in
-//! 980 s and 513 MiB. It reduces no state, only merges
-//! paths: DPOR's race-driven backtracking is what would skip states, and
-//! combining it with the table needs the summaries of Yang, Chen,
-//! Gopalakrishnan and Kirby (SPIN 2008) to stay sound; that, or optimal
-//! DPOR with wakeup trees (Abdulla et al., JACM 2017, which would run one
-//! schedule per class where sleep sets still run some twice, the `blocked`
-//! count), is what 4 ranks need. Static persistent sets do not help
-//! here: a delivery's future conflicts (the slot it frees, the sends of
-//! the calls it wakes) reach every rank of the ring. Nor does keying
-//! states by a state the program exposes instead of its histories: a ring
-//! call runs each step as one exchange, so its history is the sequence of
-//! its exchanges' completions with their results, one per step, a
-//! function of how far it has got (the key holds no more than the
-//! program's state: keyed instead by each call's count of operations
-//! posted and completed, the search stores the same 209,708 states on 3
-//! ranks, with the same revisits; measured once, not kept); what is large
-//! is the product of the eight calls'
-//! progress, the messages in flight and the slots. Symmetry (rotating
-//! ranks, swapping the two calls) would need the symbolic inputs renamed
-//! with the ranks and every property shown invariant: not done.
+//! # tag_reuse_fixed under `eager:1`: the states, measured
+//! Under one eager slot per pair the two calls' sends contend for the
+//! slot (above): real nondeterminism. DPOR runs 2,157,495 schedules on 3
+//! ranks; the orders converge to equal states, and the stateful search
+//! (module `stateful`) that takes over after [`STATEFUL_AFTER`] DPOR
+//! schedules merges them. It stored 209,708 states on 3 ranks and
+//! 3,000,000 on 4 at the cap without finishing (980 s, 513 MiB). Where
+//! they came from was measured on 3 ranks (counters, not kept): all
+//! 209,708 were distinct in the fabric part of the key alone, so none
+//! differed only in its units' histories, and a key keeping only what can
+//! affect a unit's future (its position instead of its history: each
+//! call's count of operations) merged nothing either (209,708 again). The
+//! duplicates were in the fabric part: the pending joint operations (a
+//! ring step is one exchange) were hashed in the order of their global
+//! operation ids, that is in the order the schedule had posted them across
+//! units, so one state reached along paths that posted the ranks'
+//! exchanges in different orders had several keys. Named by their unit and
+//! the unit's own index and listed in that order (`world/state.rs`), they
+//! merge: 6,178 states on 3 ranks and 172,886 on 4, exactly the reachable
+//! states of an independent model of the protocol (each unit's step and
+//! which halves of its exchange are done, each pair's messages in send
+//! order with their slots; a breadth-first count in a script, not kept).
+//! This is not a reduction and assumes nothing of the program: the world
+//! only looks joint operations up by id and compares ids for equality
+//! along one execution (which instance a choice is), never orders them,
+//! so two states whose keys now agree have the same futures up to a
+//! renaming of those ids. Verified since: 3 ranks from 6,178 stored
+//! states, 4 ranks from 172,886 (`sim check-bench --suite targets`; the
+//! figures are in the README).
+//!
+//! Not done, and why. Persistent (stubborn) sets in the stateful search
+//! (Godefroid, LNCS 1032, ch. 4; Peled's ample sets, conditions C0-C2; no
+//! cycle proviso, the state space being acyclic) would visit only some of
+//! those states while keeping every terminal one. Computing one needs an
+//! over-approximation of what each unit may post later, and the world
+//! knows nothing of a program's future: a unit woken on rank `r` may post
+//! on any channel of `r` and take any of `r`'s slots. With that, every
+//! choice that completes an operation of rank `r` is dependent with every
+//! other that may wake a unit of `r` (the two calls of a rank contend for
+//! its slots, and freeing a slot completes the oldest waiting send of
+//! either call), a delivery touches two adjacent ranks, and the closure
+//! runs around the ring: the set is every enabled choice. Smaller sets
+//! need each call's footprint (its peers, tags, and that it only
+//! exchanges, whose send halves commute with a freed slot) declared by
+//! the algorithm or learnt from a run and checked on every post, with a
+//! fallback whose soundness under a selective search must still be shown.
+//! Rank-rotation symmetry with the calls swapped would divide the states
+//! by at most 8 on 4 ranks and needs the symbolic inputs renamed with the
+//! ranks and every property shown invariant. Neither is needed for this
+//! target now; the key is where 4 ranks were lost.
 //!
 //! [`Effect::conflicts`]: crate::effect::Effect::conflicts
 //! [`Effect::halves`]: crate::effect::Effect::halves

@@ -10,10 +10,11 @@
 use std::rc::Rc;
 
 use algorithms::{Collective, catalogue_algorithm};
+use checker::exec::Execution;
 use checker::explore::{self, Control, Reduction, Target};
 use checker::properties::{Baseline, evaluate};
 use checker::spec::{Buffering, CheckScenario, Verdict};
-use checker::world::Choice;
+use checker::world::{Choice, Units};
 
 use super::check_soundness::{
     EAGER1, RENDEZVOUS, assert_stateful_outcomes, call, outcomes, point, program, ring,
@@ -134,6 +135,43 @@ fn the_switch_to_the_stateful_search_keeps_every_outcome() {
         switched >= 2,
         "the small bounds switched only {switched} case(s)"
     );
+}
+
+/// The state key names a pending exchange by its call and the call's own
+/// count of operations, never by the order in which the schedule posted
+/// it: two ranks that start their rings in either order reach one state
+/// and get one key, under every buffering, while a different state (the
+/// other call started on rank 1) gets another. (Keyed in the order of
+/// global operation ids, such states were stored once per posting order:
+/// 209,708 states for tag_reuse_fixed on 3 ranks under `eager:1` instead
+/// of 6,178.)
+#[test]
+fn a_state_reached_by_posting_in_another_order_has_one_key() {
+    let p = Rc::new(concurrent_rings(false));
+    let units = Units {
+        calls: true,
+        branches: false,
+    };
+    for buffering in [EAGER1, RENDEZVOUS, Buffering::Unbounded] {
+        let at = point(2, 2, 1, buffering);
+        let key = |choices: &[Choice]| {
+            let mut exec = Execution::start_observed(&p, at, p.faults, units);
+            for &c in choices {
+                assert!(
+                    exec.enabled().contains(&c),
+                    "{buffering}: {c} is not enabled"
+                );
+                exec.apply(c);
+            }
+            exec.state_key(false)
+        };
+        let start = |rank, call| Choice::Start { rank, call };
+        let one_order = key(&[start(0, 0), start(1, 0)]);
+        let other_order = key(&[start(1, 0), start(0, 0)]);
+        assert_eq!(one_order, other_order, "{buffering}");
+        let other_state = key(&[start(0, 0), start(1, 1)]);
+        assert_ne!(one_order, other_state, "{buffering}");
+    }
 }
 
 /// The tag reuse bug (two concurrent rings on one tag) is found by the
