@@ -24,7 +24,7 @@
 # (default flow), --timeout SECONDS
 # (default 900; a point that takes longer is reported as such), --symmetry
 # routes|fold (default none: `[topology] symmetry`; `fold` folds `nccl_tree`
-# by turning every node's GPUs by half a node, `pat`, `nccl_pat` and `nccl_ring` by one node).
+# by turning every node's GPUs by a quarter of a node, `pat`, `nccl_pat` and `nccl_ring` by one node).
 #
 # Prints one line per point: algorithm, collective, GPUs, bytes, wall seconds, peak
 # RSS (MiB), the simulated time of the call (us), and the exit status.

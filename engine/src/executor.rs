@@ -103,6 +103,11 @@ pub struct Execution<T> {
     /// Set when an event would have fallen after the end of virtual time
     /// (2^64 ps, about 213 days); the run stopped there.
     pub out_of_time: bool,
+    /// Set when a message was refused because its route crosses a link
+    /// the topology's partial rotation does not carry (see
+    /// [`crate::fold`]): the sender and why, naming the link. The run
+    /// stopped there (its sender's call failed too).
+    pub refused: Option<(Rank, String)>,
     /// Engine counters.
     pub stats: EngineStats,
     /// Per-link-direction counters of a topology model (`None` with ideal
@@ -215,7 +220,7 @@ where
             }
         }
         let mut w = world.borrow_mut();
-        if w.out_of_time {
+        if w.out_of_time || w.refused.is_some() {
             break;
         }
         if live == 0 {
@@ -254,7 +259,8 @@ where
 
     let mut w = world.borrow_mut();
     let out_of_time = w.out_of_time;
-    let deadlock = (!out_of_time && tasks.iter().any(Option::is_some)).then(|| {
+    let refused = w.refused.take();
+    let deadlock = (!out_of_time && refused.is_none() && tasks.iter().any(Option::is_some)).then(|| {
         let blocked = (0..n)
             .filter(|&slot| tasks[slot].is_some())
             .map(|slot| BlockedRank {
@@ -322,6 +328,7 @@ where
         end_time: w.now,
         deadlock,
         out_of_time,
+        refused,
         stats: w.stats(),
         link_usage,
         trace: w.take_trace(),

@@ -114,8 +114,13 @@ impl Fabric for SimFabric {
 
     async fn send(&self, to: Rank, tag: Tag, payload: Payload) -> Result<(), FabricError> {
         self.check_peer(to)?;
-        self.world.borrow_mut().send(self.rank, to, tag, payload);
-        Ok(())
+        self.world
+            .borrow_mut()
+            .send(self.rank, to, tag, payload)
+            .map_err(|reason| FabricError::Transport {
+                rank: self.rank,
+                reason,
+            })
     }
 
     /// A plain future rather than an `async fn`, so that it holds each
@@ -147,8 +152,11 @@ impl Fabric for SimFabric {
         self.check_peer(to)?;
         self.world
             .borrow_mut()
-            .send_framed(self.rank, to, tag, payload, framing);
-        Ok(())
+            .send_framed(self.rank, to, tag, payload, framing)
+            .map_err(|reason| FabricError::Transport {
+                rank: self.rank,
+                reason,
+            })
     }
 
     fn channel_plan(&self) -> Option<Arc<ChannelPlan>> {

@@ -22,7 +22,9 @@ use crate::links::LinkStats;
 use crate::network::flow::FlowEvent;
 use crate::network::packet::PacketEvent;
 use crate::network::packet::Stall;
-use crate::network::{LinkUsage, NetEvent, Network, NetworkConfig, Sent, TransportTimeout};
+use crate::network::{
+    LinkUsage, NetEvent, Network, NetworkConfig, SendFailure, Sent, TransportTimeout,
+};
 use crate::slab::Slab;
 use crate::trace::{Span, SpanKind, TraceLog};
 
@@ -121,6 +123,10 @@ pub(crate) struct World {
     /// Set when something would have happened after the end of virtual
     /// time (2^64 ps); the run then stops and reports it.
     pub out_of_time: bool,
+    /// The first message refused because its route cannot be moved by the
+    /// topology's partial rotation: its sender and why (naming the link);
+    /// the run then stops and reports it.
+    pub refused: Option<(Rank, String)>,
     /// The synchronisation point between calls (see [`crate::SimFabric::sync_all`]).
     pub sync: SyncPoint,
     /// When the current call started and when its watchdog fires.
@@ -182,6 +188,7 @@ impl World {
             config,
             events: 0,
             out_of_time: false,
+            refused: None,
             sync: SyncPoint::default(),
             watchdog: None,
             crashing: Vec::new(),
@@ -215,16 +222,25 @@ impl World {
 
     /// Puts a message on the link and schedules its delivery. A delivery
     /// past the end of virtual time is not scheduled; the run is marked as
-    /// having run out of time instead.
-    pub fn send(&mut self, src: Rank, dst: Rank, tag: Tag, payload: Payload) {
-        self.send_with(src, dst, tag, payload, None);
+    /// having run out of time instead. An error (the sender's to report)
+    /// when the message's route cannot be moved by the topology's partial
+    /// rotation (see [`crate::fold`]): the message is not sent.
+    pub fn send(&mut self, src: Rank, dst: Rank, tag: Tag, payload: Payload) -> Result<(), String> {
+        self.send_with(src, dst, tag, payload, None)
     }
 
     /// [`World::send`] of a message framed by an NCCL protocol: the
     /// network carries its wire bytes on its channel's route, and its
     /// delivery waits NCCL's per-hop latency beyond the links' own.
-    pub fn send_framed(&mut self, src: Rank, dst: Rank, tag: Tag, payload: Payload, f: Framing) {
-        self.send_with(src, dst, tag, payload, Some(f));
+    pub fn send_framed(
+        &mut self,
+        src: Rank,
+        dst: Rank,
+        tag: Tag,
+        payload: Payload,
+        f: Framing,
+    ) -> Result<(), String> {
+        self.send_with(src, dst, tag, payload, Some(f))
     }
 
     fn send_with(
@@ -234,7 +250,7 @@ impl World {
         tag: Tag,
         payload: Payload,
         framing: Option<Framing>,
-    ) {
+    ) -> Result<(), String> {
         let payload_bytes = payload.shape().bytes();
         let bytes = framing.map_or(payload_bytes, |f| f.protocol.wire_bytes(payload_bytes));
         let message = self.in_flight.insert(Message {
@@ -255,7 +271,7 @@ impl World {
             // The pair's transport has failed: nothing more gets through,
             // and the receiver's receives fail.
             self.in_flight.remove(message);
-            return;
+            return Ok(());
         }
         let channel = framing.map(|f| f.channel);
         let sent = self
@@ -270,8 +286,16 @@ impl World {
         match sent {
             Ok((Sent::ArrivesAt(at), _)) => self.queue.schedule(at, EventKind::Deliver { message }),
             Ok((Sent::InFlight, _)) => {}
-            Err(_) => self.out_of_time = true,
+            Err(SendFailure::OutOfTime) => self.out_of_time = true,
+            Err(SendFailure::Refused(why)) => {
+                self.in_flight.remove(message);
+                if self.refused.is_none() {
+                    self.refused = Some((src, why.clone()));
+                }
+                return Err(why);
+            }
         }
+        Ok(())
     }
 
     /// Takes the oldest arrived message from `src` to `dst` with `tag`.

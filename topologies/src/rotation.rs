@@ -20,6 +20,17 @@
 //!   ([`Rotation::link_orbits`]). That is exact when every link's orbit
 //!   has [`Rotation::order`] members (no link is fixed by a smaller
 //!   rotation), which `link_orbits` checks.
+//!
+//! **Partial rotations.** A map of the ranks and vertices that is a
+//! symmetry of every link but a few (turning a DGX node's GPUs by a
+//! quarter moves PCIe switch 1 onto socket 1's switch 2 while switch 0
+//! stays on socket 0: no image of the sockets fits) can still fold a run
+//! whose routes never cross those few. [`Rotation::permuting_partial`]
+//! builds one: the links it does not *carry* are their own images and
+//! are exempt from the checks; [`Rotation::carries`] tells them apart,
+//! and whoever moves a route by the rotation must refuse one that
+//! crosses an uncarried link (the engine's folded and symmetric runs do,
+//! naming the link).
 
 use crate::TopologyError;
 use crate::graph::{LinkId, Topology, VertexId};
@@ -41,6 +52,10 @@ pub struct Rotation {
     vertices: Vec<VertexId>,
     /// `links[l]`: the image of link direction `l`.
     links: Vec<LinkId>,
+    /// `carried[l]`: whether the rotation carries link direction `l`, for
+    /// a partial rotation ([`Rotation::permuting_partial`]); `None`: every
+    /// link is carried.
+    carried: Option<Vec<bool>>,
 }
 
 /// A [`TopologyError::Symmetry`] with `message`.
@@ -118,7 +133,9 @@ impl Rotation {
             )));
         }
         let images: Vec<usize> = (0..ranks).map(|r| (r + shift) % ranks).collect();
-        Rotation::checked(topology, placement, shift, images, None, vertices, links)
+        Rotation::checked(
+            topology, placement, shift, images, None, vertices, links, None,
+        )
     }
 
     /// The rotation that takes rank `r` (on `placement[r]`) to rank
@@ -134,6 +151,63 @@ impl Rotation {
         rank_images: Vec<usize>,
         vertices: Vec<VertexId>,
         links: Vec<LinkId>,
+    ) -> Result<Rotation, TopologyError> {
+        Rotation::permuting_with(topology, placement, rank_images, vertices, links, None)
+    }
+
+    /// [`Rotation::permuting`] of a map that is a symmetry of the links
+    /// `carried` marks only (indexed by [`LinkId::index`]; see the module
+    /// docs): each uncarried link direction must be its own image, and its
+    /// reverse uncarried too; the carried ones must go to carried ones and
+    /// pass every check of [`Rotation::new`] (ends, parameters, reverse);
+    /// vertices are all checked. Routes moved by it are routes only where
+    /// they cross carried links: see [`Rotation::carries`].
+    pub fn permuting_partial(
+        topology: &Topology,
+        placement: &[VertexId],
+        rank_images: Vec<usize>,
+        vertices: Vec<VertexId>,
+        links: Vec<LinkId>,
+        carried: Vec<bool>,
+    ) -> Result<Rotation, TopologyError> {
+        if carried.len() != topology.link_direction_count() {
+            return Err(symmetry(format!(
+                "a partial rotation marks {} link directions; the topology has {}",
+                carried.len(),
+                topology.link_direction_count()
+            )));
+        }
+        for l in topology.link_ids() {
+            if carried[l.index()] {
+                continue;
+            }
+            let image = links.get(l.index()).copied();
+            if image != Some(l) || carried[topology.reverse(l).index()] {
+                return Err(symmetry(format!(
+                    "link {} is not carried, so it must stay in place with its reverse",
+                    topology.link_name(l)
+                )));
+            }
+        }
+        Rotation::permuting_with(
+            topology,
+            placement,
+            rank_images,
+            vertices,
+            links,
+            Some(carried),
+        )
+    }
+
+    /// [`Rotation::permuting`], with `carried` as in
+    /// [`Rotation::permuting_partial`].
+    fn permuting_with(
+        topology: &Topology,
+        placement: &[VertexId],
+        rank_images: Vec<usize>,
+        vertices: Vec<VertexId>,
+        links: Vec<LinkId>,
+        carried: Option<Vec<bool>>,
     ) -> Result<Rotation, TopologyError> {
         check_permutation(&rank_images, "rank")?;
         let lengths = cycle_lengths(&rank_images);
@@ -154,10 +228,13 @@ impl Rotation {
             Some(rank_images),
             vertices,
             links,
+            carried,
         )
     }
 
-    /// The checks of [`Rotation::new`] for ranks going to `images`.
+    /// The checks of [`Rotation::new`] for ranks going to `images`, the
+    /// links `carried` leaves out exempt from the link checks.
+    #[allow(clippy::too_many_arguments)]
     fn checked(
         topology: &Topology,
         placement: &[VertexId],
@@ -166,6 +243,7 @@ impl Rotation {
         rank_images: Option<Vec<usize>>,
         vertices: Vec<VertexId>,
         links: Vec<LinkId>,
+        carried: Option<Vec<bool>>,
     ) -> Result<Rotation, TopologyError> {
         let ranks = images.len();
         if placement.len() != ranks {
@@ -201,8 +279,19 @@ impl Rotation {
                 )));
             }
         }
+        let carries = |l: LinkId| carried.as_ref().is_none_or(|c| c[l.index()]);
         for l in topology.link_ids() {
             let image = links[l.index()];
+            if !carries(l) {
+                continue; // its own image, checked by `permuting_partial`
+            }
+            if !carries(image) {
+                return Err(symmetry(format!(
+                    "link {} goes to {}, which the rotation does not carry",
+                    topology.link_name(l),
+                    topology.link_name(image)
+                )));
+            }
             let (a, b) = topology.ends(l);
             let ends = (vertices[a.index()], vertices[b.index()]);
             if topology.ends(image) != ends
@@ -236,6 +325,7 @@ impl Rotation {
             rank_images,
             vertices,
             links,
+            carried,
         };
         let cycle = cycle_lengths(&vs).into_iter().enumerate();
         if let Some((v, len)) = cycle.clone().find(|&(_, len)| !order.is_multiple_of(len)) {
@@ -295,6 +385,19 @@ impl Rotation {
         self.links[l.index()]
     }
 
+    /// Whether the rotation carries link direction `l`: always, but for
+    /// the links a partial rotation leaves out
+    /// ([`Rotation::permuting_partial`]), which are their own images and
+    /// which no route moved by the rotation may cross.
+    pub fn carries(&self, l: LinkId) -> bool {
+        self.carried.as_ref().is_none_or(|c| c[l.index()])
+    }
+
+    /// Whether some link is not carried (a partial rotation).
+    pub fn is_partial(&self) -> bool {
+        self.carried.as_ref().is_some_and(|c| c.contains(&false))
+    }
+
     /// The image of link direction `l` after `k` steps (`O(k)`).
     pub fn link_power(&self, l: LinkId, k: usize) -> LinkId {
         (0..k % self.order()).fold(l, |l, _| self.link(l))
@@ -334,7 +437,8 @@ impl Rotation {
 
     /// Each link direction's orbit: its representative (the orbit's
     /// smallest id) and how many members it has (a divisor of
-    /// [`Rotation::order`]), indexed by [`LinkId::index`].
+    /// [`Rotation::order`]), indexed by [`LinkId::index`]. A link the
+    /// rotation does not carry is its own orbit of one.
     pub fn link_orbit_sizes(&self, topology: &Topology) -> Vec<(LinkId, usize)> {
         let mut orbit: Vec<Option<(LinkId, usize)>> = vec![None; self.links.len()];
         for l in topology.link_ids() {
@@ -363,10 +467,15 @@ impl Rotation {
     /// shorter than [`Rotation::order`] (a link some smaller rotation
     /// leaves in place, which several copies of one flow would share: a
     /// packet-level run cannot fold it; a flow-level one weighs it, see
-    /// [`Rotation::link_orbit_sizes`]).
+    /// [`Rotation::link_orbit_sizes`]). Links the rotation does not carry
+    /// are their own representatives and are not counted: no route moved
+    /// by the rotation crosses them.
     pub fn link_orbits(&self, topology: &Topology) -> Result<Vec<LinkId>, TopologyError> {
         let orbits = self.link_orbit_sizes(topology);
-        if let Some(&(l, members)) = orbits.iter().find(|(_, m)| *m != self.order()) {
+        if let Some(&(l, members)) = orbits
+            .iter()
+            .find(|&&(l, m)| m != self.order() && self.carries(l))
+        {
             return Err(symmetry(format!(
                 "link {} comes back after {members} of the rotation's {} steps; folding needs every link moved by every step",
                 topology.link_name(l),

@@ -4,9 +4,11 @@
 
 use algorithms::Rank;
 use algorithms::nccl::TreeNode;
-use topologies::Rotation;
+use topologies::{Rotation, Router, VertexId};
 
+use super::RankAction;
 use crate::nccl::NcclSystem;
+use crate::network::{channel_route, flow_id};
 
 /// The channel turn that goes with `rotation` on `system`'s plan:
 /// `images[c]` is the one channel whose ring, tree and NICs are channel
@@ -175,6 +177,69 @@ pub fn nccl_rings_shift(system: &NcclSystem, rotation: &Rotation) -> Result<(), 
             ),
         };
         return Err(why);
+    }
+    Ok(())
+}
+
+/// Whether the routes of `system`'s channels from the representatives of
+/// `action` cross only links `rotation` carries (a partial rotation, see
+/// [`Rotation::permuting_partial`]; any other carries every link): for
+/// every representative, every channel, and each of its tree neighbours
+/// (parent, children) and ring neighbours, the channel's route as a
+/// framed message takes it (through the channel's NICs, `router` on
+/// `placement`). Every framed message of a run moved by the rotation is
+/// a moved copy of one of these, so this is what the run's own guard
+/// (which refuses a route across an uncarried link as it is built) would
+/// meet first, found before the run. An error names the channel, the
+/// ranks and the link.
+pub fn nccl_routes_carried(
+    system: &NcclSystem,
+    rotation: &Rotation,
+    action: &RankAction,
+    router: &mut Router,
+    placement: &[VertexId],
+) -> Result<(), String> {
+    if !rotation.is_partial() {
+        return Ok(());
+    }
+    let n = placement.len();
+    let plan = &system.plan;
+    for o in 0..action.orbits() {
+        let b = action.representative(o);
+        for c in 0..system.channels {
+            let node = &plan.tree(c)[b];
+            let ring = plan.ring(c);
+            let around = ring.iter().position(|&r| r == b).map(|i| {
+                let len = ring.len();
+                [ring[(i + 1) % len], ring[(i + len - 1) % len]]
+            });
+            let peers = node
+                .parent
+                .into_iter()
+                .chain(node.children.iter().copied())
+                .chain(around.into_iter().flatten())
+                .filter(|&d| d != b && d < n);
+            for d in peers {
+                let channel =
+                    u16::try_from(c).map_err(|_| format!("channel {c} is out of range"))?;
+                let route = channel_route(
+                    router,
+                    Some(system),
+                    placement,
+                    (b, d),
+                    channel,
+                    flow_id(b, d, n),
+                );
+                if let Some(&l) = route.iter().find(|&&l| !rotation.carries(l)) {
+                    return Err(format!(
+                        "NCCL channel {c}'s route from rank {b} to rank {d} crosses {}, a link \
+                         the turn does not carry (it stays in place), so no turned copy of it \
+                         is a route",
+                        router.topology().link_name(l)
+                    ));
+                }
+            }
+        }
     }
     Ok(())
 }

@@ -92,9 +92,11 @@
 //!   ([`RankAction::tag_back`]), and a framed route is the moved copy of
 //!   its representative's (in a folded run: on the orbit
 //!   representatives). `symmetry = "fold"` with `algorithm = "nccl_tree"`
-//!   on a `fat_tree` folds this way (tests: `fold/nccl_tests.rs`, every
-//!   rank's time and every link counter against the full run, flow and
-//!   packet models; `sim/tests/behaviour/fold.rs`, scenarios).
+//!   on a `fat_tree` folds this way, by a quarter of every node's GPUs
+//!   (below; tests: `fold/nccl_tests.rs`, every rank's time and every
+//!   link counter against the full run, flow and packet models, by the
+//!   quarter and the half turn; `sim/tests/behaviour/fold_nccl.rs`,
+//!   scenarios).
 //!
 //! **Which turn `nccl_tree` has.** Read off the plan `NcclSystem::build`
 //! gives a fat-tree of DGX H100-style nodes (8 search channels, 16 at run
@@ -108,32 +110,49 @@
 //! to channel `c + 2`'s); no map takes channel 0 to an odd channel
 //! (checked by hand for each: the image of channel 2's chain is no
 //! chain). Of these only the turn by 4, which swaps the sockets, is a
-//! symmetry of the node: the turn by 2 takes PCIe switch 0 (socket 0) to
-//! switch 1 (socket 0) but switch 1 to switch 2 (socket 1), so no image
-//! of the sockets fits ([`fat_tree_node_turn`](topologies::presets::fat_tree_node_turn)
-//! refuses it naming the link). Hence:
+//! symmetry of the whole node: the turn by 2 takes PCIe switch 0 (socket
+//! 0) to switch 1 (socket 0) but switch 1 to switch 2 (socket 1), so no
+//! image of the sockets fits ([`fat_tree_node_turn`](topologies::presets::fat_tree_node_turn)
+//! refuses it naming the link). No route of the run crosses a socket
+//! link, though: GPUs reach each other over NVLink, and their channel's
+//! NIC through their own PCIe switch or a PXN proxy's. So the turn by 2
+//! is a symmetry of every link the run crosses, and
+//! [`fat_tree_partial_node_turn`](topologies::presets::fat_tree_partial_node_turn)
+//! builds it as a partial rotation ([`Rotation::permuting_partial`]):
+//! the sockets and their links stay in place, not carried
+//! ([`Rotation::carries`]). `nccl_tree` folds by it, a quarter of every
+//! node's GPUs simulated, channel `c` to `c + 2`, exactly (the same times
+//! and link counters as the full run and as the half turn's fold).
 //!
-//! - the fold by a true symmetry (in) folds `nccl_tree` by 2: half of
-//!   each node's GPUs simulated, channel `c` to `c + 4`;
-//! - a fold by 4 (2 GPUs per node) needs a rotation that is a symmetry of
-//!   the links the run crosses (NVLink, the GPU-to-NIC PCIe hops, the
-//!   rails) but not of the socket links, with a guard that refuses any
-//!   route through a link the turn does not carry (not in);
-//! - one GPU per node needs channel chains that follow the node's own
-//!   symmetry (socket, then PCIe switch, then GPU: an odometer turn),
-//!   which is another search order and would change the unfolded plan.
+//! A route across an uncarried link has no moved copy, so it is refused
+//! twice. Before the run, [`fold_by`] (and validation, which picks the
+//! turn) builds every channel's route from each representative to its
+//! tree and ring neighbours ([`nccl_routes_carried`]) and refuses naming
+//! the channel, the ranks and the link. During any run with such a
+//! rotation (folded, or `routes`), a route is refused as it is built
+//! (`network::Routed::placed`): the run stops, the sender's call fails,
+//! and `Execution::refused` names the ranks and the link (the study
+//! reports it as that rank's error). On the presets neither fires; the
+//! socket links' counters are zero in the full runs (tested). One GPU
+//! per node would need channel chains that follow the node's own
+//! symmetry (socket, then PCIe switch, then GPU: an odometer turn),
+//! which is another search order and would change the unfolded plan.
 //!
 //! What the fold needs of a scenario, checked by validation (each refusal
 //! says why and what to do): every collective an `nccl_tree` allreduce on
 //! all ranks, phantom, no faults; a `fat_tree` with a turn by half a node
-//! (even GPUs per node); at every size, the channels NCCL runs the call on
-//! a set the turn maps onto itself (at 512 KiB on 4 nodes NCCL runs 14 of
-//! 16, which it does not) and the elements split into that many equal
-//! blocks (the nearest sizes that do are named). `tuner = "nccl"` folds
+//! (even GPUs per node), folded by the quarter turn instead where there is
+//! one (8 GPUs) and NCCL's channels turn with it and keep to the links it
+//! carries (so on `h100`, `a100`, `hgx_h200`, `h20` and `hgx_b200` nodes;
+//! `hgx_b300` nodes and two NICs per GPU turn by neither); at every size,
+//! the channels NCCL runs the call on a set the turn maps onto itself (at
+//! 512 KiB on 4 nodes NCCL runs 14 of 16, which neither turn does) and
+//! the elements split into that many equal blocks (the nearest sizes that
+//! do are named). `tuner = "nccl"` folds
 //! by the node shift only (see below); `nccl_nvls_tree` does not fold: it
 //! reduces in the network. The turn carries `nccl_ring`'s channels too
 //! (`nccl_channel_turn` checks the rings), but the ring folds by the
-//! node shift instead (below), which simulates one node's GPUs, not half
+//! node shift instead (below), which simulates one node's GPUs, not a quarter
 //! of every node's; the
 //! 157 ns (0.1%) once seen between a turned `nccl_ring` and its full run
 //! was, most likely, framed routes left unmoved (fixed with the PAT fold).
@@ -471,6 +490,25 @@
 //! GPUs 1 GiB 3.90 s, **32 GiB 113 s**, 66 MiB both; 2048 GPUs 1 GiB
 //! 45.1 s, 172 MiB (32 GiB about 24 min, extrapolated).
 //!
+//! **Folded by a quarter of a node** (the partial turn by 2 above;
+//! 2026-12-03, release `sim`, `tools/bench_trees.sh --algorithms
+//! nccl_tree --symmetry fold --nodes "64 256" --sizes "1G 32G"`, the
+//! parent commit's binary (half turn) and this one's (quarter), one point
+//! at a time, alternated, load 3.5-6 from other builds on the 2 cores;
+//! wall s, peak MiB):
+//!
+//! | GPUs | size | half turn | quarter turn | simulated, both |
+//! | --- | --- | --- | --- | --- |
+//! | 512 | 1 GiB | 12.72, 66 | 6.15, 53 | 6 891.97 us |
+//! | 512 | 32 GiB | 316.95, 69 | 118.35, 54 | 180 255.09 us |
+//! | 2048 | 1 GiB | 149.31, 171 | 71.66, 107 | 7 254.70 us |
+//! | 2048 | 32 GiB | > 300 | > 300 | - |
+//!
+//! 2.1-2.7x less wall time (half the ranks and flows again, each max-min
+//! component smaller), memory well under 2 GB, and the same simulated
+//! times; the target (a minute at 32 GiB) is still 2x away at 512 GPUs
+//! and about 20x at 2048 (32 x 72 s is some 38 min at this load).
+//!
 //! **`nccl_nvls_tree` memory** (model changes; see `nccl/nvls_tree.rs`):
 //! posting all of a rank's node reductions and multicasts at once took
 //! 3 910 MiB at 512 GPUs and 1 GiB (13 199.28 us simulated); NCCL's 8
@@ -496,16 +534,16 @@
 //! large components is the cost (below).
 //!
 //! What would reach the target, and what it needs (folded `nccl_tree`
-//! at 512 GPUs is within 2x of a minute at 32 GiB; 2048 GPUs and
-//! `nccl_nvls_tree` are 20-50x away):
+//! by the quarter turn at 512 GPUs is within 2x of a minute at 32 GiB;
+//! 2048 GPUs and `nccl_nvls_tree` are 20-50x away):
 //! - **A cheaper max-min filling for large components**: `nccl_nvls_tree`
 //!   spends over half its time there, folded `nccl_tree` at 2048 GPUs
 //!   costs 11x the 512-GPU point for 4x the ranks. Restarting the filling
 //!   at the changed flow's level, or pruning links that cannot saturate,
 //!   both exact, were weighed above; neither is in.
-//! - **Folding by more** (`nccl_tree`): by half a node now (see "Which
-//!   turn `nccl_tree` has" above); a quarter needs the partial rotation or
-//!   another channel order above. `nccl_nvls_tree` would first need
+//! - **Folding by more** (`nccl_tree`): by a quarter of a node now (see
+//!   "Which turn `nccl_tree` has" above); one GPU per node needs another
+//!   channel order. `nccl_nvls_tree` would first need
 //!   in-network calls in folded runs (a representative's leg standing for
 //!   its orbit's at the switch) and a turn of its (channel, head) tags.
 //! - **Exact steady-state skipping** (a pipeline whose whole state repeats
@@ -533,7 +571,7 @@ use std::sync::Arc;
 use topologies::Rotation;
 
 pub use action::RankAction;
-pub use channels::{nccl_channel_turn, nccl_nics_shift, nccl_rings_shift};
+pub use channels::{nccl_channel_turn, nccl_nics_shift, nccl_rings_shift, nccl_routes_carried};
 
 use crate::network::{ModelLevel, NetworkConfig};
 use crate::world::WorldConfig;
@@ -564,13 +602,16 @@ pub fn fold(config: &mut WorldConfig, shift: usize) -> Result<(), FoldError> {
 /// the ranks the same way ([`Rotation::permuting`], such as
 /// [`fat_tree_node_turn`](topologies::presets::fat_tree_node_turn)); with
 /// an NCCL model the channels must turn with it
-/// ([`nccl_channel_turn`]), and the action then turns them too; under a
+/// ([`nccl_channel_turn`]), and the action then turns them too (with a
+/// partial rotation, their routes from the representatives must keep to
+/// the links it carries, [`nccl_routes_carried`]); under a
 /// shift the channels stay, and each one's NICs and ring must move with
 /// the nodes ([`nccl_rings_shift`]; exact for PAT, whose peers are a
 /// shift, and for `nccl_ring`, which follows the rings).
 /// Refused: an action on another number of ranks than the world's or
 /// that is not the rotation's, a channel plan that does not turn (or
-/// whose NICs do not shift), NCCL launch skew (one process driving
+/// whose NICs do not shift, or whose routes cross a link the rotation
+/// does not carry), NCCL launch skew (one process driving
 /// several GPUs), rank faults, link faults, and what [`fold`] refuses on
 /// a topology.
 pub fn fold_by(config: &mut WorldConfig, action: RankAction) -> Result<(), FoldError> {
@@ -625,9 +666,14 @@ pub fn fold_by(config: &mut WorldConfig, action: RankAction) -> Result<(), FoldE
         } else {
             let orbits = rotation.link_orbit_sizes(&t.topology);
             let order = rotation.order();
+            // A link a partial rotation does not carry is its own orbit and
+            // carries nothing (no moved route may cross it): weight 1.
             let weights: Vec<u32> = orbits
                 .iter()
-                .map(|&(_, members)| u32::try_from(order / members).unwrap_or(u32::MAX))
+                .map(|&(l, members)| match rotation.carries(l) {
+                    true => u32::try_from(order / members).unwrap_or(u32::MAX),
+                    false => 1,
+                })
                 .collect();
             t.folded_links = Some(orbits.iter().map(|&(l, _)| l).collect());
             t.folded_weights = weights.iter().any(|&w| w > 1).then(|| Arc::from(weights));
@@ -648,6 +694,11 @@ pub fn fold_by(config: &mut WorldConfig, action: RankAction) -> Result<(), FoldE
                 FoldError(format!("NCCL's channels do not turn with the GPUs: {e}"))
             })?;
             action = action.with_channels(turn).map_err(FoldError)?;
+            // A partial turn: every channel's routes from the
+            // representatives must keep to the links it carries.
+            let mut router = t.router.lock().expect("a run never panics while routing");
+            nccl_routes_carried(nccl, rotation, &action, &mut router, &t.placement)
+                .map_err(FoldError)?;
         } else {
             // A shift keeps every channel: its NICs and its ring must move
             // with the nodes (the ring for `nccl_ring`, which follows it;

@@ -18,6 +18,7 @@ mod model;
 pub mod packet;
 pub mod path;
 mod routes;
+pub(crate) use routes::channel_route;
 pub mod timeline;
 
 use std::sync::{Arc, Mutex};
@@ -87,7 +88,7 @@ impl LinkChange {
 }
 
 pub use model::Hop;
-pub(crate) use model::Network;
+pub(crate) use model::{Network, SendFailure};
 pub use packet::{TcpConfig, TransportKind};
 
 /// The RDMA reliable transport's parameters, as NCCL users set them

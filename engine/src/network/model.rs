@@ -88,6 +88,17 @@ fn shifts_channels(rotation: Option<&Arc<Rotation>>, nccl: Option<&Arc<NcclSyste
     }
 }
 
+/// Why [`Network::send`] did not send a message.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum SendFailure {
+    /// Its delivery would fall past the end of virtual time.
+    OutOfTime,
+    /// Its route crosses a link the topology's rotation does not carry
+    /// (a partial rotation, see [`Rotation::carries`]): the sentence says
+    /// which ranks and which link.
+    Refused(String),
+}
+
 /// What NCCL's per-hop latency needs to know of a message's route.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Hop {
@@ -166,7 +177,8 @@ impl Network {
     /// Sends message `message` of `bytes` from `src` to `dst` at `now`;
     /// a framed message names its NCCL channel, and gets its hop's facts
     /// back (for NCCL's per-hop latency; `None` on the ideal links or to
-    /// oneself).
+    /// oneself). Refused when its route cannot be moved by the topology's
+    /// rotation ([`SendFailure::Refused`]).
     #[allow(clippy::too_many_arguments)]
     pub fn send(
         &mut self,
@@ -177,23 +189,35 @@ impl Network {
         bytes: u64,
         channel: Option<u16>,
         queue: &mut EventQueue,
-    ) -> Result<(Sent, Option<Hop>), OutOfTime> {
+    ) -> Result<(Sent, Option<Hop>), SendFailure> {
         match self {
             Network::Ideal(links) => links
                 .transmit(now, src, dst, bytes)
                 .map(|at| (Sent::ArrivesAt(at), None))
-                .ok_or(OutOfTime),
+                .ok_or(SendFailure::OutOfTime),
             Network::Packet(r) => {
-                let Some((t, hop)) = r.transfer(message, src, dst, bytes, channel) else {
+                let Some((t, hop)) = r
+                    .transfer(message, src, dst, bytes, channel)
+                    .map_err(SendFailure::Refused)?
+                else {
                     return Ok((Sent::ArrivesAt(now), None));
                 };
-                r.model.start(now, t, queue).map(|()| (Sent::InFlight, hop))
+                r.model
+                    .start(now, t, queue)
+                    .map(|()| (Sent::InFlight, hop))
+                    .map_err(|OutOfTime| SendFailure::OutOfTime)
             }
             Network::Flow(r) => {
-                let Some((t, hop)) = r.transfer(message, src, dst, bytes, channel) else {
+                let Some((t, hop)) = r
+                    .transfer(message, src, dst, bytes, channel)
+                    .map_err(SendFailure::Refused)?
+                else {
                     return Ok((Sent::ArrivesAt(now), None));
                 };
-                r.model.start(now, t, queue).map(|()| (Sent::InFlight, hop))
+                r.model
+                    .start(now, t, queue)
+                    .map(|()| (Sent::InFlight, hop))
+                    .map_err(|OutOfTime| SendFailure::OutOfTime)
             }
         }
     }

@@ -6,12 +6,12 @@
 use std::sync::Arc;
 
 use algorithms::Rank;
-use topologies::{LinkId, Rotation, Route, VertexId};
+use topologies::{LinkId, Rotation, Route, Router, Topology, VertexId};
 
 use super::model::{Hop, Routed};
 use super::{LinkUsage, Transfer, flow_id, leg_flow, path, timeline};
 use crate::event::MessageId;
-use crate::nccl::{HopClass, machine};
+use crate::nccl::{HopClass, NcclSystem, machine};
 
 impl<M> Routed<M> {
     /// Per-link counters as the full run would have them: in a folded
@@ -122,12 +122,13 @@ impl<M> Routed<M> {
     /// the rotation, or in a folded run put on the orbit representatives;
     /// with weights, each representative listed as many times as its
     /// weight, and the route crossed once beside it (for the latency).
+    /// Refused as [`Self::placed`] refuses.
     pub(super) fn moved_route(
         &self,
         rotation: &Rotation,
         src: Rank,
         dst: Rank,
-    ) -> (Route, Option<Route>) {
+    ) -> Result<(Route, Option<Route>), String> {
         if let Some(turn) = &self.turn {
             let (orbit, k) = turn.position(src);
             let (s0, d0) = (turn.representative(orbit), turn.apply_inverse(dst, k));
@@ -146,18 +147,28 @@ impl<M> Routed<M> {
 
     /// `base` moved `k` steps by `rotation`, or in a folded run put on
     /// the orbit representatives (with weights, each listed as many times
-    /// as its weight, and the route crossed once beside it).
+    /// as its weight, and the route crossed once beside it). Refused,
+    /// naming the link, when `base` crosses a link a partial rotation
+    /// does not carry (see [`Rotation::carries`]): such a route has no
+    /// moved copy, so the run would not be the symmetric one.
     pub(super) fn placed(
         &self,
         rotation: &Rotation,
         base: &[LinkId],
         k: usize,
-    ) -> (Route, Option<Route>) {
+    ) -> Result<(Route, Option<Route>), String> {
+        if let Some(&l) = base.iter().find(|&&l| !rotation.carries(l)) {
+            let router = self
+                .router
+                .lock()
+                .expect("a run never panics while routing");
+            return Err(uncarried(router.topology(), l));
+        }
         let Some(canonical) = &self.folded_links else {
-            return (
+            return Ok((
                 base.iter().map(|&l| rotation.link_power(l, k)).collect(),
                 None,
-            );
+            ));
         };
         let once: Route = base.iter().map(|l| canonical[l.index()]).collect();
         match &self.folded_weights {
@@ -168,15 +179,17 @@ impl<M> Routed<M> {
                         std::iter::repeat_n(canonical[l.index()], weights[l.index()] as usize)
                     })
                     .collect();
-                (weighed, Some(once))
+                Ok((weighed, Some(once)))
             }
-            None => (once, None),
+            None => Ok((once, None)),
         }
     }
 
     /// The transfer for a message between two ranks, with a framed
     /// message's hop facts, or `None` for a message to oneself (it
-    /// crosses no link).
+    /// crosses no link). Refused, naming the ranks and the link, when its
+    /// route would have to move across a link the rotation does not carry
+    /// ([`Self::placed`]).
     pub(super) fn transfer(
         &mut self,
         message: MessageId,
@@ -184,11 +197,15 @@ impl<M> Routed<M> {
         dst: Rank,
         bytes: u64,
         channel: Option<u16>,
-    ) -> Option<(Transfer, Option<Hop>)> {
+    ) -> Result<Option<(Transfer, Option<Hop>)>, String> {
         let (a, b) = (self.placement[src], self.placement[dst]);
         if a == b {
-            return None;
+            return Ok(None);
         }
+        let refused = |why: String| {
+            let on = channel.map_or_else(String::new, |c| format!(" on NCCL channel {c}"));
+            format!("the message from rank {src} to rank {dst}{on}: {why}")
+        };
         let flow = flow_id(src, dst, self.world_size);
         if let Some(channel) = channel {
             let n = self.world_size as u64;
@@ -196,7 +213,9 @@ impl<M> Routed<M> {
             let (route, hop, path) = match self.framed_routes.get(&framed) {
                 Some(known) => known.clone(),
                 None => {
-                    let built = self.turned_framed_route(src, dst, channel, flow);
+                    let built = self
+                        .turned_framed_route(src, dst, channel, flow)
+                        .map_err(refused)?;
                     self.framed_routes.insert(framed, built.clone());
                     built
                 }
@@ -208,7 +227,7 @@ impl<M> Routed<M> {
                 route,
                 flow: framed,
             };
-            return Some((transfer, Some(hop)));
+            return Ok(Some((transfer, Some(hop))));
         }
         let (route, path) = match &self.rotation {
             None => (self.route(a, b, flow), None),
@@ -216,13 +235,13 @@ impl<M> Routed<M> {
                 Some(moved) => moved.clone(),
                 None => {
                     let rotation = Arc::clone(rotation);
-                    let moved = self.moved_route(&rotation, src, dst);
+                    let moved = self.moved_route(&rotation, src, dst).map_err(refused)?;
                     self.moved_routes.insert(flow, moved.clone());
                     moved
                 }
             },
         };
-        Some((
+        Ok(Some((
             Transfer {
                 path,
                 message,
@@ -231,7 +250,7 @@ impl<M> Routed<M> {
                 flow,
             },
             None,
-        ))
+        )))
     }
 
     /// The framed route of [`Self::framed_route`], or, when the rotation
@@ -241,22 +260,23 @@ impl<M> Routed<M> {
     /// run: on the orbit representatives), so that every turned copy of a
     /// message takes the turned route; without NCCL's plan, the pair's
     /// moved route. With weights, the route crossed once comes beside it.
+    /// Refused as [`Self::placed`] refuses.
     pub(super) fn turned_framed_route(
         &self,
         src: Rank,
         dst: Rank,
         channel: u16,
         flow: u64,
-    ) -> (Route, Hop, Option<Route>) {
+    ) -> Result<(Route, Hop, Option<Route>), String> {
         if self.nccl.is_none()
             && let Some(rotation) = &self.rotation
         {
             // Without NCCL's plan a framed message takes its pair's route,
             // moved by the rotation like any other message's.
             let rotation = Arc::clone(rotation);
-            let (route, path) = self.moved_route(&rotation, src, dst);
+            let (route, path) = self.moved_route(&rotation, src, dst)?;
             let hop = self.hop_of(path.as_deref().unwrap_or(&route));
-            return (route, hop, path);
+            return Ok((route, hop, path));
         }
         if self.shifts_channels
             && let Some(rotation) = &self.rotation
@@ -267,24 +287,24 @@ impl<M> Routed<M> {
             let k = src / shift;
             let (s0, d0) = (src - k * shift, (dst + n - k * shift) % n);
             let (base, hop) = self.framed_route(s0, d0, channel, flow_id(s0, d0, n));
-            let (route, path) = self.placed(rotation, &base, k);
-            return (route, hop, path);
+            let (route, path) = self.placed(rotation, &base, k)?;
+            return Ok((route, hop, path));
         }
         let (Some(turn), Some(rotation)) = (&self.turn, &self.rotation) else {
             let (route, hop) = self.framed_route(src, dst, channel, flow);
-            return (route, hop, None);
+            return Ok((route, hop, None));
         };
         if !turn.turns_channels() {
             let (route, hop) = self.framed_route(src, dst, channel, flow);
-            return (route, hop, None);
+            return Ok((route, hop, None));
         }
         let (orbit, k) = turn.position(src);
         let (s0, d0) = (turn.representative(orbit), turn.apply_inverse(dst, k));
         let c0 = turn.channel(usize::from(channel), turn.order() - k % turn.order());
         let c0 = u16::try_from(c0).expect("a channel turn keeps channels in range");
         let (base, hop) = self.framed_route(s0, d0, c0, flow_id(s0, d0, self.world_size));
-        let (route, path) = self.placed(rotation, &base, k);
-        (route, hop, path)
+        let (route, path) = self.placed(rotation, &base, k)?;
+        Ok((route, hop, path))
     }
 
     /// The route of channel `channel` from `src` to `dst` and its hop
@@ -299,51 +319,20 @@ impl<M> Routed<M> {
         channel: u16,
         flow: u64,
     ) -> (Route, Hop) {
-        let (a, b) = (self.placement[src], self.placement[dst]);
-        let pinned = self.nccl.as_ref().and_then(|nccl| {
-            let (nic_a, nic_b) = nccl.nics(src, dst, channel)?;
+        let route = {
             let mut router = self
                 .router
                 .lock()
                 .expect("a run never panics while routing");
-            let topology = Arc::clone(router.topology());
-            let mut out = machine::route(&mut router, a, nic_a)?;
-            let far = |r: &[LinkId]| {
-                machine::path_type(&topology, r) > machine::PathType::Pxb
-                    || r.iter().any(|&l| topology.link(l).kind.is_network())
-            };
-            if far(&out)
-                && let Some(proxy) = nccl.proxy(nic_a).filter(|&p| p != a)
-            {
-                let hop = machine::route(&mut router, a, proxy)?;
-                let rest = machine::route(&mut router, proxy, nic_a)?;
-                out = hop.iter().chain(rest.iter()).copied().collect();
-            }
-            let across = machine::route(&mut router, nic_a, nic_b)?;
-            let mut into = machine::route(&mut router, nic_b, b)?;
-            // A NIC never reaches a far GPU of its node back through the
-            // network: through the PCIe switches, else over the NVLink of
-            // the GPU next to it.
-            let local = |r: &[LinkId]| {
-                machine::path_type(&topology, r) <= machine::PathType::Pxb
-                    && !r.iter().any(|&l| topology.link(l).kind.is_network())
-            };
-            if !local(&into)
-                && let Some(proxy) = nccl.proxy(nic_b).filter(|&p| p != b)
-            {
-                let first = machine::route(&mut router, nic_b, proxy)?;
-                let hop = machine::route(&mut router, proxy, b)?;
-                into = first.iter().chain(hop.iter()).copied().collect();
-            }
-            let whole: Route = out
-                .iter()
-                .chain(across.iter())
-                .chain(into.iter())
-                .copied()
-                .collect();
-            Some(whole)
-        });
-        let route = pinned.unwrap_or_else(|| self.route(a, b, flow));
+            channel_route(
+                &mut router,
+                self.nccl.as_deref(),
+                &self.placement,
+                (src, dst),
+                channel,
+                flow,
+            )
+        };
         let hop = self.hop_of(&route);
         (route, hop)
     }
@@ -368,4 +357,75 @@ impl<M> Routed<M> {
             idle_ps: path::idle_latency_ps(topology, route, 0),
         }
     }
+}
+
+/// The route of NCCL channel `channel` from rank `src` to rank `dst`
+/// (`pair`) placed on `placement`: across nodes through the channel's NIC
+/// on each side of `nccl`'s plan (a GPU that does not reach its NIC
+/// through PCIe alone goes through the NIC's own GPU over NVLink first:
+/// NCCL's PXN); otherwise the router's route of `flow`.
+pub(crate) fn channel_route(
+    router: &mut Router,
+    nccl: Option<&NcclSystem>,
+    placement: &[VertexId],
+    (src, dst): (Rank, Rank),
+    channel: u16,
+    flow: u64,
+) -> Route {
+    let (a, b) = (placement[src], placement[dst]);
+    let pinned = nccl.and_then(|nccl| {
+        let (nic_a, nic_b) = nccl.nics(src, dst, channel)?;
+        let topology = Arc::clone(router.topology());
+        let mut out = machine::route(router, a, nic_a)?;
+        let far = |r: &[LinkId]| {
+            machine::path_type(&topology, r) > machine::PathType::Pxb
+                || r.iter().any(|&l| topology.link(l).kind.is_network())
+        };
+        if far(&out)
+            && let Some(proxy) = nccl.proxy(nic_a).filter(|&p| p != a)
+        {
+            let hop = machine::route(router, a, proxy)?;
+            let rest = machine::route(router, proxy, nic_a)?;
+            out = hop.iter().chain(rest.iter()).copied().collect();
+        }
+        let across = machine::route(router, nic_a, nic_b)?;
+        let mut into = machine::route(router, nic_b, b)?;
+        // A NIC never reaches a far GPU of its node back through the
+        // network: through the PCIe switches, else over the NVLink of
+        // the GPU next to it.
+        let local = |r: &[LinkId]| {
+            machine::path_type(&topology, r) <= machine::PathType::Pxb
+                && !r.iter().any(|&l| topology.link(l).kind.is_network())
+        };
+        if !local(&into)
+            && let Some(proxy) = nccl.proxy(nic_b).filter(|&p| p != b)
+        {
+            let first = machine::route(router, nic_b, proxy)?;
+            let hop = machine::route(router, proxy, b)?;
+            into = first.iter().chain(hop.iter()).copied().collect();
+        }
+        let whole: Route = out
+            .iter()
+            .chain(across.iter())
+            .chain(into.iter())
+            .copied()
+            .collect();
+        Some(whole)
+    });
+    pinned.unwrap_or_else(|| {
+        router
+            .route(a, b, flow)
+            .expect("every pair of placed ranks was checked to be connected")
+    })
+}
+
+/// Why a route across link `l`, which a partial rotation does not carry,
+/// cannot be moved.
+fn uncarried(topology: &Topology, l: LinkId) -> String {
+    format!(
+        "its route crosses {}, a link the topology's rotation does not carry (a partial turn \
+         leaves it in place), so the route has no moved copy and the run is not symmetric; \
+         drop symmetry to simulate every rank on its own route",
+        topology.link_name(l)
+    )
 }

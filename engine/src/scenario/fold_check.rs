@@ -146,7 +146,8 @@ pub(super) fn folds_by_turn(collectives: &[CollectiveSpec]) -> bool {
 
 /// A folded run of NCCL's channels (see [`crate::fold`]): it folds by
 /// turning every node's GPUs by half a node together with the channels
-/// (`node_turn`, the `fat_tree` preset's), which is tested exact for
+/// (`node_turn`, the `fat_tree` preset's; validation then folds by the
+/// quarter turn instead where it fits), which is tested exact for
 /// `nccl_tree` allreduces only, on every rank, phantom, without faults.
 /// Returns the turn; each refusal says what breaks it and what to do.
 pub(super) fn check_turn_foldable(
@@ -157,7 +158,7 @@ pub(super) fn check_turn_foldable(
     node_turn: Option<&Result<Arc<Rotation>, String>>,
 ) -> Result<Arc<Rotation>, ScenarioError> {
     let why = "a folded run of NCCL's channels (symmetry = \"fold\") turns every node's GPUs \
-               by half a node with the channels";
+               by a quarter or half a node with the channels";
     let symmetry = raw
         .topology
         .as_ref()
@@ -445,7 +446,8 @@ pub(super) fn fold_hint(
     } else if folds_by_node_turn(a) {
         format!(
             "; or set symmetry = \"fold\" under [topology]: {} {} folds on a fat_tree by turning \
-             every node's GPUs by half a node with the channels, simulating half of them",
+             every node's GPUs by a quarter (8-GPU nodes) or half a node with the channels, \
+             simulating a quarter or half of them",
             kind.name(),
             a.name()
         )

@@ -75,6 +75,7 @@ pub(super) fn calibrated(
             max_collective_ranks: WORLD_SIZE_MAX,
             fold: None,
             node_turn: None,
+            quarter_turn: None,
         },
         LoadedCalibration { path, calibration },
     ))
@@ -207,5 +208,6 @@ pub(super) fn ideal(
         max_collective_ranks: WORLD_SIZE_MAX,
         fold: None,
         node_turn: None,
+        quarter_turn: None,
     })
 }

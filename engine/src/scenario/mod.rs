@@ -175,8 +175,9 @@ pub struct Scenario {
     pub fold: Option<usize>,
     /// `[topology] symmetry = "fold"` of NCCL's channels (`nccl_tree` on a
     /// `fat_tree`): runs simulate one representative per orbit of the turn
-    /// of every node's GPUs by half a node, the channels turning with them
-    /// (see [`crate::fold`]); `fold` is then `None`.
+    /// of every node's GPUs by a quarter of a node (where NCCL's channels
+    /// fit it) or by half, the channels turning with them (see
+    /// [`crate::fold`]); `fold` is then `None`.
     pub fold_turn: Option<crate::fold::RankAction>,
     /// The algorithms its names were resolved in, and the tuner chooses
     /// among.

@@ -234,7 +234,11 @@ pub fn parse(
         && !turned
         && (super::fold_check::folds_nccl_channels(&collectives) || tuned_shift);
     if turned && let Some(Ok(turn)) = &network.node_turn {
-        collectives = parse_collectives(Some(world_size / turn.order().max(1)))?;
+        // The message cap counts the simulated share: the quarter turn's
+        // where there is one (the fold chosen below, unless NCCL's
+        // channels do not fit it; then parsed again with the half's).
+        let order = network.quarter_turn.as_ref().unwrap_or(turn).order();
+        collectives = parse_collectives(Some(world_size / order.max(1)))?;
     }
     let injects = raw
         .inject
@@ -308,6 +312,20 @@ pub fn parse(
         )?;
     }
 
+    // The largest exact fold: the quarter turn where every system's
+    // channels turn with it and keep to the links it carries, else the
+    // half turn (refusals below name the half's problems).
+    if let (Some(half), Some(quarter), NetworkConfig::Topology(t)) =
+        (&mut node_turn, &network.quarter_turn, &mut network_config)
+    {
+        if quarter_fits(quarter, nccl_systems.values(), t) {
+            *half = Arc::clone(quarter);
+            t.rotation = Some(Arc::clone(quarter));
+        } else {
+            collectives = parse_collectives(Some(world_size / half.order().max(1)))?;
+        }
+    }
+
     // The fold's rank action, with NCCL's channels turning (each system's
     // plan must turn with the GPUs).
     let mut fold_turn = None;
@@ -340,9 +358,14 @@ pub fn parse(
                 &format!(", folded by {shift} ranks (symmetric routes)"),
                 &format!(
                     ", folded by turning every node's GPUs by {} with NCCL's channels ({} of {world_size} \
-                     ranks simulated, symmetric routes)",
+                     ranks simulated, symmetric routes{})",
                     images.first().copied().unwrap_or(0),
-                    action.orbits()
+                    action.orbits(),
+                    if turn.is_partial() {
+                        "; the socket links, which no route of the run crosses, stay in place"
+                    } else {
+                        ""
+                    }
                 ),
             );
         }
@@ -404,6 +427,32 @@ pub fn parse(
         super::fold_check::check_shifted_sizes(&src, &raw, &scenario)?;
     }
     Ok(scenario)
+}
+
+/// Whether a scenario folds by `quarter`, a partial turn of every node's
+/// GPUs: each of `systems`' channel plans turns with it and its channels'
+/// routes keep to the links it carries ([`crate::fold::nccl_channel_turn`],
+/// [`crate::fold::nccl_routes_carried`], which the fold checks again).
+fn quarter_fits<'a>(
+    quarter: &topologies::Rotation,
+    mut systems: impl Iterator<Item = &'a Arc<crate::nccl::NcclSystem>>,
+    t: &crate::network::TopologyConfig,
+) -> bool {
+    let Some(images) = quarter.rank_images() else {
+        return false;
+    };
+    let Ok(action) = crate::fold::RankAction::permutation(images) else {
+        return false;
+    };
+    let mut router = t
+        .router
+        .lock()
+        .expect("validation never panics while routing");
+    systems.all(|system| {
+        crate::fold::nccl_channel_turn(system, quarter).is_ok()
+            && crate::fold::nccl_routes_carried(system, quarter, &action, &mut router, &t.placement)
+                .is_ok()
+    })
 }
 
 fn collective(

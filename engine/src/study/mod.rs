@@ -548,6 +548,16 @@ pub fn run_point(
         };
         return Err(Box::new((failure, detail)));
     }
+    if let Some((rank, reason)) = exec.refused {
+        // A route the topology's partial rotation cannot move: the run
+        // stopped at the refusal, which its sender's call returned.
+        let failure = Failure::RankError {
+            rank,
+            error: CollectiveError::Fabric(FabricError::Transport { rank, reason }),
+            stalled: None,
+        };
+        return Err(Box::new((failure, detail)));
+    }
     let finished = match outcome(exec.outputs, exec.deadlock, exec.out_of_time) {
         Ok(finished) => finished,
         Err(failure) => return Err(Box::new((*failure, detail))),

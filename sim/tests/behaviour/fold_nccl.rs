@@ -1,5 +1,7 @@
 //! `nccl_tree` folded by a fat-tree's node turn (every node's GPUs
-//! turned by half a node with NCCL's channels), and `nccl_pat` and
+//! turned by a quarter node with NCCL's channels, the socket links left
+//! in place, or by half a node where the quarter does not fit), and
+//! `nccl_pat` and
 //! `nccl_ring` folded by the preset's shift of whole nodes:
 //! scenarios time as their full runs, and what breaks the fold is refused
 //! saying why.
@@ -17,24 +19,41 @@ fn nccl_tree_folds_by_the_node_turn_exactly_and_what_breaks_the_turn_is_refused(
             .replace("\"4M\"", "\"8M\"");
         let scenario = parse(&folded).unwrap();
         assert!(scenario.fold.is_none() && scenario.fold_turn.is_some());
+        // The largest exact fold: a quarter of every node's GPUs.
+        assert_eq!(scenario.fold_turn.as_ref().unwrap().order(), 4);
         assert!(
-            scenario
-                .network_description
-                .contains("folded by turning every node's GPUs by 4 with NCCL's channels"),
+            scenario.network_description.contains(&format!(
+                "folded by turning every node's GPUs by 2 with NCCL's channels ({} of {} ranks \
+                 simulated, symmetric routes; the socket links, which no route of the run \
+                 crosses, stay in place)",
+                nodes * 2,
+                nodes * 8
+            )),
             "{}",
             scenario.network_description
         );
         let full = folded.replace("symmetry = \"fold\"\n", "");
         assert_eq!(times(&folded), times(&full), "{nodes} nodes");
     }
+    // DGX A100-style nodes fold by the quarter turn too (NCCL's channels
+    // there turn with it).
+    let a100 = scenario_text(2, "fold", tree, "")
+        .replace("nodes = 2\n", "nodes = 2\nstyle = \"a100\"\n")
+        .replace("spines = 4\n", "spines = 2\n")
+        .replace("\"64K\"", "\"1M\"")
+        .replace("\"4M\"", "\"8M\"");
+    let scenario = parse(&a100).unwrap();
+    assert_eq!(scenario.fold_turn.as_ref().unwrap().order(), 4);
+    let full = a100.replace("symmetry = \"fold\"\n", "");
+    assert_eq!(times(&a100), times(&full), "DGX A100 nodes");
     // At 512 KiB NCCL runs 14 channels, which the turn (channel c to
-    // c + 4 in each tree's block of 8) does not map onto themselves.
+    // c + 2 in each tree's block of 8) does not map onto themselves.
     let fewer = scenario_text(4, "fold", tree, "");
     let err = parse(&fewer).unwrap_err();
     assert!(
         err.contains("f.toml:13:13")
             && err.contains("NCCL runs 524288 B on 14 of the 16 channels")
-            && err.contains("takes channel 10 to channel 14"),
+            && err.contains("takes channel 12 to channel 14"),
         "{err}"
     );
     // 16 channels: the elements must split into 16 equal blocks.

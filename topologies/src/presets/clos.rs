@@ -69,7 +69,9 @@ use super::{check_size, parameter};
 mod rotation;
 
 pub(crate) use rotation::{HostLayout, RailLayout, host_rotation, rail_rotation};
-pub use rotation::{fat_tree_node_turn, fat_tree_rotation, leaf_spine_rotation};
+pub use rotation::{
+    fat_tree_node_turn, fat_tree_partial_node_turn, fat_tree_rotation, leaf_spine_rotation,
+};
 
 /// The parameters of [`fat_tree`].
 #[derive(Clone, Copy, Debug, PartialEq)]

@@ -54,8 +54,8 @@ pub mod pcie_box;
 mod symmetry;
 
 pub use clos::{
-    FatTree, LeafSpine, fat_tree, fat_tree_node_turn, fat_tree_rotation, leaf_spine,
-    leaf_spine_rotation,
+    FatTree, LeafSpine, fat_tree, fat_tree_node_turn, fat_tree_partial_node_turn,
+    fat_tree_rotation, leaf_spine, leaf_spine_rotation,
 };
 pub use cpu_cluster::{CpuCluster, CpuModel, cpu_cluster, cpu_cluster_rotation};
 pub use dgx::{DgxNode, DgxNodeIds, NodeStyle, add_dgx_node, dgx_a100, dgx_h100, dgx_node};

@@ -100,7 +100,7 @@ pub(super) fn rotation(
     vertices: Vec<VertexId>,
     uplinks: Uplinks,
 ) -> Result<Rotation, TopologyError> {
-    let links = link_map(topology, &vertices, uplinks)?;
+    let links = link_map(topology, &vertices, uplinks, |_| true)?;
     Rotation::new(topology, placement, placement.len(), shift, vertices, links)
 }
 
@@ -114,17 +114,34 @@ pub(super) fn permuting_rotation(
     vertices: Vec<VertexId>,
     uplinks: Uplinks,
 ) -> Result<Rotation, TopologyError> {
-    let links = link_map(topology, &vertices, uplinks)?;
+    let links = link_map(topology, &vertices, uplinks, |_| true)?;
     Rotation::permuting(topology, placement, rank_images, vertices, links)
 }
 
+/// [`permuting_rotation`] of a map that carries only the link directions
+/// `carried` accepts (the others stay in place), checked by
+/// [`Rotation::permuting_partial`].
+pub(super) fn partial_permuting_rotation(
+    topology: &Topology,
+    placement: &[VertexId],
+    rank_images: Vec<usize>,
+    vertices: Vec<VertexId>,
+    uplinks: Uplinks,
+    carried: impl Fn(LinkId) -> bool,
+) -> Result<Rotation, TopologyError> {
+    let links = link_map(topology, &vertices, uplinks, &carried)?;
+    let carried = topology.link_ids().map(carried).collect();
+    Rotation::permuting_partial(topology, placement, rank_images, vertices, links, carried)
+}
+
 /// The image of every link direction when vertex `v` goes to
-/// `vertices[v]` (see the module docs); an error names a link with no
-/// image.
+/// `vertices[v]` (see the module docs), a direction `carried` refuses
+/// staying in place; an error names a link with no image.
 fn link_map(
     topology: &Topology,
     vertices: &[VertexId],
     uplinks: Uplinks,
+    carried: impl Fn(LinkId) -> bool,
 ) -> Result<Vec<LinkId>, TopologyError> {
     let group = |l: LinkId| {
         let (a, b) = topology.ends(l);
@@ -176,7 +193,9 @@ fn link_map(
     topology
         .link_ids()
         .map(|l| {
-            if joins(topology, l, VertexKind::Spine, VertexKind::Leaf) {
+            if !carried(l) {
+                Ok(l)
+            } else if joins(topology, l, VertexKind::Spine, VertexKind::Leaf) {
                 Ok(topology.reverse(image(topology.reverse(l))?))
             } else {
                 image(l)

@@ -40,6 +40,13 @@ pub(super) struct Network {
     /// which folds NCCL's channels where the shift cannot, or why the
     /// topology has none.
     pub node_turn: Option<Result<Arc<topologies::Rotation>, String>>,
+    /// With `symmetry = "fold"` on a `fat_tree` whose nodes turn by a
+    /// quarter (8 GPUs: by 2): that turn, a partial rotation that leaves
+    /// the socket links in place, not carried
+    /// ([`topologies::presets::fat_tree_partial_node_turn`]); validation
+    /// folds by it where NCCL's channels turn with it and keep to the
+    /// links it carries, else by [`Network::node_turn`].
+    pub quarter_turn: Option<Arc<topologies::Rotation>>,
 }
 
 /// The most ranks a topology scenario may place: the fat-tree preset at
@@ -283,6 +290,7 @@ pub(super) fn network(
     let mut rotation = None;
     let mut folded = None;
     let mut node_turn = None;
+    let mut quarter_turn = None;
     if let (Some(symmetry), Some(fold)) = (&t.symmetry, fold) {
         let Some(rotator) = rotator else {
             return Err(src.at(
@@ -331,6 +339,16 @@ pub(super) fn network(
                         .map(Arc::new)
                         .map_err(|e| e.to_string()),
                 );
+                // A quarter (half of the half) where PCIe switches allow it:
+                // an even number of GPUs.
+                let quarter = half / 2;
+                if quarter > 0 && quarter.is_multiple_of(2) {
+                    quarter_turn = topologies::presets::fat_tree_partial_node_turn(
+                        &params, &topology, &placement, quarter,
+                    )
+                    .ok()
+                    .map(Arc::new);
+                }
             }
             description.push_str(&format!(
                 ", folded by {} ranks (symmetric routes)",
@@ -351,6 +369,7 @@ pub(super) fn network(
         max_collective_ranks: world_size,
         fold: folded,
         node_turn,
+        quarter_turn,
     })
 }
 

@@ -5,9 +5,11 @@
 use crate::TopologyError;
 use crate::graph::{Topology, VertexId};
 use crate::presets::symmetry::{
-    Uplinks, indexed, permuting_rotation, rotation, symmetry, vertex_map,
+    Uplinks, indexed, partial_permuting_rotation, permuting_rotation, rotation, symmetry,
+    vertex_map,
 };
 use crate::rotation::Rotation;
+use crate::vertex::VertexKind;
 
 use super::{FatTree, FatTreeShape, LeafSpine, leaf_spine_leaves, uplink_count};
 
@@ -74,9 +76,11 @@ pub fn fat_tree_rotation(
 /// nodes, NVSwitches and spines in place. It is a symmetry only where the
 /// sockets follow: on 8-GPU nodes, the turn by 4 GPUs (the sockets swap);
 /// by 2 it moves PCIe switch 1 to socket 1 while switch 0 stays on socket
-/// 0, which [`Rotation::new`]'s checks refuse naming the link. NCCL's
-/// channels turn with it (see the engine's `fold` module docs): a folded
-/// run by this rotation simulates `gpus`' orbit representatives per node.
+/// 0, which [`Rotation::new`]'s checks refuse naming the link
+/// ([`fat_tree_partial_node_turn`] carries all but the socket links).
+/// NCCL's channels turn with it (see the engine's `fold` module docs): a
+/// folded run by this rotation simulates `gpus`' orbit representatives
+/// per node.
 /// An error when `gpus` is 0, odd (PCIe switches hold two GPUs), does not
 /// divide the GPUs per node, or the placement is not every GPU in order.
 pub fn fat_tree_node_turn(
@@ -85,17 +89,90 @@ pub fn fat_tree_node_turn(
     placement: &[VertexId],
     gpus: usize,
 ) -> Result<Rotation, TopologyError> {
+    let turn = node_turn_maps(
+        "fat_tree_node_turn",
+        params,
+        topology,
+        placement,
+        gpus,
+        true,
+    )?;
+    permuting_rotation(
+        topology,
+        placement,
+        turn.rank_images,
+        turn.vertices,
+        Uplinks::Keep,
+    )
+}
+
+/// The turn of every node's GPUs of [`fat_tree_node_turn`] with the
+/// sockets left in place and the links that touch a socket (each PCIe
+/// switch's uplink, the inter-socket `smp` bundle) not carried: a
+/// partial rotation ([`Rotation::permuting_partial`]), a symmetry of the
+/// NVLink, GPU-to-NIC PCIe and rail links only. On 8-GPU nodes it turns
+/// by 2 GPUs too (4 steps: a quarter node), which
+/// [`fat_tree_node_turn`] refuses; a run moved by it must cross no
+/// socket link ([`Rotation::carries`]). The same errors as
+/// [`fat_tree_node_turn`] for `gpus` and the placement.
+pub fn fat_tree_partial_node_turn(
+    params: &FatTree,
+    topology: &Topology,
+    placement: &[VertexId],
+    gpus: usize,
+) -> Result<Rotation, TopologyError> {
+    let turn = node_turn_maps(
+        "fat_tree_partial_node_turn",
+        params,
+        topology,
+        placement,
+        gpus,
+        false,
+    )?;
+    let touches_socket = |v: VertexId| topology.vertex(v).kind == VertexKind::Socket;
+    partial_permuting_rotation(
+        topology,
+        placement,
+        turn.rank_images,
+        turn.vertices,
+        Uplinks::Keep,
+        |l| {
+            let (a, b) = topology.ends(l);
+            !touches_socket(a) && !touches_socket(b)
+        },
+    )
+}
+
+/// Where a node turn takes the ranks and the vertices.
+struct TurnMaps {
+    /// `rank_images[r]`: where rank `r` goes.
+    rank_images: Vec<usize>,
+    /// `vertices[v]`: where vertex `v` goes.
+    vertices: Vec<VertexId>,
+}
+
+/// The maps of [`fat_tree_node_turn`] (`sockets_follow`: each socket goes
+/// where its first PCIe switch goes) or of [`fat_tree_partial_node_turn`]
+/// (sockets stay), `preset` naming the caller in errors.
+fn node_turn_maps(
+    preset: &str,
+    params: &FatTree,
+    topology: &Topology,
+    placement: &[VertexId],
+    gpus: usize,
+    sockets_follow: bool,
+) -> Result<TurnMaps, TopologyError> {
     let shape = FatTreeShape::of(params)?;
     let (nodes, per_node) = (params.nodes, params.gpus_per_node);
     if gpus == 0 || !gpus.is_multiple_of(2) || !per_node.is_multiple_of(gpus) || gpus == per_node {
         return Err(symmetry(format!(
-            "fat_tree_node_turn: a turn by {gpus} GPUs of {per_node}-GPU nodes; it must be even \
+            "{preset}: a turn by {gpus} GPUs of {per_node}-GPU nodes; it must be even \
              (PCIe switches hold two GPUs), below {per_node} and divide it"
         )));
     }
     if placement.len() != nodes * per_node {
         return Err(symmetry(format!(
-            "fat_tree_node_turn: {} ranks placed; a node turn needs all {} GPUs, node by node",
+            "{preset}: {} ranks placed; a node turn needs all {} GPUs, node by node",
             placement.len(),
             nodes * per_node
         )));
@@ -107,7 +184,7 @@ pub fn fat_tree_node_turn(
     // `Rotation::new` refuse a turn the other switches do not follow.
     let socket_image = |socket: usize| {
         let p = 2 * socket;
-        if p < switches {
+        if sockets_follow && p < switches {
             (p + gpus / 2) % switches / 2
         } else {
             socket
@@ -136,7 +213,7 @@ pub fn fat_tree_node_turn(
             } else if local == "nvswitch" {
                 Ok(local.to_string())
             } else {
-                Err(foreign("fat_tree_node_turn", name, &what))
+                Err(foreign(preset, name, &what))
             };
             Ok(format!("node{n}/{}", inner?))
         } else if let Some((l, "")) = indexed(name, "leaf")
@@ -152,13 +229,16 @@ pub fn fat_tree_node_turn(
         {
             Ok(name.to_string())
         } else {
-            Err(foreign("fat_tree_node_turn", name, &what))
+            Err(foreign(preset, name, &what))
         }
     })?;
     let rank_images = (0..placement.len())
         .map(|r| r / per_node * per_node + (r % per_node + gpus) % per_node)
         .collect();
-    permuting_rotation(topology, placement, rank_images, vertices, Uplinks::Keep)
+    Ok(TurnMaps {
+        rank_images,
+        vertices,
+    })
 }
 
 /// A rail-optimised Clos of alike nodes, as [`add_rails`](super::add_rails)

@@ -393,3 +393,103 @@ fn a_fat_tree_turns_its_nodes_by_half_a_node_but_not_by_two_gpus() {
         }
     }
 }
+
+#[test]
+fn a_fat_tree_turns_its_gpus_by_a_quarter_node_carrying_all_but_the_socket_links() {
+    let params = FatTree {
+        nodes: 2,
+        ..FatTree::default()
+    };
+    let t = fat_tree(&params).unwrap();
+    let placement = t.endpoints().to_vec();
+    let turn = fat_tree_partial_node_turn(&params, &t, &placement, 2).unwrap();
+    assert_eq!((turn.order(), turn.shift()), (4, 0));
+    assert!(turn.is_partial());
+    assert_eq!(turn.rank_image(7), 1);
+    assert_eq!(turn.rank_image(8 + 3), 8 + 5);
+    let name = |v: VertexId| t.vertex(v).name.clone();
+    let image = |n: &str| name(turn.vertex(t.find(n).unwrap()));
+    assert_eq!(image("node1/pcie3"), "node1/pcie0");
+    assert_eq!(image("node1/socket1"), "node1/socket1");
+    assert_eq!(image("node0/nic7"), "node0/nic1");
+    assert_eq!(image("leaf6"), "leaf0");
+    // The links that touch a socket stay in place, uncarried; every other
+    // link moves with every step, so only those are left out of the
+    // packet model's orbit check.
+    let mut uncarried = Vec::new();
+    for l in t.link_ids() {
+        let (a, b) = t.ends(l);
+        let socket = [a, b]
+            .iter()
+            .any(|&v| t.vertex(v).kind == crate::VertexKind::Socket);
+        assert_eq!(turn.carries(l), !socket, "{}", t.link_name(l));
+        if socket {
+            assert_eq!(turn.link(l), l);
+            uncarried.push(t.link_name(l));
+        } else {
+            assert_ne!(turn.link(l), l, "{}", t.link_name(l));
+        }
+    }
+    // Per node: 4 PCIe uplinks and the smp bundle, both directions.
+    assert_eq!(uncarried.len(), 2 * 2 * 5, "{uncarried:?}");
+    assert!(uncarried.contains(&"node0/pcie1->node0/socket0".to_string()));
+    let orbits = turn.link_orbits(&t).unwrap();
+    let sizes = turn.link_orbit_sizes(&t);
+    for l in t.link_ids() {
+        let expected = if turn.carries(l) { 4 } else { 1 };
+        assert_eq!(sizes[l.index()].1, expected, "{}", t.link_name(l));
+        assert_eq!(orbits[l.index()], sizes[l.index()].0);
+    }
+    // The same bounds on the turn as the whole node's.
+    for bad in [0, 3, 8] {
+        let err = fat_tree_partial_node_turn(&params, &t, &placement, bad).unwrap_err();
+        assert!(
+            err.to_string().contains("fat_tree_partial_node_turn")
+                && err.to_string().contains("must be even"),
+            "{err}"
+        );
+    }
+}
+
+#[test]
+fn a_partial_rotation_must_leave_its_uncarried_links_in_place() {
+    let params = FatTree {
+        nodes: 2,
+        ..FatTree::default()
+    };
+    let t = fat_tree(&params).unwrap();
+    let placement = t.endpoints().to_vec();
+    let turn = fat_tree_node_turn(&params, &t, &placement, 4).unwrap();
+    let vertices: Vec<VertexId> = t.vertex_ids().map(|v| turn.vertex(v)).collect();
+    let links: Vec<_> = t.link_ids().map(|l| turn.link(l)).collect();
+    let images: Vec<usize> = (0..placement.len()).map(|r| turn.rank_image(r)).collect();
+    // Leaving out links that move is refused, naming one.
+    let nvlink = |l: crate::LinkId| matches!(t.link(l).kind, crate::LinkKind::NvLink { .. });
+    let carried: Vec<bool> = t.link_ids().map(|l| !nvlink(l)).collect();
+    let err = crate::Rotation::permuting_partial(
+        &t,
+        &placement,
+        images.clone(),
+        vertices.clone(),
+        links.clone(),
+        carried.clone(),
+    )
+    .unwrap_err();
+    assert!(
+        err.to_string()
+            .contains("node0/gpu0->node0/nvswitch is not carried"),
+        "{err}"
+    );
+    // Kept in place, they may be left out; the rest is still checked.
+    let kept: Vec<_> = t
+        .link_ids()
+        .map(|l| if nvlink(l) { l } else { turn.link(l) })
+        .collect();
+    let partial =
+        crate::Rotation::permuting_partial(&t, &placement, images, vertices, kept, carried)
+            .unwrap();
+    assert!(partial.is_partial() && !turn.is_partial());
+    let gpu0 = t.find("node0/gpu0").unwrap();
+    let l = t.out_links(gpu0)[0];
+    assert!(nvlink(l) && !partial.carries(l) && turn.carries(l));
+}
