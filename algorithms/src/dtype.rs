@@ -189,6 +189,24 @@ pub trait Element: Copy + PartialEq + fmt::Debug + 'static {
         }
     }
 
+    /// Sets `local[i] = local[i] ⊕ incoming[i]` for every `i` (the local
+    /// value on the left: the mirror of [`Element::reduce_slice`]), the
+    /// operator matched once, outside the loop.
+    fn reduce_slice_right(op: ReduceOp, incoming: &[Self], local: &mut [Self]) {
+        #[inline(always)]
+        fn apply<T: Element>(op: ReduceOp, incoming: &[T], local: &mut [T]) {
+            for (x, &y) in local.iter_mut().zip(incoming) {
+                *x = T::combine(op, *x, y);
+            }
+        }
+        match op {
+            ReduceOp::Sum | ReduceOp::Avg => apply(ReduceOp::Sum, incoming, local),
+            ReduceOp::Prod => apply(ReduceOp::Prod, incoming, local),
+            ReduceOp::Min => apply(ReduceOp::Min, incoming, local),
+            ReduceOp::Max => apply(ReduceOp::Max, incoming, local),
+        }
+    }
+
     /// Divides by the number of ranks, the final step of [`ReduceOp::Avg`].
     fn divide(self, ranks: usize) -> Self;
 

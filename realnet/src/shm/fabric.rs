@@ -12,6 +12,7 @@ use std::sync::Arc;
 use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant};
 
+use algorithms::payload::Buffer;
 use algorithms::{
     CollectiveError, Fabric, FabricError, Payload, Rank, ReduceOp, Shape, Tag, Time, Work,
 };
@@ -90,11 +91,9 @@ pub struct ShmFabric {
     pub(super) pool: RefCell<BufferPool>,
     /// The caller's buffers already registered for lending (see `lend`).
     pub(super) registered: RefCell<Registered>,
-    /// The payload of the last small message sent (its bytes travelled in
-    /// its slot), kept as the buffer of the next small message received
-    /// with its shape: an exchange of small messages then allocates and
-    /// frees one buffer fewer.
-    pub(super) small_spare: RefCell<Option<Payload>>,
+    /// Small payloads' buffers kept for the next small messages (see
+    /// [`SmallSpares`]).
+    pub(super) small_spare: RefCell<SmallSpares>,
     /// How the executor waits, decided once at connect (finding the
     /// number of cores reads files, far too slow to do per call).
     idle: IdlePolicy,
@@ -155,7 +154,7 @@ impl ShmFabric {
             finished: Cell::new(false),
             pool: RefCell::new(BufferPool::default()),
             registered: RefCell::new(Registered::default()),
-            small_spare: RefCell::new(None),
+            small_spare: RefCell::new(SmallSpares::default()),
             idle,
             _probe: probe,
             _beater: beater,
@@ -225,7 +224,7 @@ impl ShmFabric {
                 None
             }
             Kind::Small => {
-                self.small_spare.replace(Some(payload));
+                self.small_spare.borrow_mut().keep(payload);
                 None
             }
             Kind::Phantom => None,
@@ -278,6 +277,42 @@ impl ShmFabric {
     /// error naming it instead of waiting for their timeout.
     pub fn fail(&self, reason: &str) {
         self.fail_with(self.error(reason.to_string()));
+    }
+}
+
+/// Small payloads' buffers (real data, their bytes carried in a slot) kept
+/// for the next small messages: the payloads of small messages sent, and
+/// small received ones handed back ([`Fabric::recycle`]). A small message
+/// received goes into one of its shape, a small [`Fabric::send_copy`]
+/// copies into any: an exchange of small messages through `send_copy` and
+/// `recycle` allocates nothing, even when the peer is a call ahead (two
+/// of its messages pulled before this rank's next send).
+#[derive(Default)]
+pub(super) struct SmallSpares(Vec<Payload>);
+
+impl SmallSpares {
+    /// Buffers kept at most (beyond, they are freed).
+    const MAX: usize = 4;
+
+    /// Keeps `payload`'s buffer if it holds real data and there is room.
+    pub(super) fn keep(&mut self, payload: Payload) {
+        if self.0.len() < Self::MAX && !payload.is_phantom() {
+            self.0.push(payload);
+        }
+    }
+
+    /// A kept payload of `shape`, the last kept first.
+    pub(super) fn take(&mut self, shape: Shape) -> Option<Payload> {
+        let i = self.0.iter().rposition(|p| p.shape() == shape)?;
+        Some(self.0.remove(i))
+    }
+
+    /// The buffer of the last payload kept.
+    fn take_any(&mut self) -> Option<Buffer> {
+        match self.0.pop()? {
+            Payload::Data(b) => Some(b),
+            Payload::Phantom(_) => None,
+        }
     }
 }
 
@@ -381,13 +416,27 @@ impl Fabric for ShmFabric {
         }
     }
 
-    /// The copy goes into a recycled buffer when the pool has one.
+    /// The copy goes into a recycled buffer when the pool has one; a
+    /// small one (carried in its slot) into the kept small payload.
     fn send_copy(&self, buf: &Payload, range: Range<usize>) -> Payload {
+        let bytes = range.len() * buf.shape().dtype.size_bytes();
+        if bytes <= SLOT_PAYLOAD_BYTES
+            && !buf.is_phantom()
+            && let Some(spare) = self.small_spare.borrow_mut().take_any()
+        {
+            return buf.extract_reusing(range, spare);
+        }
         crate::pool::copy_for_send(buf, range, |shape| self.pool.borrow_mut().take(shape))
     }
 
-    /// Keeps a received buffer the caller is done with for the next message.
+    /// Keeps a received buffer the caller is done with for the next
+    /// message: a small one as the kept small payload (the next small
+    /// send's copy, or receive, goes into it).
     fn recycle(&self, payload: Payload) {
+        if !payload.is_phantom() && payload.shape().bytes() <= SLOT_PAYLOAD_BYTES as u64 {
+            self.small_spare.borrow_mut().keep(payload);
+            return;
+        }
         self.pool.borrow_mut().give(payload);
     }
 
@@ -578,6 +627,28 @@ mod tests {
     fn an_exchange_future_fits_inline_in_any_fabric() {
         // Else `AnyFabric` would join a send and a receive instead.
         assert!(size_of::<Exchange<'_>>() <= algorithms::any_fabric::INLINE_FUTURE_BYTES);
+    }
+
+    #[test]
+    fn small_spares_are_bounded_and_matched_by_shape() {
+        let mut spares = SmallSpares::default();
+        let f32s = |n: usize| Payload::zeros(algorithms::DType::F32, n, false);
+        spares.keep(Payload::phantom(algorithms::DType::F32, 2));
+        assert!(
+            spares.take_any().is_none(),
+            "a phantom has no buffer to keep"
+        );
+        for n in 1..=SmallSpares::MAX + 2 {
+            spares.keep(f32s(n));
+        }
+        assert_eq!(spares.0.len(), SmallSpares::MAX);
+        // The one of the shape asked for, whatever came after it.
+        let two = Shape::new(algorithms::DType::F32, 2);
+        assert_eq!(spares.take(two).map(|p| p.shape()), Some(two));
+        assert!(spares.take(two).is_none());
+        assert!(spares.take(Shape::new(algorithms::DType::I32, 1)).is_none());
+        // Any buffer for a copy: the last one kept.
+        assert_eq!(spares.take_any().map(|b| b.len()), Some(SmallSpares::MAX));
     }
 
     #[test]

@@ -129,9 +129,9 @@ impl ShmFabric {
                             Payload::phantom(h.shape.dtype, h.shape.count),
                         ),
                         Kind::Small => {
-                            // Into the last small payload sent, if it has
-                            // this shape (every byte is overwritten).
-                            let spare = self.small_spare.take().filter(|p| p.shape() == h.shape);
+                            // Into a kept small payload of this shape
+                            // (every byte is overwritten).
+                            let spare = self.small_spare.borrow_mut().take(h.shape);
                             let mut payload = spare.unwrap_or_else(|| {
                                 Payload::zeros(h.shape.dtype, h.shape.count, false)
                             });
