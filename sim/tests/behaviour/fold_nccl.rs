@@ -46,6 +46,32 @@ fn nccl_tree_folds_by_the_node_turn_exactly_and_what_breaks_the_turn_is_refused(
     assert_eq!(scenario.fold_turn.as_ref().unwrap().order(), 4);
     let full = a100.replace("symmetry = \"fold\"\n", "");
     assert_eq!(times(&a100), times(&full), "DGX A100 nodes");
+    // Up*/down* routing: the turn moves the rails' leaves, so from the
+    // default root (a leaf, which the node shift keeps) turned routes
+    // would not be up*/down* routes and the fold is refused naming the
+    // link; a spine root is moved by the shift itself.
+    let up_down = |root: &str| {
+        scenario_text(2, "fold", tree, "")
+            .replace(
+                "spines = 4\n",
+                &format!("spines = 2\nrouting = \"up_down\"\n{root}"),
+            )
+            .replace("\"64K\"", "\"1M\"")
+            .replace("\"4M\"", "\"8M\"")
+    };
+    let err = parse(&up_down("")).unwrap_err();
+    assert!(
+        err.contains("f.toml:9:12")
+            && err.contains("link node0/nic1->node0/pcie0 is up but its image")
+            && err.contains("the default routing folds"),
+        "{err}"
+    );
+    let spine_root = up_down("routing_root = \"spine0\"\n");
+    let err = parse(&spine_root).unwrap_err();
+    assert!(
+        err.contains("leaf0->spine0 is up but its image leaf0->spine1"),
+        "{err}"
+    );
     // At 512 KiB NCCL runs 14 channels, which the turn (channel c to
     // c + 2 in each tree's block of 8) does not map onto themselves.
     let fewer = scenario_text(4, "fold", tree, "");

@@ -349,6 +349,20 @@ pub(super) fn network(
                     .ok()
                     .map(Arc::new);
                 }
+                // Under up*/down* routing a turn, like the shift, must keep
+                // the orientation, or its moved routes would not be the
+                // routes the full run takes.
+                if let Some(up) = router.up_directions() {
+                    node_turn = node_turn.map(|turn| {
+                        turn.and_then(|r| {
+                            r.check_orientation(&topology, up).map(|()| r).map_err(|e| {
+                                format!("{e} (routing = \"up_down\"; the default routing folds)")
+                            })
+                        })
+                    });
+                    quarter_turn =
+                        quarter_turn.filter(|r| r.check_orientation(&topology, up).is_ok());
+                }
             }
             description.push_str(&format!(
                 ", folded by {} ranks (symmetric routes)",
