@@ -175,36 +175,14 @@ pub trait Element: Copy + PartialEq + fmt::Debug + 'static {
     /// incoming, earlier contribution on the left). The operator is matched
     /// once, outside the loop, so each loop can be vectorised.
     fn reduce_slice(op: ReduceOp, incoming: &[Self], local: &mut [Self]) {
-        #[inline(always)]
-        fn apply<T: Element>(op: ReduceOp, incoming: &[T], local: &mut [T]) {
-            for (x, &y) in local.iter_mut().zip(incoming) {
-                *x = T::combine(op, y, *x);
-            }
-        }
-        match op {
-            ReduceOp::Sum | ReduceOp::Avg => apply(ReduceOp::Sum, incoming, local),
-            ReduceOp::Prod => apply(ReduceOp::Prod, incoming, local),
-            ReduceOp::Min => apply(ReduceOp::Min, incoming, local),
-            ReduceOp::Max => apply(ReduceOp::Max, incoming, local),
-        }
+        reduce_slices::<Self, false>(op, incoming, local);
     }
 
     /// Sets `local[i] = local[i] ⊕ incoming[i]` for every `i` (the local
     /// value on the left: the mirror of [`Element::reduce_slice`]), the
     /// operator matched once, outside the loop.
     fn reduce_slice_right(op: ReduceOp, incoming: &[Self], local: &mut [Self]) {
-        #[inline(always)]
-        fn apply<T: Element>(op: ReduceOp, incoming: &[T], local: &mut [T]) {
-            for (x, &y) in local.iter_mut().zip(incoming) {
-                *x = T::combine(op, *x, y);
-            }
-        }
-        match op {
-            ReduceOp::Sum | ReduceOp::Avg => apply(ReduceOp::Sum, incoming, local),
-            ReduceOp::Prod => apply(ReduceOp::Prod, incoming, local),
-            ReduceOp::Min => apply(ReduceOp::Min, incoming, local),
-            ReduceOp::Max => apply(ReduceOp::Max, incoming, local),
-        }
+        reduce_slices::<Self, true>(op, incoming, local);
     }
 
     /// Divides by the number of ranks, the final step of [`ReduceOp::Avg`].
@@ -215,6 +193,33 @@ pub trait Element: Copy + PartialEq + fmt::Debug + 'static {
 
     /// Converts a small integer (as produced by test data generators).
     fn from_i64(v: i64) -> Self;
+}
+
+/// [`Element::reduce_slice`] (`LOCAL_LEFT = false`: `incoming ⊕ local`)
+/// and [`Element::reduce_slice_right`] (`local ⊕ incoming`): the operator
+/// matched once, outside the loop, so each loop can be vectorised.
+#[inline(always)]
+fn reduce_slices<T: Element, const LOCAL_LEFT: bool>(
+    op: ReduceOp,
+    incoming: &[T],
+    local: &mut [T],
+) {
+    #[inline(always)]
+    fn apply<T: Element, const LOCAL_LEFT: bool>(op: ReduceOp, incoming: &[T], local: &mut [T]) {
+        for (x, &y) in local.iter_mut().zip(incoming) {
+            *x = if LOCAL_LEFT {
+                T::combine(op, *x, y)
+            } else {
+                T::combine(op, y, *x)
+            };
+        }
+    }
+    match op {
+        ReduceOp::Sum | ReduceOp::Avg => apply::<T, LOCAL_LEFT>(ReduceOp::Sum, incoming, local),
+        ReduceOp::Prod => apply::<T, LOCAL_LEFT>(ReduceOp::Prod, incoming, local),
+        ReduceOp::Min => apply::<T, LOCAL_LEFT>(ReduceOp::Min, incoming, local),
+        ReduceOp::Max => apply::<T, LOCAL_LEFT>(ReduceOp::Max, incoming, local),
+    }
 }
 
 macro_rules! float_element {

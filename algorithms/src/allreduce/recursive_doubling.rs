@@ -311,19 +311,12 @@ pub(crate) async fn exchange_reduce<F: Fabric>(
     let received = fabric
         .exchange(link.peer, outgoing, link.peer, expect, link.tag)
         .await?;
-    let bytes = received.shape().bytes();
-    if link.lower {
-        buf.reduce_from_right(keep, &received, op)?;
-    } else {
-        buf.reduce_from(keep, &received, op)?;
-    }
-    fabric.recycle(received);
-    fabric.compute(Work::Reduce { bytes }).await?;
-    Ok(())
+    reduce_into(fabric, buf, keep, received, op, !link.lower).await
 }
 
 /// Sets `buf[range]` to `incoming ⊕ buf[range]` if `incoming_left`, else to
-/// `buf[range] ⊕ incoming`, and charges the reduction.
+/// `buf[range] ⊕ incoming`, hands `incoming` back through
+/// [`Fabric::recycle`], and charges the reduction.
 pub(crate) async fn reduce_into<F: Fabric>(
     fabric: &F,
     buf: &mut Payload,
@@ -338,6 +331,7 @@ pub(crate) async fn reduce_into<F: Fabric>(
     } else {
         buf.reduce_from_right(range, &incoming, op)?;
     }
+    fabric.recycle(incoming);
     fabric.compute(Work::Reduce { bytes }).await?;
     Ok(())
 }
