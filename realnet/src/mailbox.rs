@@ -90,6 +90,10 @@ pub struct Mailbox {
     /// Whether `inner.fatal` is set: read without the lock by the
     /// transports' progress loops, which ask on every idle round.
     has_fatal: AtomicBool,
+    /// Whether `inner.queues` holds a message: read without the lock by
+    /// shared memory's direct receives, which the mailbox must not hold
+    /// an older message for.
+    holds: AtomicBool,
 }
 
 impl Mailbox {
@@ -102,6 +106,7 @@ impl Mailbox {
             timeout,
             inner: Mutex::new(Inner::default()),
             has_fatal: AtomicBool::new(false),
+            holds: AtomicBool::new(false),
         }
     }
 
@@ -202,6 +207,7 @@ impl Mailbox {
         queues
             .get_or_insert_with(key, || spare.pop().unwrap_or_default())
             .push_back((call, payload));
+        self.holds.store(true, Ordering::Release);
         if let Some(w) = inner.waiters.remove(&key) {
             w.wake(inner.kept.as_ref());
         }
@@ -274,6 +280,13 @@ impl Mailbox {
     #[inline]
     pub fn has_fatal(&self) -> bool {
         self.has_fatal.load(Ordering::Acquire)
+    }
+
+    /// Whether a message waits in the mailbox for its receive (one atomic
+    /// load).
+    #[inline]
+    pub fn holds_messages(&self) -> bool {
+        self.holds.load(Ordering::Acquire)
     }
 
     /// The failure recorded for `peer`, if any.
@@ -409,6 +422,8 @@ impl Mailbox {
             {
                 inner.spare.push(q);
             }
+            self.holds
+                .store(!inner.queues.is_empty(), Ordering::Release);
             if payload.shape() != expect {
                 return Poll::Ready(Err(FabricError::ShapeMismatch {
                     rank: self.rank,

@@ -25,6 +25,11 @@ impl<K: Ord + Copy, V> SortedMap<K, V> {
         self.entries.binary_search_by(|(k, _)| k.cmp(key))
     }
 
+    /// Whether it has no entries.
+    pub(crate) fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+
     /// The value of `key`, if present.
     pub(crate) fn get_mut(&mut self, key: &K) -> Option<&mut V> {
         let i = self.find(key).ok()?;

@@ -18,6 +18,7 @@ use algorithms::{
 };
 
 use super::ShmOptions;
+use super::direct::{DirectRecv, DirectSlot};
 use super::lend::Registered;
 use super::liveness::Health;
 use super::progress::{Incoming, Rx};
@@ -29,7 +30,7 @@ use crate::call::CallId;
 use crate::endpoint::Endpoint;
 use crate::executor::IdlePolicy;
 use crate::heartbeat::{self, Beater, PeerSilence};
-use crate::mailbox::{Mailbox, Recv};
+use crate::mailbox::Mailbox;
 use crate::pool::BufferPool;
 
 /// A message waiting for a free slot (its header) or for ring space
@@ -94,6 +95,8 @@ pub struct ShmFabric {
     /// Small payloads' buffers kept for the next small messages (see
     /// [`SmallSpares`]).
     pub(super) small_spare: RefCell<SmallSpares>,
+    /// The direct receive under way, if any (see [`super::direct`]).
+    pub(super) direct: RefCell<DirectSlot>,
     /// How the executor waits, decided once at connect (finding the
     /// number of cores reads files, far too slow to do per call).
     idle: IdlePolicy,
@@ -155,6 +158,7 @@ impl ShmFabric {
             pool: RefCell::new(BufferPool::default()),
             registered: RefCell::new(Registered::default()),
             small_spare: RefCell::new(SmallSpares::default()),
+            direct: RefCell::new(DirectSlot::default()),
             idle,
             _probe: probe,
             _beater: beater,
@@ -391,8 +395,15 @@ impl Fabric for ShmFabric {
         self.send_now(to, tag, payload)
     }
 
-    async fn recv(&self, from: Rank, tag: Tag, expect: Shape) -> Result<Payload, FabricError> {
-        self.mailbox.recv(from, tag, expect).await
+    /// A direct receive while it can be one (see `shm/direct.rs`), else
+    /// the mailbox's.
+    fn recv(
+        &self,
+        from: Rank,
+        tag: Tag,
+        expect: Shape,
+    ) -> impl Future<Output = Result<Payload, FabricError>> {
+        DirectRecv::new(self, from, tag, expect)
     }
 
     async fn compute(&self, _work: Work) -> Result<(), FabricError> {
@@ -411,7 +422,7 @@ impl Fabric for ShmFabric {
         tag: Tag,
     ) -> impl Future<Output = Result<Payload, FabricError>> {
         match self.send_now(to, tag, payload) {
-            Ok(()) => Exchange::Receiving(self.mailbox.recv(from, tag, expect)),
+            Ok(()) => Exchange::Receiving(DirectRecv::new(self, from, tag, expect)),
             Err(e) => Exchange::Failed(Some(Box::new(e))),
         }
     }
@@ -518,7 +529,7 @@ enum Exchange<'a> {
     /// The send failed (boxed: the future stays small); taken when polled.
     Failed(Option<Box<FabricError>>),
     /// The send is done; the receive.
-    Receiving(Recv<'a>),
+    Receiving(DirectRecv<'a>),
 }
 
 impl Future for Exchange<'_> {
@@ -544,6 +555,7 @@ impl Endpoint for ShmFabric {
             // error, a receive's timeout) would never wake it: wake it to
             // see the failure.
             self.wake_lenders();
+            self.cancel_direct(false);
             return false;
         }
         match self.step() {
@@ -554,6 +566,9 @@ impl Endpoint for ShmFabric {
             Ok(false) => {
                 if self.check_peers_when_due() {
                     self.wake_lenders();
+                    self.cancel_direct(false);
+                } else {
+                    self.cancel_direct(true);
                 }
                 false
             }

@@ -56,8 +56,11 @@
 //!   straight into a free slot, and an exchange is that send and then the
 //!   receive, no joined futures); [`Endpoint::progress`](crate::Endpoint::progress)
 //!   pushes queued messages into the slots and rings and pulls arrived ones
-//!   straight into a receive buffer, then hands it to the
-//!   [`Mailbox`](crate::Mailbox). An idle pass reads one stamp per peer.
+//!   straight into a receive buffer, then hands it to the receive waiting
+//!   for it directly, when one does and nothing could make the mailbox
+//!   answer otherwise (`direct`: no lock, queue or waiter per message),
+//!   else to the [`Mailbox`](crate::Mailbox). An idle pass reads one
+//!   stamp per peer.
 //!   Large fresh buffers are advised onto transparent huge pages before
 //!   they are filled, so a receive into new memory takes one page fault per
 //!   2 MiB rather than per 4 KiB.
@@ -101,6 +104,8 @@ mod sync;
 mod cma;
 #[cfg(not(loom))]
 mod connect;
+#[cfg(not(loom))]
+mod direct;
 #[cfg(not(loom))]
 pub mod fabric;
 #[cfg(not(loom))]

@@ -98,7 +98,8 @@ impl ShmFabric {
     }
 
     /// Moves arrived messages from `src`'s slots and ring into payloads
-    /// and delivers complete ones; returns whether any moved.
+    /// and delivers complete ones ([`ShmFabric::arrive`]), up to one a
+    /// direct receive takes; returns whether any moved.
     pub(super) fn pull(&self, src: Rank, inc: &mut Incoming) -> Result<bool, FabricError> {
         // The ring only when a message's bytes are in it: an idle look
         // reads one slot's stamp.
@@ -106,8 +107,18 @@ impl ShmFabric {
         let slots = self.seg.slots(src, self.rank);
         let corrupt = |c| self.corrupt(src, self.rank, c);
         let mut moved = false;
+        // Idle: the next slot's stamp says "not yet".
+        if matches!(inc.rx, Rx::Header) && !slots.stirred(&inc.slots) {
+            return Ok(false);
+        }
         let mut read = false;
         loop {
+            if self.direct_got() {
+                // A direct receive has its message: the next ones stay in
+                // the slots until it has taken it (if queued in the
+                // mailbox, the next call's receive could not be direct).
+                break;
+            }
             match &mut inc.rx {
                 Rx::Header => {
                     let Some(words) = slots
@@ -122,7 +133,7 @@ impl ShmFabric {
                     let h = MessageHeader::decode(&words, self.options.max_message_bytes)
                         .map_err(|e| self.error(format!("from rank {src}: {}", e.0)))?;
                     match h.kind {
-                        Kind::Phantom => self.mailbox.deliver(
+                        Kind::Phantom => self.arrive(
                             src,
                             h.tag,
                             h.call,
@@ -139,16 +150,16 @@ impl ShmFabric {
                                 let len = b.len();
                                 b.copy_from_slice(&h.small_bytes(&words)[..len]);
                             }
-                            self.mailbox.deliver(src, h.tag, h.call, payload);
+                            self.arrive(src, h.tag, h.call, payload);
                         }
                         Kind::Attach => {
                             let payload = self.attach(src, &h)?;
                             ring().control().mark_copied();
-                            self.mailbox.deliver(src, h.tag, h.call, payload);
+                            self.arrive(src, h.tag, h.call, payload);
                         }
                         Kind::Inline if h.shape.bytes() == 0 => {
                             let payload = Payload::zeros(h.shape.dtype, 0, false);
-                            self.mailbox.deliver(src, h.tag, h.call, payload);
+                            self.arrive(src, h.tag, h.call, payload);
                         }
                         Kind::Inline => {
                             let mut payload = self.pool.borrow_mut().scratch(h.shape);
@@ -189,7 +200,7 @@ impl ShmFabric {
                     else {
                         unreachable!("matched Body above")
                     };
-                    self.mailbox.deliver(src, tag, call, payload);
+                    self.arrive(src, tag, call, payload);
                 }
             }
         }

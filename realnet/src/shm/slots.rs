@@ -130,7 +130,19 @@ impl<'a> Slots<'a> {
     }
 
     fn slot(&self, m: u64) -> &'a Slot {
-        &self.slots[(m % self.slots.len() as u64) as usize]
+        // The count is a power of two (checked in `new`): a mask, not a
+        // division, on every look at a slot.
+        &self.slots[(m & (self.slots.len() as u64 - 1)) as usize]
+    }
+
+    /// Consumer: whether the next message's slot says anything but "not
+    /// yet" (one load of its stamp: an idle look). [`Slots::read`] then
+    /// takes the message, or reports a corrupt stamp.
+    #[inline]
+    pub(crate) fn stirred(&self, cur: &SlotCursor) -> bool {
+        let stamp = self.slot(cur.pos).stamp.load(Ordering::Relaxed);
+        let lap = self.slots.len() as u64;
+        stamp != (cur.pos + 1).saturating_sub(lap)
     }
 
     /// Producer: whether a slot is free for the next message, reloading

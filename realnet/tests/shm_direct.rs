@@ -1,0 +1,180 @@
+//! Shared memory's direct receives (`realnet/src/shm/direct.rs`) return
+//! exactly what the mailbox would: messages of other tags that arrive
+//! first, a wrong shape, a receive dropped after its message arrived, a
+//! hung peer and a peer gone while a small receive waits.
+#![cfg(not(loom))]
+
+use std::future::Future;
+use std::pin::pin;
+use std::task::{Context, Waker};
+use std::time::{Duration, Instant};
+
+use algorithms::{DType, Fabric, FabricError, Payload, Shape, Tag};
+use realnet::shm::{ShmFabric, ShmOptions};
+use realnet::{CallId, Endpoint, JobOptions, LocalBootstrap};
+
+fn options(job_id: u64, timeout: Duration) -> ShmOptions {
+    ShmOptions {
+        job: JobOptions {
+            job_id,
+            timeout,
+            ..JobOptions::default()
+        },
+        dir: std::env::temp_dir(),
+        ring_bytes: 1 << 16,
+        ..ShmOptions::default()
+    }
+}
+
+fn call(seq: u64) -> CallId {
+    CallId::new(
+        seq,
+        &algorithms::catalogue_algorithm(algorithms::Collective::Allreduce, "ring"),
+    )
+}
+
+fn floats(values: &[f32]) -> Payload {
+    Payload::from_vec(values.to_vec())
+}
+
+fn f32s(n: usize) -> Shape {
+    Shape::new(DType::F32, n)
+}
+
+/// Runs rank 0 and rank 1 of a 2-rank job on threads; returns rank 0's result.
+fn pair<T: Send>(
+    opts: &ShmOptions,
+    zero: impl FnOnce(&ShmFabric) -> T + Send,
+    one: impl FnOnce(ShmFabric) + Send,
+) -> T {
+    let group = LocalBootstrap::group(2);
+    std::thread::scope(|s| {
+        let b1 = &group[1];
+        let other = s.spawn(move || one(ShmFabric::connect(b1, opts).expect("connect")));
+        let f = ShmFabric::connect(&group[0], opts).expect("connect");
+        let out = zero(&f);
+        // Rank 1 may still be waiting for rank 0's farewell.
+        let _ = f.finish();
+        drop(f);
+        other.join().expect("rank 1");
+        out
+    })
+}
+
+#[test]
+fn messages_of_other_tags_and_a_wrong_shape_are_received_as_the_mailbox_would() {
+    let opts = options(901, Duration::from_secs(20));
+    let got = pair(
+        &opts,
+        |f| {
+            f.begin_call(call(1)).unwrap();
+            // Tag 2 arrives first and waits in the mailbox; then tag 1,
+            // then tag 3 with a shape the receive does not expect.
+            let one = f.block_on(f.recv(1, Tag(1), f32s(2))).unwrap();
+            let two = f.block_on(f.recv(1, Tag(2), f32s(1))).unwrap();
+            let three = f.block_on(f.recv(1, Tag(3), f32s(2)));
+            (one, two, three)
+        },
+        |f| {
+            f.begin_call(call(1)).unwrap();
+            f.block_on(async {
+                f.send(0, Tag(2), floats(&[2.0])).await.unwrap();
+                f.send(0, Tag(1), floats(&[1.0, 1.5])).await.unwrap();
+                f.send(0, Tag(3), floats(&[3.0, 3.0, 3.0])).await.unwrap();
+            });
+            let _ = f.finish();
+        },
+    );
+    assert_eq!(got.0.as_slice::<f32>().unwrap(), &[1.0, 1.5]);
+    assert_eq!(got.1.as_slice::<f32>().unwrap(), &[2.0]);
+    match got.2 {
+        Err(FabricError::ShapeMismatch { expected, got, .. }) => {
+            assert_eq!((expected, got), (f32s(2), f32s(3)));
+        }
+        other => panic!("expected a shape mismatch, got {other:?}"),
+    }
+}
+
+#[test]
+fn a_receive_dropped_after_its_message_arrived_leaves_it_for_the_next() {
+    let opts = options(902, Duration::from_secs(20));
+    // Rank 1 sends only once rank 0's receive waits.
+    let waiting = std::sync::Barrier::new(2);
+    let again = pair(
+        &opts,
+        |f| {
+            f.begin_call(call(1)).unwrap();
+            let mut cx = Context::from_waker(Waker::noop());
+            {
+                let mut recv = pin!(f.recv(1, Tag(7), f32s(1)));
+                assert!(recv.as_mut().poll(&mut cx).is_pending());
+                waiting.wait();
+                // Progress hands the arrived message to the waiting
+                // receive, which is then dropped before it is polled.
+                let start = Instant::now();
+                while !f.progress() {
+                    assert!(start.elapsed() < Duration::from_secs(10), "nothing arrived");
+                }
+            }
+            f.block_on(f.recv(1, Tag(7), f32s(1))).unwrap()
+        },
+        |f| {
+            f.begin_call(call(1)).unwrap();
+            waiting.wait();
+            f.block_on(f.send(0, Tag(7), floats(&[7.0]))).unwrap();
+            f.block_on(f.send(0, Tag(7), floats(&[8.0]))).unwrap();
+            let _ = f.finish();
+        },
+    );
+    // Received by the second receive, not lost with the first.
+    assert_eq!(again.as_slice::<f32>().unwrap(), &[7.0]);
+}
+
+#[test]
+fn a_hung_peer_of_a_small_exchange_is_caught_by_the_timeout() {
+    let opts = options(903, Duration::from_millis(400));
+    let start = Instant::now();
+    let err = pair(
+        &opts,
+        |f| {
+            f.begin_call(call(1)).unwrap();
+            f.block_on(f.exchange(1, floats(&[1.0, 2.0]), 1, f32s(2), Tag(0)))
+                .unwrap_err()
+        },
+        |f| {
+            // Alive (it holds its lock) but never answers.
+            std::thread::sleep(Duration::from_millis(1500));
+            drop(f);
+        },
+    );
+    assert!(
+        err.to_string().contains("timed out waiting on rank 1"),
+        "{err}"
+    );
+    assert!(start.elapsed() < Duration::from_secs(10));
+}
+
+#[test]
+fn a_peer_gone_during_a_small_exchange_is_named() {
+    let opts = options(904, Duration::from_secs(30));
+    let start = Instant::now();
+    let err = pair(
+        &opts,
+        |f| {
+            f.begin_call(call(1)).unwrap();
+            f.block_on(f.exchange(1, floats(&[1.0, 2.0]), 1, f32s(2), Tag(0)))
+                .unwrap_err()
+        },
+        |f| {
+            std::thread::sleep(Duration::from_millis(200));
+            // Dropped without finish(): a failure, which rank 0 must name.
+            drop(f);
+        },
+    );
+    assert!(err.to_string().contains("rank 1"), "{err}");
+    assert!(
+        start.elapsed() < Duration::from_secs(10),
+        "reported after {:?}, not within the probe interval",
+        start.elapsed()
+    );
+}
