@@ -558,7 +558,8 @@ impl Endpoint for ShmFabric {
             self.cancel_direct(false);
             return false;
         }
-        match self.step() {
+        let step = if self.quiet() { Ok(false) } else { self.step() };
+        match step {
             Ok(true) => {
                 self.health.borrow_mut().busy();
                 true

@@ -238,21 +238,43 @@ impl ShmFabric {
         Ok(payload)
     }
 
-    /// One pass over every peer: push, pull; errors fail the rank.
+    /// One pass over every peer: push, pull; errors fail the rank. Not
+    /// inlined: an idle round ([`ShmFabric::quiet`]) then saves and
+    /// restores no registers for it.
+    #[inline(never)]
     pub(super) fn step(&self) -> Result<bool, FabricError> {
         let mut moved = false;
         let mut out = self.out.borrow_mut();
         let mut inc = self.inc.borrow_mut();
-        for peer in 0..self.world {
+        for (peer, (i, o)) in inc.iter_mut().zip(out.iter_mut()).enumerate() {
             if peer == self.rank {
                 continue;
             }
-            moved |= self.pull(peer, &mut inc[peer])?;
-            let o = &mut out[peer];
+            moved |= self.pull(peer, i)?;
             if !o.is_flushed() {
                 moved |= self.push(peer, o)?;
             }
         }
         Ok(moved)
+    }
+
+    /// Whether a pass would find nothing to do: every peer's next slot
+    /// says "not yet", no message is half read from a ring, and nothing
+    /// waits to be pushed or copied by a peer. The idle round of a rank
+    /// whose peer has not answered yet: one stamp per peer, no call into
+    /// [`ShmFabric::step`].
+    #[inline]
+    pub(super) fn quiet(&self) -> bool {
+        let out = self.out.borrow();
+        let inc = self.inc.borrow();
+        inc.iter()
+            .zip(out.iter())
+            .enumerate()
+            .all(|(peer, (i, o))| {
+                peer == self.rank
+                    || (matches!(i.rx, Rx::Header)
+                        && o.is_flushed()
+                        && !self.seg.slots(peer, self.rank).stirred(&i.slots))
+            })
     }
 }
