@@ -150,11 +150,13 @@ into_buffer!(Sym, Sym);
 
 impl Buffer {
     /// The element type.
+    #[inline]
     pub fn dtype(&self) -> DType {
         with_vec!(self, _v, T => <T as Element>::DTYPE)
     }
 
     /// The number of elements.
+    #[inline]
     pub fn len(&self) -> usize {
         with_vec!(self, v, T => v.len())
     }
@@ -243,6 +245,7 @@ impl Payload {
     /// The elements as raw bytes in the host's byte order, for transports
     /// that copy payloads into frames or shared memory (`None` for a
     /// phantom, which has no bytes).
+    #[inline]
     pub fn as_bytes(&self) -> Option<&[u8]> {
         match self {
             Payload::Data(b) => Some(with_vec!(b, v, T => bytemuck::cast_slice::<T, u8>(v))),
@@ -253,6 +256,7 @@ impl Payload {
     /// The elements as mutable raw bytes in the host's byte order, so that a
     /// transport can receive straight into a payload made by
     /// [`Payload::zeros`] (`None` for a phantom).
+    #[inline]
     pub fn as_bytes_mut(&mut self) -> Option<&mut [u8]> {
         match self {
             Payload::Data(b) => Some(with_vec!(b, v, T => bytemuck::cast_slice_mut::<T, u8>(v))),
@@ -275,6 +279,7 @@ impl Payload {
     }
 
     /// The type and length.
+    #[inline]
     pub fn shape(&self) -> Shape {
         match self {
             Payload::Data(b) => Shape::new(b.dtype(), b.len()),
@@ -283,6 +288,7 @@ impl Payload {
     }
 
     /// The number of elements.
+    #[inline]
     pub fn len(&self) -> usize {
         self.shape().count
     }
@@ -293,6 +299,7 @@ impl Payload {
     }
 
     /// Whether this payload is a phantom.
+    #[inline]
     pub fn is_phantom(&self) -> bool {
         matches!(self, Payload::Phantom(_))
     }
