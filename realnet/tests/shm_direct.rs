@@ -130,6 +130,58 @@ fn a_receive_dropped_after_its_message_arrived_leaves_it_for_the_next() {
     assert_eq!(again.as_slice::<f32>().unwrap(), &[7.0]);
 }
 
+/// A waker that notes it was woken.
+struct Flag(std::sync::atomic::AtomicBool);
+
+impl std::task::Wake for Flag {
+    fn wake(self: std::sync::Arc<Self>) {
+        self.0.store(true, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
+#[test]
+fn a_receive_polled_from_another_context_is_woken_there() {
+    let opts = options(905, Duration::from_secs(20));
+    let waiting = std::sync::Barrier::new(2);
+    let (woken, got) = pair(
+        &opts,
+        |f| {
+            f.begin_call(call(1)).unwrap();
+            let flag = std::sync::Arc::new(Flag(std::sync::atomic::AtomicBool::new(false)));
+            let second = Waker::from(flag.clone());
+            let mut recv = pin!(f.recv(1, Tag(5), f32s(1)));
+            let first = &mut Context::from_waker(Waker::noop());
+            assert!(recv.as_mut().poll(first).is_pending());
+            // Polled again from another context (as a join may), before
+            // the message is sent.
+            assert!(
+                recv.as_mut()
+                    .poll(&mut Context::from_waker(&second))
+                    .is_pending()
+            );
+            waiting.wait();
+            let start = Instant::now();
+            while !f.progress() {
+                assert!(start.elapsed() < Duration::from_secs(10), "nothing arrived");
+            }
+            let woken = flag.0.load(std::sync::atomic::Ordering::SeqCst);
+            let got = match recv.as_mut().poll(&mut Context::from_waker(&second)) {
+                std::task::Poll::Ready(p) => p.unwrap(),
+                std::task::Poll::Pending => panic!("handed its message, yet pending"),
+            };
+            (woken, got)
+        },
+        |f| {
+            f.begin_call(call(1)).unwrap();
+            waiting.wait();
+            f.block_on(f.send(0, Tag(5), floats(&[5.0]))).unwrap();
+            let _ = f.finish();
+        },
+    );
+    assert!(woken, "the waker of the last poll was not woken");
+    assert_eq!(got.as_slice::<f32>().unwrap(), &[5.0]);
+}
+
 #[test]
 fn a_hung_peer_of_a_small_exchange_is_caught_by_the_timeout() {
     let opts = options(903, Duration::from_millis(400));

@@ -167,8 +167,16 @@ impl ShmFabric {
 
     /// Polls direct receive `id`: `Some` when it is done (its message, or
     /// a failure of this rank's progress), `None` when it must go to the
-    /// mailbox. With `pull`, pulls its peer first.
-    fn poll_direct(&self, id: u64, src: Rank, pull: bool) -> Option<Poll<Payload>> {
+    /// mailbox. With `pull`, pulls its peer first. A receive still waiting
+    /// is woken through `cx`'s waker from now on (a future may be polled
+    /// from another context than the one it began in).
+    fn poll_direct(
+        &self,
+        id: u64,
+        src: Rank,
+        pull: bool,
+        cx: &Context<'_>,
+    ) -> Option<Poll<Payload>> {
         if pull {
             let mut inc = self.inc.borrow_mut();
             match self.pull(src, &mut inc[src]) {
@@ -188,6 +196,9 @@ impl ShmFabric {
                     return None;
                 }
                 d.state = Direct::Waiting(w);
+                if !d.waker.as_ref().is_some_and(|k| k.will_wake(cx.waker())) {
+                    d.waker = Some(cx.waker().clone());
+                }
                 Some(Poll::Pending)
             }
             Direct::Cancelled(mine) if mine == id => None,
@@ -268,7 +279,7 @@ impl Future for DirectRecv<'_> {
             }
             let polled = match *id {
                 0 => None,
-                id => fabric.poll_direct(id, src, first),
+                id => fabric.poll_direct(id, src, first, cx),
             };
             match polled {
                 Some(Poll::Ready(p)) => {
