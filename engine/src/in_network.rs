@@ -246,21 +246,12 @@ impl InNetwork {
     }
 
     /// The cached canonical call of `(group, tag)` in a folded run.
-    pub fn cached_canonical(
-        &self,
-        group: &[Rank],
-        tag: Tag,
-    ) -> Option<&Canonical> {
+    pub fn cached_canonical(&self, group: &[Rank], tag: Tag) -> Option<&Canonical> {
         self.canonical.get(&(Box::<[Rank]>::from(group), tag))
     }
 
     /// Remembers the canonical call of `(group, tag)`.
-    pub fn cache_canonical(
-        &mut self,
-        group: &[Rank],
-        tag: Tag,
-        canonical: Canonical,
-    ) {
+    pub fn cache_canonical(&mut self, group: &[Rank], tag: Tag, canonical: Canonical) {
         self.canonical.insert((group.into(), tag), canonical);
     }
 

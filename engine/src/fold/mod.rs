@@ -409,7 +409,9 @@
 //! same units (each channel's block a multiple of `p`). No shift of nodes
 //! does (the double binary tree is no shift of itself). The quarter turn
 //! is the largest the presets have (the one `nccl_tree` folds by; a turn
-//! by one GPU moves the PCIe switches' GPU pairs apart).
+//! by one GPU moves the PCIe switches' GPU pairs apart). It needs no turn
+//! of NCCL's channels (nothing is framed), so `h100`, `hgx_h200`,
+//! `hgx_b200` and `hgx_b300` nodes all fold by it (tested).
 //!
 //! In-network calls in a folded run (the world's `in_network` module):
 //! each representative's contribution, moved back to its orbit's
@@ -439,6 +441,21 @@
 //! runs without `symmetry` hash each head's inter-node flows to one of
 //! its PCIe switch's NICs, so they may differ from the folded run's
 //! turned routes (2.5% on 2 nodes at 1 MiB).
+//!
+//! Measured (2026-12-03, release `sim`, `tools/bench_trees.sh --algorithms
+//! nccl_nvls_tree`, flow model, one point at a time, load 2.7-3.8; wall
+//! s, peak MiB, simulated us):
+//!
+//! | GPUs | size | unfolded (hashed routes) | folded by the quarter turn |
+//! | --- | --- | --- | --- |
+//! | 64 | 1 GiB | 6.26, 33, 10 579.50 | 1.03, 19, 10 578.23 |
+//! | 512 | 1 GiB | 107.84, 116, 11 522.18 | 33.43, 61, 10 805.69 |
+//! | 64 | 32 GiB | - | 16.45, 19, 339 179.50 |
+//! | 512 | 32 GiB | - (35-70 min, above) | > 600 |
+//!
+//! 3-6x less wall time and half the memory; 512 GPUs at 32 GiB is still
+//! some 18 min (32 x the 1 GiB point): the max-min filling of the nodes'
+//! large components, each GPU's legs to eight heads at once, is the cost.
 //!
 //! `nccl_tree` folded by the node turn (half of every node's GPUs
 //! simulated), measured with `tools/bench_trees.sh --algorithms
@@ -571,7 +588,7 @@
 //!
 //! What would reach the target, and what it needs (folded `nccl_tree`
 //! by the quarter turn at 512 GPUs is within 2x of a minute at 32 GiB;
-//! 2048 GPUs and `nccl_nvls_tree` are 20-50x away):
+//! 2048 GPUs and folded `nccl_nvls_tree` are 20x away):
 //! - **A cheaper max-min filling for large components**: `nccl_nvls_tree`
 //!   spends over half its time there, folded `nccl_tree` at 2048 GPUs
 //!   costs 11x the 512-GPU point for 4x the ranks. Restarting the filling

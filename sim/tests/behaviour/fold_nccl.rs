@@ -303,6 +303,24 @@ fn nccl_nvls_tree_folds_by_the_node_turn_exactly_and_what_breaks_it_is_refused()
         assert_eq!(folded.len(), 2);
         assert_eq!(folded, full, "{nodes} nodes");
     }
+    // HGX H200, B200 and B300 nodes fold by the quarter turn too (B300,
+    // whose NCCL channels do not turn, included: NVLS-Tree sends nothing
+    // on them).
+    for style in ["hgx_h200", "hgx_b200", "hgx_b300"] {
+        let text = scenario_text(2, "fold", nvls, "")
+            .replace("nodes = 2\n", &format!("nodes = 2\nstyle = \"{style}\"\n"))
+            .replace("spines = 4\n", "spines = 2\n")
+            .replace("\"64K\"", "\"1M\"")
+            .replace("\"4M\"", "\"1M\"");
+        let scenario = parse(&text).unwrap();
+        assert_eq!(scenario.fold_turn.as_ref().unwrap().order(), 4, "{style}");
+        let mut full = parse(&text).unwrap();
+        full.fold_turn = None;
+        let t = |s: &engine::scenario::Scenario| -> Vec<u64> {
+            rows(s).iter().map(|r| r.time_ps).collect()
+        };
+        assert_eq!(t(&scenario), t(&full), "{style}");
+    }
     // The packet model serves a GPU's legs to the heads in the heads'
     // order on every GPU: refused, naming the flow model.
     let packet = scenario_text(2, "fold", nvls, "")
