@@ -23,7 +23,7 @@
 # reductions cost nothing), --model flow|packet
 # (default flow), --timeout SECONDS
 # (default 900; a point that takes longer is reported as such), --symmetry
-# routes|fold (default none: `[topology] symmetry`; `fold` folds `nccl_tree`
+# routes|fold (default none: `[topology] symmetry`; `fold` folds `nccl_tree` and `nccl_nvls_tree`
 # by turning every node's GPUs by a quarter of a node, `pat`, `nccl_pat` and `nccl_ring` by one node).
 #
 # Prints one line per point: algorithm, collective, GPUs, bytes, wall seconds, peak

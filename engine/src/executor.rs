@@ -237,6 +237,12 @@ where
             timed_out = Some((started, deadline));
             break;
         }
+        // Results leaving the switches at this instant go down once
+        // nothing else happens at it, in an order of their own.
+        if !w.pending_down.is_empty() && w.queue.peek_time().is_none_or(|t| t > w.now) {
+            w.flush_down_legs();
+            continue;
+        }
         let Some(event) = w.queue.pop() else {
             break;
         };

@@ -148,6 +148,50 @@ struct Call {
     done: bool,
 }
 
+/// A representative's contribution in a folded run, standing for one
+/// member of its orbit's gather (see [`InNetwork::folded_arrived`]): the
+/// call as the representative made it, where its result goes back.
+#[derive(Debug)]
+pub(crate) struct FoldedPart {
+    /// The representative that contributed.
+    pub rank: Rank,
+    /// Its call's group, as it made it.
+    pub group: Box<[Rank]>,
+    /// Its call's tag.
+    pub tag: Tag,
+    /// Its call's root, if the result goes to one member.
+    pub to: Option<Rank>,
+    /// The switch of its group.
+    pub switch: VertexId,
+    /// The contribution.
+    pub payload: Payload,
+}
+
+/// One ticket's gather of a canonical call in a folded run, by the
+/// canonical group's members in order.
+#[derive(Debug)]
+struct FoldedGather {
+    parts: Vec<Option<FoldedPart>>,
+    arrived: usize,
+    op: ReduceOp,
+}
+
+/// A canonical call's gathers of a folded run, by ticket from `base`.
+#[derive(Debug, Default)]
+struct FoldedGathers {
+    base: u64,
+    open: VecDeque<Option<FoldedGather>>,
+}
+
+/// A completed folded gather: the result and the representatives'
+/// parts, in the canonical group's member order.
+pub(crate) struct FoldedReduced {
+    /// The combined payload, or why the contributions do not combine.
+    pub result: Result<Payload, String>,
+    /// Every member's part.
+    pub parts: Vec<FoldedPart>,
+}
+
 /// The in-network reductions of one run.
 #[derive(Debug, Default)]
 pub(crate) struct InNetwork {
@@ -157,9 +201,112 @@ pub(crate) struct InNetwork {
     gathers: HashMap<(Box<[Rank]>, Tag), Gathers>,
     /// At the members: calls by `(rank, group, tag)`.
     calls: HashMap<(Rank, Box<[Rank]>, Tag), Calls>,
+    /// A folded run: calls are keyed by their group with its first member
+    /// kept and the rest sorted (a representative's call and a moved
+    /// copy's group, listed in another order, are the same call).
+    normalize: bool,
+    /// A folded run's gathers, by canonical `(members sorted, tag)`.
+    folded: HashMap<(Box<[Rank]>, Tag), FoldedGathers>,
+    /// A folded run's canonical calls: for a `(group, tag)`, the
+    /// canonical `(members sorted, tag)` of its orbit and the steps back
+    /// to it, or why there is none.
+    canonical: HashMap<(Box<[Rank]>, Tag), Canonical>,
+}
+
+/// A folded run's canonical call of a `(group, tag)`: its orbit's
+/// canonical members (sorted) and tag, and the steps back to it; or why
+/// there is none.
+pub(crate) type Canonical = Result<(Box<[Rank]>, Tag, usize), String>;
+
+/// `group` with its first member kept and the rest sorted.
+pub(crate) fn normalized(group: &[Rank]) -> Box<[Rank]> {
+    let mut out: Vec<Rank> = group.to_vec();
+    if out.len() > 1 {
+        out[1..].sort_unstable();
+    }
+    out.into()
 }
 
 impl InNetwork {
+    /// The in-network calls of a folded run (see [`normalized`]).
+    pub fn folded() -> InNetwork {
+        InNetwork {
+            normalize: true,
+            ..InNetwork::default()
+        }
+    }
+
+    /// The key of a call's group.
+    fn key(&self, group: &[Rank]) -> Box<[Rank]> {
+        if self.normalize {
+            normalized(group)
+        } else {
+            group.into()
+        }
+    }
+
+    /// The cached canonical call of `(group, tag)` in a folded run.
+    pub fn cached_canonical(&self, group: &[Rank], tag: Tag) -> Option<&Canonical> {
+        self.canonical.get(&(Box::<[Rank]>::from(group), tag))
+    }
+
+    /// Remembers the canonical call of `(group, tag)`.
+    pub fn cache_canonical(&mut self, group: &[Rank], tag: Tag, canonical: Canonical) {
+        self.canonical.insert((group.into(), tag), canonical);
+    }
+
+    /// A representative's contribution has reached its switch in a folded
+    /// run, standing for member `index` of the canonical call `canonical`
+    /// (`members` of them); returns the gather once every member's part
+    /// of this ticket is in.
+    pub fn folded_arrived(
+        &mut self,
+        canonical: (Box<[Rank]>, Tag),
+        ticket: u64,
+        index: usize,
+        part: FoldedPart,
+        op: ReduceOp,
+    ) -> Option<FoldedReduced> {
+        let members = canonical.0.len();
+        let gathers = self.folded.entry(canonical).or_default();
+        let at = usize::try_from(ticket.checked_sub(gathers.base)?).ok()?;
+        while gathers.open.len() <= at {
+            gathers.open.push_back(Some(FoldedGather {
+                parts: (0..members).map(|_| None).collect(),
+                arrived: 0,
+                op,
+            }));
+        }
+        let gather = gathers.open[at].as_mut()?;
+        if gather.parts[index].replace(part).is_none() {
+            gather.arrived += 1;
+        }
+        if gather.arrived < members {
+            return None;
+        }
+        let gather = gathers.open[at].take()?;
+        while gathers.open.front().is_some_and(Option::is_none) {
+            gathers.open.pop_front();
+            gathers.base += 1;
+        }
+        let parts: Vec<FoldedPart> = gather.parts.into_iter().flatten().collect();
+        let result = reduce_in_member_order(parts.iter().map(|p| &p.payload), gather.op)
+            .ok_or_else(|| {
+                let shapes: Vec<String> = parts
+                    .iter()
+                    .map(|p| p.payload.shape().to_string())
+                    .collect();
+                format!(
+                    "the in-network reduction of group {:?} tag {} got contributions of \
+                     different shapes ({})",
+                    parts[0].group,
+                    parts[0].tag,
+                    shapes.join(", ")
+                )
+            });
+        Some(FoldedReduced { result, parts })
+    }
+
     /// The cached switch of `group`, if it was looked up.
     pub fn cached_switch(&self, group: &[Rank]) -> Option<&Result<VertexId, String>> {
         self.switches.get(group)
@@ -172,7 +319,8 @@ impl InNetwork {
 
     /// Opens a call of `rank` and returns its ticket.
     pub fn open_call(&mut self, rank: Rank, group: &[Rank], tag: Tag) -> u64 {
-        let calls = self.calls.entry((rank, group.into(), tag)).or_default();
+        let key = (rank, self.key(group), tag);
+        let calls = self.calls.entry(key).or_default();
         let ticket = calls.opened;
         calls.opened += 1;
         calls.slot(ticket);
@@ -183,7 +331,8 @@ impl InNetwork {
     /// that waits for nothing (a multicast's source, a member that is not
     /// the root of a reduction to one member).
     pub fn take_ticket(&mut self, rank: Rank, group: &[Rank], tag: Tag) -> u64 {
-        let calls = self.calls.entry((rank, group.into(), tag)).or_default();
+        let key = (rank, self.key(group), tag);
+        let calls = self.calls.entry(key).or_default();
         let ticket = calls.opened;
         calls.opened += 1;
         if let Some(call) = calls.slot(ticket) {
@@ -206,7 +355,7 @@ impl InNetwork {
         ticket: u64,
         waker: &Waker,
     ) -> Option<Result<Payload, String>> {
-        let key = (rank, Box::<[Rank]>::from(group), tag);
+        let key = (rank, self.key(group), tag);
         let calls = self.calls.get_mut(&key)?;
         let call = calls.open.get_mut((ticket - calls.base) as usize)?;
         let Some(result) = call.result.take() else {
@@ -226,7 +375,7 @@ impl InNetwork {
     /// A result has reached `rank`: its call wakes (or, not made yet,
     /// finds it waiting).
     pub fn result_arrived(&mut self, rank: Rank, leg: &Leg, result: Result<Payload, String>) {
-        let key = (rank, leg.group.clone(), leg.tag);
+        let key = (rank, self.key(&leg.group), leg.tag);
         let calls = self.calls.entry(key).or_default();
         let Some(call) = calls.slot(leg.ticket) else {
             return;

@@ -146,6 +146,9 @@ pub(crate) struct World {
     pub in_network: InNetwork,
     /// The in-network multicasts under way.
     pub multicasts: InNetwork,
+    /// Results on their way down from a switch, sent at the end of the
+    /// instant they were made in (see the `in_network` module).
+    pub(crate) pending_down: Vec<in_network::PendingDown>,
 }
 
 /// A zero-cost synchronisation of every rank: the simulator's own, outside
@@ -197,7 +200,12 @@ impl World {
             transport_timeouts: Vec::new(),
             in_network: InNetwork::default(),
             multicasts: InNetwork::default(),
+            pending_down: Vec::new(),
         };
+        if world.config.fold.is_some() {
+            world.in_network = InNetwork::folded();
+            world.multicasts = InNetwork::folded();
+        }
         for &(rank, at) in &world.config.faults.crashes.clone() {
             if at == Time::ZERO {
                 // Before any rank runs: the executor stops it at once.

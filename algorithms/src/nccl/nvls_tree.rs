@@ -68,6 +68,11 @@
 //! (node reduction), 1 (up the tree), 2 (down the tree), 3 (multicast), 4
 //! (credits to the node's ranks), 5 and 6 (credits up and down the tree).
 //!
+//! The multicast's group is the node's ranks from the head on, round the
+//! node (`h, h + 1, ..., h - 1`), so that a turn of every node's ranks
+//! maps each head's calls onto another head's ([`head_turn`]; the engine
+//! folds the run by it).
+//!
 //! Reduction order: a node's sum `S_v` is its ranks folded in local order
 //! (the switch's member order); a tree node's partial sum is
 //! `((S_v ⊕ P(child0)) ⊕ P(child1))`; the result is the root's.
@@ -168,12 +173,13 @@ impl Layout {
         }
     }
 
-    /// The ranks of `node`, with local rank `h` first (the multicast's
-    /// source), then the others in local order.
+    /// The ranks of `node` from local rank `h` (the multicast's source)
+    /// on, in local order round the node: `h, h + 1, ..., h - 1` (an
+    /// order a turn of the node's ranks moves onto another head's).
     fn node_group(&self, node: usize, h: usize) -> Vec<Rank> {
         let base = node * self.per_node;
-        std::iter::once(base + h)
-            .chain((0..self.per_node).filter(|&j| j != h).map(|j| base + j))
+        (0..self.per_node)
+            .map(|j| base + (h + j) % self.per_node)
             .collect()
     }
 }
@@ -548,6 +554,36 @@ impl<F: Fabric> Head<'_, F> {
         p.out.borrow_mut().copy_from(p.units.packed(i), &kept)?;
         Ok(())
     }
+}
+
+/// The turn of the call's channel tags that goes with turning every
+/// node's ranks by `by` (local rank `j` to `(j + by) mod per_node`):
+/// `images[k p + h]` is `k p + (h + by) mod p`, channel `k`'s head `h`
+/// becoming head `h + by` (the tags [`channel_tag`] of `k p + h`), for
+/// `channels` channels. Under that turn every rank's sends, receives and
+/// in-network calls are its image's, provided every head's units have
+/// the same sizes ([`turns_evenly`]); the tree over nodes is untouched.
+pub fn head_turn(per_node: usize, by: usize, channels: usize) -> Vec<u16> {
+    let p = per_node.max(1);
+    (0..channels * p)
+        .map(|i| (i / p * p + (i % p + by) % p) as u16)
+        .collect()
+}
+
+/// Whether a call of `count` elements of `elem_bytes` bytes gives every
+/// head of a node the same units, so that a turn of the nodes' ranks
+/// ([`head_turn`]) maps the run onto itself: each channel's block must
+/// split into `per_node` equal parts (a short last loop is split evenly
+/// over the heads only then).
+pub fn turns_evenly(count: usize, elem_bytes: usize, params: &Params, world: usize) -> bool {
+    let layout = Layout::new(world, count, elem_bytes, params);
+    (0..layout.channels).all(|k| layout.block(count, k).len().is_multiple_of(layout.per_node))
+}
+
+/// The channels a call of `count` elements runs on (its tags use
+/// `channels x ranks per node` channel numbers, see [`head_turn`]).
+pub fn channels_used(count: usize, elem_bytes: usize, params: &Params, world: usize) -> usize {
+    Layout::new(world, count, elem_bytes, params).channels
 }
 
 /// The closed-form time of one call on ideal links (see the module docs):

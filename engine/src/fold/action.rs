@@ -37,6 +37,40 @@ pub struct RankAction {
     /// action turns channels with the ranks (see
     /// [`RankAction::with_channels`]).
     channels: Option<Arc<[u16]>>,
+    /// `tags[i]`: where one step takes the channel number `i` of a
+    /// channel tag, when the algorithm numbers its tags otherwise than
+    /// NCCL's channels (see [`RankAction::with_tag_turn`]); else the
+    /// channel turn serves.
+    tags: Option<Arc<[u16]>>,
+}
+
+/// Checks that `images` is a permutation that `order` steps bring back;
+/// `what` names its elements in errors.
+fn check_turn(images: &[u16], order: usize, what: &str) -> Result<(), String> {
+    let n = images.len();
+    let mut seen = vec![false; n];
+    for (c, &image) in images.iter().enumerate() {
+        if usize::from(image) >= n || std::mem::replace(&mut seen[usize::from(image)], true) {
+            return Err(format!(
+                "the {what} turn takes {what} {c} to {image}, which is not a permutation \
+                 of the {n} {what}s"
+            ));
+        }
+    }
+    for c in 0..n {
+        let back = (0..order).fold(c, |c, _| usize::from(images[c]));
+        if back != c {
+            return Err(format!(
+                "{what} {c} is not back after the ranks' {order} steps"
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Where `k` steps of `images` take `c`.
+fn turned(images: &[u16], c: usize, k: usize) -> usize {
+    (0..k).fold(c, |c, _| usize::from(images[c]))
 }
 
 /// How positions are found.
@@ -67,6 +101,7 @@ impl RankAction {
             order: ranks / shift,
             kind: Kind::Shift(shift),
             channels: None,
+            tags: None,
         })
     }
 
@@ -138,6 +173,7 @@ impl RankAction {
                     .collect(),
             },
             channels: None,
+            tags: None,
         })
     }
 
@@ -148,34 +184,42 @@ impl RankAction {
     /// Checked: `images` is a permutation and `order` steps bring every
     /// channel back.
     pub fn with_channels(mut self, images: Vec<u16>) -> Result<RankAction, String> {
-        let n = images.len();
-        let mut seen = vec![false; n];
-        for (c, &image) in images.iter().enumerate() {
-            if usize::from(image) >= n || std::mem::replace(&mut seen[usize::from(image)], true) {
-                return Err(format!(
-                    "the channel turn takes channel {c} to {image}, which is not a permutation \
-                     of the {n} channels"
-                ));
-            }
-        }
-        for c in 0..n {
-            let back = (0..self.order).fold(c, |c, _| usize::from(images[c]));
-            if back != c {
-                return Err(format!(
-                    "channel {c} is not back after the ranks' {} steps",
-                    self.order
-                ));
-            }
-        }
+        check_turn(&images, self.order, "channel")?;
         self.channels = Some(images.into());
         Ok(self)
+    }
+
+    /// The action that turns the channel numbers of channel tags by
+    /// `images` with every step, for an algorithm whose tags number
+    /// something else than NCCL's channels (`nccl_nvls_tree`: channel
+    /// `k`'s head `h` is tag channel `k p + h`, and the node turn takes
+    /// head `h` to `h + by`, [`algorithms::nccl::nvls_tree::head_turn`]).
+    /// Tags then turn back by it ([`RankAction::tag_back`]); NCCL's
+    /// channels, if turned, still turn framed routes. Checked as
+    /// [`RankAction::with_channels`].
+    pub fn with_tag_turn(mut self, images: Vec<u16>) -> Result<RankAction, String> {
+        check_turn(&images, self.order, "tag channel")?;
+        self.tags = Some(images.into());
+        Ok(self)
+    }
+
+    /// Whether the action turns tags by its own turn
+    /// ([`RankAction::with_tag_turn`]).
+    pub fn turns_tags(&self) -> bool {
+        self.tags.is_some()
+    }
+
+    /// How many tag channel numbers the tag turn covers (`None` without
+    /// its own tag turn).
+    pub fn tag_channels(&self) -> Option<usize> {
+        self.tags.as_ref().map(|t| t.len())
     }
 
     /// Where `k` steps take channel `c` (itself without a channel turn).
     pub fn channel(&self, c: usize, k: usize) -> usize {
         match &self.channels {
             None => c,
-            Some(images) => (0..k % self.order).fold(c, |c, _| usize::from(images[c])),
+            Some(images) => turned(images, c, k % self.order),
         }
     }
 
@@ -186,13 +230,23 @@ impl RankAction {
 
     /// `tag` as the representative sees it after turning back `k` steps:
     /// a channel tag's channel turned back, anything else unchanged.
+    ///
+    /// With a tag turn of its own ([`RankAction::with_tag_turn`]) the
+    /// channel number turns by it; a number beyond it is left as it is
+    /// (validation keeps the calls' tags within it).
     pub fn tag_back(&self, tag: Tag, k: usize) -> Tag {
-        if self.channels.is_none() || k.is_multiple_of(self.order) {
+        let images = match (&self.tags, &self.channels) {
+            (Some(t), _) | (None, Some(t)) => t,
+            (None, None) => return tag,
+        };
+        if k.is_multiple_of(self.order) {
             return tag;
         }
         match split_channel_tag(tag) {
-            (base, Some(c)) => channel_tag(base, self.channel(c, self.order - k % self.order)),
-            (tag, None) => tag,
+            (base, Some(c)) if c < images.len() => {
+                channel_tag(base, turned(images, c, self.order - k % self.order))
+            }
+            _ => tag,
         }
     }
 

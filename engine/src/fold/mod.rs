@@ -149,8 +149,8 @@
 //! 512 KiB on 4 nodes NCCL runs 14 of 16, which neither turn does) and
 //! the elements split into that many equal blocks (the nearest sizes that
 //! do are named). `tuner = "nccl"` folds
-//! by the node shift only (see below); `nccl_nvls_tree` does not fold: it
-//! reduces in the network. The turn carries `nccl_ring`'s channels too
+//! by the node shift only (see below); `nccl_nvls_tree` folds by the
+//! same turn with its heads (below). The turn carries `nccl_ring`'s channels too
 //! (`nccl_channel_turn` checks the rings), but the ring folds by the
 //! node shift instead (below), which simulates one node's GPUs, not a quarter
 //! of every node's; the
@@ -397,11 +397,65 @@
 //! multicasts at once, so memory grew with the size (3.9 GB at 512 GPUs
 //! and 1 GiB); it now keeps NCCL's 8 units in flight per channel and head
 //! in the node and on every tree edge (credits, see `nccl/nvls_tree.rs`),
-//! and memory no longer grows with the size (figures below). It does not fold: the world refuses in-network calls in a folded
-//! run (a switch reduction needs every member's leg, and a folded run has
-//! only the representatives'), and its (channel, head) tags are no NCCL
-//! channels for [`nccl_channel_turn`] to turn; the window changes
-//! neither.
+//! and memory no longer grows with the size (figures below).
+//!
+//! **NVLS-Tree folds by the node turn with its heads.** Channel `k`'s
+//! head `h` (tag channel `k p + h`) reduces unit `h` of every loop in the
+//! node's NVSwitch and carries it over the tree between the nodes' heads
+//! `h`; the tree is over nodes, so a turn of every node's GPUs by `t`
+//! maps head `h`'s role onto head `h + t`'s, provided the tags turn with
+//! it ([`RankAction::with_tag_turn`],
+//! [`algorithms::nccl::nvls_tree::head_turn`]) and every head gets the
+//! same units (each channel's block a multiple of `p`). No shift of nodes
+//! does (the double binary tree is no shift of itself). The quarter turn
+//! is the largest the presets have (the one `nccl_tree` folds by; a turn
+//! by one GPU moves the PCIe switches' GPU pairs apart). It needs no turn
+//! of NCCL's channels (nothing is framed), so `h100`, `hgx_h200`,
+//! `hgx_b200` and `hgx_b300` nodes all fold by it (tested).
+//!
+//! In-network calls in a folded run (the world's `in_network` module):
+//! each representative's contribution, moved back to its orbit's
+//! canonical call, stands for one member of that gather, which completes
+//! when all its members' moved contributions are in; its result goes down
+//! to the representative of its receiver as that representative's own
+//! call, on its own flow; a multicast's copy to member `g^k(b)` goes to
+//! `b`, its group and tag moved back. Legs cross the orbit
+//! representatives of their links, so the NVLink and NVSwitch counters
+//! come out as the full run's. A call a step of the fold keeps (its group
+//! and tag both fixed) is refused, naming them, and stops the run.
+//!
+//! Two engine rules make the full run itself a turn of itself, as NCCL
+//! is: a member's legs of different calls (tags) are flows of their own
+//! (NCCL's scatter posts a slice to every head at once; FIFO in the
+//! heads' order served head 0 first on every GPU), and the results a
+//! switch sends at one instant go down at its end in the receiver's own
+//! order (place in the call from its source or root, tag, ticket), not
+//! in the order their events fired. Both changed unfolded NVLS-Tree
+//! times (see the commit); NVLS and CollNet keep one tag per call.
+//! Tested (`fold/nccl_nvls_tests.rs`, 2 and 3 nodes, quarter and half
+//! turn; `sim/tests/behaviour/fold_nccl.rs`): every rank's finish and
+//! every link counter equal the full run with the same (turned) routes,
+//! flow model. The packet model's ports serve a GPU's flows to the heads
+//! in the order they started, the heads' order on every GPU, which no
+//! turn keeps: validation refuses it, naming the flow model. Unfolded
+//! runs without `symmetry` hash each head's inter-node flows to one of
+//! its PCIe switch's NICs, so they may differ from the folded run's
+//! turned routes (2.5% on 2 nodes at 1 MiB).
+//!
+//! Measured (2026-12-03, release `sim`, `tools/bench_trees.sh --algorithms
+//! nccl_nvls_tree`, flow model, one point at a time, load 2.7-3.8; wall
+//! s, peak MiB, simulated us):
+//!
+//! | GPUs | size | unfolded (hashed routes) | folded by the quarter turn |
+//! | --- | --- | --- | --- |
+//! | 64 | 1 GiB | 6.26, 33, 10 579.50 | 1.03, 19, 10 578.23 |
+//! | 512 | 1 GiB | 107.84, 116, 11 522.18 | 33.43, 61, 10 805.69 |
+//! | 64 | 32 GiB | - | 16.45, 19, 339 179.50 |
+//! | 512 | 32 GiB | - (35-70 min, above) | > 600 |
+//!
+//! 3-6x less wall time and half the memory; 512 GPUs at 32 GiB is still
+//! some 18 min (32 x the 1 GiB point): the max-min filling of the nodes'
+//! large components, each GPU's legs to eight heads at once, is the cost.
 //!
 //! `nccl_tree` folded by the node turn (half of every node's GPUs
 //! simulated), measured with `tools/bench_trees.sh --algorithms
@@ -419,8 +473,7 @@
 //!
 //! The fold by 2 saves more than half (3.3x at 64 GPUs: each max-min
 //! component has half the flows as well), but the target is still far:
-//! 32 GiB is 32 times the 1 GiB point. `nccl_nvls_tree` with
-//! `symmetry = "fold"` is refused in under 0.5 s (not `nccl_tree`).
+//! 32 GiB is 32 times the 1 GiB point.
 //!
 //! **A cheaper filling** (2026-12-02, exact; see the `maxmin` module's
 //! Cost and Dominated links): the routes of a component are copied once
@@ -535,7 +588,7 @@
 //!
 //! What would reach the target, and what it needs (folded `nccl_tree`
 //! by the quarter turn at 512 GPUs is within 2x of a minute at 32 GiB;
-//! 2048 GPUs and `nccl_nvls_tree` are 20-50x away):
+//! 2048 GPUs and folded `nccl_nvls_tree` are 20x away):
 //! - **A cheaper max-min filling for large components**: `nccl_nvls_tree`
 //!   spends over half its time there, folded `nccl_tree` at 2048 GPUs
 //!   costs 11x the 512-GPU point for 4x the ranks. Restarting the filling
@@ -543,9 +596,7 @@
 //!   both exact, were weighed above; neither is in.
 //! - **Folding by more** (`nccl_tree`): by a quarter of a node now (see
 //!   "Which turn `nccl_tree` has" above); one GPU per node needs another
-//!   channel order. `nccl_nvls_tree` would first need
-//!   in-network calls in folded runs (a representative's leg standing for
-//!   its orbit's at the switch) and a turn of its (channel, head) tags.
+//!   channel order; `nccl_nvls_tree` folds by the quarter turn too.
 //! - **Exact steady-state skipping** (a pipeline whose whole state repeats
 //!   shifted by one chunk period): the flow model's state can be compared
 //!   (flows, remaining bytes, pending events relative to now), but the
@@ -689,7 +740,15 @@ pub fn fold_by(config: &mut WorldConfig, action: RankAction) -> Result<(), FoldE
                     .into(),
             );
         }
-        if rotation.rank_images().is_some() {
+        if rotation.rank_images().is_some() && action.turns_tags() {
+            // The algorithm turns its own tags (`nccl_nvls_tree`'s heads)
+            // and sends nothing framed: NCCL's channels turn framed routes
+            // only, so they are attached where they turn and not needed
+            // otherwise. Its plain routes are checked as they are built.
+            if let Ok(turn) = nccl_channel_turn(nccl, rotation) {
+                action = action.with_channels(turn).map_err(FoldError)?;
+            }
+        } else if rotation.rank_images().is_some() {
             let turn = nccl_channel_turn(nccl, rotation).map_err(|e| {
                 FoldError(format!("NCCL's channels do not turn with the GPUs: {e}"))
             })?;
@@ -736,3 +795,6 @@ mod nccl_pat_tests;
 
 #[cfg(test)]
 mod nccl_ring_tests;
+
+#[cfg(test)]
+mod nccl_nvls_tests;

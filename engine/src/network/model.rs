@@ -47,6 +47,11 @@ pub(crate) struct Routed<M> {
     /// weights repeat links), so each is built once; only looked up,
     /// never iterated.
     pub(super) moved_routes: HashMap<u64, (Route, Option<Route>)>,
+    /// The flow of each in-network call's legs between a member and its
+    /// switch, one way, by `(member, switch, up, tag)`: numbered from
+    /// `1 << 63` in the order first used (only a name: the route is the
+    /// pair's, [`leg_flow`](super::leg_flow)); only looked up.
+    pub(super) leg_flows: HashMap<(Rank, VertexId, bool, algorithms::Tag), u64>,
     /// The NCCL model, whose channels pin inter-node traffic to NICs.
     pub(super) nccl: Option<Arc<NcclSystem>>,
     /// Each framed flow's route, hop class and idle latency (by flow id,
@@ -126,6 +131,7 @@ impl<M> Routed<M> {
             folded_links: t.folded_links.clone(),
             folded_weights: t.folded_weights.clone(),
             moved_routes: HashMap::default(),
+            leg_flows: HashMap::default(),
             nccl: nccl.clone(),
             framed_routes: HashMap::default(),
             turn: turn_of(t.rotation.as_ref(), nccl.as_ref()),
@@ -235,21 +241,32 @@ impl Network {
         member: Rank,
         switch: VertexId,
         up: bool,
+        tag: algorithms::Tag,
         bytes: u64,
         queue: &mut EventQueue,
-    ) -> Result<Sent, OutOfTime> {
+    ) -> Result<Sent, SendFailure> {
         match self {
             Network::Ideal(links) => links
                 .transmit_leg(now, member, up, bytes)
                 .map(Sent::ArrivesAt)
-                .ok_or(OutOfTime),
+                .ok_or(SendFailure::OutOfTime),
             Network::Packet(r) => {
-                let t = r.leg_transfer(message, member, switch, up, bytes);
-                r.model.start(now, t, queue).map(|()| Sent::InFlight)
+                let t = r
+                    .leg_transfer(message, member, switch, up, tag, bytes)
+                    .map_err(SendFailure::Refused)?;
+                r.model
+                    .start(now, t, queue)
+                    .map(|()| Sent::InFlight)
+                    .map_err(|OutOfTime| SendFailure::OutOfTime)
             }
             Network::Flow(r) => {
-                let t = r.leg_transfer(message, member, switch, up, bytes);
-                r.model.start(now, t, queue).map(|()| Sent::InFlight)
+                let t = r
+                    .leg_transfer(message, member, switch, up, tag, bytes)
+                    .map_err(SendFailure::Refused)?;
+                r.model
+                    .start(now, t, queue)
+                    .map(|()| Sent::InFlight)
+                    .map_err(|OutOfTime| SendFailure::OutOfTime)
             }
         }
     }

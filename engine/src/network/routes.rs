@@ -37,25 +37,46 @@ impl<M> Routed<M> {
     }
 
     /// The transfer of an in-network reduction's leg between `member`
-    /// and `switch`.
+    /// and `switch`; in a folded run on the orbit representatives of its
+    /// links (the member is a representative there, see
+    /// [`crate::fold`]). Refused, naming the link, when a folded leg
+    /// would cross a link the rotation does not carry.
+    ///
+    /// Legs of one call (`tag`) go one after another; calls of different
+    /// tags share the member's links (their own flows): NCCL's NVLS-Tree
+    /// scatter posts a slice to every head at once
+    /// (`ScatterGatherOp` in `src/device/prims_simple.h` @5067397c:
+    /// `postPeer` after the loop over the peers).
     pub(super) fn leg_transfer(
-        &self,
+        &mut self,
         message: MessageId,
         member: Rank,
         switch: VertexId,
         up: bool,
+        tag: algorithms::Tag,
         bytes: u64,
-    ) -> Transfer {
+    ) -> Result<Transfer, String> {
         let at = self.placement[member];
         let (a, b) = if up { (at, switch) } else { (switch, at) };
-        let flow = leg_flow(member, switch, up, self.world_size);
-        Transfer {
+        let base = self.route(a, b, leg_flow(member, switch, up, self.world_size));
+        let next = (1u64 << 63) + self.leg_flows.len() as u64;
+        let flow = *self
+            .leg_flows
+            .entry((member, switch, up, tag))
+            .or_insert(next);
+        let (route, path) = match (&self.folded_links, &self.rotation) {
+            (Some(_), Some(rotation)) => self
+                .placed(rotation, &base, 0)
+                .map_err(|why| format!("the in-network leg of rank {member}: {why}"))?,
+            _ => (base, None),
+        };
+        Ok(Transfer {
             message,
             bytes,
-            route: self.route(a, b, flow),
+            route,
             flow,
-            path: None,
-        }
+            path,
+        })
     }
 
     /// The forwarding latency of vertex `v`, ps.

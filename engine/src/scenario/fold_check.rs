@@ -110,6 +110,24 @@ fn folds_by_node_turn(a: &Algorithm) -> bool {
     a.facts().runs_nccl_channels() && a.facts().nccl_algorithm() == Some("tree")
 }
 
+/// Whether `a` is NCCL's NVLS-Tree, which folds by a `fat_tree`'s node
+/// turn with its heads' tags turned (see [`crate::fold`]).
+pub(super) fn is_nvls_tree(a: &Algorithm) -> bool {
+    is_nccl(a, "nvls_tree")
+}
+
+/// Whether a folded scenario's collectives are NVLS-Tree's (its tags turn
+/// by the heads, [`algorithms::nccl::nvls_tree::head_turn`]).
+pub(super) fn folds_nvls_tree(collectives: &[CollectiveSpec]) -> bool {
+    collectives
+        .iter()
+        .any(|c| c.algorithm.as_ref().is_some_and(is_nvls_tree))
+}
+
+/// The tag channels NVLS-Tree's turn covers per rank of a node: NCCL's
+/// `MAXCHANNELS` (`src/include/device.h:91` @5067397c).
+pub(super) const NVLS_TREE_MAX_CHANNELS: usize = 64;
+
 /// Whether `a` runs NCCL's algorithm `name` on NCCL's channels.
 fn is_nccl(a: &Algorithm, name: &str) -> bool {
     a.facts().runs_nccl_channels() && a.facts().nccl_algorithm() == Some(name)
@@ -148,7 +166,9 @@ pub(super) fn folds_by_turn(collectives: &[CollectiveSpec]) -> bool {
 /// turning every node's GPUs by half a node together with the channels
 /// (`node_turn`, the `fat_tree` preset's; validation then folds by the
 /// quarter turn instead where it fits), which is tested exact for
-/// `nccl_tree` allreduces only, on every rank, phantom, without faults.
+/// `nccl_tree` allreduces, and for `nccl_nvls_tree` allreduces (their
+/// heads' tags turned, flow model only), on every rank, phantom, without
+/// faults; the two not mixed.
 /// Returns the turn; each refusal says what breaks it and what to do.
 pub(super) fn check_turn_foldable(
     src: &Source,
@@ -190,8 +210,15 @@ pub(super) fn check_turn_foldable(
     if let Some(l) = raw.link_fault.first() {
         return Err(src.at(l, format!("{why}: link faults break its symmetry")));
     }
+    let nvls = folds_nvls_tree(collectives);
+    let flow = raw
+        .topology
+        .as_ref()
+        .and_then(|t| t.get_ref().model.as_ref().map(|m| m.get_ref().as_str()))
+        .is_some_and(|m| m == "flow");
     for (raw_c, c) in raw.collective.iter().zip(collectives) {
         let is_nccl_tree = c.algorithm.as_ref().is_some_and(folds_by_node_turn);
+        let is_nvls = c.algorithm.as_ref().is_some_and(is_nvls_tree);
         let problem = if !c.phantom {
             Some("it needs phantom = true (the folded ranks carry no real data)".to_string())
         } else if c.world_size != world_size {
@@ -199,13 +226,29 @@ pub(super) fn check_turn_foldable(
                 "it needs every collective on all {world_size} ranks, not {}",
                 c.world_size
             ))
-        } else if !is_nccl_tree {
+        } else if nvls && !is_nvls {
             let name = c.algorithm.as_ref().map_or("auto (tuner)", |a| a.name());
             Some(format!(
-                "{} {name} is not nccl_tree, the one algorithm this fold is tested exact for \
-                 (every collective of the scenario folds by the same turn; nccl_pat and \
-                 nccl_ring fold by a shift of whole nodes instead); run it in its own scenario, or drop \
-                 symmetry = \"fold\" to simulate every rank",
+                "{} {name} is not nccl_nvls_tree, and a scenario folded with nccl_nvls_tree \
+                 turns its heads' tags, which no other algorithm numbers so; run it in its own \
+                 scenario, or drop symmetry = \"fold\" to simulate every rank",
+                c.kind.name()
+            ))
+        } else if is_nvls && !flow {
+            Some(
+                "allreduce nccl_nvls_tree folds exactly in the flow model only (at packet level \
+                 a GPU's ports serve its legs to the heads in the heads' order, the same on every \
+                 GPU, which no turn keeps); use model = \"flow\", or drop symmetry = \"fold\" to \
+                 simulate every rank"
+                    .to_string(),
+            )
+        } else if !is_nccl_tree && !is_nvls {
+            let name = c.algorithm.as_ref().map_or("auto (tuner)", |a| a.name());
+            Some(format!(
+                "{} {name} is neither nccl_tree nor nccl_nvls_tree, the algorithms this fold is \
+                 tested exact for (every collective of the scenario folds by the same turn; \
+                 nccl_pat and nccl_ring fold by a shift of whole nodes instead); run it in its \
+                 own scenario, or drop symmetry = \"fold\" to simulate every rank",
                 c.kind.name()
             ))
         } else {
@@ -293,6 +336,22 @@ pub(super) fn check_turned_sizes(
                 m => m,
             };
             let m = wanted.clamp(1, count.max(1));
+            if is_nvls_tree(&selection.algorithm) {
+                let params = &selection.params;
+                let problem =
+                    nvls_tree_size_problem(size, count, elem, params, c.world_size, action);
+                if let Some(problem) = problem {
+                    let span = raw_c.get_ref().size_span(size, c.min_bytes);
+                    return Err(src.error(
+                        Some(span),
+                        format!(
+                            "a folded run of nccl_nvls_tree (symmetry = \"fold\"): {problem}; \
+                             drop symmetry = \"fold\" to simulate this size on every rank"
+                        ),
+                    ));
+                }
+                continue;
+            }
             let lost = (0..m).find(|&ch| action.channel(ch, 1) >= m);
             let problem = if let Some(ch) = lost {
                 Some(format!(
@@ -324,6 +383,45 @@ pub(super) fn check_turned_sizes(
         }
     }
     Ok(())
+}
+
+/// What keeps a size of `nccl_nvls_tree` (`count` elements of `elem`
+/// bytes, NCCL's `params`) from folding by `action`'s turn, if anything:
+/// its tags must be within the turn's, and every head must get the same
+/// units (each channel's block a multiple of the ranks per node).
+fn nvls_tree_size_problem(
+    size: u64,
+    count: usize,
+    elem: u64,
+    params: &algorithms::Params,
+    world: usize,
+    action: &crate::fold::RankAction,
+) -> Option<String> {
+    use algorithms::nccl::nvls_tree;
+    let e = elem as usize;
+    let channels = nvls_tree::channels_used(count, e, params, world);
+    let p = params.ranks_per_node.max(1);
+    if action
+        .tag_channels()
+        .is_some_and(|covered| channels * p > covered)
+    {
+        return Some(format!(
+            "NCCL runs {size} B on {channels} channels, more than the {NVLS_TREE_MAX_CHANNELS} \
+             the heads' turn covers"
+        ));
+    }
+    if nvls_tree::turns_evenly(count, e, params, world) {
+        return None;
+    }
+    let unit = (channels * p) as u64 * elem;
+    let below = size / unit * unit;
+    Some(format!(
+        "{size} B is {count} elements, which do not give the {p} heads of a node equal units on \
+         {channels} channels; the nearest sizes that fold are {} B and {} B (multiples of \
+         {channels} x {p} x {elem} B)",
+        below,
+        below + unit
+    ))
 }
 
 /// The sizes of a scenario folded by a node shift with NCCL's channels:
@@ -443,7 +541,7 @@ pub(super) fn fold_hint(
             kind.name(),
             a.name()
         )
-    } else if folds_by_node_turn(a) {
+    } else if folds_by_node_turn(a) || is_nvls_tree(a) {
         format!(
             "; or set symmetry = \"fold\" under [topology]: {} {} folds on a fat_tree by turning \
              every node's GPUs by a quarter (8-GPU nodes) or half a node with the channels, \

@@ -80,7 +80,7 @@ pub(super) fn nccl(
                     t,
                     "tuner = \"nccl\" folds only by a shift of whole nodes, for collectives that name no \
                      algorithm, when NCCL's choice at every size folds so (nccl_ring, nccl_pat); \
-                     nccl_tree folds by another map (it turns every node's GPUs together with the channels), so a \
+                     nccl_tree and nccl_nvls_tree fold by another map (they turn every node's GPUs together with the channels or heads), so a \
                      scenario folded by that turn, or whose collectives all name their algorithm, cannot use it; \
                      drop symmetry = \"fold\" to simulate every rank, name the algorithm, or use \
                      tuner = \"alpha_beta\" with an algorithm that folds",

@@ -318,7 +318,10 @@ pub fn parse(
     if let (Some(half), Some(quarter), NetworkConfig::Topology(t)) =
         (&mut node_turn, &network.quarter_turn, &mut network_config)
     {
-        if quarter_fits(quarter, nccl_systems.values(), t) {
+        // NVLS-Tree's heads turn with any turn of the nodes' GPUs, and its
+        // tags with them; its routes are checked as they are built.
+        let nvls = super::fold_check::folds_nvls_tree(&collectives);
+        if nvls || quarter_fits(quarter, nccl_systems.values(), t) {
             *half = Arc::clone(quarter);
             t.rotation = Some(Arc::clone(quarter));
         } else {
@@ -338,7 +341,44 @@ pub fn parse(
         let images = turn.rank_images().unwrap_or_default();
         let mut action = crate::fold::RankAction::permutation(images)
             .map_err(|e| src.error(symmetry.clone(), e))?;
-        for system in nccl_systems.values() {
+        let nvls = super::fold_check::folds_nvls_tree(&collectives);
+        if nvls {
+            // NVLS-Tree's heads turn with the GPUs, each channel's head
+            // `h` tag becoming head `h + by`'s; NCCL's channels (which it
+            // sends nothing framed on) turn along where they do.
+            let by = images.first().copied().unwrap_or(0);
+            let per_node = collectives.first().map_or(1, |c| c.ranks_per_node.max(1));
+            if let Some(r) = (0..images.len())
+                .find(|&r| images[r] != r / per_node * per_node + (r % per_node + by) % per_node)
+            {
+                return Err(src.error(
+                    symmetry.clone(),
+                    format!(
+                        "a folded run of nccl_nvls_tree (symmetry = \"fold\") turns every node's \
+                         {per_node} ranks (ranks_per_node) by {by}, and the topology's turn takes \
+                         rank {r} to {}; set ranks_per_node to the GPUs of a node, or drop \
+                         symmetry = \"fold\" to simulate every rank",
+                        images[r]
+                    ),
+                ));
+            }
+            for system in nccl_systems.values() {
+                if let Ok(channels) = crate::fold::nccl_channel_turn(system, turn) {
+                    action = action
+                        .with_channels(channels)
+                        .map_err(|e| src.error(symmetry.clone(), e))?;
+                }
+            }
+            let tags = algorithms::nccl::nvls_tree::head_turn(
+                per_node,
+                by,
+                super::fold_check::NVLS_TREE_MAX_CHANNELS,
+            );
+            action = action
+                .with_tag_turn(tags)
+                .map_err(|e| src.error(symmetry.clone(), e))?;
+        }
+        for system in nccl_systems.values().filter(|_| !nvls) {
             let channels = crate::fold::nccl_channel_turn(system, turn).map_err(|e| {
                 src.error(
                     symmetry.clone(),
@@ -357,9 +397,14 @@ pub fn parse(
             network_description = network_description.replace(
                 &format!(", folded by {shift} ranks (symmetric routes)"),
                 &format!(
-                    ", folded by turning every node's GPUs by {} with NCCL's channels ({} of {world_size} \
+                    ", folded by turning every node's GPUs by {} with {} ({} of {world_size} \
                      ranks simulated, symmetric routes{})",
                     images.first().copied().unwrap_or(0),
+                    if nvls {
+                        "NVLS-Tree's heads"
+                    } else {
+                        "NCCL's channels"
+                    },
                     action.orbits(),
                     if turn.is_partial() {
                         "; the socket links, which no route of the run crosses, stay in place"

@@ -421,12 +421,13 @@ fn uneven_sizes_trees_and_nccl_are_refused_saying_what_to_do_instead() {
     );
     // NCCL's algorithms named: nccl_pat and nccl_ring fold by the node
     // shift (see `fold_nccl.rs`), the others by the node turn, which is
-    // tested exact for nccl_tree only: the rest are refused, saying so.
-    let collective = "kind = \"allreduce\"\nalgorithm = \"nccl_nvls_tree\"\n";
+    // tested exact for nccl_tree and nccl_nvls_tree only: the rest are
+    // refused, saying so.
+    let collective = "kind = \"allreduce\"\nalgorithm = \"nccl_nvls\"\n";
     let err = parse(&scenario_text(4, "fold", collective, "")).unwrap_err();
     assert!(
         err.contains("f.toml:9:1")
-            && err.contains("allreduce nccl_nvls_tree is not nccl_tree")
+            && err.contains("allreduce nccl_nvls is neither nccl_tree nor nccl_nvls_tree")
             && err.contains("nccl_pat and nccl_ring fold by a shift of whole nodes")
             && err.contains("drop symmetry = \"fold\" to simulate every rank"),
         "{err}"
@@ -437,7 +438,7 @@ fn uneven_sizes_trees_and_nccl_are_refused_saying_what_to_do_instead() {
     let err = parse(&nccl).unwrap_err();
     assert!(
         err.contains("f.toml:1:9")
-            && err.contains("turns every node's GPUs together with the channels")
+            && err.contains("turn every node's GPUs together with the channels")
             && err.contains("tuner = \"alpha_beta\""),
         "{err}"
     );

@@ -98,7 +98,10 @@ fn nccl_tree_folds_by_the_node_turn_exactly_and_what_breaks_the_turn_is_refused(
         scenario_text(4, "fold", tree, "")
     );
     let err = parse(&mixed).unwrap_err();
-    assert!(err.contains("allreduce ring is not nccl_tree"), "{err}");
+    assert!(
+        err.contains("allreduce ring is neither nccl_tree nor nccl_nvls_tree"),
+        "{err}"
+    );
     // Nodes of 6 GPUs have no turn by half a node (PCIe switches hold
     // two GPUs): refused at symmetry, saying why.
     let six =
@@ -160,7 +163,10 @@ fn nccl_pat_allgather_and_reduce_scatter_fold_by_a_node_shift_exactly() {
         scenario_text(4, "fold", tree, "").replace("\"64K\"", "\"1M\"")
     );
     let err = parse(&mixed).unwrap_err();
-    assert!(err.contains("allgather nccl_pat is not nccl_tree"), "{err}");
+    assert!(
+        err.contains("allgather nccl_pat is neither nccl_tree nor nccl_nvls_tree"),
+        "{err}"
+    );
 }
 
 #[test]
@@ -210,7 +216,7 @@ fn nccl_ring_folds_by_a_node_shift_exactly_and_uneven_channel_segments_are_refus
     );
     let err = parse(&mixed).unwrap_err();
     assert!(
-        err.contains("allreduce nccl_ring is not nccl_tree"),
+        err.contains("allreduce nccl_ring is neither nccl_tree nor nccl_nvls_tree"),
         "{err}"
     );
 }
@@ -259,6 +265,93 @@ fn nccl_tuner_folds_by_a_node_shift_where_each_choice_does_and_names_the_size_ot
         err.contains("f.toml:12:13")
             && err.contains("at 16777216 B NCCL's tuner picks allreduce nccl_tree")
             && err.contains("drop symmetry = \"fold\""),
+        "{err}"
+    );
+}
+
+#[test]
+fn nccl_nvls_tree_folds_by_the_node_turn_exactly_and_what_breaks_it_is_refused() {
+    let nvls = "kind = \"allreduce\"\nalgorithm = \"nccl_nvls_tree\"\n";
+    for nodes in [2, 3] {
+        let folded = scenario_text(nodes, "fold", nvls, "")
+            .replace("spines = 4\n", &format!("spines = {nodes}\n"))
+            .replace("\"64K\"", "\"1M\"")
+            .replace("\"4M\"", "\"8M\"");
+        let scenario = parse(&folded).unwrap();
+        assert!(scenario.fold.is_none() && scenario.fold_turn.is_some());
+        // A quarter of every node's GPUs simulated, the heads turned.
+        assert_eq!(scenario.fold_turn.as_ref().unwrap().order(), 4);
+        assert!(
+            scenario.network_description.contains(&format!(
+                "folded by turning every node's GPUs by 2 with NVLS-Tree's heads ({} of {} ranks \
+                 simulated",
+                nodes * 2,
+                nodes * 8
+            )),
+            "{}",
+            scenario.network_description
+        );
+        // Against the full run with the same routes (the turn's moved
+        // copies; unfolded, `symmetry` unset, each head's flows hash to
+        // one of the NICs of its PCIe switch on their own).
+        let times = |s: &engine::scenario::Scenario| -> Vec<(u64, u64)> {
+            rows(s).iter().map(|r| (r.size_bytes, r.time_ps)).collect()
+        };
+        let mut full = parse(&folded).unwrap();
+        full.fold_turn = None;
+        let (folded, full) = (times(&scenario), times(&full));
+        assert_eq!(folded.len(), 2);
+        assert_eq!(folded, full, "{nodes} nodes");
+    }
+    // HGX H200, B200 and B300 nodes fold by the quarter turn too (B300,
+    // whose NCCL channels do not turn, included: NVLS-Tree sends nothing
+    // on them).
+    for style in ["hgx_h200", "hgx_b200", "hgx_b300"] {
+        let text = scenario_text(2, "fold", nvls, "")
+            .replace("nodes = 2\n", &format!("nodes = 2\nstyle = \"{style}\"\n"))
+            .replace("spines = 4\n", "spines = 2\n")
+            .replace("\"64K\"", "\"1M\"")
+            .replace("\"4M\"", "\"1M\"");
+        let scenario = parse(&text).unwrap();
+        assert_eq!(scenario.fold_turn.as_ref().unwrap().order(), 4, "{style}");
+        let mut full = parse(&text).unwrap();
+        full.fold_turn = None;
+        let t = |s: &engine::scenario::Scenario| -> Vec<u64> {
+            rows(s).iter().map(|r| r.time_ps).collect()
+        };
+        assert_eq!(t(&scenario), t(&full), "{style}");
+    }
+    // The packet model serves a GPU's legs to the heads in the heads'
+    // order on every GPU: refused, naming the flow model.
+    let packet = scenario_text(2, "fold", nvls, "")
+        .replace("spines = 4\n", "spines = 2\n")
+        .replace("model = \"flow\"\n", "");
+    let err = parse(&packet).unwrap_err();
+    assert!(
+        err.contains("nccl_nvls_tree folds exactly in the flow model only")
+            && err.contains("use model = \"flow\""),
+        "{err}"
+    );
+    // A size whose channel blocks do not split over a node's 8 heads.
+    let uneven = scenario_text(2, "fold", nvls, "")
+        .replace("spines = 4\n", "spines = 2\n")
+        .replace("\"64K\"", "\"65540\"");
+    let err = parse(&uneven).unwrap_err();
+    assert!(
+        err.contains("a folded run of nccl_nvls_tree")
+            && err.contains("do not give the 8 heads of a node equal units")
+            && err.contains("the nearest sizes that fold are"),
+        "{err}"
+    );
+    // Every collective of the scenario turns the heads' tags.
+    let tree = "kind = \"allreduce\"\nalgorithm = \"nccl_tree\"\n";
+    let mixed = format!(
+        "{}[[collective]]\n{tree}min_bytes = \"1M\"\nmax_bytes = \"1M\"\nphantom = true\n",
+        scenario_text(2, "fold", nvls, "").replace("spines = 4\n", "spines = 2\n")
+    );
+    let err = parse(&mixed).unwrap_err();
+    assert!(
+        err.contains("allreduce nccl_tree is not nccl_nvls_tree"),
         "{err}"
     );
 }
