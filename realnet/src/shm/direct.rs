@@ -22,7 +22,11 @@
 //! mailbox's receive timeout and the heartbeat checks only see the
 //! receives registered there). A receive dropped before it completed
 //! hands a message it was given back to the mailbox, so nothing is lost
-//! either.
+//! either; so does one that has not taken its message yet when another
+//! receive begins (progress pulls nothing more until it is taken, which
+//! the other must not wait for) or the next call begins (the mailbox
+//! then judges it, as it would have). A rank that failed fails a direct
+//! receive even after its message arrived, as the mailbox does.
 
 use std::pin::Pin;
 use std::task::{Context, Poll, Waker};
@@ -58,8 +62,8 @@ pub(super) enum Direct {
     Idle,
     /// Receive `Wanted::id` waits for its message.
     Waiting(Wanted),
-    /// Receive `.0`'s message has arrived.
-    Got(u64, Payload),
+    /// The message of the receive `.0` waited for has arrived.
+    Got(Wanted, Payload),
     /// Receive `.0` must ask the mailbox instead.
     Cancelled(u64),
 }
@@ -101,7 +105,9 @@ impl ShmFabric {
                 && !self.mailbox.has_fatal();
             d.wake();
             if plain {
-                d.state = Direct::Got(id, payload);
+                if let Direct::Waiting(w) = std::mem::take(&mut d.state) {
+                    d.state = Direct::Got(w, payload);
+                }
                 return;
             }
             d.state = Direct::Cancelled(id);
@@ -115,6 +121,26 @@ impl ShmFabric {
     #[inline]
     pub(super) fn direct_got(&self) -> bool {
         matches!(self.direct.borrow().state, Direct::Got(..))
+    }
+
+    /// Hands a message that a direct receive was given but has not taken
+    /// yet back to the mailbox, where that receive (moved there) finds it
+    /// first of its key. Called when another receive begins (progress
+    /// pulls nothing while a direct receive holds its message, so the
+    /// other receive would wait for a poll that may never come) and when
+    /// the next call begins (the mailbox then reports the message as never
+    /// received).
+    pub(super) fn hand_back(&self) {
+        let mut d = self.direct.borrow_mut();
+        if !matches!(d.state, Direct::Got(..)) {
+            return;
+        }
+        if let Direct::Got(w, payload) = std::mem::take(&mut d.state) {
+            d.state = Direct::Cancelled(w.id);
+            d.wake();
+            drop(d);
+            self.mailbox.deliver(w.src, w.tag, w.call, payload);
+        }
     }
 
     /// Moves a waiting direct receive to the mailbox (a probe ran, the rank
@@ -146,7 +172,10 @@ impl ShmFabric {
         }
         let mut d = self.direct.borrow_mut();
         if !matches!(d.state, Direct::Idle) {
-            // Another receive's (two receives joined): the mailbox.
+            // Another receive's (two receives joined): the mailbox, where
+            // a message the other was given but has not taken goes too.
+            drop(d);
+            self.hand_back();
             return None;
         }
         d.next_id += 1;
@@ -165,9 +194,9 @@ impl ShmFabric {
         Some(id)
     }
 
-    /// Polls direct receive `id`: `Some` when it is done (its message, or
-    /// a failure of this rank's progress), `None` when it must go to the
-    /// mailbox. With `pull`, pulls its peer first. A receive still waiting
+    /// Polls direct receive `id`: `Some` when it is done (its message),
+    /// `None` when it must go to the mailbox (which also returns a failure
+    /// of this rank, even one after its message arrived). With `pull`, pulls its peer first. A receive still waiting
     /// is woken through `cx`'s waker from now on (a future may be polled
     /// from another context than the one it began in).
     fn poll_direct(
@@ -190,7 +219,10 @@ impl ShmFabric {
         }
         let mut d = self.direct.borrow_mut();
         match std::mem::take(&mut d.state) {
-            Direct::Got(mine, payload) if mine == id => Some(Poll::Ready(payload)),
+            Direct::Got(w, payload) if w.id == id => {
+                // A failed rank's receives all fail, as the mailbox's.
+                (!self.mailbox.has_fatal()).then_some(Poll::Ready(payload))
+            }
             Direct::Waiting(w) if w.id == id => {
                 if self.mailbox.has_fatal() {
                     return None;
@@ -213,19 +245,19 @@ impl ShmFabric {
 
     /// Ends direct receive `id` without a result (its future dropped):
     /// a message it was given goes back to the mailbox.
-    fn drop_direct(&self, id: u64, src: Rank, tag: Tag) {
+    fn drop_direct(&self, id: u64) {
         let mut d = self.direct.borrow_mut();
         let mine = match &d.state {
-            Direct::Waiting(w) => w.id == id,
-            Direct::Got(m, _) | Direct::Cancelled(m) => *m == id,
+            Direct::Waiting(w) | Direct::Got(w, _) => w.id == id,
+            Direct::Cancelled(m) => *m == id,
             Direct::Idle => false,
         };
         if !mine {
             return;
         }
-        if let Direct::Got(_, payload) = std::mem::take(&mut d.state) {
+        if let Direct::Got(w, payload) = std::mem::take(&mut d.state) {
             drop(d);
-            self.mailbox.deliver(src, tag, self.call.get(), payload);
+            self.mailbox.deliver(w.src, w.tag, w.call, payload);
         }
     }
 }
@@ -305,16 +337,10 @@ impl Future for DirectRecv<'_> {
 
 impl Drop for DirectRecv<'_> {
     fn drop(&mut self) {
-        if let DirectRecv::Direct {
-            fabric,
-            id,
-            src,
-            tag,
-            ..
-        } = self
+        if let DirectRecv::Direct { fabric, id, .. } = self
             && *id != 0
         {
-            fabric.drop_direct(*id, *src, *tag);
+            fabric.drop_direct(*id);
         }
     }
 }
