@@ -342,3 +342,40 @@ fn a_receive_handed_its_message_before_the_rank_failed_returns_the_failure() {
     let err = got.expect_err("the rank had failed");
     assert!(err.to_string().contains("failed on purpose"), "{err}");
 }
+
+#[test]
+fn a_receive_waiting_in_the_mailbox_gets_the_first_message_of_its_key() {
+    let opts = options(909, Duration::from_secs(2));
+    let waiting = std::sync::Barrier::new(2);
+    let (first, second) = pair(
+        &opts,
+        |f| {
+            f.begin_call(call(1)).unwrap();
+            let mut first = pin!(f.recv(1, Tag(4), f32s(1)));
+            poll_pending(first.as_mut());
+            // Idle rounds until it has moved to the mailbox (far more than
+            // the direct receive waits), where it then waits.
+            for _ in 0..20_000 {
+                assert!(!f.progress(), "nothing was sent yet");
+            }
+            poll_pending(first.as_mut());
+            // A second receive of the same key, begun after it.
+            let mut second = pin!(f.recv(1, Tag(4), f32s(1)));
+            poll_pending(second.as_mut());
+            waiting.wait();
+            // The first, polled alone, takes the first message (as the
+            // mailbox would: the oldest message to the receive that asks).
+            let first = f.block_on(first);
+            (first, f.block_on(second))
+        },
+        |f| {
+            f.begin_call(call(1)).unwrap();
+            waiting.wait();
+            f.block_on(f.send(0, Tag(4), floats(&[1.0]))).unwrap();
+            f.block_on(f.send(0, Tag(4), floats(&[2.0]))).unwrap();
+            let _ = f.finish();
+        },
+    );
+    assert_eq!(first.unwrap().as_slice::<f32>().unwrap(), &[1.0]);
+    assert_eq!(second.unwrap().as_slice::<f32>().unwrap(), &[2.0]);
+}

@@ -15,7 +15,9 @@
 //! what the mailbox would, the receive falls back to the mailbox
 //! ([`Direct::Cancelled`]), which then decides as before. That is when the
 //! mailbox already holds a message (an older one of the same key could be
-//! among them), the rank has failed, its message arrives but is not the
+//! among them) or a receive waits there (it may wait for the same key, and
+//! must not wait behind a message held for a receive not polled yet), the
+//! rank has failed, its message arrives but is not the
 //! plain match (another call of the same sequence number, another shape:
 //! the mailbox's errors), a peer probe ran (the mailbox knows failed
 //! peers), or it has waited [`DIRECT_IDLE_ROUNDS`] idle rounds (the
@@ -102,6 +104,7 @@ impl ShmFabric {
             let plain = w.call == call
                 && w.expect == payload.shape()
                 && !self.mailbox.holds_messages()
+                && !self.mailbox.has_waiters()
                 && !self.mailbox.has_fatal();
             d.wake();
             if plain {
@@ -166,6 +169,7 @@ impl ShmFabric {
         if src == self.rank
             || src >= self.world
             || self.mailbox.holds_messages()
+            || self.mailbox.has_waiters()
             || self.mailbox.has_fatal()
         {
             return None;
