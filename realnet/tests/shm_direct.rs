@@ -252,6 +252,10 @@ fn progress_until_moved(f: &ShmFabric) {
 fn a_receive_handed_its_message_but_not_polled_yet_holds_up_no_other_receive() {
     let opts = options(906, Duration::from_secs(2));
     let waiting = std::sync::Barrier::new(2);
+    // Rank 1 has sent: rank 0's progress then moves its message at once,
+    // with no idle round (nor probe) that could move the receive to the
+    // mailbox first.
+    let sent = std::sync::Barrier::new(2);
     let (first, second) = pair(
         &opts,
         |f| {
@@ -259,6 +263,7 @@ fn a_receive_handed_its_message_but_not_polled_yet_holds_up_no_other_receive() {
             let mut first = pin!(f.recv(1, Tag(1), f32s(1)));
             poll_pending(first.as_mut());
             waiting.wait();
+            sent.wait();
             // Progress hands tag 1's message to the first receive, which
             // is not polled again before a second receive waits.
             progress_until_moved(f);
@@ -271,6 +276,7 @@ fn a_receive_handed_its_message_but_not_polled_yet_holds_up_no_other_receive() {
             waiting.wait();
             f.block_on(f.send(0, Tag(1), floats(&[1.0]))).unwrap();
             f.block_on(f.send(0, Tag(2), floats(&[2.0]))).unwrap();
+            sent.wait();
             let _ = f.finish();
         },
     );
@@ -282,6 +288,10 @@ fn a_receive_handed_its_message_but_not_polled_yet_holds_up_no_other_receive() {
 fn a_message_handed_to_a_receive_of_an_earlier_call_is_not_taken_as_the_next_calls() {
     let opts = options(907, Duration::from_secs(2));
     let waiting = std::sync::Barrier::new(2);
+    // Rank 1 has sent: rank 0's progress then moves its message at once,
+    // with no idle round (nor probe) that could move the receive to the
+    // mailbox first.
+    let sent = std::sync::Barrier::new(2);
     let (began, next) = pair(
         &opts,
         |f| {
@@ -291,6 +301,7 @@ fn a_message_handed_to_a_receive_of_an_earlier_call_is_not_taken_as_the_next_cal
                 let mut stale = pin!(f.recv(1, Tag(7), f32s(1)));
                 poll_pending(stale.as_mut());
                 waiting.wait();
+                sent.wait();
                 progress_until_moved(f);
                 // The next call begins while call 1's receive, handed its
                 // message, is still alive; it is dropped only then.
@@ -302,6 +313,7 @@ fn a_message_handed_to_a_receive_of_an_earlier_call_is_not_taken_as_the_next_cal
             f.begin_call(call(1)).unwrap();
             waiting.wait();
             f.block_on(f.send(0, Tag(7), floats(&[7.0]))).unwrap();
+            sent.wait();
             f.begin_call(call(2)).unwrap();
             f.block_on(f.send(0, Tag(7), floats(&[8.0]))).unwrap();
             let _ = f.finish();
@@ -317,6 +329,10 @@ fn a_message_handed_to_a_receive_of_an_earlier_call_is_not_taken_as_the_next_cal
 fn a_receive_handed_its_message_before_the_rank_failed_returns_the_failure() {
     let opts = options(908, Duration::from_secs(2));
     let waiting = std::sync::Barrier::new(2);
+    // Rank 1 has sent: rank 0's progress then moves its message at once,
+    // with no idle round (nor probe) that could move the receive to the
+    // mailbox first.
+    let sent = std::sync::Barrier::new(2);
     let got = pair(
         &opts,
         |f| {
@@ -324,6 +340,7 @@ fn a_receive_handed_its_message_before_the_rank_failed_returns_the_failure() {
             let mut recv = pin!(f.recv(1, Tag(3), f32s(1)));
             poll_pending(recv.as_mut());
             waiting.wait();
+            sent.wait();
             progress_until_moved(f);
             f.mailbox().fail_all(FabricError::Transport {
                 rank: 0,
@@ -335,6 +352,7 @@ fn a_receive_handed_its_message_before_the_rank_failed_returns_the_failure() {
             f.begin_call(call(1)).unwrap();
             waiting.wait();
             f.block_on(f.send(0, Tag(3), floats(&[3.0]))).unwrap();
+            sent.wait();
             let _ = f.finish();
         },
     );
@@ -378,4 +396,42 @@ fn a_receive_waiting_in_the_mailbox_gets_the_first_message_of_its_key() {
     );
     assert_eq!(first.unwrap().as_slice::<f32>().unwrap(), &[1.0]);
     assert_eq!(second.unwrap().as_slice::<f32>().unwrap(), &[2.0]);
+}
+
+#[test]
+fn a_receive_that_starts_in_the_mailbox_is_not_held_up_by_a_message_handed_to_another() {
+    let opts = options(910, Duration::from_secs(2));
+    let waiting = std::sync::Barrier::new(2);
+    // Rank 1 has sent: rank 0's progress then moves its message at once,
+    // with no idle round (nor probe) that could move the receive to the
+    // mailbox first.
+    let sent = std::sync::Barrier::new(2);
+    let (first, second, own) = pair(
+        &opts,
+        |f| {
+            f.begin_call(call(1)).unwrap();
+            let mut first = pin!(f.recv(1, Tag(1), f32s(1)));
+            poll_pending(first.as_mut());
+            waiting.wait();
+            sent.wait();
+            progress_until_moved(f);
+            // A message to itself waits in the mailbox, so the next
+            // receive starts there, while the first holds its message.
+            f.block_on(f.send(0, Tag(9), floats(&[9.0]))).unwrap();
+            let second = f.block_on(f.recv(1, Tag(2), f32s(1)));
+            let first = f.block_on(first);
+            (first, second, f.block_on(f.recv(0, Tag(9), f32s(1))))
+        },
+        |f| {
+            f.begin_call(call(1)).unwrap();
+            waiting.wait();
+            f.block_on(f.send(0, Tag(1), floats(&[1.0]))).unwrap();
+            f.block_on(f.send(0, Tag(2), floats(&[2.0]))).unwrap();
+            sent.wait();
+            let _ = f.finish();
+        },
+    );
+    assert_eq!(second.unwrap().as_slice::<f32>().unwrap(), &[2.0]);
+    assert_eq!(first.unwrap().as_slice::<f32>().unwrap(), &[1.0]);
+    assert_eq!(own.unwrap().as_slice::<f32>().unwrap(), &[9.0]);
 }

@@ -166,18 +166,17 @@ impl ShmFabric {
     /// Starts a direct receive of `(src, tag)` of the current call, or
     /// `None` if it must go through the mailbox.
     fn begin_direct(&self, src: Rank, tag: Tag, expect: Shape, cx: &Context<'_>) -> Option<u64> {
+        let mut d = self.direct.borrow_mut();
         if src == self.rank
             || src >= self.world
             || self.mailbox.holds_messages()
             || self.mailbox.has_waiters()
             || self.mailbox.has_fatal()
+            // Another receive's (two receives joined).
+            || !matches!(d.state, Direct::Idle)
         {
-            return None;
-        }
-        let mut d = self.direct.borrow_mut();
-        if !matches!(d.state, Direct::Idle) {
-            // Another receive's (two receives joined): the mailbox, where
-            // a message the other was given but has not taken goes too.
+            // The mailbox's receive, where a message another direct
+            // receive was given but has not taken goes too.
             drop(d);
             self.hand_back();
             return None;
