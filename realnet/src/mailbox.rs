@@ -94,6 +94,10 @@ pub struct Mailbox {
     /// shared memory's direct receives, which the mailbox must not hold
     /// an older message for.
     holds: AtomicBool,
+    /// Whether `inner.waiters` holds a receive: read without the lock by
+    /// shared memory's direct receives, which must not take a message
+    /// such a receive waits for, nor hold progress up while one waits.
+    waits: AtomicBool,
 }
 
 impl Mailbox {
@@ -107,6 +111,7 @@ impl Mailbox {
             inner: Mutex::new(Inner::default()),
             has_fatal: AtomicBool::new(false),
             holds: AtomicBool::new(false),
+            waits: AtomicBool::new(false),
         }
     }
 
@@ -210,6 +215,8 @@ impl Mailbox {
         self.holds.store(true, Ordering::Release);
         if let Some(w) = inner.waiters.remove(&key) {
             w.wake(inner.kept.as_ref());
+            self.waits
+                .store(!inner.waiters.is_empty(), Ordering::Release);
         }
     }
 
@@ -249,6 +256,8 @@ impl Mailbox {
                 w.wake(inner.kept.as_ref());
             }
         }
+        self.waits
+            .store(!inner.waiters.is_empty(), Ordering::Release);
     }
 
     /// Records an error that ends this rank: every receive returns it.
@@ -264,6 +273,7 @@ impl Mailbox {
         for (_, w) in waiters.drain() {
             w.wake(kept.as_ref());
         }
+        self.waits.store(false, Ordering::Release);
     }
 
     /// The error that ended this rank, if any.
@@ -287,6 +297,14 @@ impl Mailbox {
     #[inline]
     pub fn holds_messages(&self) -> bool {
         self.holds.load(Ordering::Acquire)
+    }
+
+    /// Whether a receive waits in the mailbox for its message (one atomic
+    /// load; a receive dropped while it waited counts until a message of
+    /// its key arrives or the rank fails).
+    #[inline]
+    pub fn has_waiters(&self) -> bool {
+        self.waits.load(Ordering::Acquire)
     }
 
     /// The failure recorded for `peer`, if any.
@@ -460,6 +478,7 @@ impl Mailbox {
                 more: Vec::new(),
                 since: Instant::now(),
             });
+            self.waits.store(true, Ordering::Release);
         }
         Poll::Pending
     }

@@ -230,3 +230,208 @@ fn a_peer_gone_during_a_small_exchange_is_named() {
         start.elapsed()
     );
 }
+
+/// Polls `fut` once with a waker that does nothing; it must be pending.
+fn poll_pending<F: Future>(fut: std::pin::Pin<&mut F>) {
+    let mut cx = Context::from_waker(Waker::noop());
+    assert!(
+        fut.poll(&mut cx).is_pending(),
+        "ready before anything was sent"
+    );
+}
+
+/// Drives `f`'s progress until something moves.
+fn progress_until_moved(f: &ShmFabric) {
+    let start = Instant::now();
+    while !f.progress() {
+        assert!(start.elapsed() < Duration::from_secs(10), "nothing arrived");
+    }
+}
+
+#[test]
+fn a_receive_handed_its_message_but_not_polled_yet_holds_up_no_other_receive() {
+    let opts = options(906, Duration::from_secs(2));
+    let waiting = std::sync::Barrier::new(2);
+    // Rank 1 has sent: rank 0's progress then moves its message at once,
+    // with no idle round (nor probe) that could move the receive to the
+    // mailbox first.
+    let sent = std::sync::Barrier::new(2);
+    let (first, second) = pair(
+        &opts,
+        |f| {
+            f.begin_call(call(1)).unwrap();
+            let mut first = pin!(f.recv(1, Tag(1), f32s(1)));
+            poll_pending(first.as_mut());
+            waiting.wait();
+            sent.wait();
+            // Progress hands tag 1's message to the first receive, which
+            // is not polled again before a second receive waits.
+            progress_until_moved(f);
+            let second = f.block_on(f.recv(1, Tag(2), f32s(1)));
+            let first = f.block_on(first);
+            (first, second)
+        },
+        |f| {
+            f.begin_call(call(1)).unwrap();
+            waiting.wait();
+            f.block_on(f.send(0, Tag(1), floats(&[1.0]))).unwrap();
+            f.block_on(f.send(0, Tag(2), floats(&[2.0]))).unwrap();
+            sent.wait();
+            let _ = f.finish();
+        },
+    );
+    assert_eq!(second.unwrap().as_slice::<f32>().unwrap(), &[2.0]);
+    assert_eq!(first.unwrap().as_slice::<f32>().unwrap(), &[1.0]);
+}
+
+#[test]
+fn a_message_handed_to_a_receive_of_an_earlier_call_is_not_taken_as_the_next_calls() {
+    let opts = options(907, Duration::from_secs(2));
+    let waiting = std::sync::Barrier::new(2);
+    // Rank 1 has sent: rank 0's progress then moves its message at once,
+    // with no idle round (nor probe) that could move the receive to the
+    // mailbox first.
+    let sent = std::sync::Barrier::new(2);
+    let (began, next) = pair(
+        &opts,
+        |f| {
+            f.begin_call(call(1)).unwrap();
+            let began;
+            {
+                let mut stale = pin!(f.recv(1, Tag(7), f32s(1)));
+                poll_pending(stale.as_mut());
+                waiting.wait();
+                sent.wait();
+                progress_until_moved(f);
+                // The next call begins while call 1's receive, handed its
+                // message, is still alive; it is dropped only then.
+                began = f.begin_call(call(2));
+            }
+            (began, f.block_on(f.recv(1, Tag(7), f32s(1))))
+        },
+        |f| {
+            f.begin_call(call(1)).unwrap();
+            waiting.wait();
+            f.block_on(f.send(0, Tag(7), floats(&[7.0]))).unwrap();
+            sent.wait();
+            f.begin_call(call(2)).unwrap();
+            f.block_on(f.send(0, Tag(7), floats(&[8.0]))).unwrap();
+            let _ = f.finish();
+        },
+    );
+    // As the mailbox: call 1's message was never received.
+    let err = began.expect_err("call 1's message was left unreceived");
+    assert!(err.to_string().contains("never received"), "{err}");
+    assert!(next.is_err(), "call 2 received {next:?}");
+}
+
+#[test]
+fn a_receive_handed_its_message_before_the_rank_failed_returns_the_failure() {
+    let opts = options(908, Duration::from_secs(2));
+    let waiting = std::sync::Barrier::new(2);
+    // Rank 1 has sent: rank 0's progress then moves its message at once,
+    // with no idle round (nor probe) that could move the receive to the
+    // mailbox first.
+    let sent = std::sync::Barrier::new(2);
+    let got = pair(
+        &opts,
+        |f| {
+            f.begin_call(call(1)).unwrap();
+            let mut recv = pin!(f.recv(1, Tag(3), f32s(1)));
+            poll_pending(recv.as_mut());
+            waiting.wait();
+            sent.wait();
+            progress_until_moved(f);
+            f.mailbox().fail_all(FabricError::Transport {
+                rank: 0,
+                reason: "failed on purpose".into(),
+            });
+            f.block_on(recv)
+        },
+        |f| {
+            f.begin_call(call(1)).unwrap();
+            waiting.wait();
+            f.block_on(f.send(0, Tag(3), floats(&[3.0]))).unwrap();
+            sent.wait();
+            let _ = f.finish();
+        },
+    );
+    // As the mailbox, whose receives all return the rank's failure.
+    let err = got.expect_err("the rank had failed");
+    assert!(err.to_string().contains("failed on purpose"), "{err}");
+}
+
+#[test]
+fn a_receive_waiting_in_the_mailbox_gets_the_first_message_of_its_key() {
+    let opts = options(909, Duration::from_secs(2));
+    let waiting = std::sync::Barrier::new(2);
+    let (first, second) = pair(
+        &opts,
+        |f| {
+            f.begin_call(call(1)).unwrap();
+            let mut first = pin!(f.recv(1, Tag(4), f32s(1)));
+            poll_pending(first.as_mut());
+            // Idle rounds until it has moved to the mailbox (far more than
+            // the direct receive waits), where it then waits.
+            for _ in 0..20_000 {
+                assert!(!f.progress(), "nothing was sent yet");
+            }
+            poll_pending(first.as_mut());
+            // A second receive of the same key, begun after it.
+            let mut second = pin!(f.recv(1, Tag(4), f32s(1)));
+            poll_pending(second.as_mut());
+            waiting.wait();
+            // The first, polled alone, takes the first message (as the
+            // mailbox would: the oldest message to the receive that asks).
+            let first = f.block_on(first);
+            (first, f.block_on(second))
+        },
+        |f| {
+            f.begin_call(call(1)).unwrap();
+            waiting.wait();
+            f.block_on(f.send(0, Tag(4), floats(&[1.0]))).unwrap();
+            f.block_on(f.send(0, Tag(4), floats(&[2.0]))).unwrap();
+            let _ = f.finish();
+        },
+    );
+    assert_eq!(first.unwrap().as_slice::<f32>().unwrap(), &[1.0]);
+    assert_eq!(second.unwrap().as_slice::<f32>().unwrap(), &[2.0]);
+}
+
+#[test]
+fn a_receive_that_starts_in_the_mailbox_is_not_held_up_by_a_message_handed_to_another() {
+    let opts = options(910, Duration::from_secs(2));
+    let waiting = std::sync::Barrier::new(2);
+    // Rank 1 has sent: rank 0's progress then moves its message at once,
+    // with no idle round (nor probe) that could move the receive to the
+    // mailbox first.
+    let sent = std::sync::Barrier::new(2);
+    let (first, second, own) = pair(
+        &opts,
+        |f| {
+            f.begin_call(call(1)).unwrap();
+            let mut first = pin!(f.recv(1, Tag(1), f32s(1)));
+            poll_pending(first.as_mut());
+            waiting.wait();
+            sent.wait();
+            progress_until_moved(f);
+            // A message to itself waits in the mailbox, so the next
+            // receive starts there, while the first holds its message.
+            f.block_on(f.send(0, Tag(9), floats(&[9.0]))).unwrap();
+            let second = f.block_on(f.recv(1, Tag(2), f32s(1)));
+            let first = f.block_on(first);
+            (first, second, f.block_on(f.recv(0, Tag(9), f32s(1))))
+        },
+        |f| {
+            f.begin_call(call(1)).unwrap();
+            waiting.wait();
+            f.block_on(f.send(0, Tag(1), floats(&[1.0]))).unwrap();
+            f.block_on(f.send(0, Tag(2), floats(&[2.0]))).unwrap();
+            sent.wait();
+            let _ = f.finish();
+        },
+    );
+    assert_eq!(second.unwrap().as_slice::<f32>().unwrap(), &[2.0]);
+    assert_eq!(first.unwrap().as_slice::<f32>().unwrap(), &[1.0]);
+    assert_eq!(own.unwrap().as_slice::<f32>().unwrap(), &[9.0]);
+}

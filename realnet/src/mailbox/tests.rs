@@ -221,3 +221,31 @@ fn every_waiting_receive_is_woken_whichever_waker_came_last() {
     assert_eq!(b.0.load(Ordering::SeqCst), 3);
     assert_eq!(a.0.load(Ordering::SeqCst), 2);
 }
+
+#[test]
+fn the_flags_say_whether_a_message_or_a_receive_waits() {
+    let m = Mailbox::new(0, 3, Duration::from_secs(5));
+    m.begin_call(ar(1)).unwrap();
+    assert!(!m.holds_messages() && !m.has_waiters());
+    assert!(poll(&m, 1, 7, 1).is_pending());
+    assert!(m.has_waiters() && !m.holds_messages());
+    assert!(poll(&m, 2, 7, 1).is_pending());
+    m.deliver(1, Tag(7), ar(1), Payload::from_vec(vec![1i32]));
+    assert!(m.holds_messages());
+    assert!(m.has_waiters(), "the receive from rank 2 still waits");
+    m.deliver(2, Tag(7), ar(1), Payload::from_vec(vec![2i32]));
+    assert!(!m.has_waiters());
+    assert!(poll(&m, 1, 7, 1).is_ready());
+    assert!(m.holds_messages(), "rank 2's message is still there");
+    assert!(poll(&m, 2, 7, 1).is_ready());
+    assert!(!m.holds_messages());
+    assert!(poll(&m, 1, 8, 1).is_pending());
+    m.fail_all(FabricError::Transport {
+        rank: 0,
+        reason: "stop".into(),
+    });
+    assert!(
+        !m.has_waiters(),
+        "a failure wakes and forgets every receive"
+    );
+}

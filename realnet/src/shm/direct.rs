@@ -15,14 +15,20 @@
 //! what the mailbox would, the receive falls back to the mailbox
 //! ([`Direct::Cancelled`]), which then decides as before. That is when the
 //! mailbox already holds a message (an older one of the same key could be
-//! among them), the rank has failed, its message arrives but is not the
+//! among them) or a receive waits there (it may wait for the same key, and
+//! must not wait behind a message held for a receive not polled yet), the
+//! rank has failed, its message arrives but is not the
 //! plain match (another call of the same sequence number, another shape:
 //! the mailbox's errors), a peer probe ran (the mailbox knows failed
 //! peers), or it has waited [`DIRECT_IDLE_ROUNDS`] idle rounds (the
 //! mailbox's receive timeout and the heartbeat checks only see the
 //! receives registered there). A receive dropped before it completed
 //! hands a message it was given back to the mailbox, so nothing is lost
-//! either.
+//! either; so does one that has not taken its message yet when another
+//! receive begins (progress pulls nothing more until it is taken, which
+//! the other must not wait for) or the next call begins (the mailbox
+//! then judges it, as it would have). A rank that failed fails a direct
+//! receive even after its message arrived, as the mailbox does.
 
 use std::pin::Pin;
 use std::task::{Context, Poll, Waker};
@@ -58,8 +64,8 @@ pub(super) enum Direct {
     Idle,
     /// Receive `Wanted::id` waits for its message.
     Waiting(Wanted),
-    /// Receive `.0`'s message has arrived.
-    Got(u64, Payload),
+    /// The message of the receive `.0` waited for has arrived.
+    Got(Wanted, Payload),
     /// Receive `.0` must ask the mailbox instead.
     Cancelled(u64),
 }
@@ -98,10 +104,13 @@ impl ShmFabric {
             let plain = w.call == call
                 && w.expect == payload.shape()
                 && !self.mailbox.holds_messages()
+                && !self.mailbox.has_waiters()
                 && !self.mailbox.has_fatal();
             d.wake();
             if plain {
-                d.state = Direct::Got(id, payload);
+                if let Direct::Waiting(w) = std::mem::take(&mut d.state) {
+                    d.state = Direct::Got(w, payload);
+                }
                 return;
             }
             d.state = Direct::Cancelled(id);
@@ -115,6 +124,26 @@ impl ShmFabric {
     #[inline]
     pub(super) fn direct_got(&self) -> bool {
         matches!(self.direct.borrow().state, Direct::Got(..))
+    }
+
+    /// Hands a message that a direct receive was given but has not taken
+    /// yet back to the mailbox, where that receive (moved there) finds it
+    /// first of its key. Called when another receive begins (progress
+    /// pulls nothing while a direct receive holds its message, so the
+    /// other receive would wait for a poll that may never come) and when
+    /// the next call begins (the mailbox then reports the message as never
+    /// received).
+    pub(super) fn hand_back(&self) {
+        let mut d = self.direct.borrow_mut();
+        if !matches!(d.state, Direct::Got(..)) {
+            return;
+        }
+        if let Direct::Got(w, payload) = std::mem::take(&mut d.state) {
+            d.state = Direct::Cancelled(w.id);
+            d.wake();
+            drop(d);
+            self.mailbox.deliver(w.src, w.tag, w.call, payload);
+        }
     }
 
     /// Moves a waiting direct receive to the mailbox (a probe ran, the rank
@@ -137,16 +166,19 @@ impl ShmFabric {
     /// Starts a direct receive of `(src, tag)` of the current call, or
     /// `None` if it must go through the mailbox.
     fn begin_direct(&self, src: Rank, tag: Tag, expect: Shape, cx: &Context<'_>) -> Option<u64> {
+        let mut d = self.direct.borrow_mut();
         if src == self.rank
             || src >= self.world
             || self.mailbox.holds_messages()
+            || self.mailbox.has_waiters()
             || self.mailbox.has_fatal()
+            // Another receive's (two receives joined).
+            || !matches!(d.state, Direct::Idle)
         {
-            return None;
-        }
-        let mut d = self.direct.borrow_mut();
-        if !matches!(d.state, Direct::Idle) {
-            // Another receive's (two receives joined): the mailbox.
+            // The mailbox's receive, where a message another direct
+            // receive was given but has not taken goes too.
+            drop(d);
+            self.hand_back();
             return None;
         }
         d.next_id += 1;
@@ -165,9 +197,9 @@ impl ShmFabric {
         Some(id)
     }
 
-    /// Polls direct receive `id`: `Some` when it is done (its message, or
-    /// a failure of this rank's progress), `None` when it must go to the
-    /// mailbox. With `pull`, pulls its peer first. A receive still waiting
+    /// Polls direct receive `id`: `Some` when it is done (its message),
+    /// `None` when it must go to the mailbox (which also returns a failure
+    /// of this rank, even one after its message arrived). With `pull`, pulls its peer first. A receive still waiting
     /// is woken through `cx`'s waker from now on (a future may be polled
     /// from another context than the one it began in).
     fn poll_direct(
@@ -190,7 +222,10 @@ impl ShmFabric {
         }
         let mut d = self.direct.borrow_mut();
         match std::mem::take(&mut d.state) {
-            Direct::Got(mine, payload) if mine == id => Some(Poll::Ready(payload)),
+            Direct::Got(w, payload) if w.id == id => {
+                // A failed rank's receives all fail, as the mailbox's.
+                (!self.mailbox.has_fatal()).then_some(Poll::Ready(payload))
+            }
             Direct::Waiting(w) if w.id == id => {
                 if self.mailbox.has_fatal() {
                     return None;
@@ -213,19 +248,19 @@ impl ShmFabric {
 
     /// Ends direct receive `id` without a result (its future dropped):
     /// a message it was given goes back to the mailbox.
-    fn drop_direct(&self, id: u64, src: Rank, tag: Tag) {
+    fn drop_direct(&self, id: u64) {
         let mut d = self.direct.borrow_mut();
         let mine = match &d.state {
-            Direct::Waiting(w) => w.id == id,
-            Direct::Got(m, _) | Direct::Cancelled(m) => *m == id,
+            Direct::Waiting(w) | Direct::Got(w, _) => w.id == id,
+            Direct::Cancelled(m) => *m == id,
             Direct::Idle => false,
         };
         if !mine {
             return;
         }
-        if let Direct::Got(_, payload) = std::mem::take(&mut d.state) {
+        if let Direct::Got(w, payload) = std::mem::take(&mut d.state) {
             drop(d);
-            self.mailbox.deliver(src, tag, self.call.get(), payload);
+            self.mailbox.deliver(w.src, w.tag, w.call, payload);
         }
     }
 }
@@ -305,16 +340,10 @@ impl Future for DirectRecv<'_> {
 
 impl Drop for DirectRecv<'_> {
     fn drop(&mut self) {
-        if let DirectRecv::Direct {
-            fabric,
-            id,
-            src,
-            tag,
-            ..
-        } = self
+        if let DirectRecv::Direct { fabric, id, .. } = self
             && *id != 0
         {
-            fabric.drop_direct(*id, *src, *tag);
+            fabric.drop_direct(*id);
         }
     }
 }

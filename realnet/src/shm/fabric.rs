@@ -496,6 +496,8 @@ impl Fabric for ShmFabric {
             None
         };
         let expect = Shape::new(dtype, recv.len());
+        // A message a direct receive holds would keep this one waiting.
+        self.hand_back();
         let incoming = self.mailbox.recv(from, tag, expect).await?;
         crate::pool::combine(buf, recv, &incoming, op)?;
         self.pool.borrow_mut().give(incoming);
@@ -516,6 +518,8 @@ impl Fabric for ShmFabric {
         op: Option<ReduceOp>,
     ) -> Result<(), CollectiveError> {
         let expect = Shape::new(buf.shape().dtype, range.len());
+        // A message a direct receive holds would keep this one waiting.
+        self.hand_back();
         let incoming = self.mailbox.recv(from, tag, expect).await?;
         crate::pool::combine(buf, range, &incoming, op)?;
         self.pool.borrow_mut().give(incoming);
@@ -599,6 +603,12 @@ impl Endpoint for ShmFabric {
     }
 
     fn begin_call(&self, call: CallId) -> Result<(), FabricError> {
+        // A direct receive still under way (its future outlived its call)
+        // moves to the mailbox, with a message it was given but did not
+        // take: the mailbox judges them against the new call, as it
+        // judges its own receives and messages.
+        self.cancel_direct(false);
+        self.hand_back();
         self.call.set(call);
         self.mailbox.begin_call(call)
     }
