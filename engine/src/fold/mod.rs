@@ -517,9 +517,11 @@
 //! change): folded `nccl_tree`, 2048 GPUs, 1 GiB: 30.9, 37.4 / 22.4, 29.9;
 //! 512 GPUs, 1 GiB, mean of five: 2.69 / 2.51 with the sorted keys
 //! alone (heap pops 9.2% of the 4 GiB profile before, the sort 3.1%
-//! after). `tools/bench_trees.sh
-//! --nodes 64 --sizes 32G` (load 3-4): 156.8 s / 158.2 s, 55 / 52 MiB,
-//! 180 255.09 us both: still 2.6x from a minute at this load. What is
+//! after). `tools/bench_trees.sh --algorithms nccl_tree --symmetry fold`
+//! at load 1 (wall s): 2048 GPUs, 1 GiB 29.79, 28.98 / 25.21, 22.03
+//! (108 MiB); 512 GPUs, 32 GiB 86.16 / 93.00 (one run each, 55 MiB,
+//! 180 255.09 us both; same-binary runs at 4 GiB moved by 30%, so no
+//! gain shows at 512 GPUs): still 1.5x from a minute. What is
 //! left per message is spread (the world's delivery, 12%, mostly a cache
 //! miss on the in-flight message; the trees' futures; the event queue's
 //! keyed finishes).
