@@ -38,30 +38,42 @@ use crate::world::{EngineStats, World, WorldConfig};
 /// Ranks whose tasks were woken and must be polled, without duplicates.
 struct ReadyQueue {
     queue: Mutex<VecDeque<Rank>>,
+    /// Set (under the lock) when `queue` gets a rank, cleared when it is
+    /// drained: the executor looks for woken ranks after every event,
+    /// and most events wake nobody, so an empty queue is seen without
+    /// taking the lock.
+    nonempty: AtomicBool,
     queued: Vec<AtomicBool>,
 }
 
 impl ReadyQueue {
     fn push(&self, rank: Rank) {
         if !self.queued[rank].swap(true, Ordering::Relaxed) {
-            self.queue
+            let mut queue = self
+                .queue
                 .lock()
-                .expect("ready queue lock is never poisoned")
-                .push_back(rank);
+                .expect("ready queue lock is never poisoned");
+            queue.push_back(rank);
+            self.nonempty.store(true, Ordering::Release);
         }
     }
 
     /// Moves every queued rank, in order, into the empty `batch` (one lock
-    /// for the lot; the two buffers swap, so nothing allocates). Each stays
-    /// marked as queued until [`Self::taken`], so a wake-up before its turn
-    /// does not queue it twice.
+    /// for the lot, none if nothing is queued; the two buffers swap, so
+    /// nothing allocates). Each stays marked as queued until
+    /// [`Self::taken`], so a wake-up before its turn does not queue it
+    /// twice.
     fn drain_into(&self, batch: &mut VecDeque<Rank>) {
         debug_assert!(batch.is_empty(), "a batch is drained before the next");
+        if !self.nonempty.load(Ordering::Acquire) {
+            return;
+        }
         let mut queue = self
             .queue
             .lock()
             .expect("ready queue lock is never poisoned");
         std::mem::swap(&mut *queue, batch);
+        self.nonempty.store(false, Ordering::Release);
     }
 
     /// Marks `rank`, just taken from a batch, as no longer queued: a
@@ -163,6 +175,7 @@ where
     let world = Rc::new(RefCell::new(World::new(config)));
     let ready = Arc::new(ReadyQueue {
         queue: Mutex::new(VecDeque::with_capacity(n)),
+        nonempty: AtomicBool::new(false),
         queued: (0..n).map(|_| AtomicBool::new(false)).collect(),
     });
     let wakers: Vec<Waker> = (0..n)

@@ -562,6 +562,23 @@
 //! times; the target (a minute at 32 GiB) is still 2x away at 512 GPUs
 //! and about 20x at 2048 (32 x 72 s is some 38 min at this load).
 //!
+//! **Cheaper per message** (2026-12-03, exact: `sim run` stdout and
+//! `--links-csv` the same to the byte): the filling's sorted keys and
+//! unrecomputed departures (above), and the executor's ready queue seen
+//! empty without its lock. User CPU s, base and new binaries alternated
+//! (load 2.5-4 on the shared 2 cores; wall times moved by more than the
+//! change): folded `nccl_tree`, 2048 GPUs, 1 GiB: 30.9, 37.4 / 22.4, 29.9;
+//! 512 GPUs, 1 GiB, mean of five: 2.69 / 2.51 with the sorted keys
+//! alone (heap pops 9.2% of the 4 GiB profile before, the sort 3.1%
+//! after). `tools/bench_trees.sh --algorithms nccl_tree --symmetry fold`
+//! at load 1 (wall s): 2048 GPUs, 1 GiB 29.79, 28.98 / 25.21, 22.03
+//! (108 MiB); 512 GPUs, 32 GiB 86.16 / 93.00 (one run each, 55 MiB,
+//! 180 255.09 us both; same-binary runs at 4 GiB moved by 30%, so no
+//! gain shows at 512 GPUs): still 1.5x from a minute. What is
+//! left per message is spread (the world's delivery, 12%, mostly a cache
+//! miss on the in-flight message; the trees' futures; the event queue's
+//! keyed finishes).
+//!
 //! **`nccl_nvls_tree` memory** (model changes; see `nccl/nvls_tree.rs`):
 //! posting all of a rank's node reductions and multicasts at once took
 //! 3 910 MiB at 512 GPUs and 1 GiB (13 199.28 us simulated); NCCL's 8
@@ -590,10 +607,13 @@
 //! by the quarter turn at 512 GPUs is within 2x of a minute at 32 GiB;
 //! 2048 GPUs and folded `nccl_nvls_tree` are 20x away):
 //! - **A cheaper max-min filling for large components**: `nccl_nvls_tree`
-//!   spends over half its time there, folded `nccl_tree` at 2048 GPUs
-//!   costs 11x the 512-GPU point for 4x the ranks. Restarting the filling
-//!   at the changed flow's level, or pruning links that cannot saturate,
-//!   both exact, were weighed above; neither is in.
+//!   spends over half its time there; folded `nccl_tree` at 2048 GPUs
+//!   spent 60% (64% of the flows visited were in components of 1 000 to
+//!   2 000 flows, refilled whole at every change). In now, exact: sorted
+//!   keys instead of heap pops (the `maxmin` module) and departures that
+//!   change no rate left unrecomputed (the flow model's Departures).
+//!   Restarting the filling at the changed flow's level saves only the
+//!   flows below it, and these components hold one or two levels.
 //! - **Folding by more** (`nccl_tree`): by a quarter of a node now (see
 //!   "Which turn `nccl_tree` has" above); one GPU per node needs another
 //!   channel order; `nccl_nvls_tree` folds by the quarter turn too.

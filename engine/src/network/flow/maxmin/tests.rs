@@ -100,6 +100,38 @@ fn a_down_link_stops_its_flows_and_frees_their_other_links() {
     assert_eq!(r, vec![0.0; 3]);
 }
 
+/// A candidate of [`eager_rates`]' heap, which pops the smallest share
+/// first, ties by the smaller link index.
+#[derive(Clone, Copy, Debug)]
+struct Candidate {
+    share: f64,
+    link: u32,
+}
+
+impl PartialEq for Candidate {
+    fn eq(&self, other: &Self) -> bool {
+        self.cmp(other) == std::cmp::Ordering::Equal
+    }
+}
+
+impl Eq for Candidate {}
+
+impl PartialOrd for Candidate {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for Candidate {
+    /// Reversed, so that the max-heap pops the smallest share first.
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        other
+            .share
+            .total_cmp(&self.share)
+            .then(other.link.cmp(&self.link))
+    }
+}
+
 /// Progressive filling as first written: every changed share pushed,
 /// outdated candidates skipped when popped. The rates, bit for bit,
 /// that the keyed filling must reproduce.
