@@ -102,20 +102,83 @@ pub(crate) struct Reduced {
     pub switch: VertexId,
 }
 
-/// The contributions gathered for one ticket.
+/// The contributions gathered for one ticket: a payload each, or in a
+/// folded run a representative's [`FoldedPart`].
 #[derive(Debug)]
-struct Gather {
-    parts: Vec<Option<Payload>>,
+struct Gather<P> {
+    parts: Vec<Option<P>>,
     arrived: usize,
     op: ReduceOp,
 }
 
 /// A switch's gathers of one `(group, tag)`, by ticket from `base` (kept
 /// once drained, so tickets keep counting).
-#[derive(Debug, Default)]
-struct Gathers {
+#[derive(Debug)]
+struct Gathers<P> {
     base: u64,
-    open: VecDeque<Option<Gather>>,
+    open: VecDeque<Option<Gather<P>>>,
+}
+
+impl<P> Default for Gathers<P> {
+    fn default() -> Self {
+        Gathers {
+            base: 0,
+            open: VecDeque::new(),
+        }
+    }
+}
+
+impl<P> Gathers<P> {
+    /// Puts `part` as member `index` (of `members`) of ticket `ticket`'s
+    /// gather; returns the gather once every member's part is in.
+    fn arrive(
+        &mut self,
+        ticket: u64,
+        index: usize,
+        members: usize,
+        part: P,
+        op: ReduceOp,
+    ) -> Option<Gather<P>> {
+        let at = usize::try_from(ticket.checked_sub(self.base)?).ok()?;
+        while self.open.len() <= at {
+            self.open.push_back(Some(Gather {
+                parts: (0..members).map(|_| None).collect(),
+                arrived: 0,
+                op,
+            }));
+        }
+        let gather = self.open[at].as_mut()?;
+        if gather.parts[index].replace(part).is_none() {
+            gather.arrived += 1;
+        }
+        if gather.arrived < members {
+            return None;
+        }
+        let gather = self.open[at].take()?;
+        while self.open.front().is_some_and(Option::is_none) {
+            self.open.pop_front();
+            self.base += 1;
+        }
+        Some(gather)
+    }
+}
+
+/// The contributions combined in member order, or why they do not
+/// combine (shapes differ), naming the call.
+fn combine<'a>(
+    parts: impl Iterator<Item = &'a Payload> + Clone,
+    op: ReduceOp,
+    group: &[Rank],
+    tag: Tag,
+) -> Result<Payload, String> {
+    reduce_in_member_order(parts.clone(), op).ok_or_else(|| {
+        let shapes: Vec<String> = parts.map(|p| p.shape().to_string()).collect();
+        format!(
+            "the in-network reduction of group {group:?} tag {tag} got contributions of \
+             different shapes ({})",
+            shapes.join(", ")
+        )
+    })
 }
 
 /// One member's calls of one `(group, tag)`, by ticket from `base`
@@ -167,22 +230,6 @@ pub(crate) struct FoldedPart {
     pub payload: Payload,
 }
 
-/// One ticket's gather of a canonical call in a folded run, by the
-/// canonical group's members in order.
-#[derive(Debug)]
-struct FoldedGather {
-    parts: Vec<Option<FoldedPart>>,
-    arrived: usize,
-    op: ReduceOp,
-}
-
-/// A canonical call's gathers of a folded run, by ticket from `base`.
-#[derive(Debug, Default)]
-struct FoldedGathers {
-    base: u64,
-    open: VecDeque<Option<FoldedGather>>,
-}
-
 /// A completed folded gather: the result and the representatives'
 /// parts, in the canonical group's member order.
 pub(crate) struct FoldedReduced {
@@ -198,7 +245,7 @@ pub(crate) struct InNetwork {
     /// The switch of each group asked for (or why none serves it).
     switches: HashMap<Box<[Rank]>, Result<VertexId, String>>,
     /// At the switches: contributions by `(group, tag)`.
-    gathers: HashMap<(Box<[Rank]>, Tag), Gathers>,
+    gathers: HashMap<(Box<[Rank]>, Tag), Gathers<Payload>>,
     /// At the members: calls by `(rank, group, tag)`.
     calls: HashMap<(Rank, Box<[Rank]>, Tag), Calls>,
     /// A folded run: calls are keyed by their group with its first member
@@ -206,7 +253,7 @@ pub(crate) struct InNetwork {
     /// copy's group, listed in another order, are the same call).
     normalize: bool,
     /// A folded run's gathers, by canonical `(members sorted, tag)`.
-    folded: HashMap<(Box<[Rank]>, Tag), FoldedGathers>,
+    folded: HashMap<(Box<[Rank]>, Tag), Gathers<FoldedPart>>,
     /// A folded run's canonical calls: for a `(group, tag)`, the
     /// canonical `(members sorted, tag)` of its orbit and the steps back
     /// to it, or why there is none.
@@ -268,42 +315,18 @@ impl InNetwork {
         op: ReduceOp,
     ) -> Option<FoldedReduced> {
         let members = canonical.0.len();
-        let gathers = self.folded.entry(canonical).or_default();
-        let at = usize::try_from(ticket.checked_sub(gathers.base)?).ok()?;
-        while gathers.open.len() <= at {
-            gathers.open.push_back(Some(FoldedGather {
-                parts: (0..members).map(|_| None).collect(),
-                arrived: 0,
-                op,
-            }));
-        }
-        let gather = gathers.open[at].as_mut()?;
-        if gather.parts[index].replace(part).is_none() {
-            gather.arrived += 1;
-        }
-        if gather.arrived < members {
-            return None;
-        }
-        let gather = gathers.open[at].take()?;
-        while gathers.open.front().is_some_and(Option::is_none) {
-            gathers.open.pop_front();
-            gathers.base += 1;
-        }
+        let gather = self
+            .folded
+            .entry(canonical)
+            .or_default()
+            .arrive(ticket, index, members, part, op)?;
         let parts: Vec<FoldedPart> = gather.parts.into_iter().flatten().collect();
-        let result = reduce_in_member_order(parts.iter().map(|p| &p.payload), gather.op)
-            .ok_or_else(|| {
-                let shapes: Vec<String> = parts
-                    .iter()
-                    .map(|p| p.payload.shape().to_string())
-                    .collect();
-                format!(
-                    "the in-network reduction of group {:?} tag {} got contributions of \
-                     different shapes ({})",
-                    parts[0].group,
-                    parts[0].tag,
-                    shapes.join(", ")
-                )
-            });
+        let result = combine(
+            parts.iter().map(|p| &p.payload),
+            gather.op,
+            &parts[0].group,
+            parts[0].tag,
+        );
         Some(FoldedReduced { result, parts })
     }
 
@@ -395,45 +418,17 @@ impl InNetwork {
         else {
             return None;
         };
-        let key = (leg.group.clone(), leg.tag);
-        let gathers = self.gathers.entry(key.clone()).or_default();
-        let index = (leg.ticket - gathers.base) as usize;
-        let members = leg.group.len();
-        while gathers.open.len() <= index {
-            gathers.open.push_back(Some(Gather {
-                parts: (0..members).map(|_| None).collect(),
-                arrived: 0,
-                op,
-            }));
-        }
-        let gather = gathers.open[index].as_mut()?;
-        if gather.parts[member].replace(payload).is_none() {
-            gather.arrived += 1;
-        }
-        if gather.arrived < members {
-            return None;
-        }
-        let gather = gathers.open[index].take()?;
-        while gathers.open.front().is_some_and(Option::is_none) {
-            gathers.open.pop_front();
-            gathers.base += 1;
-        }
-        let result =
-            reduce_in_member_order(gather.parts.iter().flatten(), gather.op).ok_or_else(|| {
-                let shapes: Vec<String> = gather
-                    .parts
-                    .iter()
-                    .flatten()
-                    .map(|p| p.shape().to_string())
-                    .collect();
-                format!(
-                    "the in-network reduction of group {:?} tag {} got contributions of \
-                     different shapes ({})",
-                    leg.group,
-                    leg.tag,
-                    shapes.join(", ")
-                )
-            });
+        let gather = self
+            .gathers
+            .entry((leg.group.clone(), leg.tag))
+            .or_default()
+            .arrive(leg.ticket, member, leg.group.len(), payload, op)?;
+        let result = combine(
+            gather.parts.iter().flatten(),
+            gather.op,
+            &leg.group,
+            leg.tag,
+        );
         Some(Reduced { result, switch })
     }
 }
