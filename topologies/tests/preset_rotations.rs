@@ -214,6 +214,76 @@ fn fat_tree_layouts_give_their_rotation_or_say_why_not() {
     }
 }
 
+/// The numbers after `key = ` in `message` (`"nodes = 44 or 48"` gives 44
+/// and 48).
+fn suggested(message: &str, key: &str) -> Vec<usize> {
+    let Some(at) = message.find(&format!("{key} = ")) else {
+        return Vec::new();
+    };
+    let rest = &message[at + key.len() + 3..];
+    rest.split([' ', ','])
+        .filter(|word| !word.is_empty() && *word != "or")
+        .map_while(|word| word.parse().ok())
+        .collect()
+}
+
+#[test]
+fn a_fat_tree_that_does_not_turn_names_layouts_that_do() {
+    // Each refusal names node counts (and a spine count, where one works
+    // with the same nodes) that turn, and the unfolded way out; each named
+    // layout, built, turns.
+    let refused = [
+        fat(46, 8, None, Some(4), 1.0),
+        fat(6, 8, None, Some(4), 1.0),
+        fat(16, 8, None, Some(3), 1.0),
+        fat(16, 2, None, Some(1), 3.0),
+        fat(6, 8, Some(32), None, 1.0),
+        fat(5, 2, Some(4), Some(2), 1.0),
+    ];
+    for params in &refused {
+        let t = presets::fat_tree(params).unwrap();
+        let err = fat_tree_rotation(params, &t, &t.endpoints())
+            .err()
+            .unwrap_or_else(|| panic!("{params:?} turned"))
+            .to_string();
+        assert!(
+            err.contains("drop `symmetry` to simulate every rank"),
+            "{err}"
+        );
+        let nodes = suggested(&err, "nodes");
+        assert!(!nodes.is_empty(), "{err}");
+        let spines = suggested(&err, "spines");
+        let layouts = nodes
+            .iter()
+            .map(|&n| FatTree {
+                nodes: n,
+                ..params.clone()
+            })
+            .chain(spines.iter().map(|&s| FatTree {
+                spines: Some(s),
+                ..params.clone()
+            }));
+        for layout in layouts {
+            let t = presets::fat_tree(&layout).unwrap();
+            assert!(
+                fat_tree_rotation(&layout, &t, &t.endpoints()).is_ok(),
+                "{err}: {layout:?} does not turn"
+            );
+        }
+    }
+    // 368 GPUs on 4 spines: 44 or 48 nodes, or 2 spines.
+    let params = fat(46, 8, None, Some(4), 1.0);
+    let t = presets::fat_tree(&params).unwrap();
+    let err = fat_tree_rotation(&params, &t, &t.endpoints())
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(
+        err.contains("nodes = 44 or 48, or spines = 2 would turn"),
+        "{err}"
+    );
+}
+
 #[test]
 fn fat_tree_one_leaf_per_rail_turns_nodes_uplinks_and_spines() {
     // 16 nodes, 8 rails, 4 spines: each leaf has 16 uplinks, 4 per spine.

@@ -284,13 +284,15 @@ pub(crate) fn rail_rotation(
         if spines > 0 && !u.is_multiple_of(spines) {
             return Err(symmetry(format!(
                 "{preset}: each leaf's {u} uplinks are not a multiple of the {spines} \
-                 spines, so moving every uplink on by one does not move the spines on by one"
+                 spines, so moving every uplink on by one does not move the spines on by one{}",
+                spine_fold_hint(prefix, nodes, spines, oversubscription)
             )));
         }
         if spines > 0 && !nodes.is_multiple_of(u) {
             return Err(symmetry(format!(
                 "{preset}: each leaf's {u} uplinks do not divide the {nodes} nodes, \
-                 so a whole turn of the nodes does not bring the uplinks back"
+                 so a whole turn of the nodes does not bring the uplinks back{}",
+                spine_fold_hint(prefix, nodes, spines, oversubscription)
             )));
         }
         1
@@ -298,7 +300,8 @@ pub(crate) fn rail_rotation(
         if !nodes.is_multiple_of(k) {
             return Err(symmetry(format!(
                 "{preset}: the {k} leaves per rail do not split the {nodes} nodes \
-                 evenly, so the leaves are not alike"
+                 evenly, so the leaves are not alike{}",
+                nearest_hint(prefix, nodes, |n| n.is_multiple_of(k), None)
             )));
         }
         nodes / k
@@ -331,6 +334,49 @@ pub(crate) fn rail_rotation(
         vertices,
         uplinks,
     )
+}
+
+/// What to do instead when a single-leaf-per-rail network with spines
+/// does not turn: the nearest node (or rack) counts that do with the same
+/// spines, a spine count that does with the same nodes, or simulating
+/// every rank. Starts with `"; "`.
+fn spine_fold_hint(prefix: &str, nodes: usize, spines: usize, oversubscription: f64) -> String {
+    let turns = |n: usize| {
+        let u = uplink_count(n, oversubscription);
+        u >= spines && u.is_multiple_of(spines) && n.is_multiple_of(u)
+    };
+    let u = uplink_count(nodes, oversubscription);
+    let fewer_spines = (1..spines)
+        .rev()
+        .find(|&d| u.is_multiple_of(d) && nodes.is_multiple_of(u))
+        .map(|d| format!("spines = {d}"));
+    nearest_hint(prefix, nodes, turns, fewer_spines)
+}
+
+/// `"; <prefix>s = A or B, or <also> would turn; or drop `symmetry` ..."`:
+/// the nearest counts below and above `count` for which `turns` holds
+/// (searched up to four times `count`), then `also`, then the unfolded way
+/// out.
+fn nearest_hint(
+    prefix: &str,
+    count: usize,
+    turns: impl Fn(usize) -> bool,
+    also: Option<String>,
+) -> String {
+    let below = (1..count).rev().find(|&n| turns(n));
+    let above = (count + 1..=4 * count + 4).find(|&n| turns(n));
+    let counts = match (below, above) {
+        (Some(b), Some(a)) => Some(format!("{prefix}s = {b} or {a}")),
+        (Some(n), None) | (None, Some(n)) => Some(format!("{prefix}s = {n}")),
+        (None, None) => None,
+    };
+    let options: Vec<String> = counts.into_iter().chain(also).collect();
+    let unfolded = "drop `symmetry` to simulate every rank (hashed routes)";
+    if options.is_empty() {
+        format!("; {unfolded}")
+    } else {
+        format!("; {} would turn; or {unfolded}", options.join(", or "))
+    }
 }
 
 /// The rotation of a [`leaf_spine`](super::leaf_spine) built from
