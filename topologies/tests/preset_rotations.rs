@@ -257,11 +257,11 @@ fn a_fat_tree_that_does_not_turn_names_layouts_that_do() {
             .iter()
             .map(|&n| FatTree {
                 nodes: n,
-                ..params.clone()
+                ..*params
             })
             .chain(spines.iter().map(|&s| FatTree {
                 spines: Some(s),
-                ..params.clone()
+                ..*params
             }));
         for layout in layouts {
             let t = presets::fat_tree(&layout).unwrap();
