@@ -614,6 +614,32 @@
 //!   change no rate left unrecomputed (the flow model's Departures).
 //!   Restarting the filling at the changed flow's level saves only the
 //!   flows below it, and these components hold one or two levels.
+//!   What a recomputation of such a component spends now (2026-12-04,
+//!   `perf record` of release `sim`, folded `nccl_tree`, 2048 GPUs,
+//!   256 MiB, 1 815.07 us simulated; `perf annotate` of
+//!   `FlowNetwork::handle`, where the allocator is inlined, 49% of the
+//!   samples): mostly the component's search, not its filling. The
+//!   search's loads miss the cache: each reached flow's route through
+//!   its slot (12% of all samples on the route's links, most of another
+//!   11% not attributed to a line), the flows' and links' marks (7.5%
+//!   and 5%), each link's flow list (4%); the filling
+//!   proper is under 10%, the sort of its keys 6.5% (`smallsort`,
+//!   `quicksort`), `reallocate`'s loop over the new rates 5% (again one
+//!   slot per flow). Tried and dropped, for no gain measurable
+//!   (user CPU s, base / tried, alternated, load 5-7 from other
+//!   builds: 2048 GPUs, 256 MiB 51.9, 45.9, 50.1 / 52.0, 42.7, 51.2;
+//!   512 GPUs, 1 GiB 3.43, 3.37, 3.14, 3.21 / 3.12, 3.29, 3.13, 3.52;
+//!   simulated times the same): every flow's route copied at its start
+//!   into one 64-byte entry per flow id for the search, and the search
+//!   in passes of independent loads (marks, routes, links). The miss
+//!   moved to that entry (17% of the samples) rather than going: the
+//!   search touches every flow of the component at every change, and
+//!   the routes of that many flows do not stay cached from one change
+//!   to the next. What would help: not searching the component at
+//!   every change (keeping its flows and links between recomputations,
+//!   updated by the starts and ends, in the order a search would reach
+//!   them, since the finishes of one picosecond are queued in that
+//!   order and the order reaches the output), or fewer recomputations.
 //! - **Folding by more** (`nccl_tree`): by a quarter of a node now (see
 //!   "Which turn `nccl_tree` has" above); one GPU per node needs another
 //!   channel order; `nccl_nvls_tree` folds by the quarter turn too.
