@@ -454,8 +454,13 @@ fn ranks_in_different_collectives_are_told_so_when_each_call_began_with_an_empty
         |f| {
             f.begin_call(call(1)).unwrap();
             let first = f.block_on(f.recv(1, Tag(7), f32s(1)));
-            f.begin_call(call(2)).unwrap();
-            (first, f.block_on(f.recv(1, Tag(7), f32s(1))))
+            // Rank 1's next message may already be in the mailbox (moved
+            // there after a probe of the peers): then the call's beginning
+            // reports it, as it always did.
+            let second = f
+                .begin_call(call(2))
+                .and_then(|()| f.block_on(f.recv(1, Tag(7), f32s(1))));
+            (first, second)
         },
         |f| {
             f.begin_call(call(1)).unwrap();
