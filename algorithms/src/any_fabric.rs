@@ -485,21 +485,20 @@ impl Fabric for AnyFabric<'_> {
     ) -> impl Future<Output = Result<Payload, FabricError>> {
         // A fabric whose exchange future is too large for the inline space
         // (a default join of its own send and receive) is joined here, on
-        // the inline send and receive, so nothing is allocated.
-        let own = self.inner.erased_exchange(to, payload, from, expect, tag);
-        async move {
-            match own {
-                Ok(exchange) => exchange.await,
-                Err(payload) => {
-                    let (sent, received) = futures_util::future::join(
-                        self.send(to, tag, payload),
-                        self.recv(from, tag, expect),
-                    )
-                    .await;
-                    sent?;
-                    received
-                }
-            }
+        // the inline send and receive, so nothing is allocated. Either of
+        // the two, not both side by side: the future the algorithm moves
+        // into its own state stays as small as the larger one.
+        match self.inner.erased_exchange(to, payload, from, expect, tag) {
+            Ok(exchange) => futures_util::future::Either::Left(exchange),
+            Err(payload) => futures_util::future::Either::Right(async move {
+                let (sent, received) = futures_util::future::join(
+                    self.send(to, tag, payload),
+                    self.recv(from, tag, expect),
+                )
+                .await;
+                sent?;
+                received
+            }),
         }
     }
 

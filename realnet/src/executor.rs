@@ -42,7 +42,13 @@ impl Default for IdlePolicy {
 
 /// Wakes the executor's thread.
 struct ThreadWaker {
+    /// Woken from another thread (then also unparked).
     woken: AtomicBool,
+    /// Woken from the executor's own thread (a transport's progress
+    /// delivering a message): only that thread stores and loads it, so
+    /// plain loads and stores do, where `woken` takes an atomic swap (a
+    /// locked instruction) to consume.
+    woken_here: AtomicBool,
     thread: Thread,
 }
 
@@ -52,16 +58,19 @@ impl Wake for ThreadWaker {
     }
 
     fn wake_by_ref(self: &Arc<Self>) {
-        self.woken.store(true, Ordering::Release);
         // Woken from the executor's own thread (a transport's progress
         // delivering a message): it is running, not parked, and sees the
-        // flag on its next round; no unpark (an atomic swap) needed.
+        // flag on its next round; no unpark (an atomic swap) needed, and
+        // the flag is its own (no swap to consume it either).
         let own = RUNNING
             .try_with(|r| std::ptr::eq(r.get(), Arc::as_ptr(self)))
             .unwrap_or(false);
-        if !own {
-            self.thread.unpark();
+        if own {
+            self.woken_here.store(true, Ordering::Relaxed);
+            return;
         }
+        self.woken.store(true, Ordering::Release);
+        self.thread.unpark();
     }
 }
 
@@ -82,6 +91,7 @@ fn take_signal() -> (Arc<ThreadWaker>, Waker) {
     SIGNAL.with(|s| s.borrow_mut().take()).unwrap_or_else(|| {
         let signal = Arc::new(ThreadWaker {
             woken: AtomicBool::new(true),
+            woken_here: AtomicBool::new(false),
             thread: thread::current(),
         });
         let waker = Waker::from(signal.clone());
@@ -126,8 +136,15 @@ pub fn block_on<T>(
     let mut fut = pin!(fut);
     let mut idle: u64 = 0;
     loop {
-        // A load first: an idle round then costs no atomic swap.
-        if signal.woken.load(Ordering::Relaxed) && signal.woken.swap(false, Ordering::AcqRel) {
+        // Loads first: an idle round then costs no atomic swap, nor does
+        // a wake-up from this thread.
+        let here = signal.woken_here.load(Ordering::Relaxed);
+        if here {
+            signal.woken_here.store(false, Ordering::Relaxed);
+        }
+        if here
+            || (signal.woken.load(Ordering::Relaxed) && signal.woken.swap(false, Ordering::AcqRel))
+        {
             if let Poll::Ready(out) = fut.as_mut().poll(&mut cx) {
                 return out;
             }
@@ -138,7 +155,7 @@ pub fn block_on<T>(
             idle = 0;
             continue;
         }
-        if signal.woken.load(Ordering::Relaxed) {
+        if signal.woken_here.load(Ordering::Relaxed) || signal.woken.load(Ordering::Relaxed) {
             // Woken during this round, maybe from this thread (which does
             // not unpark): poll before any wait.
             continue;

@@ -282,6 +282,13 @@ impl Mailbox {
         if !self.has_fatal() {
             return None;
         }
+        self.fatal_locked()
+    }
+
+    /// [`Mailbox::fatal`] once the flag says there is one (out of line:
+    /// the callers on every send inline only the flag's load).
+    #[cold]
+    fn fatal_locked(&self) -> Option<FabricError> {
         self.lock().fatal.clone()
     }
 

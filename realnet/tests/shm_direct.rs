@@ -435,3 +435,45 @@ fn a_receive_that_starts_in_the_mailbox_is_not_held_up_by_a_message_handed_to_an
     assert_eq!(first.unwrap().as_slice::<f32>().unwrap(), &[1.0]);
     assert_eq!(own.unwrap().as_slice::<f32>().unwrap(), &[9.0]);
 }
+
+#[test]
+fn ranks_in_different_collectives_are_told_so_when_each_call_began_with_an_empty_mailbox() {
+    // A call that begins with nothing in the mailbox tells it of the call
+    // only when it is first used (no lock per call): the message of
+    // another collective with the same sequence number must still be
+    // judged against this call, not the one before.
+    let opts = options(911, Duration::from_secs(5));
+    let chain = |seq| {
+        CallId::new(
+            seq,
+            &algorithms::catalogue_algorithm(algorithms::Collective::Broadcast, "chain"),
+        )
+    };
+    let (first, second) = pair(
+        &opts,
+        |f| {
+            f.begin_call(call(1)).unwrap();
+            let first = f.block_on(f.recv(1, Tag(7), f32s(1)));
+            // Rank 1's next message may already be in the mailbox (moved
+            // there after a probe of the peers): then the call's beginning
+            // reports it, as it always did.
+            let second = f
+                .begin_call(call(2))
+                .and_then(|()| f.block_on(f.recv(1, Tag(7), f32s(1))));
+            (first, second)
+        },
+        |f| {
+            f.begin_call(call(1)).unwrap();
+            f.block_on(f.send(0, Tag(7), floats(&[7.0]))).unwrap();
+            f.begin_call(chain(2)).unwrap();
+            f.block_on(f.send(0, Tag(7), floats(&[8.0]))).unwrap();
+            let _ = f.finish();
+        },
+    );
+    assert_eq!(first.unwrap().as_slice::<f32>().unwrap(), &[7.0]);
+    let err = second.expect_err("rank 1 is in another collective");
+    assert!(
+        err.to_string().contains("called different collectives"),
+        "{err}"
+    );
+}

@@ -116,7 +116,7 @@ impl ShmFabric {
             d.state = Direct::Cancelled(id);
         }
         drop(d);
-        self.mailbox.deliver(src, tag, call, payload);
+        self.mailbox_now().deliver(src, tag, call, payload);
     }
 
     /// Whether a direct receive was handed its message and has not taken
@@ -142,7 +142,7 @@ impl ShmFabric {
             d.state = Direct::Cancelled(w.id);
             d.wake();
             drop(d);
-            self.mailbox.deliver(w.src, w.tag, w.call, payload);
+            self.mailbox_now().deliver(w.src, w.tag, w.call, payload);
         }
     }
 
@@ -260,7 +260,7 @@ impl ShmFabric {
         }
         if let Direct::Got(w, payload) = std::mem::take(&mut d.state) {
             drop(d);
-            self.mailbox.deliver(w.src, w.tag, w.call, payload);
+            self.mailbox_now().deliver(w.src, w.tag, w.call, payload);
         }
     }
 }
@@ -322,7 +322,7 @@ impl Future for DirectRecv<'_> {
                     return Poll::Ready(Ok(p));
                 }
                 Some(Poll::Pending) => return Poll::Pending,
-                None => *this = DirectRecv::Mailbox(fabric.mailbox.recv(src, tag, expect)),
+                None => *this = DirectRecv::Mailbox(fabric.mailbox_now().recv(src, tag, expect)),
             }
         }
         match this {

@@ -83,6 +83,9 @@ pub struct ShmFabric {
     /// Per destination: whether it may copy large payloads out of our memory.
     pub(super) attach_to: Vec<bool>,
     pub(super) call: Cell<CallId>,
+    /// Whether the mailbox has not been told of `call` yet (see
+    /// [`ShmFabric::mailbox_now`]).
+    mailbox_behind: Cell<bool>,
     start: Instant,
     pub(crate) out: RefCell<Vec<Outgoing>>,
     pub(super) inc: RefCell<Vec<Incoming>>,
@@ -142,6 +145,7 @@ impl ShmFabric {
             pids,
             attach_to,
             call: Cell::new(CallId::NONE),
+            mailbox_behind: Cell::new(false),
             start: Instant::now(),
             out: RefCell::new((0..world).map(|_| Outgoing::default()).collect()),
             inc: RefCell::new(
@@ -221,17 +225,17 @@ impl ShmFabric {
         });
         let mut out = self.out.borrow_mut();
         let o = &mut out[to];
-        let inline = match kind {
-            Kind::Inline => Some(payload),
+        // A small payload's bytes are in the header: its buffer is kept
+        // for the next small message, once the slot is written (the peer
+        // waits for that store, not for the bookkeeping).
+        let (inline, small) = match kind {
+            Kind::Inline => (Some(payload), None),
             Kind::Attach => {
                 o.attached.push_back(Some(payload));
-                None
+                (None, None)
             }
-            Kind::Small => {
-                self.small_spare.borrow_mut().keep(payload);
-                None
-            }
-            Kind::Phantom => None,
+            Kind::Small => (None, Some(payload)),
+            Kind::Phantom => (None, None),
         };
         // Nothing queued before it and no bytes to stream: straight into
         // a free slot, without queueing.
@@ -242,8 +246,14 @@ impl ShmFabric {
                 .map_err(|c| self.corrupt_slots(self.rank, to, c))?
             {
                 slots.write(&mut o.slots, &header);
+                if let Some(p) = small {
+                    self.small_spare.borrow_mut().keep(p);
+                }
                 return Ok(());
             }
+        }
+        if let Some(p) = small {
+            self.small_spare.borrow_mut().keep(p);
         }
         o.queue.push_back(Pending {
             header,
@@ -270,11 +280,31 @@ impl ShmFabric {
             return Err(e);
         }
         if to == self.rank {
-            self.mailbox.deliver(to, tag, self.call.get(), payload);
+            self.mailbox_now()
+                .deliver(to, tag, self.call.get(), payload);
             return Ok(());
         }
         self.enqueue(to, tag, payload)
             .inspect_err(|e| self.mailbox.fail_all(e.clone()))
+    }
+
+    /// The mailbox, told of the current call first if
+    /// [`Endpoint::begin_call`] left that for later: whatever depends on
+    /// the call (a delivery, a receive, the timeouts) goes through here;
+    /// its flags (`has_fatal`, `holds_messages`, `has_waiters`) and
+    /// failures do not depend on it. Left for later only when the mailbox
+    /// held no message and the rank had not failed, and since nothing but
+    /// this rank's thread delivers to it, the mailbox still holds none
+    /// when told: telling it cannot find a problem that `begin_call` would
+    /// have reported (a failure since then, it reports on its own).
+    pub(super) fn mailbox_now(&self) -> &Mailbox {
+        if self.mailbox_behind.get() {
+            self.mailbox_behind.set(false);
+            // Only a failure can make it refuse, and every later use of
+            // the mailbox reports that failure.
+            let _ = self.mailbox.begin_call(self.call.get());
+        }
+        &self.mailbox
     }
 
     /// Marks this rank failed with `reason`, so that its peers stop with an
@@ -498,7 +528,7 @@ impl Fabric for ShmFabric {
         let expect = Shape::new(dtype, recv.len());
         // A message a direct receive holds would keep this one waiting.
         self.hand_back();
-        let incoming = self.mailbox.recv(from, tag, expect).await?;
+        let incoming = self.mailbox_now().recv(from, tag, expect).await?;
         crate::pool::combine(buf, recv, &incoming, op)?;
         self.pool.borrow_mut().give(incoming);
         if let Some(loan) = loan {
@@ -520,7 +550,7 @@ impl Fabric for ShmFabric {
         let expect = Shape::new(buf.shape().dtype, range.len());
         // A message a direct receive holds would keep this one waiting.
         self.hand_back();
-        let incoming = self.mailbox.recv(from, tag, expect).await?;
+        let incoming = self.mailbox_now().recv(from, tag, expect).await?;
         crate::pool::combine(buf, range, &incoming, op)?;
         self.pool.borrow_mut().give(incoming);
         Ok(())
@@ -549,7 +579,7 @@ impl Future for Exchange<'_> {
 
 impl Endpoint for ShmFabric {
     fn mailbox(&self) -> &Mailbox {
-        &self.mailbox
+        self.mailbox_now()
     }
 
     fn progress(&self) -> bool {
@@ -610,6 +640,15 @@ impl Endpoint for ShmFabric {
         self.cancel_direct(false);
         self.hand_back();
         self.call.set(call);
+        // An empty mailbox of a rank that has not failed has nothing to
+        // judge against the new call: it is told only when first used
+        // (`mailbox_now`), which a small call of direct receives never
+        // does (no lock per call).
+        if !self.mailbox.holds_messages() && !self.mailbox.has_fatal() {
+            self.mailbox_behind.set(true);
+            return Ok(());
+        }
+        self.mailbox_behind.set(false);
         self.mailbox.begin_call(call)
     }
 

@@ -191,7 +191,7 @@ impl ShmFabric {
                     moved = true;
                     read = true;
                     if n < rest {
-                        self.mailbox.touch(src);
+                        self.mailbox_now().touch(src);
                         break;
                     }
                     let Rx::Body {
