@@ -33,6 +33,7 @@
 //! depends on hash order.
 
 use std::collections::VecDeque;
+use std::sync::Arc;
 use std::task::Waker;
 
 use algorithms::in_network::reduce_in_member_order;
@@ -40,11 +41,14 @@ use algorithms::{Payload, Rank, ReduceOp, Tag};
 use rustc_hash::FxHashMap as HashMap;
 use topologies::VertexId;
 
+use groups::Groups;
+pub(crate) use groups::normalized;
+
 /// One leg of an in-network reduction, carried by a world message.
 #[derive(Debug)]
 pub(crate) struct Leg {
-    /// The group, in member order.
-    pub group: Box<[Rank]>,
+    /// The group, in member order (shared by the call's legs).
+    pub group: Arc<[Rank]>,
     /// The call's tag.
     pub tag: Tag,
     /// The member's ticket: its call number for `(group, tag)`.
@@ -219,7 +223,7 @@ pub(crate) struct FoldedPart {
     /// The representative that contributed.
     pub rank: Rank,
     /// Its call's group, as it made it.
-    pub group: Box<[Rank]>,
+    pub group: Arc<[Rank]>,
     /// Its call's tag.
     pub tag: Tag,
     /// Its call's root, if the result goes to one member.
@@ -240,66 +244,78 @@ pub(crate) struct FoldedReduced {
 }
 
 /// The in-network reductions of one run.
+///
+/// Groups are interned ([`Groups`]): the maps below are keyed by small
+/// numbers, so that a leg or a poll hashes its group once, in a lookup
+/// that allocates nothing (a key of the group itself cost an allocation,
+/// and in a folded run a sort, per lookup).
 #[derive(Debug, Default)]
 pub(crate) struct InNetwork {
     /// The switch of each group asked for (or why none serves it).
     switches: HashMap<Box<[Rank]>, Result<VertexId, String>>,
-    /// At the switches: contributions by `(group, tag)`.
-    gathers: HashMap<(Box<[Rank]>, Tag), Gathers<Payload>>,
-    /// At the members: calls by `(rank, group, tag)`.
-    calls: HashMap<(Rank, Box<[Rank]>, Tag), Calls>,
-    /// A folded run: calls are keyed by their group with its first member
-    /// kept and the rest sorted (a representative's call and a moved
-    /// copy's group, listed in another order, are the same call).
-    normalize: bool,
-    /// A folded run's gathers, by canonical `(members sorted, tag)`.
-    folded: HashMap<(Box<[Rank]>, Tag), Gathers<FoldedPart>>,
-    /// A folded run's canonical calls: for a `(group, tag)`, the
+    /// The groups seen, numbered.
+    groups: Groups,
+    /// At the switches: contributions by `(group key, tag)`.
+    gathers: HashMap<(u32, Tag), Gathers<Payload>>,
+    /// At the members: calls by `(rank, group key, tag)`.
+    calls: HashMap<(Rank, u32, Tag), Calls>,
+    /// A folded run's gathers, by the key of the canonical members
+    /// (sorted) and the canonical tag.
+    folded: HashMap<(u32, Tag), Gathers<FoldedPart>>,
+    /// A folded run's canonical calls: for a `(group as given, tag)`, the
     /// canonical `(members sorted, tag)` of its orbit and the steps back
     /// to it, or why there is none.
-    canonical: HashMap<(Box<[Rank]>, Tag), Canonical>,
+    canonical: HashMap<(u32, Tag), Canonical>,
+    /// A folded run's multicasts: for a `(group as given, steps)`, the
+    /// group of the copy down to a member that many steps round (see
+    /// [`MovedCast`]); bounded by the groups times the fold's order, not
+    /// by the calls (their tags are moved back as they come).
+    moved_casts: HashMap<(u32, usize), MovedCast>,
 }
+
+/// A folded multicast's copy for the member `k` steps round from its
+/// representative: the group moved back `k` steps (normalized), and the
+/// moved-back group's switch, if one serves it.
+pub(crate) type MovedCast = (Arc<[Rank]>, Option<VertexId>);
 
 /// A folded run's canonical call of a `(group, tag)`: its orbit's
 /// canonical members (sorted) and tag, and the steps back to it; or why
 /// there is none.
-pub(crate) type Canonical = Result<(Box<[Rank]>, Tag, usize), String>;
-
-/// `group` with its first member kept and the rest sorted.
-pub(crate) fn normalized(group: &[Rank]) -> Box<[Rank]> {
-    let mut out: Vec<Rank> = group.to_vec();
-    if out.len() > 1 {
-        out[1..].sort_unstable();
-    }
-    out.into()
-}
+pub(crate) type Canonical = Result<(Arc<[Rank]>, Tag, usize), String>;
 
 impl InNetwork {
     /// The in-network calls of a folded run (see [`normalized`]).
     pub fn folded() -> InNetwork {
         InNetwork {
-            normalize: true,
+            groups: Groups::new(true),
             ..InNetwork::default()
-        }
-    }
-
-    /// The key of a call's group.
-    fn key(&self, group: &[Rank]) -> Box<[Rank]> {
-        if self.normalize {
-            normalized(group)
-        } else {
-            group.into()
         }
     }
 
     /// The cached canonical call of `(group, tag)` in a folded run.
     pub fn cached_canonical(&self, group: &[Rank], tag: Tag) -> Option<&Canonical> {
-        self.canonical.get(&(Box::<[Rank]>::from(group), tag))
+        let (listed, _) = self.groups.get(group)?;
+        self.canonical.get(&(listed, tag))
+    }
+
+    /// The cached group of a multicast among `group` moved back `k`
+    /// steps, in a folded run.
+    pub fn cached_moved_cast(&self, group: &[Rank], k: usize) -> Option<&MovedCast> {
+        let (listed, _) = self.groups.get(group)?;
+        self.moved_casts.get(&(listed, k))
+    }
+
+    /// Remembers the group of a multicast among `group` moved back `k`
+    /// steps.
+    pub fn cache_moved_cast(&mut self, group: &[Rank], k: usize, copy: MovedCast) {
+        let (listed, _) = self.groups.number(group);
+        self.moved_casts.insert((listed, k), copy);
     }
 
     /// Remembers the canonical call of `(group, tag)`.
     pub fn cache_canonical(&mut self, group: &[Rank], tag: Tag, canonical: Canonical) {
-        self.canonical.insert((group.into(), tag), canonical);
+        let (listed, _) = self.groups.number(group);
+        self.canonical.insert((listed, tag), canonical);
     }
 
     /// A representative's contribution has reached its switch in a folded
@@ -308,16 +324,18 @@ impl InNetwork {
     /// of this ticket is in.
     pub fn folded_arrived(
         &mut self,
-        canonical: (Box<[Rank]>, Tag),
+        canonical: (Arc<[Rank]>, Tag),
         ticket: u64,
         index: usize,
         part: FoldedPart,
         op: ReduceOp,
     ) -> Option<FoldedReduced> {
         let members = canonical.0.len();
+        // The canonical members are sorted, so their key is themselves.
+        let key = (self.groups.key(&canonical.0), canonical.1);
         let gather = self
             .folded
-            .entry(canonical)
+            .entry(key)
             .or_default()
             .arrive(ticket, index, members, part, op)?;
         let parts: Vec<FoldedPart> = gather.parts.into_iter().flatten().collect();
@@ -342,7 +360,7 @@ impl InNetwork {
 
     /// Opens a call of `rank` and returns its ticket.
     pub fn open_call(&mut self, rank: Rank, group: &[Rank], tag: Tag) -> u64 {
-        let key = (rank, self.key(group), tag);
+        let key = (rank, self.groups.key(group), tag);
         let calls = self.calls.entry(key).or_default();
         let ticket = calls.opened;
         calls.opened += 1;
@@ -354,7 +372,7 @@ impl InNetwork {
     /// that waits for nothing (a multicast's source, a member that is not
     /// the root of a reduction to one member).
     pub fn take_ticket(&mut self, rank: Rank, group: &[Rank], tag: Tag) -> u64 {
-        let key = (rank, self.key(group), tag);
+        let key = (rank, self.groups.key(group), tag);
         let calls = self.calls.entry(key).or_default();
         let ticket = calls.opened;
         calls.opened += 1;
@@ -378,7 +396,7 @@ impl InNetwork {
         ticket: u64,
         waker: &Waker,
     ) -> Option<Result<Payload, String>> {
-        let key = (rank, self.key(group), tag);
+        let key = (rank, self.groups.key(group), tag);
         let calls = self.calls.get_mut(&key)?;
         let call = calls.open.get_mut((ticket - calls.base) as usize)?;
         let Some(result) = call.result.take() else {
@@ -398,7 +416,7 @@ impl InNetwork {
     /// A result has reached `rank`: its call wakes (or, not made yet,
     /// finds it waiting).
     pub fn result_arrived(&mut self, rank: Rank, leg: &Leg, result: Result<Payload, String>) {
-        let key = (rank, self.key(&leg.group), leg.tag);
+        let key = (rank, self.groups.key(&leg.group), leg.tag);
         let calls = self.calls.entry(key).or_default();
         let Some(call) = calls.slot(leg.ticket) else {
             return;
@@ -420,7 +438,7 @@ impl InNetwork {
         };
         let gather = self
             .gathers
-            .entry((leg.group.clone(), leg.tag))
+            .entry((self.groups.key(&leg.group), leg.tag))
             .or_default()
             .arrive(leg.ticket, member, leg.group.len(), payload, op)?;
         let result = combine(
@@ -433,6 +451,7 @@ impl InNetwork {
     }
 }
 
+mod groups;
 #[cfg(test)]
 mod nvls_tree_tests;
 

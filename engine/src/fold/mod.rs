@@ -390,10 +390,30 @@
 //! minute: the target needs fewer simulated messages.
 //!
 //! `nccl_nvls_tree` is dearer per message than the others: its max-min
-//! components are large (every GPU's legs to its NVSwitch share the
-//! node, the heads' tree messages join the nodes), so the filling and
-//! its heap take over half the time (`perf`, 512 GPUs, 64 MiB,
-//! 2026-12-03). It used to post all of a rank's node reductions and
+//! component over the nodes is large (the heads' tree messages join the
+//! nodes), so the filling and its heap take over half the time (`perf`,
+//! 512 GPUs, 64 MiB, 2026-12-03). Counted on folded 512 GPUs, 1 GiB
+//! (2026-12-04, the flow model's `reallocations` and
+//! `reallocation_work`, release build): `nccl_nvls_tree` recomputes
+//! 1 338 053 times visiting 939.8 M (flow, link) incidences,
+//! `nccl_tree` 305 872 times and 178.7 M. The legs to and from the
+//! NVSwitch are not the cost: each crosses one NVLink, so each link's
+//! legs are a component of their own, and the 1.09 M recomputations
+//! that touch only such links (the legs' starts and ends) or none visit
+//! 14.0 M incidences in all. The other 243 114, those of the tree
+//! messages over IB, visit 925.7 M, 3 808 each on average
+//! (`nccl_tree`: 239 214 visiting 747 each): about as many changes as
+//! `nccl_tree`, in a component five times its size, every GPU a head
+//! with its own NIC carrying both trees' edges (`nccl_tree` sends two
+//! channels per NIC between nodes). Only a cheaper filling of that
+//! component (the flow model) shortens it exactly; the world's
+//! in-network bookkeeping (groups numbered once instead of a key built,
+//! and in a folded run sorted, per look-up; the legs' routes and a
+//! multicast's moved groups built once) was 5-8% of the samples but
+//! saved no measurable time (user CPU 19.77, 18.16, 18.21 s before;
+//! 19.03, 17.86, 18.20 s after, alternated, load 1.6-2.5; 2048 GPUs,
+//! 1 GiB: 187.06 s before, 177.52 s after, one run each, the same
+//! output). It used to post all of a rank's node reductions and
 //! multicasts at once, so memory grew with the size (3.9 GB at 512 GPUs
 //! and 1 GiB); it now keeps NCCL's 8 units in flight per channel and head
 //! in the node and on every tree edge (credits, see `nccl/nvls_tree.rs`),

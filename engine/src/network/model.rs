@@ -52,6 +52,11 @@ pub(crate) struct Routed<M> {
     /// `1 << 63` in the order first used (only a name: the route is the
     /// pair's, [`leg_flow`](super::leg_flow)); only looked up.
     pub(super) leg_flows: HashMap<(Rank, VertexId, bool, algorithms::Tag), u64>,
+    /// The route of the legs between a member and its switch, one way,
+    /// by `(member, switch, up)`, as placed (with the route crossed once
+    /// when weights repeat links), built once: every leg of the pair
+    /// takes it; only looked up.
+    pub(super) leg_routes: HashMap<(Rank, VertexId, bool), (Route, Option<Route>)>,
     /// The NCCL model, whose channels pin inter-node traffic to NICs.
     pub(super) nccl: Option<Arc<NcclSystem>>,
     /// Each framed flow's route, hop class and idle latency (by flow id,
@@ -132,6 +137,7 @@ impl<M> Routed<M> {
             folded_weights: t.folded_weights.clone(),
             moved_routes: HashMap::default(),
             leg_flows: HashMap::default(),
+            leg_routes: HashMap::default(),
             nccl: nccl.clone(),
             framed_routes: HashMap::default(),
             turn: turn_of(t.rotation.as_ref(), nccl.as_ref()),

@@ -56,19 +56,29 @@ impl<M> Routed<M> {
         tag: algorithms::Tag,
         bytes: u64,
     ) -> Result<Transfer, String> {
-        let at = self.placement[member];
-        let (a, b) = if up { (at, switch) } else { (switch, at) };
-        let base = self.route(a, b, leg_flow(member, switch, up, self.world_size));
         let next = (1u64 << 63) + self.leg_flows.len() as u64;
         let flow = *self
             .leg_flows
             .entry((member, switch, up, tag))
             .or_insert(next);
-        let (route, path) = match (&self.folded_links, &self.rotation) {
-            (Some(_), Some(rotation)) => self
-                .placed(rotation, &base, 0)
-                .map_err(|why| format!("the in-network leg of rank {member}: {why}"))?,
-            _ => (base, None),
+        let (route, path) = match self.leg_routes.get(&(member, switch, up)) {
+            Some(known) => known.clone(),
+            None => {
+                // Routes are a pure function of the pair (the router's
+                // route of the pair's flow, placed), so building one once
+                // changes nothing; a refusal is not kept and recurs.
+                let at = self.placement[member];
+                let (a, b) = if up { (at, switch) } else { (switch, at) };
+                let base = self.route(a, b, leg_flow(member, switch, up, self.world_size));
+                let built = match (&self.folded_links, &self.rotation) {
+                    (Some(_), Some(rotation)) => self
+                        .placed(rotation, &base, 0)
+                        .map_err(|why| format!("the in-network leg of rank {member}: {why}"))?,
+                    _ => (base, None),
+                };
+                self.leg_routes.insert((member, switch, up), built.clone());
+                built
+            }
         };
         Ok(Transfer {
             message,

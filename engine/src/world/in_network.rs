@@ -177,11 +177,7 @@ impl World {
     /// it (the moved copies compared by tag, then members); refused when
     /// a step keeps the call (then one representative's call would stand
     /// for several members of one gather).
-    fn folded_canonical(
-        &mut self,
-        group: &[Rank],
-        tag: Tag,
-    ) -> Result<(Box<[Rank]>, Tag, usize), String> {
+    fn folded_canonical(&mut self, group: &[Rank], tag: Tag) -> crate::in_network::Canonical {
         if let Some(known) = self.in_network.cached_canonical(group, tag) {
             return known.clone();
         }
@@ -210,7 +206,7 @@ impl World {
             ))
         } else {
             let (t, members) = copies[best].clone();
-            Ok((members, t, best))
+            Ok((members.into(), t, best))
         };
         self.in_network.cache_canonical(group, tag, found.clone());
         found
@@ -328,6 +324,24 @@ impl World {
         }
     }
 
+    /// The group of a multicast among `group` moved back `k` steps by
+    /// `action` (normalized) and that group's switch, if one serves it;
+    /// worked out once per group and step.
+    fn moved_cast(
+        &mut self,
+        action: &crate::fold::RankAction,
+        group: &[Rank],
+        k: usize,
+    ) -> crate::in_network::MovedCast {
+        if let Some(known) = self.multicasts.cached_moved_cast(group, k) {
+            return known.clone();
+        }
+        let moved: Vec<Rank> = group.iter().map(|&x| action.apply_inverse(x, k)).collect();
+        let copy = (normalized(&moved).into(), self.switch_of(&moved).ok());
+        self.multicasts.cache_moved_cast(group, k, copy.clone());
+        copy
+    }
+
     /// [`World::leg_arrived`] of a folded run's contribution or multicast
     /// at its switch (see the module docs).
     fn folded_leg_arrived(&mut self, member: Rank, leg: Leg, payload: Payload) {
@@ -389,16 +403,12 @@ impl World {
                     // back `k` steps.
                     let (orbit, k) = action.position(m);
                     let b = action.representative(orbit);
-                    let group: Vec<Rank> = leg
-                        .group
-                        .iter()
-                        .map(|&x| action.apply_inverse(x, k))
-                        .collect();
+                    let (group, from) = self.moved_cast(&action, &leg.group, k);
                     // The moved-back group's switch (the node's own
                     // NVSwitch stays where it is).
-                    let from = self.switch_of(&group).unwrap_or(switch);
+                    let from = from.unwrap_or(switch);
                     let down = Leg {
-                        group: normalized(&group),
+                        group,
                         tag: action.tag_back(leg.tag, k),
                         ticket: leg.ticket,
                         multicast: true,
