@@ -477,3 +477,49 @@ fn ranks_in_different_collectives_are_told_so_when_each_call_began_with_an_empty
         "{err}"
     );
 }
+
+#[test]
+fn a_receive_waiting_in_the_mailbox_when_the_next_call_begins_is_woken_by_that_calls_message() {
+    // A receive that outlived its call, waiting in the mailbox, matches
+    // the messages of the rank's current call (as the mailbox's receives
+    // do): when the next call's message arrives it must be woken, not left
+    // waiting for the timeout (which would also mark its peer failed).
+    let timeout = Duration::from_secs(3);
+    let opts = options(912, timeout);
+    let began = std::sync::Barrier::new(2);
+    let done = std::sync::Barrier::new(2);
+    let (got, waited, failure) = pair(
+        &opts,
+        |f| {
+            f.begin_call(call(1)).unwrap();
+            let mut stale = pin!(f.recv(1, Tag(7), f32s(1)));
+            poll_pending(stale.as_mut());
+            // Idle rounds until it has moved to the mailbox (far more than
+            // the direct receive waits), where it then waits.
+            for _ in 0..20_000 {
+                assert!(!f.progress(), "nothing was sent yet");
+            }
+            poll_pending(stale.as_mut());
+            f.begin_call(call(2)).unwrap();
+            began.wait();
+            let start = Instant::now();
+            let got = f.block_on(stale);
+            let waited = start.elapsed();
+            let failure = f.mailbox().peer_failure(1);
+            done.wait();
+            (got, waited, failure)
+        },
+        |f| {
+            f.begin_call(call(1)).unwrap();
+            f.begin_call(call(2)).unwrap();
+            began.wait();
+            f.block_on(f.send(0, Tag(7), floats(&[8.0]))).unwrap();
+            // Alive until rank 0 has its result.
+            done.wait();
+            let _ = f.finish();
+        },
+    );
+    assert_eq!(got.unwrap().as_slice::<f32>().unwrap(), &[8.0]);
+    assert!(failure.is_none(), "rank 1 was marked failed: {failure:?}");
+    assert!(waited < timeout, "woken only by the timeout ({waited:?})");
+}

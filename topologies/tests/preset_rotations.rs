@@ -4,8 +4,8 @@
 //! symmetry, and the 16 384-rank fat-tree.
 
 use topologies::presets::{
-    self, FatTree, LeafSpine, RingParams, Torus, fat_tree_rotation, leaf_spine_rotation,
-    ring_rotation, torus2d_rotation,
+    self, FatTree, LeafSpine, Nvl72Cluster, RingParams, Torus, fat_tree_rotation,
+    leaf_spine_rotation, nvl72_cluster_rotation, ring_rotation, torus2d_rotation,
 };
 use topologies::{LinkId, Rotation, Topology, TopologyError, VertexId, VertexKind};
 
@@ -239,6 +239,10 @@ fn a_fat_tree_that_does_not_turn_names_layouts_that_do() {
         fat(16, 2, None, Some(1), 3.0),
         fat(6, 8, Some(32), None, 1.0),
         fat(5, 2, Some(4), Some(2), 1.0),
+        // Two leaves per rail and 5 spines: 8 nodes would split evenly,
+        // but their leaves (4 nodes each) have too few uplinks for 5
+        // spines, so only 10 is named.
+        fat(9, 8, Some(16), Some(5), 1.0),
     ];
     for params in &refused {
         let t = presets::fat_tree(params).unwrap();
@@ -282,6 +286,47 @@ fn a_fat_tree_that_does_not_turn_names_layouts_that_do() {
         err.contains("nodes = 44 or 48, or spines = 2 would turn"),
         "{err}"
     );
+}
+
+#[test]
+fn an_nvl72_cluster_that_does_not_turn_names_rack_counts_that_do() {
+    // Its key is `racks`, not `nodes`; each named layout, built, turns.
+    let cluster = |racks, leaves, spines| Nvl72Cluster {
+        racks,
+        leaves,
+        spines,
+        ..Nvl72Cluster::default()
+    };
+    let refused = [
+        (
+            cluster(5, None, Some(4)),
+            "racks = 4 or 8, or spines = 1 would turn",
+        ),
+        (cluster(9, Some(144), Some(5)), "racks = 10 would turn"),
+    ];
+    for (params, hint) in &refused {
+        let t = presets::nvl72_cluster(params).unwrap();
+        let err = nvl72_cluster_rotation(params, &t, &t.endpoints())
+            .err()
+            .unwrap_or_else(|| panic!("{params:?} turned"))
+            .to_string();
+        assert!(err.contains(hint), "{err}");
+        assert!(!err.contains("node"), "{err}");
+        let layouts = suggested(&err, "racks")
+            .into_iter()
+            .map(|racks| Nvl72Cluster { racks, ..*params })
+            .chain(suggested(&err, "spines").into_iter().map(|s| Nvl72Cluster {
+                spines: Some(s),
+                ..*params
+            }));
+        for layout in layouts {
+            let t = presets::nvl72_cluster(&layout).unwrap();
+            assert!(
+                nvl72_cluster_rotation(&layout, &t, &t.endpoints()).is_ok(),
+                "{err}: {layout:?} does not turn"
+            );
+        }
+    }
 }
 
 #[test]

@@ -293,10 +293,12 @@ impl ShmFabric {
     /// the call (a delivery, a receive, the timeouts) goes through here;
     /// its flags (`has_fatal`, `holds_messages`, `has_waiters`) and
     /// failures do not depend on it. Left for later only when the mailbox
-    /// held no message and the rank had not failed, and since nothing but
-    /// this rank's thread delivers to it, the mailbox still holds none
-    /// when told: telling it cannot find a problem that `begin_call` would
-    /// have reported (a failure since then, it reports on its own).
+    /// held no message, no receive waited there (a receive already in the
+    /// mailbox polls against the mailbox's call, not through here) and
+    /// the rank had not failed, and since nothing but this rank's thread
+    /// delivers to it, the mailbox still holds none when told: telling it
+    /// cannot find a problem that `begin_call` would have reported (a
+    /// failure since then, it reports on its own).
     pub(super) fn mailbox_now(&self) -> &Mailbox {
         if self.mailbox_behind.get() {
             self.mailbox_behind.set(false);
@@ -643,8 +645,15 @@ impl Endpoint for ShmFabric {
         // An empty mailbox of a rank that has not failed has nothing to
         // judge against the new call: it is told only when first used
         // (`mailbox_now`), which a small call of direct receives never
-        // does (no lock per call).
-        if !self.mailbox.holds_messages() && !self.mailbox.has_fatal() {
+        // does (no lock per call). Not while a receive waits there: that
+        // receive (its future outlived its call) matches the new call's
+        // messages when polled again, as before, and a delivery wakes
+        // only the receives of its own call, so it must not register for
+        // the old one.
+        if !self.mailbox.holds_messages()
+            && !self.mailbox.has_waiters()
+            && !self.mailbox.has_fatal()
+        {
             self.mailbox_behind.set(true);
             return Ok(());
         }

@@ -290,18 +290,22 @@ pub(crate) fn rail_rotation(
         }
         if spines > 0 && !nodes.is_multiple_of(u) {
             return Err(symmetry(format!(
-                "{preset}: each leaf's {u} uplinks do not divide the {nodes} nodes, \
-                 so a whole turn of the nodes does not bring the uplinks back{}",
+                "{preset}: each leaf's {u} uplinks do not divide the {nodes} {prefix}s, \
+                 so a whole turn of the {prefix}s does not bring the uplinks back{}",
                 spine_fold_hint(prefix, nodes, spines, oversubscription)
             )));
         }
         1
     } else {
         if !nodes.is_multiple_of(k) {
+            // A count that splits evenly, with each leaf still holding an
+            // uplink for every spine (else the layout is refused).
+            let turns =
+                |n: usize| n.is_multiple_of(k) && spines <= uplink_count(n / k, oversubscription);
             return Err(symmetry(format!(
-                "{preset}: the {k} leaves per rail do not split the {nodes} nodes \
+                "{preset}: the {k} leaves per rail do not split the {nodes} {prefix}s \
                  evenly, so the leaves are not alike{}",
-                nearest_hint(prefix, nodes, |n| n.is_multiple_of(k), None)
+                nearest_hint(prefix, nodes, turns, None)
             )));
         }
         nodes / k
