@@ -108,6 +108,7 @@ impl ShmFabric {
             ctl.set_identity(std::process::id(), &*probe as *const u64 as u64);
             ctl.beat(crate::heartbeat::monotonic_ns());
             ctl.set_state(RankState::Running);
+            s.map_rings_of(rank);
             Ok(s)
         });
         let status = mapped.as_ref().map(|_| Vec::new()).map_err(Clone::clone);

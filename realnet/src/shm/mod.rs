@@ -13,6 +13,8 @@
 //!   (tmpfs), created by rank 0, its name passed to the others through the
 //!   [`Bootstrap`](crate::Bootstrap) allgather, and unlinked as soon as every
 //!   rank has mapped it, so nothing is left behind even if the job crashes.
+//!   Each rank maps in the pages of the rings it uses when it connects, so
+//!   that its first messages do not take a page fault per 4 KiB of ring.
 //!   A segment whose header names another job id, layout version, world
 //!   size or ring size is refused.
 //! - **Slots** ([`slots`]): every message is one 64-byte slot of a
