@@ -239,6 +239,7 @@ impl ShmFabric {
         };
         // Nothing queued before it and no bytes to stream: straight into
         // a free slot, without queueing.
+        let mut written = false;
         if o.queue.is_empty() && inline.is_none() {
             let slots = self.seg.slots(self.rank, to);
             if slots
@@ -246,14 +247,14 @@ impl ShmFabric {
                 .map_err(|c| self.corrupt_slots(self.rank, to, c))?
             {
                 slots.write(&mut o.slots, &header);
-                if let Some(p) = small {
-                    self.small_spare.borrow_mut().keep(p);
-                }
-                return Ok(());
+                written = true;
             }
         }
         if let Some(p) = small {
             self.small_spare.borrow_mut().keep(p);
+        }
+        if written {
+            return Ok(());
         }
         o.queue.push_back(Pending {
             header,
