@@ -12,6 +12,7 @@
 #   tools/bench_trees.sh --algorithms nccl_tree --symmetry fold   # folded by the node turn
 #   tools/bench_trees.sh --algorithms "nccl_pat nccl_ring" --symmetry fold   # folded by a node shift
 #   tools/bench_trees.sh --algorithms nccl_pat --kind reduce_scatter --symmetry fold
+#   tools/bench_trees.sh --algorithms nccl_tree --symmetry fold --extrapolate-above 1G
 #
 # Options: --sim PATH (default: target/release/sim, built with
 # `cargo build --release -p sim`), --nodes "N..." (8 GPUs each; default
@@ -24,7 +25,9 @@
 # (default flow), --timeout SECONDS
 # (default 900; a point that takes longer is reported as such), --symmetry
 # routes|fold (default none: `[topology] symmetry`; `fold` folds `nccl_tree` and `nccl_nvls_tree`
-# by turning every node's GPUs by a quarter of a node, `pat`, `nccl_pat` and `nccl_ring` by one node).
+# by turning every node's GPUs by a quarter of a node, `pat`, `nccl_pat` and `nccl_ring` by one node),
+# --extrapolate-above T (the collective's `extrapolate_above`: a size above T is drawn on the line
+# through simulated runs at T/2 and T, which the wall time and memory then include; default none).
 #
 # Prints one line per point: algorithm, collective, GPUs, bytes, wall seconds, peak
 # RSS (MiB), the simulated time of the call (us), and the exit status.
@@ -41,6 +44,7 @@ limit=900
 symmetry=""
 kind_override=""
 reduce_gbps=""
+extrapolate=""
 while [[ $# -gt 0 ]]; do
     case "$1" in
         --sim) sim="$2"; shift 2 ;;
@@ -52,7 +56,8 @@ while [[ $# -gt 0 ]]; do
         --symmetry) symmetry="$2"; shift 2 ;;
         --kind) kind_override="$2"; shift 2 ;;
         --reduce-gbps) reduce_gbps="$2"; shift 2 ;;
-        -h|--help) sed -n '2,31p' "$0"; exit 0 ;;
+        --extrapolate-above) extrapolate="$2"; shift 2 ;;
+        -h|--help) sed -n '2,34p' "$0"; exit 0 ;;
         *) echo "error: unknown option $1 (see --help)" >&2; exit 2 ;;
     esac
 done
@@ -100,6 +105,7 @@ max_bytes = "$size"
 iters = 1
 warmup = 0
 phantom = true
+${extrapolate:+extrapolate_above = \"$extrapolate\"}
 ${reduce_gbps:+[compute]
 reduce_gb_per_s = $reduce_gbps}
 TOML

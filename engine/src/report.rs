@@ -90,7 +90,7 @@ fn root_text(row: &Row) -> String {
 }
 
 /// The CSV column names, in order.
-pub const CSV_HEADER: [&str; 18] = [
+pub const CSV_HEADER: [&str; 19] = [
     "collective",
     "algorithm",
     "tuned",
@@ -109,6 +109,7 @@ pub const CSV_HEADER: [&str; 18] = [
     "model_time_us",
     "protocol",
     "channels",
+    "extrapolated_from",
 ];
 
 /// Writes `rows` as CSV with a header line. Times keep picosecond
@@ -149,7 +150,24 @@ pub fn csv_record(r: &Row) -> [String; CSV_HEADER.len()] {
             .map_or_else(String::new, |ps| format!("{:.6}", ps as f64 / 1e6)),
         r.nccl.map_or_else(String::new, |n| n.protocol.to_string()),
         r.nccl.map_or_else(String::new, |n| n.channels.to_string()),
+        r.extrapolated
+            .as_ref()
+            .map_or_else(String::new, |e| format!("{};{}", e.low_bytes, e.high_bytes)),
     ]
+}
+
+/// A comment line under a row drawn on the line through two simulated
+/// sizes (`extrapolate_above`) saying which; `None` for a simulated row.
+pub fn extrapolation_line(row: &Row) -> Option<String> {
+    let e = row.extrapolated.as_ref()?;
+    Some(format!(
+        "#   extrapolated (steady state): on the line through the runs simulated at {} B \
+         ({:.2} us) and {} B ({:.2} us), the link counters likewise\n",
+        e.low_bytes,
+        e.low_ps as f64 / 1e6,
+        e.high_bytes,
+        e.high_ps as f64 / 1e6
+    ))
 }
 
 /// A comment line with NCCL's own predicted time of every algorithm and
@@ -221,6 +239,7 @@ mod tests {
             wrong: Some(0),
             model_ps: Some(11_000_000),
             nccl: None,
+            extrapolated: None,
         }
     }
 
@@ -235,8 +254,8 @@ mod tests {
         let text = String::from_utf8(out).unwrap();
         assert_eq!(
             text,
-            "collective,algorithm,tuned,chunk_bytes,ranks,size_bytes,count,type,redop,root,time_us,algbw_gb_per_s,busbw_gb_per_s,wrong,time_ps,model_time_us,protocol,channels\n\
-             allreduce,ring,true,524288,8,1024,256,float,sum,-1,12.345678,0.082900,0.146000,0,12345678,11.000000,,\n"
+            "collective,algorithm,tuned,chunk_bytes,ranks,size_bytes,count,type,redop,root,time_us,algbw_gb_per_s,busbw_gb_per_s,wrong,time_ps,model_time_us,protocol,channels,extrapolated_from\n\
+             allreduce,ring,true,524288,8,1024,256,float,sum,-1,12.345678,0.082900,0.146000,0,12345678,11.000000,,,\n"
         );
         assert_eq!(table_header().lines().count(), 2);
     }

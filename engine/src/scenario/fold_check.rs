@@ -85,7 +85,7 @@ pub(super) fn check_foldable(
         }
         let elem = c.dtype.size_bytes() as u64;
         if let Some(&size) = c
-            .sizes()
+            .simulated_sizes()
             .iter()
             .find(|&&b| !(b / elem).is_multiple_of(world_size as u64))
         {
@@ -327,7 +327,7 @@ pub(super) fn check_turned_sizes(
     let filter = crate::tuning::AlgoFilter::default();
     for (raw_c, c) in raw.collective.iter().zip(&scenario.collectives) {
         let elem = c.dtype.size_bytes() as u64;
-        for size in c.sizes() {
+        for size in c.simulated_sizes() {
             let count = usize::try_from(size / elem).unwrap_or(usize::MAX);
             let selection = crate::study::select(scenario, c, &filter, count);
             let all = scenario.nccl_system(c.world_size).map_or(1, |s| s.channels);
@@ -445,7 +445,7 @@ pub(super) fn check_shifted_sizes(
         }
         let elem = c.dtype.size_bytes() as u64;
         let n = c.world_size as u64;
-        for size in c.sizes() {
+        for size in c.simulated_sizes() {
             let count = size / elem;
             let selection = crate::study::select(
                 scenario,

@@ -28,6 +28,8 @@
 //! slots = 8                     # chunks in flight per connection (default 8, NCCL_STEPS)
 //! phantom = false               # size-only payloads: nothing allocated, no check
 //! check = true                  # count wrong elements against a reference
+//! extrapolate_above = "1G"      # optional: sizes above it drawn on the line through
+//!                               # simulated runs at half of it and at it (steady state)
 //!
 //! [[fault]]                     # optional scheduled faults of ranks
 //! kind = "straggler"            # reaches every call late and/or reduces slowly
@@ -75,6 +77,7 @@
 //! Every problem is reported as a [`ScenarioError`] naming the file, line
 //! and column; nothing in a scenario can make the program panic.
 
+mod extrapolate;
 mod fold_check;
 mod link_faults;
 mod links;
@@ -340,6 +343,9 @@ pub struct CollectiveSpec {
     pub phantom: bool,
     /// Whether to check results against a reference.
     pub check: bool,
+    /// Sizes above this are not simulated but extrapolated (see
+    /// [`CollectiveSpec::extrapolation_bases`]).
+    pub extrapolate_above: Option<u64>,
 }
 
 impl CollectiveSpec {
@@ -369,7 +375,15 @@ impl CollectiveSpec {
             c.slots,
             c.warmup,
             c.iters,
-        )
+        ) + &c
+            .extrapolation_bases()
+            .filter(|_| c.sizes().iter().any(|&s| c.extrapolates(s)))
+            .map_or_else(String::new, |(low, high)| {
+                format!(
+                    ", sizes above {} B extrapolated from {low} B and {high} B",
+                    c.extrapolate_above.unwrap_or(high)
+                )
+            })
     }
 
     /// The sizes in bytes to run, nccl-tests style: `min, min*f, ...` up to
@@ -385,6 +399,50 @@ impl CollectiveSpec {
             self.max_bytes,
             self.step_factor,
         )
+    }
+
+    /// The granularity of this entry's sizes: an element, or for
+    /// alltoall an element per rank (as [`Self::sizes`] rounds them).
+    pub fn size_unit(&self) -> u64 {
+        let elem = self.dtype.size_bytes() as u64;
+        if self.kind == Collective::Alltoall {
+            elem * self.world_size as u64
+        } else {
+            elem
+        }
+    }
+
+    /// With `extrapolate_above = T`: the two sizes whose simulated runs
+    /// the larger sizes are drawn from, half of `T` and `T` (each rounded
+    /// down to [`Self::size_unit`]); `None` without it.
+    pub fn extrapolation_bases(&self) -> Option<(u64, u64)> {
+        let above = self.extrapolate_above?;
+        let unit = self.size_unit().max(1);
+        Some((above / 2 / unit * unit, above / unit * unit))
+    }
+
+    /// Whether `size` is extrapolated rather than simulated.
+    pub fn extrapolates(&self, size: u64) -> bool {
+        self.extrapolate_above.is_some_and(|above| size > above)
+    }
+
+    /// The sizes a run of this entry simulates: every size not
+    /// extrapolated, then the extrapolation's bases if some size is.
+    pub fn simulated_sizes(&self) -> Vec<u64> {
+        let sizes = self.sizes();
+        let mut simulated: Vec<u64> = sizes
+            .iter()
+            .copied()
+            .filter(|&s| !self.extrapolates(s))
+            .collect();
+        if let Some((low, high)) = self.extrapolation_bases()
+            && sizes.iter().any(|&s| self.extrapolates(s))
+        {
+            simulated.extend([low, high]);
+            simulated.sort_unstable();
+            simulated.dedup();
+        }
+        simulated
     }
 }
 

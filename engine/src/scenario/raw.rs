@@ -237,6 +237,9 @@ pub struct RawCollective {
     pub phantom: bool,
     #[serde(default)]
     pub check: Option<bool>,
+    /// Sizes above this are extrapolated from two simulated ones.
+    #[serde(default)]
+    pub extrapolate_above: Option<Spanned<ByteSize>>,
 }
 
 impl RawCollective {

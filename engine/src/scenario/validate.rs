@@ -465,6 +465,7 @@ pub fn parse(
         nccl_systems,
         slowest_value: super::time_scale::slowest(time_values),
     };
+    super::extrapolate::check_scenario(&src, &raw, &scenario)?;
     if let Some(action) = &scenario.fold_turn {
         super::fold_check::check_turned_sizes(&src, &raw, &scenario, action)?;
     }
@@ -634,7 +635,7 @@ fn collective(
             ),
         ));
     }
-    Ok(CollectiveSpec {
+    let spec = CollectiveSpec {
         kind,
         algorithm,
         world_size,
@@ -651,7 +652,12 @@ fn collective(
         slots,
         phantom,
         check: c.check.unwrap_or(!phantom),
-    })
+        extrapolate_above: c.extrapolate_above.as_ref().map(|t| t.get_ref().0),
+    };
+    if let Some(above) = &c.extrapolate_above {
+        super::extrapolate::check_bases(src, above, &spec)?;
+    }
+    Ok(spec)
 }
 
 fn inject(

@@ -12,6 +12,7 @@
 //! are checked against the algorithm's sequential reference; `#wrong` counts
 //! differing elements over all ranks.
 
+pub mod extrapolate;
 mod inputs;
 mod program;
 
@@ -75,6 +76,9 @@ pub struct Row {
     pub model_ps: Option<u64>,
     /// For an NCCL algorithm: the protocol and channels it ran with.
     pub nccl: Option<NcclRun>,
+    /// Where the row was drawn on the line through two simulated sizes
+    /// instead of simulated (`extrapolate_above`).
+    pub extrapolated: Option<Box<extrapolate::Extrapolation>>,
 }
 
 /// How an NCCL algorithm ran: what NCCL chose (or the scenario forced).
@@ -216,6 +220,9 @@ pub fn run_scenario(
         if on_progress(Progress::Section(ci)).is_break() {
             return Ok(rows);
         }
+        // Simulated runs the entry's extrapolated sizes may be drawn from.
+        let mut bases: Vec<extrapolate::Base> = Vec::new();
+        let base_sizes = spec.extrapolation_bases();
         for (si, size) in spec.sizes().into_iter().enumerate() {
             let mut rng = ChaCha8Rng::seed_from_u64(scenario.seed);
             rng.set_stream(((ci as u64) << 32) | si as u64);
@@ -223,14 +230,34 @@ pub fn run_scenario(
                 collective: spec.kind.name(),
                 size_bytes: size,
             };
-            let (row, detail) = match run_point(scenario, spec, filter, options, size, &mut rng) {
+            let done = if spec.extrapolates(size) {
+                let entry = extrapolate::Entry {
+                    scenario,
+                    spec,
+                    index: ci,
+                    filter,
+                    options,
+                };
+                extrapolate::point(entry, size, &mut bases, &mut rng)
+            } else {
+                run_point(scenario, spec, filter, options, size, &mut rng).map_err(|failed| {
+                    let (failure, detail) = *failed;
+                    Box::new((point.clone(), failure, detail))
+                })
+            };
+            let (row, detail) = match done {
                 Ok(done) => done,
                 Err(failed) => {
-                    let (failure, detail) = *failed;
+                    let (point, failure, detail) = *failed;
                     let _ = on_progress(Progress::Failed(&point, &detail));
                     return Err(Box::new((point, failure)));
                 }
             };
+            if row.extrapolated.is_none()
+                && base_sizes.is_some_and(|(low, high)| size == low || size == high)
+            {
+                bases.push(extrapolate::Base::new(&row, &detail));
+            }
             let flow = on_progress(Progress::Row(&point, &row, &detail));
             rows.push(row);
             if flow.is_break() {
@@ -574,11 +601,18 @@ pub fn run_point(
     let wrong = (spec.check && !spec.phantom)
         .then(|| count_wrong(spec, &algorithm, &params, &inputs, &finished));
     let size = count as u64 * spec.dtype.size_bytes() as u64;
-    let algbw = if time_ps == 0 {
-        0.0
-    } else {
-        size as f64 / (time_ps as f64 / 1e12) / 1e9
-    };
+    let (algbw, busbw) = bandwidths(spec, count, time_ps);
+    let model_ps = model_ps(
+        scenario,
+        &Selection {
+            algorithm: algorithm.clone(),
+            params,
+            tuned,
+            nccl,
+        },
+        spec,
+        count,
+    );
     let row = Row {
         collective: spec.kind.name(),
         algorithm: algorithm.name().to_string(),
@@ -596,20 +630,50 @@ pub fn run_point(
         root: spec.kind.has_root().then_some(spec.root),
         time_ps,
         algbw_gb_per_s: algbw,
-        busbw_gb_per_s: algbw * spec.kind.busbw_factor(n),
+        busbw_gb_per_s: busbw,
         wrong,
-        model_ps: match nccl {
-            Some(choice) => Some((choice.predicted_us * 1e6).round() as u64),
-            None => algorithm.cost_ps(&cost_model(scenario), n, count, spec.dtype, &params),
-        },
+        model_ps,
         nccl: nccl.map(|choice| NcclRun {
             protocol: choice.protocol,
             channels: choice.channels,
             heads: choice.heads,
             algorithm: choice.algorithm,
         }),
+        extrapolated: None,
     };
     Ok((row, detail))
+}
+
+/// Algorithm and bus bandwidth, GB/s, of `count` elements of `spec` in
+/// `time_ps` per call.
+fn bandwidths(spec: &CollectiveSpec, count: usize, time_ps: u64) -> (f64, f64) {
+    let size = count as u64 * spec.dtype.size_bytes() as u64;
+    let algbw = if time_ps == 0 {
+        0.0
+    } else {
+        size as f64 / (time_ps as f64 / 1e12) / 1e9
+    };
+    (algbw, algbw * spec.kind.busbw_factor(spec.world_size))
+}
+
+/// The row's model time: NCCL's predicted time for an NCCL choice, else
+/// the algorithm's closed form on the tuner's link.
+fn model_ps(
+    scenario: &Scenario,
+    selection: &Selection,
+    spec: &CollectiveSpec,
+    count: usize,
+) -> Option<u64> {
+    match selection.nccl {
+        Some(choice) => Some((choice.predicted_us * 1e6).round() as u64),
+        None => selection.algorithm.cost_ps(
+            &cost_model(scenario),
+            spec.world_size,
+            count,
+            spec.dtype,
+            &selection.params,
+        ),
+    }
 }
 
 /// What the ranks that finished returned: `(rank, (call spans, buffer))`.

@@ -26,6 +26,7 @@ pub fn to_row(r: &BenchRow) -> Row {
         wrong: r.wrong,
         model_ps: None,
         nccl: None,
+        extrapolated: None,
     }
 }
 

@@ -245,7 +245,11 @@ impl Study<'_> {
                         .nccl_system(row.ranks)
                         .and_then(|system| engine::report::nccl_table_line(row, system))
                         .unwrap_or_default();
-                    format!("{}{predicted}{compared}{troubles}{note}", table_row(row))
+                    let extrapolated = engine::report::extrapolation_line(row).unwrap_or_default();
+                    format!(
+                        "{}{extrapolated}{predicted}{compared}{troubles}{note}",
+                        table_row(row)
+                    )
                 }
                 Progress::Failed(point, detail) => {
                     // The study stops after a failure anyway: its report is

@@ -24,6 +24,7 @@ mod compare;
 mod deadlock;
 mod determinism;
 mod ethernet_transport;
+mod extrapolation;
 mod failure_exits;
 mod faults;
 mod flow_successors;
