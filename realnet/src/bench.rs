@@ -321,7 +321,8 @@ struct Calls<'a, E> {
 }
 
 impl<E: Endpoint> Calls<'_, E> {
-    /// Runs one call of `algorithm` on `buf`.
+    /// Runs one call of `algorithm` on `buf` (on the endpoint's own type
+    /// where the catalogue allows: [`Algorithm::run_inline`]).
     fn run(
         &mut self,
         algorithm: &Algorithm,
@@ -332,7 +333,7 @@ impl<E: Endpoint> Calls<'_, E> {
         self.endpoint.begin_call(CallId::new(self.seq, algorithm))?;
         self.seq += 1;
         let ep = self.endpoint;
-        ep.block_on(algorithm.run(ep, buf, op, params))
+        ep.block_on(algorithm.run_inline(ep, buf, op, params))
     }
 }
 
