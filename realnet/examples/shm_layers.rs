@@ -2,8 +2,9 @@
 //! ranks on threads of this process, pinned to CPUs 0 and 1, run an 8 B
 //! (two `f32`) sum allreduce again and again, in turn through the
 //! registry (`Algorithm::run`: the boxed future, `AnyFabric`, recursive
-//! doubling's futures), inline (`Algorithm::run_inline`, as `sim bench`
-//! runs it: recursive doubling's futures on the fabric itself) and bare
+//! doubling's futures), inline (`Algorithm::run_inline` pinned in place,
+//! as `sim bench` runs it: recursive doubling's future on the fabric
+//! itself) and bare
 //! (`send_copy`, `exchange`, the reduction and `recycle` called on the
 //! fabric itself: the same messages, the same result). Prints nanoseconds
 //! per call of each, three rounds each.
@@ -11,6 +12,7 @@
 //! A benchmark, not a test: run it on an otherwise idle machine, e.g.
 //! `cargo run --release -p realnet --example shm_layers -- 200000`.
 
+use std::pin::pin;
 use std::time::Instant;
 
 use algorithms::{Collective, DType, Fabric, Params, Payload, ReduceOp, Shape, Tag};
@@ -107,8 +109,14 @@ fn rounds(f: &ShmFabric, algorithm: &algorithms::Algorithm, iters: u64) -> Vec<(
                 Way::Registry => f
                     .block_on(algorithm.run(f, &mut buf, ReduceOp::Sum, &params))
                     .expect("allreduce"),
+                // Pinned in place, as the bench driver does.
                 Way::Inline => f
-                    .block_on(algorithm.run_inline(f, &mut buf, ReduceOp::Sum, &params))
+                    .block_on(pin!(algorithm.run_inline(
+                        f,
+                        &mut buf,
+                        ReduceOp::Sum,
+                        &params
+                    )))
                     .expect("allreduce"),
                 Way::Bare => {
                     let out = f.send_copy(&buf, 0..2);

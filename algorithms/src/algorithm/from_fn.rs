@@ -7,7 +7,8 @@ use crate::collective::{Collective, Params};
 use crate::dtype::ReduceOp;
 use crate::payload::Payload;
 
-/// A closure with a name and a collective (see [`Algorithm::from_fn`]).
+/// A closure with a name and a collective (see
+/// [`Algorithm::from_fn`](crate::Algorithm::from_fn)).
 pub(super) struct FnAlgorithm<F> {
     /// Its name.
     pub(super) name: String,
