@@ -267,10 +267,15 @@ macro_rules! module_items {
 }
 pub(crate) use module_items;
 
+mod from_fn;
+mod inline;
 /// The message bounds the catalogue's algorithms share (see
 /// [`CollectiveAlgorithm::messages_bound`]).
 pub mod messages_bound;
 mod wire;
+
+use from_fn::FnAlgorithm;
+pub use inline::Inline;
 
 use wire::wire_names;
 pub use wire::{describe_wire_id, wire_id};
@@ -284,6 +289,9 @@ pub struct Algorithm {
     inner: Arc<dyn CollectiveAlgorithm>,
     builtin: bool,
     wire_id: u16,
+    /// Set by the catalogue only: the same code, runnable on the caller's
+    /// fabric type ([`Algorithm::run_inline`]).
+    inline: Option<Inline>,
 }
 
 impl Algorithm {
@@ -294,6 +302,7 @@ impl Algorithm {
             inner: Arc::new(algorithm),
             builtin: false,
             wire_id,
+            inline: None,
         };
         wire_names()
             .lock()
@@ -341,6 +350,21 @@ impl Algorithm {
         }
     }
 
+    /// A handle to one of the catalogue's algorithms whose module code
+    /// `inline` also names (see [`Algorithm::run_inline`]).
+    pub(crate) fn builtin_inline(algorithm: impl CollectiveAlgorithm, inline: Inline) -> Algorithm {
+        Algorithm {
+            inline: Some(inline),
+            ..Algorithm::builtin(algorithm)
+        }
+    }
+
+    /// The catalogue's mark that [`Algorithm::run_inline`] runs this
+    /// algorithm on the caller's fabric type, if it has one.
+    pub fn inline(&self) -> Option<Inline> {
+        self.inline
+    }
+
     /// Its name.
     pub fn name(&self) -> &str {
         self.inner.name()
@@ -379,20 +403,55 @@ impl Algorithm {
         op: ReduceOp,
         params: &Params,
     ) -> Result<(), CollectiveError> {
+        self.check(fabric.world_size(), buf, op, params)?;
+        self.inner
+            .run(AnyFabric::new(fabric), buf, op, params)
+            .await
+    }
+
+    /// Runs one call as [`run`](Self::run) does, with the same checks,
+    /// messages and result; an algorithm the catalogue marks
+    /// [`Inline`] runs its module's code on `fabric` itself instead of
+    /// through the registry's boxed future and [`AnyFabric`] (a real
+    /// fabric's per-call path: fewer layers for a call of a few bytes).
+    /// The simulator and the model checker call [`run`](Self::run).
+    pub async fn run_inline<F: Fabric>(
+        &self,
+        fabric: &F,
+        buf: &mut Payload,
+        op: ReduceOp,
+        params: &Params,
+    ) -> Result<(), CollectiveError> {
+        match self.inline {
+            Some(inline) => {
+                self.check(fabric.world_size(), buf, op, params)?;
+                inline.run(fabric, buf, op, params).await
+            }
+            None => self.run(fabric, buf, op, params).await,
+        }
+    }
+
+    /// The registry's checks of a call's arguments: the operator against
+    /// the element type, the root against the world size.
+    fn check(
+        &self,
+        world_size: usize,
+        buf: &Payload,
+        op: ReduceOp,
+        params: &Params,
+    ) -> Result<(), CollectiveError> {
         let collective = self.collective();
         let dtype = buf.shape().dtype;
         if collective.reduces() && !op.supports(dtype) {
             return Err(CollectiveError::UnsupportedOp { op, dtype });
         }
-        if collective.has_root() && params.root >= fabric.world_size() {
+        if collective.has_root() && params.root >= world_size {
             return Err(CollectiveError::InvalidRoot {
                 root: params.root,
-                world_size: fabric.world_size(),
+                world_size,
             });
         }
-        self.inner
-            .run(AnyFabric::new(fabric), buf, op, params)
-            .await
+        Ok(())
     }
 
     /// Runs one call with separate input and output buffers; `input` is
@@ -494,39 +553,6 @@ impl Algorithm {
     /// The sort key: collective, then name.
     fn key(&self) -> (Collective, &str) {
         (self.collective(), self.name())
-    }
-}
-
-/// A closure with a name and a collective (see [`Algorithm::from_fn`]).
-struct FnAlgorithm<F> {
-    name: String,
-    collective: Collective,
-    run: F,
-}
-
-impl<F> CollectiveAlgorithm for FnAlgorithm<F>
-where
-    F: for<'a> Fn(AnyFabric<'a>, &'a mut Payload, ReduceOp, &'a Params) -> Running<'a>
-        + Send
-        + Sync
-        + 'static,
-{
-    fn name(&self) -> &str {
-        &self.name
-    }
-
-    fn collective(&self) -> Collective {
-        self.collective
-    }
-
-    fn run<'a>(
-        &'a self,
-        fabric: AnyFabric<'a>,
-        buf: &'a mut Payload,
-        op: ReduceOp,
-        params: &'a Params,
-    ) -> Running<'a> {
-        (self.run)(fabric, buf, op, params)
     }
 }
 

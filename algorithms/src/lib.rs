@@ -95,7 +95,7 @@ pub mod sendrecv;
 pub mod symbolic;
 pub mod tuner;
 
-pub use algorithm::{Algorithm, Chunking, CollectiveAlgorithm, RotationSymmetry, Running};
+pub use algorithm::{Algorithm, Chunking, CollectiveAlgorithm, Inline, RotationSymmetry, Running};
 pub use any_fabric::AnyFabric;
 pub use collective::{Collective, Params};
 pub use cost::CostModel;

@@ -9,7 +9,7 @@
 
 use std::fmt;
 
-use crate::algorithm::{Algorithm, CollectiveAlgorithm};
+use crate::algorithm::{Algorithm, CollectiveAlgorithm, Inline};
 use crate::collective::Collective;
 
 /// Why an algorithm cannot be registered.
@@ -100,7 +100,10 @@ impl Registry {
         let mut registry = Registry::new();
         let catalogue = [
             Algorithm::builtin(allreduce::ring::Ring),
-            Algorithm::builtin(allreduce::recursive_doubling::RecursiveDoubling),
+            Algorithm::builtin_inline(
+                allreduce::recursive_doubling::RecursiveDoubling,
+                Inline::AllreduceRecursiveDoubling,
+            ),
             Algorithm::builtin(allreduce::rabenseifner::Rabenseifner),
             Algorithm::builtin(allreduce::tree::Tree),
             Algorithm::builtin(allreduce::hierarchical::Hierarchical),

@@ -1,14 +1,18 @@
 //! What the layers above shared memory cost per small allreduce: two
 //! ranks on threads of this process, pinned to CPUs 0 and 1, run an 8 B
-//! (two `f32`) sum allreduce again and again, alternately through the
+//! (two `f32`) sum allreduce again and again, in turn through the
 //! registry (`Algorithm::run`: the boxed future, `AnyFabric`, recursive
-//! doubling's futures) and bare (`send_copy`, `exchange`, the reduction
-//! and `recycle` called on the fabric itself: the same messages, the same
-//! result). Prints nanoseconds per call of each, three rounds each.
+//! doubling's futures), inline (`Algorithm::run_inline` pinned in place,
+//! as `sim bench` runs it: recursive doubling's future on the fabric
+//! itself) and bare
+//! (`send_copy`, `exchange`, the reduction and `recycle` called on the
+//! fabric itself: the same messages, the same result). Prints nanoseconds
+//! per call of each, three rounds each.
 //!
 //! A benchmark, not a test: run it on an otherwise idle machine, e.g.
 //! `cargo run --release -p realnet --example shm_layers -- 200000`.
 
+use std::pin::pin;
 use std::time::Instant;
 
 use algorithms::{Collective, DType, Fabric, Params, Payload, ReduceOp, Shape, Tag};
@@ -57,49 +61,84 @@ fn main() {
             .collect();
         times[0].clone()
     });
-    for (registry, ns) in times {
-        let way = if registry { "registry" } else { "bare" };
-        println!("{way:>8}: {ns:.1} ns per call");
+    for (way, ns) in times {
+        println!("{:>8}: {ns:.1} ns per call", way.name());
     }
 }
 
-/// This rank's rounds, alternating registry and bare: (registry?, ns per call).
-fn rounds(f: &ShmFabric, algorithm: &algorithms::Algorithm, iters: u64) -> Vec<(bool, f64)> {
+/// How a round runs its calls.
+#[derive(Clone, Copy, Debug)]
+enum Way {
+    /// `Algorithm::run`.
+    Registry,
+    /// `Algorithm::run_inline`.
+    Inline,
+    /// The fabric's operations called here.
+    Bare,
+}
+
+impl Way {
+    /// The ways, in the order the rounds take them.
+    const ALL: [Way; 3] = [Way::Registry, Way::Inline, Way::Bare];
+
+    /// Its name in the output.
+    fn name(self) -> &'static str {
+        match self {
+            Way::Registry => "registry",
+            Way::Inline => "inline",
+            Way::Bare => "bare",
+        }
+    }
+}
+
+/// This rank's rounds, taking the ways in turn: (way, ns per call).
+fn rounds(f: &ShmFabric, algorithm: &algorithms::Algorithm, iters: u64) -> Vec<(Way, f64)> {
     let peer = 1 - f.rank();
     let params = Params::default();
     let shape = Shape::new(DType::F32, 2);
     let mut buf = Payload::from_vec(vec![1.0f32, 2.0]);
     let mut seq = 1;
     let mut times = Vec::new();
-    for round in 0..2 * ROUNDS {
-        let registry = round % 2 == 0;
+    for round in 0..Way::ALL.len() * ROUNDS {
+        let way = Way::ALL[round % Way::ALL.len()];
         let start = Instant::now();
         for _ in 0..iters {
             f.begin_call(CallId::new(seq, algorithm)).expect("begin");
             seq += 1;
-            if registry {
-                f.block_on(algorithm.run(f, &mut buf, ReduceOp::Sum, &params))
-                    .expect("allreduce");
-            } else {
-                let out = f.send_copy(&buf, 0..2);
-                let got = f
-                    .block_on(f.exchange(peer, out, peer, shape, Tag(0)))
-                    .expect("exchange");
-                // Lower rank's part on the left, as recursive doubling does.
-                if f.rank() == 0 {
-                    buf.reduce_from_right(0..2, &got, ReduceOp::Sum)
-                } else {
-                    buf.reduce_from(0..2, &got, ReduceOp::Sum)
+            match way {
+                Way::Registry => f
+                    .block_on(algorithm.run(f, &mut buf, ReduceOp::Sum, &params))
+                    .expect("allreduce"),
+                // Pinned in place, as the bench driver does.
+                Way::Inline => f
+                    .block_on(pin!(algorithm.run_inline(
+                        f,
+                        &mut buf,
+                        ReduceOp::Sum,
+                        &params
+                    )))
+                    .expect("allreduce"),
+                Way::Bare => {
+                    let out = f.send_copy(&buf, 0..2);
+                    let got = f
+                        .block_on(f.exchange(peer, out, peer, shape, Tag(0)))
+                        .expect("exchange");
+                    // Lower rank's part on the left, as recursive doubling does.
+                    if f.rank() == 0 {
+                        buf.reduce_from_right(0..2, &got, ReduceOp::Sum)
+                    } else {
+                        buf.reduce_from(0..2, &got, ReduceOp::Sum)
+                    }
+                    .expect("same shape");
+                    f.recycle(got);
                 }
-                .expect("same shape");
-                f.recycle(got);
             }
             // Doubling every call: start again before it overflows.
             if buf.as_slice::<f32>().expect("floats")[0] > 1e30 {
                 buf = Payload::from_vec(vec![1.0f32, 2.0]);
             }
         }
-        times.push((registry, start.elapsed().as_nanos() as f64 / iters as f64));
+        times.push((way, start.elapsed().as_nanos() as f64 / iters as f64));
     }
     times
 }

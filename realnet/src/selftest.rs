@@ -48,7 +48,9 @@ pub fn run_catalogue<E: Endpoint>(
 }
 
 /// Runs every algorithm of `registry` for each element count in `counts`
-/// (rounded up to a multiple of the world size), numbering calls from
+/// (rounded up to a multiple of the world size) as the benchmark runs it
+/// ([`Algorithm::run_inline`](algorithms::Algorithm::run_inline): the
+/// catalogue's inline algorithms on the endpoint's own type), numbering calls from
 /// `first_seq`, and checks this rank's defined output bit for bit against
 /// the algorithm's reference (or, without one, the exact result). Returns
 /// the calls run, or the first failure as a sentence naming the
@@ -75,7 +77,8 @@ pub fn run_registry<E: Endpoint>(
                 .map_err(|e| format!("{what}: {e}"))?;
             seq += 1;
             let mut buf = inputs[rank].clone();
-            let ran = fabric.block_on(algorithm.run(fabric, &mut buf, ReduceOp::Sum, params));
+            let ran =
+                fabric.block_on(algorithm.run_inline(fabric, &mut buf, ReduceOp::Sum, params));
             if algorithm.facts().reduces_in_network() {
                 // No real transport has a switch that reduces: refused, at
                 // once and cleanly, on every rank.

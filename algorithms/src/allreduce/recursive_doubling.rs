@@ -93,12 +93,24 @@ pub async fn run<F: Fabric>(
     let mut mask = 1;
     while mask < fold.p {
         let peer = core ^ mask;
-        let link = Link {
-            peer: fold.core_rank(peer),
-            tag,
-            lower: core < peer,
-        };
-        exchange_reduce(fabric, buf, whole.clone(), whole.clone(), link, op).await?;
+        let partner = fold.core_rank(peer);
+        // `exchange_reduce` of the whole buffer, written out: one future
+        // fewer nested in this one (for a buffer of a few bytes the
+        // futures are most of a call's work). The same operations in the
+        // same order.
+        let outgoing = fabric.send_copy(buf, whole.clone());
+        let received = fabric
+            .exchange(partner, outgoing, partner, shape, tag)
+            .await?;
+        let bytes = received.shape().bytes();
+        // The lower core's partial result is the left operand.
+        if core < peer {
+            buf.reduce_from_right(whole.clone(), &received, op)?;
+        } else {
+            buf.reduce_from(whole.clone(), &received, op)?;
+        }
+        fabric.recycle(received);
+        fabric.compute(Work::Reduce { bytes }).await?;
         mask <<= 1;
     }
     if op == ReduceOp::Avg {
