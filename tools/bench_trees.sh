@@ -27,7 +27,8 @@
 # routes|fold (default none: `[topology] symmetry`; `fold` folds `nccl_tree` and `nccl_nvls_tree`
 # by turning every node's GPUs by a quarter of a node, `pat`, `nccl_pat` and `nccl_ring` by one node),
 # --extrapolate-above T (the collective's `extrapolate_above`: a size above T is drawn on the line
-# through simulated runs at T/2 and T, which the wall time and memory then include; default none).
+# through simulated runs at T/2 and T, which the wall time and memory then include; a size at or
+# below T is simulated in full; default none).
 #
 # Prints one line per point: algorithm, collective, GPUs, bytes, wall seconds, peak
 # RSS (MiB), the simulated time of the call (us), and the exit status.
@@ -57,7 +58,7 @@ while [[ $# -gt 0 ]]; do
         --kind) kind_override="$2"; shift 2 ;;
         --reduce-gbps) reduce_gbps="$2"; shift 2 ;;
         --extrapolate-above) extrapolate="$2"; shift 2 ;;
-        -h|--help) sed -n '2,34p' "$0"; exit 0 ;;
+        -h|--help) sed -n '2,35p' "$0"; exit 0 ;;
         *) echo "error: unknown option $1 (see --help)" >&2; exit 2 ;;
     esac
 done
@@ -69,6 +70,17 @@ if [[ ! -x /usr/bin/time ]]; then
     echo "error: GNU time (/usr/bin/time) is needed for the peak memory" >&2
     exit 2
 fi
+
+# The bytes of a size as sim reads it (8, 64K, 128M, 1G).
+bytes() {
+    local n="${1%%[!0-9]*}"
+    case "${1#"$n"}" in
+        K|KB|KiB|k) echo $((n << 10)) ;;
+        M|MB|MiB) echo $((n << 20)) ;;
+        G|GB|GiB) echo $((n << 30)) ;;
+        *) echo "$n" ;;
+    esac
+}
 
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
@@ -84,6 +96,12 @@ for algorithm in $algorithms; do
     for n in $nodes; do
         for size in $sizes; do
             scenario="$work/${algorithm}_${n}_${size}.toml"
+            # A size at or below T is simulated in full (sim refuses an
+            # extrapolate_above with no size above it).
+            lined=""
+            if [[ -n "$extrapolate" ]] && (( $(bytes "$size") > $(bytes "$extrapolate") )); then
+                lined="$extrapolate"
+            fi
             cat > "$scenario" <<TOML
 name = "bench_${algorithm}_${n}_${size}"
 seed = 1
@@ -105,7 +123,7 @@ max_bytes = "$size"
 iters = 1
 warmup = 0
 phantom = true
-${extrapolate:+extrapolate_above = \"$extrapolate\"}
+${lined:+extrapolate_above = \"$lined\"}
 ${reduce_gbps:+[compute]
 reduce_gb_per_s = $reduce_gbps}
 TOML

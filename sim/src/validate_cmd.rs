@@ -15,7 +15,8 @@
 //! size: the named one, or the tuner's under the calibrated links); rank
 //! 0 then simulates. A calibration taken on another fabric, or on a host
 //! of another shape (cores, NUMA nodes, MTU), is refused before anything
-//! runs, naming the difference (exit 2).
+//! runs, naming the difference (exit 2), as is an entry with
+//! `extrapolate_above` (its sizes above it would not be simulated).
 
 use std::fmt::Write as _;
 use std::io::{self, Write};
@@ -101,6 +102,19 @@ pub fn validate(args: &ValidateArgs, command: &str, registry: &Registry) -> io::
     }
     if let Err(e) = refuse_simulated_programs(&scenario) {
         return input_error(format!("{}: {e}", path.display()));
+    }
+    if let Some(spec) = scenario
+        .collectives
+        .iter()
+        .find(|s| s.extrapolate_above.is_some())
+    {
+        return input_error(format!(
+            "{}: [[collective]] {} has extrapolate_above: sim validate sets every size's \
+             simulation beside its measurement, and a size drawn on a line is not simulated; \
+             drop extrapolate_above to validate",
+            path.display(),
+            spec.kind
+        ));
     }
     let world_size = if kind.in_process() {
         scenario.world_size

@@ -89,7 +89,7 @@ pub(super) fn check_foldable(
             .iter()
             .find(|&&b| !(b / elem).is_multiple_of(world_size as u64))
         {
-            let span = raw_c.get_ref().size_span(size, c.min_bytes);
+            let span = raw_c.get_ref().size_span(size, c);
             return Err(src.error(
                 Some(span),
                 format!(
@@ -341,7 +341,7 @@ pub(super) fn check_turned_sizes(
                 let problem =
                     nvls_tree_size_problem(size, count, elem, params, c.world_size, action);
                 if let Some(problem) = problem {
-                    let span = raw_c.get_ref().size_span(size, c.min_bytes);
+                    let span = raw_c.get_ref().size_span(size, c);
                     return Err(src.error(
                         Some(span),
                         format!(
@@ -371,7 +371,7 @@ pub(super) fn check_turned_sizes(
                 None
             };
             if let Some(problem) = problem {
-                let span = raw_c.get_ref().size_span(size, c.min_bytes);
+                let span = raw_c.get_ref().size_span(size, c);
                 return Err(src.error(
                     Some(span),
                     format!(
@@ -455,7 +455,7 @@ pub(super) fn check_shifted_sizes(
             );
             let chosen = &selection.algorithm;
             if tuned && !folds_by_node_shift(chosen) {
-                let span = raw_c.get_ref().size_span(size, c.min_bytes);
+                let span = raw_c.get_ref().size_span(size, c);
                 return Err(src.error(
                     Some(span),
                     format!(
@@ -489,7 +489,7 @@ pub(super) fn check_shifted_sizes(
             let m = (wanted as u64).clamp(1, smallest.max(1));
             let unit = m * n * elem;
             if !size.is_multiple_of(unit) {
-                let span = raw_c.get_ref().size_span(size, c.min_bytes);
+                let span = raw_c.get_ref().size_span(size, c);
                 let below = size / unit * unit;
                 return Err(src.error(
                     Some(span),

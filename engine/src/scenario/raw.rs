@@ -243,13 +243,15 @@ pub struct RawCollective {
 }
 
 impl RawCollective {
-    /// Where a message about `size` points: the `min_bytes` value when
-    /// `size` is the smallest size (`min_bytes`), else `max_bytes`.
-    pub fn size_span(&self, size: u64, min_bytes: u64) -> std::ops::Range<usize> {
-        if size == min_bytes {
-            self.min_bytes.span()
-        } else {
-            self.max_bytes.span()
+    /// Where a message about `size` of `spec` points: the `min_bytes`
+    /// value when `size` is the smallest size (`min_bytes`), the
+    /// `extrapolate_above` value when `size` is a base of it that `spec`
+    /// does not list, else `max_bytes`.
+    pub fn size_span(&self, size: u64, spec: &super::CollectiveSpec) -> std::ops::Range<usize> {
+        match &self.extrapolate_above {
+            _ if size == spec.min_bytes => self.min_bytes.span(),
+            Some(above) if !spec.sizes().contains(&size) => above.span(),
+            _ => self.max_bytes.span(),
         }
     }
 }

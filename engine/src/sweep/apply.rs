@@ -4,7 +4,7 @@
 use toml::{Table, Value};
 
 use super::axes::{Axis, AxisKind, AxisValue};
-use crate::scenario::{ScenarioError, Source};
+use crate::scenario::{ByteSize, ScenarioError, Source};
 
 /// The topology presets whose node count the `nodes` axis sets, with the
 /// key that holds it.
@@ -72,6 +72,15 @@ fn lossy_faults(doc: &Table) -> usize {
         .count()
 }
 
+/// The bytes a size value (`8`, `"64K"`) stands for, if it is one.
+fn bytes_of(v: &Value) -> Option<u64> {
+    match v {
+        Value::Integer(i) => u64::try_from(*i).ok(),
+        Value::String(s) => ByteSize::parse(s).ok().map(|b| b.0),
+        _ => None,
+    }
+}
+
 /// The tables of the array of tables `[[key]]`.
 fn tables<'a>(doc: &'a Table, key: &str) -> impl Iterator<Item = &'a Table> {
     doc.get(key)
@@ -114,6 +123,12 @@ pub(super) fn apply(doc: &mut Table, kind: AxisKind, value: &AxisValue) {
             for c in tables_mut(doc, "collective") {
                 c.insert("min_bytes".into(), v.clone());
                 c.insert("max_bytes".into(), v.clone());
+                // A size at or below the entry's `extrapolate_above` is
+                // simulated anyway: its point has nothing to extrapolate.
+                let above = c.get("extrapolate_above").and_then(bytes_of);
+                if bytes_of(&v).zip(above).is_some_and(|(size, t)| size <= t) {
+                    c.remove("extrapolate_above");
+                }
             }
         }
         AxisKind::Algorithm => {

@@ -25,7 +25,8 @@ pub enum AxisKind {
     /// The topology preset's node count: `nodes` of `fat_tree`, `hosts`
     /// of `leaf_spine`.
     Nodes,
-    /// Every `[[collective]]`'s size: `min_bytes = max_bytes`.
+    /// Every `[[collective]]`'s size: `min_bytes = max_bytes` (an
+    /// `extrapolate_above` the size does not exceed dropped).
     Bytes,
     /// Every `[[collective]]`'s `algorithm`.
     Algorithm,

@@ -255,6 +255,20 @@ mod tests {
     }
 
     #[test]
+    fn a_bytes_axis_simulates_in_full_the_sizes_at_or_below_extrapolate_above() {
+        let text = format!(
+            "{}[sweep]\nbytes = [16, \"32\", 64]\n",
+            BASE.replace(
+                "phantom = true\n",
+                "phantom = true\nalgorithm = \"ring\"\nextrapolate_above = \"32\"\n"
+            )
+        );
+        let sweep = Sweep::parse(Path::new("s.toml"), &text, &Registry::builtin()).unwrap();
+        let above = |p: usize| sweep.scenario(p).unwrap().collectives[0].extrapolate_above;
+        assert_eq!([above(0), above(1), above(2)], [None, None, Some(32)]);
+    }
+
+    #[test]
     fn an_invalid_point_names_its_values() {
         let text = format!("{BASE}[sweep]\nalgorithm = [\"ring\", \"pairwise\"]\n");
         let sweep = Sweep::parse(Path::new("s.toml"), &text, &Registry::builtin()).unwrap();

@@ -142,7 +142,15 @@ pub fn run_real(
         .collectives
         .iter()
         .map(|spec| Section {
-            header: format!("#\n# {}\n", spec.describe()),
+            // Every size runs on the fabric: no line drawn.
+            header: format!(
+                "#\n# {}\n",
+                CollectiveSpec {
+                    extrapolate_above: None,
+                    ..spec.clone()
+                }
+                .describe()
+            ),
             options: options(&scenario, spec, &filter),
         })
         .collect();
@@ -279,6 +287,13 @@ pub fn not_applied(scenario: &Scenario, kind: FabricKind) -> Vec<String> {
     ));
     if scenario.collectives.iter().any(|c| c.phantom) {
         notes.push("not applied: phantom payloads (real fabrics move real data)".into());
+    }
+    if scenario
+        .collectives
+        .iter()
+        .any(|c| c.extrapolate_above.is_some())
+    {
+        notes.push("not applied: extrapolate_above (the fabric runs every size)".into());
     }
     if scenario.has_sweep {
         notes.push("[sweep] ignored by sim run: use sim sweep".into());

@@ -239,6 +239,45 @@ fn validate_refuses_a_calibration_of_another_fabric_or_host_shape() {
 }
 
 #[test]
+fn validate_refuses_extrapolate_above() {
+    let dir = temp_dir("validate-extrapolate");
+    let cal = calibration_file(&dir, FabricKind::Shm, |_| {});
+    let scenario = dir.join("lined.scenario.toml");
+    write(
+        &scenario,
+        &format!(
+            "{}extrapolate_above = 512\n",
+            VALIDATED.replace("CAL", &cal)
+        ),
+    );
+    let out = sim_env(
+        &[
+            "launch",
+            "-n",
+            "2",
+            "--fabric",
+            "shm",
+            "--",
+            "validate",
+            scenario.to_str().unwrap(),
+        ],
+        &[],
+    );
+    let stderr = text(&out.stderr);
+    assert_eq!(
+        out.status.code(),
+        Some(2),
+        "{stderr}\n{}",
+        text(&out.stdout)
+    );
+    assert!(
+        stderr
+            .contains("allreduce has extrapolate_above: sim validate sets every size's simulation"),
+        "{stderr}"
+    );
+}
+
+#[test]
 fn a_real_calibration_writes_its_measurements_and_bounded_residuals() {
     let dir = temp_dir("calibrate-real");
     for fabric in [FabricKind::Shm, FabricKind::Tcp] {

@@ -172,3 +172,14 @@ fn sim_run_marks_extrapolated_rows_in_the_table_and_the_csv() {
     );
     assert!(lines[3].ends_with(",16,536870912;1073741824"), "{text}");
 }
+
+#[test]
+fn a_base_that_does_not_fold_is_refused_at_extrapolate_above() {
+    // T/2 = 536870944 B is 134217736 elements: not 16 equal channel
+    // blocks; the listed sizes (512 MiB, 1 GiB, 2 GiB) all fold.
+    let err = parse(&tree("2G", "extrapolate_above = 1073741888\n")).unwrap_err();
+    assert!(
+        err.contains("f.toml:17:21") && err.contains("536870944 B"),
+        "{err}"
+    );
+}

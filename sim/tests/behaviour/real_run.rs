@@ -148,3 +148,29 @@ phantom = true
     assert_eq!(out.status.code(), Some(2), "{stderr}");
     assert!(stderr.contains("memory"), "{stderr}");
 }
+
+#[test]
+fn extrapolate_above_is_not_applied_on_a_fabric_and_the_header_does_not_claim_it() {
+    let dir = temp_dir("real-run-extrapolate");
+    let path = dir.join("lined.toml");
+    write(
+        &path,
+        "world_size = 3\n[links]\nlatency_us = 5\nbandwidth_gb_per_s = 10\n\
+         [[collective]]\nkind = \"allreduce\"\nalgorithm = \"ring\"\nmin_bytes = 64\n\
+         max_bytes = \"1K\"\nstep_factor = 4\niters = 2\nwarmup = 1\nchunk_bytes = 128\n\
+         extrapolate_above = 256\n",
+    );
+    let out = sim_env(&["run", path.to_str().unwrap(), "--fabric", "threads"], &[]);
+    let stdout = text(&out.stdout);
+    assert!(out.status.success(), "{stdout}\n{}", text(&out.stderr));
+    assert!(
+        stdout.contains("# not applied: extrapolate_above (the fabric runs every size)"),
+        "{stdout}"
+    );
+    assert!(!stdout.contains("extrapolated from"), "{stdout}");
+    assert_eq!(
+        rows(&stdout).len(),
+        3,
+        "64, 256 and 1024 B all run: {stdout}"
+    );
+}
