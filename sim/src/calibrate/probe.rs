@@ -9,8 +9,10 @@
 //! - `pingpong`: ranks 0 and 1 bounce a message `rounds` times; half a
 //!   round trip.
 //! - `shift`: every rank sends a message to the next rank and receives
-//!   one from the previous, `rounds` times, as a collective's steps do
-//!   (every rank busy at once); one round.
+//!   one from the previous, `rounds` times, each round forwarding what
+//!   the one before received, as a collective's steps do (every rank busy
+//!   at once; the bytes sent just written by the sender, the bytes
+//!   received landing where the peer just read); one round.
 //! - `stream`: rank 0 sends `messages` messages to rank 1 back to back,
 //!   rank 1 answers one element after the last; the whole.
 //! - `flows`: every rank sends one message to every other rank at once
@@ -284,7 +286,7 @@ pub async fn run_once<F: Fabric>(f: &F, probe: Probe, phantom: bool) -> Result<T
     } else {
         probe.bytes()
     };
-    let (src, dst) = (&source(bytes, phantom), &mut source(bytes, phantom));
+    let (src, dst) = (&mut source(bytes, phantom), &mut source(bytes, phantom));
     barrier(f, phantom).await?;
     let start = f.now();
     let divide = match probe {
@@ -342,9 +344,22 @@ async fn pingpong<F: Fabric>(f: &F, src: &Payload, dst: &mut Payload) -> Result<
     Ok(())
 }
 
-async fn shift<F: Fabric>(f: &F, src: &Payload, dst: &mut Payload) -> Result<(), FabricError> {
+/// [`ROUNDS`] rounds of the shift, each forwarding what the one before
+/// received, as a ring's steps do: the bytes a rank sends were just
+/// written by it (its receive into that buffer), and the bytes it
+/// receives land where the peer just read. On shared memory that is what
+/// a collective's messages cost: the peer copies lines dirty in the
+/// sender's cache, and the receiver writes over lines the peer holds,
+/// where sending one clean buffer over and over (the peer reading lines
+/// shared by both) measured a rate the collectives never see.
+async fn shift<F: Fabric>(
+    f: &F,
+    mut src: &mut Payload,
+    mut dst: &mut Payload,
+) -> Result<(), FabricError> {
     for _ in 0..ROUNDS {
         shift_round(f, src, dst).await?;
+        std::mem::swap(&mut src, &mut dst);
     }
     Ok(())
 }
@@ -464,4 +479,52 @@ async fn reduce<F: Fabric>(
     }
     std::hint::black_box(&local);
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use realnet::{CallId, Endpoint, JobOptions, LocalFabric};
+
+    /// The shift forwards what it received, as a ring's steps do: on 3
+    /// ranks, after [`ROUNDS`] rounds the buffer first sent holds the
+    /// bytes of the rank `ROUNDS` hops back and the other those of the
+    /// rank `ROUNDS - 1` hops back (re-sending one buffer would leave a
+    /// rank's own bytes in the first and its left neighbour's in the
+    /// other).
+    #[test]
+    fn the_shift_forwards_what_it_received() {
+        let n = 3;
+        let fabrics = LocalFabric::group(n, &JobOptions::default());
+        let got: Vec<(u8, u8)> = std::thread::scope(|s| {
+            let handles: Vec<_> = fabrics
+                .iter()
+                .map(|f| {
+                    s.spawn(move || {
+                        let mut first = Payload::from_vec(vec![f.rank() as u8 + 1; 64]);
+                        let mut other = Payload::zeros(DType::U8, 64, false);
+                        f.begin_call(CallId {
+                            seq: 1,
+                            kind: super::super::PROBE_CALL_KIND,
+                        })
+                        .unwrap();
+                        f.block_on(shift(f, &mut first, &mut other)).unwrap();
+                        f.finish().unwrap();
+                        let head = |p: &Payload| p.as_slice::<u8>().unwrap()[0];
+                        (head(&first), head(&other))
+                    })
+                })
+                .collect();
+            handles.into_iter().map(|h| h.join().unwrap()).collect()
+        });
+        let rounds = ROUNDS as usize;
+        for (rank, &(first, other)) in got.iter().enumerate() {
+            let from = |hops: usize| ((rank + n * rounds - hops) % n) as u8 + 1;
+            assert_eq!(
+                (first, other),
+                (from(rounds), from(rounds - 1)),
+                "rank {rank}"
+            );
+        }
+    }
 }
