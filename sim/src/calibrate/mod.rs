@@ -29,7 +29,7 @@ use realnet::call::CallId;
 use realnet::connect::{RankJob, with_fabric};
 
 use self::fit::{Sample, fit, residuals, simulate, simulated_link};
-use self::probe::{CALLS, Plan, Probe, calls_start, run_once, shift_round, source};
+use self::probe::{CALLS, Plan, Probe, calls_start, halves, run_once, shift_round};
 use crate::exit::ExitStatus;
 use crate::output::{OutputFile, Stdout};
 use crate::real::job::{JobArgs, JobSetup};
@@ -87,12 +87,11 @@ impl RankJob for ProbeJob {
                 let Time(t) = match probe {
                     Probe::Calls { bytes } => {
                         // Each round its own call, as a collective's calls.
-                        let src = &source(bytes, false);
-                        let dst = &mut source(bytes, false);
+                        let buf = &mut halves(bytes, false);
                         let Time(start) = endpoint.block_on(calls_start(endpoint, false))?;
-                        for _ in 0..CALLS {
+                        for round in 0..CALLS {
                             call(endpoint)?;
-                            endpoint.block_on(shift_round(endpoint, src, dst))?;
+                            endpoint.block_on(shift_round(endpoint, buf, round))?;
                         }
                         Time(endpoint.now().0.saturating_sub(start) / u64::from(CALLS))
                     }
