@@ -99,7 +99,7 @@ impl Registry {
         };
         let mut registry = Registry::new();
         let catalogue = [
-            Algorithm::builtin(allreduce::ring::Ring),
+            Algorithm::builtin_inline(allreduce::ring::Ring, Inline::AllreduceRing),
             Algorithm::builtin_inline(
                 allreduce::recursive_doubling::RecursiveDoubling,
                 Inline::AllreduceRecursiveDoubling,
@@ -110,7 +110,7 @@ impl Registry {
             Algorithm::builtin(reduce_scatter::ring::Ring),
             Algorithm::builtin(reduce_scatter::recursive_halving::RecursiveHalving),
             Algorithm::builtin(reduce_scatter::pat::Pat),
-            Algorithm::builtin(allgather::ring::Ring),
+            Algorithm::builtin_inline(allgather::ring::Ring, Inline::AllgatherRing),
             Algorithm::builtin(allgather::recursive_doubling::RecursiveDoubling),
             Algorithm::builtin(allgather::bruck::Bruck),
             Algorithm::builtin(allgather::pat::Pat),

@@ -14,9 +14,11 @@
 //!
 //! Only the catalogue marks algorithms (a user's algorithm cannot claim
 //! code it does not run), and only the tuner's choices for small buffers
-//! are marked: each one instantiates its module once more per fabric type.
+//! and the rings that `sim validate` and README's figures measure are
+//! marked: each one instantiates its module once more per fabric type.
 
-use crate::allreduce::recursive_doubling;
+use crate::allgather::ring as allgather_ring;
+use crate::allreduce::{recursive_doubling, ring as allreduce_ring};
 use crate::collective::Params;
 use crate::dtype::ReduceOp;
 use crate::error::CollectiveError;
@@ -31,6 +33,11 @@ pub enum Inline {
     /// Allreduce by recursive doubling
     /// ([`recursive_doubling`]), the tuner's choice for small buffers.
     AllreduceRecursiveDoubling,
+    /// Allreduce on a ring ([`allreduce_ring`]): reduce-scatter then
+    /// allgather, pipelined in chunks.
+    AllreduceRing,
+    /// Allgather on a ring ([`allgather_ring`]).
+    AllgatherRing,
 }
 
 impl Inline {
@@ -48,6 +55,8 @@ impl Inline {
             Inline::AllreduceRecursiveDoubling => {
                 recursive_doubling::run(fabric, buf, op, params).await
             }
+            Inline::AllreduceRing => allreduce_ring::run(fabric, buf, op, params).await,
+            Inline::AllgatherRing => allgather_ring::run(fabric, buf, op, params).await,
         }
     }
 }
