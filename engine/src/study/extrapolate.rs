@@ -33,7 +33,7 @@ use algorithms::nccl::{NcclAlgorithm, Protocol};
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 
-use super::{Detail, Failure, Options, Point, Row, Selection, run_point, select};
+use super::{Detail, Failure, Options, Point, Row, Selection, run_located, select};
 use crate::network::LinkUsage;
 use crate::scenario::{CollectiveSpec, Scenario};
 use crate::tuning::AlgoFilter;
@@ -135,9 +135,9 @@ impl Base {
     }
 }
 
-/// A failed base run: the point that failed (the base's size), why, and
-/// what it measured.
-pub(super) type BaseFailure = Box<(Point, Failure, Detail)>;
+/// A failed run: the point that failed (for a base, the base's size),
+/// why, and what it measured.
+pub(super) type PointFailure = Box<(Point, Failure, Detail)>;
 
 /// One collective entry of a study, as its points run.
 #[derive(Clone, Copy)]
@@ -164,7 +164,7 @@ pub(super) fn point(
     size: u64,
     bases: &mut Vec<Base>,
     rng: &mut ChaCha8Rng,
-) -> Result<(Row, Detail), BaseFailure> {
+) -> Result<(Row, Detail), PointFailure> {
     let Entry {
         scenario,
         spec,
@@ -172,20 +172,13 @@ pub(super) fn point(
         filter,
         options,
     } = entry;
-    let full = |rng: &mut ChaCha8Rng| {
-        run_point(scenario, spec, filter, options, size, rng).map_err(|failed| {
-            let (failure, detail) = *failed;
-            let point = Point {
-                collective: spec.kind.name(),
-                size_bytes: size,
-            };
-            Box::new((point, failure, detail))
-        })
-    };
+    let full = |rng: &mut ChaCha8Rng| run_located(scenario, spec, filter, options, size, rng);
     let Some((low, high)) = spec.extrapolation_bases() else {
         return full(rng);
     };
-    let plan = Plan::at(scenario, spec, filter, size);
+    let count = usize::try_from(size / spec.dtype.size_bytes() as u64).unwrap_or(usize::MAX);
+    let selection = select(scenario, spec, filter, count);
+    let plan = Plan::of(&selection);
     if [low, high]
         .iter()
         .any(|&b| Plan::at(scenario, spec, filter, b) != plan)
@@ -199,30 +192,22 @@ pub(super) fn point(
         // A stream of its own, apart from the sizes' (`(entry, index)`).
         let mut base_rng = ChaCha8Rng::seed_from_u64(scenario.seed);
         base_rng.set_stream(((index as u64) << 32) | u64::from(u32::MAX - k as u32));
-        let (row, detail) = run_point(scenario, spec, filter, options, base, &mut base_rng)
-            .map_err(|failed| {
-                let (failure, detail) = *failed;
-                let point = Point {
-                    collective: spec.kind.name(),
-                    size_bytes: base,
-                };
-                Box::new((point, failure, detail))
-            })?;
+        let (row, detail) = run_located(scenario, spec, filter, options, base, &mut base_rng)?;
         bases.push(Base::new(&row, &detail));
     }
     let find = |s: u64| bases.iter().find(|b| b.size() == s).expect("run above");
-    match draw(scenario, spec, filter, size, find(low), find(high)) {
+    match draw(scenario, spec, &selection, size, find(low), find(high)) {
         Some(done) => Ok(done),
         None => full(rng),
     }
 }
 
-/// The row and detail of `size` on the line through `low` and `high`;
-/// `None` when the line falls.
+/// The row and detail of `size` (run with `selection`) on the line
+/// through `low` and `high`; `None` when the line falls.
 fn draw(
     scenario: &Scenario,
     spec: &CollectiveSpec,
-    filter: &AlgoFilter,
+    selection: &Selection,
     size: u64,
     low: &Base,
     high: &Base,
@@ -234,7 +219,6 @@ fn draw(
     }
     let on_line = |y1: u64, y2: u64| line(x1, y1, x2, y2, size);
     let count = usize::try_from(size / spec.dtype.size_bytes() as u64).unwrap_or(usize::MAX);
-    let selection = select(scenario, spec, filter, count);
     let time_ps = on_line(t1, t2);
     let (algbw, busbw) = super::bandwidths(spec, count, time_ps);
     let row = Row {
@@ -244,7 +228,7 @@ fn draw(
         algbw_gb_per_s: algbw,
         busbw_gb_per_s: busbw,
         wrong: None,
-        model_ps: super::model_ps(scenario, &selection, spec, count),
+        model_ps: super::model_ps(scenario, selection, spec, count),
         extrapolated: Some(Box::new(Extrapolation {
             low_bytes: x1,
             low_ps: t1,

@@ -240,10 +240,7 @@ pub fn run_scenario(
                 };
                 extrapolate::point(entry, size, &mut bases, &mut rng)
             } else {
-                run_point(scenario, spec, filter, options, size, &mut rng).map_err(|failed| {
-                    let (failure, detail) = *failed;
-                    Box::new((point.clone(), failure, detail))
-                })
+                run_located(scenario, spec, filter, options, size, &mut rng)
             };
             let (row, detail) = match done {
                 Ok(done) => done,
@@ -501,12 +498,14 @@ pub fn run_point(
             .map(|r| inputs::draw(rng, spec.dtype, spec.op, count_of(r)))
             .collect()
     });
+    let selection = select(scenario, spec, filter, count);
+    let model_ps = model_ps(scenario, &selection, spec, count);
     let Selection {
         algorithm,
         params,
         tuned,
         nccl,
-    } = select(scenario, spec, filter, count);
+    } = selection;
     let system = nccl.and(scenario.nccl_system(n)).cloned();
     // NCCL's base latency before every call, and a multi-GPU process's
     // launch skew (nccl-tests -g); or a calibration's per-call software
@@ -602,17 +601,6 @@ pub fn run_point(
         .then(|| count_wrong(spec, &algorithm, &params, &inputs, &finished));
     let size = count as u64 * spec.dtype.size_bytes() as u64;
     let (algbw, busbw) = bandwidths(spec, count, time_ps);
-    let model_ps = model_ps(
-        scenario,
-        &Selection {
-            algorithm: algorithm.clone(),
-            params,
-            tuned,
-            nccl,
-        },
-        spec,
-        count,
-    );
     let row = Row {
         collective: spec.kind.name(),
         algorithm: algorithm.name().to_string(),
@@ -642,6 +630,26 @@ pub fn run_point(
         extrapolated: None,
     };
     Ok((row, detail))
+}
+
+/// [`run_point`] with a failure located at its point (the collective and
+/// `size_bytes`).
+fn run_located(
+    scenario: &Scenario,
+    spec: &CollectiveSpec,
+    filter: &AlgoFilter,
+    options: Options,
+    size_bytes: u64,
+    rng: &mut ChaCha8Rng,
+) -> Result<(Row, Detail), extrapolate::PointFailure> {
+    run_point(scenario, spec, filter, options, size_bytes, rng).map_err(|failed| {
+        let (failure, detail) = *failed;
+        let point = Point {
+            collective: spec.kind.name(),
+            size_bytes,
+        };
+        Box::new((point, failure, detail))
+    })
 }
 
 /// Algorithm and bus bandwidth, GB/s, of `count` elements of `spec` in
