@@ -2,7 +2,10 @@
 """Summarises a `sim validate --csv` file: median and worst |error| over all
 rows, per collective, per algorithm and per size; and, for each collective
 and size, whether the simulator ranks the named algorithms (the tuner's rows
-left out) in the order they were measured.
+left out) in the order they were measured; and the measurement's own
+spread: where the tuner picked an algorithm that also has a named row of the
+same collective and size, the two are one algorithm measured twice in one
+run, so their difference is a floor under any model's error.
 
 usage: tools/validate_summary.py validate.csv
 """
@@ -42,6 +45,31 @@ def main(path):
         if m != s:
             print(f"# ranking differs: {coll} {size} B: measured {' < '.join(m)}; simulated {' < '.join(s)}")
     print(f"# same algorithm ranking at {same} of {len(by)} (collective, size) points")
+    repeat = repeatability(rows)
+    if repeat:
+        print(
+            f"# measured twice (the tuner's pick against its named row): median |difference| "
+            f"{statistics.median(repeat):5.1f}%, worst {max(repeat):6.1f}% ({len(repeat)} pairs)"
+        )
+
+
+def repeatability(rows):
+    """|difference| in % (of the faster) between each tuner row and the named
+    row of the algorithm it picked, same collective and size."""
+    named = {
+        (r["collective"], r["algorithm"], r["size_bytes"]): float(r["measured_us"])
+        for r in rows
+        if not r["algorithm"].startswith("auto:")
+    }
+    out = []
+    for r in rows:
+        if not r["algorithm"].startswith("auto:"):
+            continue
+        twin = named.get((r["collective"], r["algorithm"][len("auto:"):], r["size_bytes"]))
+        if twin is not None:
+            a = float(r["measured_us"])
+            out.append(abs(a - twin) / min(a, twin) * 100)
+    return out
 
 
 if __name__ == "__main__":
