@@ -353,6 +353,41 @@ pub fn error_summary(rows: &[Compared]) -> Vec<(&'static str, f64, f64)> {
         .collect()
 }
 
+/// One algorithm at one size timed twice in this run (a collective listed
+/// twice, or the tuner's pick beside the named row of the algorithm it
+/// picked): how many such repeats there are and the median and worst
+/// |difference| of their measured times, in percent of the faster. That is
+/// the measurement's own spread: an error below it is within what the host
+/// repeats to. `None` without repeats.
+pub fn measured_twice(rows: &[Compared]) -> Option<(usize, f64, f64)> {
+    let mut first: Vec<(&str, &str, u64, f64)> = Vec::new();
+    let mut diffs: Vec<f64> = Vec::new();
+    for r in rows {
+        let name = r.algorithm.strip_prefix("auto:").unwrap_or(&r.algorithm);
+        if name.contains('|') {
+            // The real fabric and the simulator chose differently.
+            continue;
+        }
+        let earlier = first
+            .iter()
+            .find(|f| f.0 == r.collective && f.1 == name && f.2 == r.size_bytes);
+        match earlier {
+            Some(f) => {
+                let faster = r.measured_us.min(f.3);
+                if faster > 0.0 {
+                    diffs.push((r.measured_us - f.3).abs() / faster * 100.0);
+                }
+            }
+            None => first.push((r.collective, name, r.size_bytes, r.measured_us)),
+        }
+    }
+    if diffs.is_empty() {
+        return None;
+    }
+    let worst = diffs.iter().copied().fold(0.0, f64::max);
+    Some((diffs.len(), median(&mut diffs), worst))
+}
+
 /// The side-by-side table and its summary lines.
 pub fn table(scenario: &Scenario, kind: FabricKind, rows: &[Compared]) -> String {
     let mut s = String::new();
@@ -399,7 +434,19 @@ pub fn table(scenario: &Scenario, kind: FabricKind, rows: &[Compared]) -> String
             "# {name}: median |error| {median:.1}%, worst |error| {worst:.1}%"
         );
     }
+    if let Some(line) = measured_twice_line(rows) {
+        s.push_str(&line);
+    }
     s
+}
+
+/// The summary line of [`measured_twice`], if anything was timed twice.
+fn measured_twice_line(rows: &[Compared]) -> Option<String> {
+    let (pairs, median, worst) = measured_twice(rows)?;
+    Some(format!(
+        "# measured twice ({pairs} times one algorithm at one size): median |difference| \
+         {median:.1}%, worst {worst:.1}%; errors below that are within the measurement's own spread\n"
+    ))
 }
 
 /// The rows as CSV.
@@ -424,4 +471,56 @@ pub fn csv_text(rows: &[Compared]) -> String {
         );
     }
     s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn row(
+        collective: &'static str,
+        algorithm: &str,
+        size_bytes: u64,
+        measured_us: f64,
+    ) -> Compared {
+        Compared {
+            collective,
+            algorithm: algorithm.to_string(),
+            size_bytes,
+            measured_us,
+            measured_mean_us: measured_us,
+            measured_busbw: 1.0,
+            simulated_us: 10.0,
+            simulated_busbw: 1.0,
+            error_pct: (10.0 - measured_us) / measured_us * 100.0,
+        }
+    }
+
+    #[test]
+    fn repeats_are_the_tuners_pick_beside_its_named_row_and_rows_listed_twice() {
+        let rows = [
+            row("allreduce", "ring", 8, 10.0),
+            row("allreduce", "recursive_doubling", 8, 4.0),
+            row("allreduce", "auto:recursive_doubling", 8, 5.0),
+            row("allreduce", "ring", 8, 12.0),
+            row("allreduce", "ring", 32, 20.0),
+            row("allgather", "ring", 8, 40.0),
+            row("allreduce", "auto:ring|tree", 32, 1.0),
+        ];
+        // 4 -> 5 (25%), 10 -> 12 (20%); the allgather, the other size and
+        // the split choice repeat nothing. The median of two is the lower
+        // one, as everywhere in the calibration.
+        let (pairs, median, worst) = measured_twice(&rows).unwrap();
+        assert_eq!(pairs, 2);
+        assert!((median - 20.0).abs() < 1e-9, "{median}");
+        assert!((worst - 25.0).abs() < 1e-9, "{worst}");
+        assert!(measured_twice(&rows[..3]).is_some());
+        assert_eq!(measured_twice(&rows[..2]), None);
+        assert_eq!(
+            measured_twice_line(&rows).unwrap(),
+            "# measured twice (2 times one algorithm at one size): median |difference| 20.0%, \
+             worst 25.0%; errors below that are within the measurement's own spread\n"
+        );
+        assert_eq!(measured_twice_line(&rows[..2]), None);
+    }
 }

@@ -196,6 +196,8 @@ fn validate_prints_measured_and_simulated_side_by_side_on_shm_and_tcp() {
         assert!(out.status.success(), "{stdout}\n{}", text(&out.stderr));
         assert!(stdout.contains("measured_us"), "{stdout}");
         assert!(stdout.contains("# allreduce: median |error|"), "{stdout}");
+        // Nothing was timed twice, so there is no spread to print.
+        assert!(!stdout.contains("# measured twice"), "{stdout}");
         let rows: Vec<&str> = stdout
             .lines()
             .filter(|l| l.trim_start().starts_with("allreduce"))
