@@ -4,12 +4,18 @@
 //! completes immediately (the simulated send buffer is unbounded).
 //! Receives wait in virtual time until a matching message has arrived.
 //! Reductions occupy the rank's compute engine for `bytes / throughput`.
+//!
+//! The operations' futures live beside it: `recv.rs` (a receive),
+//! `reduce_in_network.rs` (a switch's reduction or multicast) and
+//! `waits.rs` (a reserved reduction, the synchronisation point, a sleep).
+
+mod recv;
+mod reduce_in_network;
+mod waits;
 
 use std::cell::RefCell;
 use std::future::Future;
-use std::pin::Pin;
 use std::rc::Rc;
-use std::task::{Context, Poll};
 
 use std::sync::Arc;
 
@@ -19,6 +25,9 @@ use algorithms::{Fabric, FabricError, Payload, Rank, ReduceOp, Shape, Tag, Time,
 use crate::in_network::Contribution;
 use crate::trace::{Span, SpanKind};
 use crate::world::World;
+use recv::Recv;
+use reduce_in_network::ReduceInNetwork;
+use waits::{Computing, Sleep, SyncAll};
 
 /// One rank's view of a simulated run.
 #[derive(Clone, Debug)]
@@ -351,288 +360,6 @@ impl SimFabric {
     }
 }
 
-/// Waits for a reserved reduction ([`World::reserve_compute`]) to be
-/// done and returns when it was: woken at the finish its ticket names,
-/// which a reduction posted later at the same instant may move back.
-struct Computing<'a> {
-    fabric: &'a SimFabric,
-    /// Its ticket, until it is done.
-    ticket: Option<u32>,
-    /// The finish its timer is set for.
-    armed_for: Option<Time>,
-}
-
-impl Future for Computing<'_> {
-    type Output = Time;
-
-    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Time> {
-        let ticket = self.ticket.expect("polled after it returned");
-        let mut world = self.fabric.world.borrow_mut();
-        let done = world.compute_done(ticket);
-        if world.now >= done {
-            world.release_compute(ticket);
-            drop(world);
-            self.ticket = None;
-            return Poll::Ready(done);
-        }
-        if self.armed_for != Some(done) {
-            world.schedule_timer(self.fabric.rank, done, cx.waker());
-            drop(world);
-            self.armed_for = Some(done);
-        }
-        Poll::Pending
-    }
-}
-
-impl Drop for Computing<'_> {
-    fn drop(&mut self) {
-        if let Some(ticket) = self.ticket
-            && let Ok(mut world) = self.fabric.world.try_borrow_mut()
-        {
-            world.release_compute(ticket);
-        }
-    }
-}
-
-/// Receives the next message from `from` with `tag`: checks the peer on
-/// the first poll, waits, then records the receive's span and checks the
-/// message's shape.
-struct Recv<'a> {
-    fabric: &'a SimFabric,
-    from: Rank,
-    tag: Tag,
-    expect: Shape,
-    /// When the receive was first polled (posted).
-    posted: Option<Time>,
-    /// Its entry among the world's waiting receives, once it waited.
-    wait: Option<u32>,
-}
-
-impl Recv<'_> {
-    /// The received `payload`, its span recorded, if it has the expected
-    /// shape.
-    fn arrived(&self, payload: Payload) -> Result<Payload, FabricError> {
-        let posted = self.posted.expect("set on the first poll");
-        let got = payload.shape();
-        self.fabric
-            .record(SpanKind::Recv, Some(self.from), got.bytes(), posted);
-        if got != self.expect {
-            return Err(FabricError::ShapeMismatch {
-                rank: self.fabric.rank,
-                from: self.from,
-                tag: self.tag,
-                expected: self.expect,
-                got,
-            });
-        }
-        Ok(payload)
-    }
-}
-
-impl Future for Recv<'_> {
-    type Output = Result<Payload, FabricError>;
-
-    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        if self.posted.is_none() {
-            self.fabric.check_peer(self.from)?;
-            self.posted = Some(self.fabric.now());
-        }
-        let rank = self.fabric.rank;
-        let mut world = self.fabric.world.borrow_mut();
-        if let Some(id) = self.wait
-            && world.wait_unchanged(id, cx.waker())
-        {
-            // Woken for another receive: nothing new for this one.
-            return Poll::Pending;
-        }
-        if let Some(payload) = world.take_message(rank, self.from, self.tag) {
-            if let Some(id) = self.wait.take() {
-                world.remove_wait(rank, id);
-            }
-            drop(world);
-            return Poll::Ready(self.arrived(payload));
-        }
-        if let Some(failure) = world.broken(rank, self.from) {
-            let error = FabricError::Timeout {
-                rank,
-                peer: self.from,
-                reason: format!("{}; {}", failure.summary(), failure.cause()),
-            };
-            if let Some(id) = self.wait.take() {
-                world.remove_wait(rank, id);
-            }
-            return Poll::Ready(Err(error));
-        }
-        let id = world.register_wait(
-            rank,
-            self.wait,
-            self.from,
-            self.tag,
-            self.expect,
-            cx.waker(),
-        );
-        drop(world);
-        self.wait = Some(id);
-        Poll::Pending
-    }
-}
-
-impl Drop for Recv<'_> {
-    fn drop(&mut self) {
-        if let Some(id) = self.wait
-            && let Ok(mut world) = self.fabric.world.try_borrow_mut()
-        {
-            world.remove_wait(self.fabric.rank, id);
-        }
-    }
-}
-
-/// One rank's in-network reduction: sends its contribution on the first
-/// poll, then waits for the switch's result.
-struct ReduceInNetwork<'a> {
-    fabric: &'a SimFabric,
-    group: &'a [Rank],
-    tag: Tag,
-    /// The reduction's operator; `None` for a multicast.
-    op: Option<ReduceOp>,
-    /// A reduction's one receiver, if not every member.
-    to: Option<Rank>,
-    payload: Option<Payload>,
-    ticket: Option<u64>,
-    posted: Time,
-}
-
-impl Future for ReduceInNetwork<'_> {
-    type Output = Result<Payload, FabricError>;
-
-    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        let rank = self.fabric.rank;
-        let ticket = match self.ticket {
-            Some(t) => t,
-            None => {
-                let member =
-                    algorithms::in_network::check_group(rank, self.group, self.fabric.world_size)?;
-                let payload = self.payload.take().expect("taken once, on the first poll");
-                self.posted = self.fabric.now();
-                let mut world = self.fabric.world.borrow_mut();
-                let t = match self.op {
-                    Some(op) => world
-                        .start_reduce_in_network(
-                            rank,
-                            self.group,
-                            self.tag,
-                            payload,
-                            Contribution {
-                                member,
-                                op,
-                                to: self.to,
-                            },
-                        )
-                        .map_err(|reason| FabricError::NoInNetworkReduction { rank, reason })?,
-                    None => {
-                        // The shape this member expects back.
-                        self.payload = Some(Payload::phantom(payload.shape().dtype, payload.len()));
-                        world
-                            .start_multicast_in_network(rank, self.group, self.tag, payload)
-                            .map_err(|reason| FabricError::NoInNetworkMulticast { rank, reason })?
-                    }
-                };
-                drop(world);
-                self.ticket = Some(t);
-                t
-            }
-        };
-        let mut world = self.fabric.world.borrow_mut();
-        let calls = if self.op.is_some() {
-            &mut world.in_network
-        } else {
-            &mut world.multicasts
-        };
-        let arrived = calls.poll_call(rank, self.group, self.tag, ticket, cx.waker());
-        drop(world);
-        match arrived {
-            None => Poll::Pending,
-            Some(Ok(result)) => {
-                if let Some(expect) = self.payload.as_ref().map(Payload::shape)
-                    && expect != result.shape()
-                {
-                    return Poll::Ready(Err(FabricError::ShapeMismatch {
-                        rank,
-                        from: self.group[0],
-                        tag: self.tag,
-                        expected: expect,
-                        got: result.shape(),
-                    }));
-                }
-                let bytes = result.shape().bytes();
-                self.fabric.record(SpanKind::Recv, None, bytes, self.posted);
-                Poll::Ready(Ok(result))
-            }
-            Some(Err(reason)) => Poll::Ready(Err(FabricError::Transport { rank, reason })),
-        }
-    }
-}
-
-/// Waits at the synchronisation point until every rank has arrived.
-struct SyncAll<'a> {
-    fabric: &'a SimFabric,
-    generation: Option<u64>,
-}
-
-impl Future for SyncAll<'_> {
-    type Output = ();
-
-    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
-        let mut world = self.fabric.world.borrow_mut();
-        let generation = match self.generation {
-            Some(g) => g,
-            None => {
-                let g = world.arrive_at_sync(self.fabric.rank, cx.waker());
-                drop(world);
-                self.generation = Some(g);
-                return self.poll(cx);
-            }
-        };
-        if world.sync.generation > generation {
-            Poll::Ready(())
-        } else {
-            if let Some(entry) = world
-                .sync
-                .waiting
-                .iter_mut()
-                .find(|(r, _)| *r == self.fabric.rank)
-            {
-                entry.1 = cx.waker().clone();
-            }
-            Poll::Pending
-        }
-    }
-}
-
-/// Waits until virtual time `until`.
-struct Sleep<'a> {
-    fabric: &'a SimFabric,
-    until: Time,
-    armed: bool,
-}
-
-impl Future for Sleep<'_> {
-    type Output = ();
-
-    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
-        let mut world = self.fabric.world.borrow_mut();
-        if world.now >= self.until {
-            return Poll::Ready(());
-        }
-        if !self.armed {
-            world.schedule_timer(self.fabric.rank, self.until, cx.waker());
-            drop(world);
-            self.armed = true;
-        }
-        Poll::Pending
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use algorithms::any_fabric::INLINE_FUTURE_BYTES;
@@ -668,78 +395,5 @@ mod tests {
             sizes.iter().all(|&s| s <= INLINE_FUTURE_BYTES),
             "{sizes:?} > {INLINE_FUTURE_BYTES}"
         );
-    }
-
-    /// Receives waiting at once, woken by messages for one another: two
-    /// receives of the same sender and tag each get one of its messages
-    /// (the first arrival signals both, only one takes it, the other
-    /// waits on for the second), and a receive of another tag, polled at
-    /// every wake-up of its rank, completes when its own message comes.
-    #[test]
-    fn concurrent_receives_wait_for_their_own_messages() {
-        // 1 us latency, 1000 B at 1 GB/s: 2 us per message, back to back.
-        let link = LinkSpec::new(1_000_000, 1e9).expect("a valid link");
-        let exec = crate::run(
-            WorldConfig::new(2, NetworkConfig::Ideal(link)),
-            |f| async move {
-                let shape = Shape::new(DType::U8, 1000);
-                if f.rank() == 0 {
-                    for tag in [5, 5, 5, 7] {
-                        let payload = Payload::phantom(DType::U8, 1000);
-                        f.send(1, Tag(tag), payload).await.expect("a peer");
-                    }
-                    return Vec::new();
-                }
-                let timed = |tag| {
-                    let f = &f;
-                    async move {
-                        f.recv(0, Tag(tag), shape).await.expect("sent");
-                        f.now().as_ps()
-                    }
-                };
-                let (a, b, c, d) = futures_util::join!(timed(5), timed(7), timed(5), timed(5));
-                vec![a, b, c, d]
-            },
-        );
-        let done = exec.outputs[1].clone().expect("rank 1 finished");
-        // Messages arrive at 2, 3, 4 and 5 us (the link sends them one
-        // after another); tag 5's three receives take them in turn.
-        assert_eq!(done, vec![2_000_000, 5_000_000, 3_000_000, 4_000_000]);
-    }
-
-    /// When rank 0 has both messages of a fan-in from ranks 1 and 2 (1000
-    /// B each at 1 GB/s, 1 us latency), having first slept `sleep_ps`,
-    /// with a receive overhead of `receive_ps`.
-    fn fan_in_done_ps(receive_ps: u64, sleep_ps: u64) -> u64 {
-        let link = LinkSpec::new(1_000_000, 1e9)
-            .expect("a valid link")
-            .with_receive_overhead_ps(receive_ps);
-        let exec = crate::run(
-            WorldConfig::new(3, NetworkConfig::Ideal(link)),
-            |f| async move {
-                let shape = Shape::new(DType::U8, 1000);
-                if f.rank() == 0 {
-                    f.sleep_ps(sleep_ps).await;
-                    f.recv(1, Tag(0), shape).await.expect("sent");
-                    f.recv(2, Tag(0), shape).await.expect("sent");
-                } else {
-                    let payload = Payload::phantom(DType::U8, 1000);
-                    f.send(0, Tag(0), payload).await.expect("a peer");
-                }
-                f.now().as_ps()
-            },
-        );
-        exec.outputs[0].expect("rank 0 finished")
-    }
-
-    #[test]
-    fn the_receiver_handles_its_messages_one_at_a_time_in_arrival_order() {
-        // Without a receive overhead both arrive at 2 us.
-        assert_eq!(fan_in_done_ps(0, 0), 2_000_000);
-        // With 3 us each: handled at 5 and 8 us.
-        assert_eq!(fan_in_done_ps(3_000_000, 0), 8_000_000);
-        // Messages that arrive before the receive is posted are handled
-        // meanwhile: a rank busy until 20 us finds both ready.
-        assert_eq!(fan_in_done_ps(3_000_000, 20_000_000), 20_000_000);
     }
 }

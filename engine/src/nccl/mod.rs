@@ -23,10 +23,16 @@
 //! (`baseLat`) before it starts, each message's per-hop latency
 //! (`hwLat`, beyond what the modelled links already take), the protocol's
 //! wire bytes, and each channel's inter-node traffic pinned to its NIC.
+//! Its pieces: `channels.rs` (the run-time channel count and each
+//! channel's tree), `latency.rs` (the latencies charged per call and per
+//! hop), `describe.rs` (the line report headers print).
 
+mod channels;
 pub mod constants;
+mod describe;
 pub(crate) mod env;
 pub mod heads;
+mod latency;
 pub mod machine;
 pub mod model;
 mod newer;
@@ -34,10 +40,11 @@ pub mod search;
 
 use std::sync::Arc;
 
-use algorithms::nccl::plan::binary_tree_node;
-use algorithms::nccl::{ChannelPlan, Framing, NcclAlgorithm, Protocol, TreeNode};
+use algorithms::nccl::{ChannelPlan, NcclAlgorithm};
 use algorithms::{Collective, Rank};
 use topologies::{Router, Topology, VertexId};
+
+use channels::{runtime_channels, tree_of};
 
 pub use constants::{Constants, NcclVersion};
 pub use env::registry_name;
@@ -330,195 +337,6 @@ impl NcclSystem {
             .choose(collective, size_bytes, work, elem_bytes)
     }
 
-    /// NCCL's base latency of a call (`baseLat`), ps.
-    ///
-    /// The steps that reduce in a switch carry no framed hop to charge, so
-    /// their latency is charged here, once per call, as NCCL's model counts
-    /// it (`tuning.cc:387-396` @b91894bd): NVLS pays the NVLink row in
-    /// place of a base latency, and the network row across nodes; CollNet
-    /// pays the network row (its in-node hops are framed and charged per
-    /// hop); NVLS tree pays its base, the NVLink row and the network row
-    /// twice per level of its tree over nodes (`tuning.cc:395-396`: its
-    /// tree's messages are not framed).
-    pub fn call_latency_ps(&self, algorithm: NcclAlgorithm, protocol: Protocol) -> u64 {
-        let k = self.constants();
-        let (a, p) = (model::a_index(algorithm), model::p_index(protocol));
-        let (nvlink, net) = (HopClass::NvLink.index(), HopClass::Net.index());
-        let multi_node = self.machine.node_count() > 1;
-        let switch_us = match algorithm {
-            NcclAlgorithm::Nvls => {
-                k.hop_latency_us[nvlink][a][p]
-                    + if multi_node {
-                        k.hop_latency_us[net][a][p]
-                    } else {
-                        0.0
-                    }
-            }
-            NcclAlgorithm::CollNetDirect | NcclAlgorithm::CollNetChain => {
-                k.hop_latency_us[net][a][p]
-            }
-            NcclAlgorithm::NvlsTree => {
-                k.hop_latency_us[nvlink][a][p]
-                    + 2.0
-                        * model::log2i(self.machine.node_count() as u64) as f64
-                        * k.hop_latency_us[net][a][p]
-            }
-            _ => 0.0,
-        };
-        us_to_ps(k.base_latency_us[a][p] + switch_us)
-    }
-
-    /// How late `rank`'s kernel starts when one process drives several
-    /// GPUs: its index among its process's GPUs times the launch cost, ps.
-    pub fn launch_skew_ps(&self, rank: Rank) -> u64 {
-        let launch = self.config.launch;
-        if launch.gpus_per_process <= 1 {
-            return 0;
-        }
-        let node = &self.machine.nodes[self.machine.node_of[rank]];
-        let local = node.ranks.iter().position(|&r| r == rank).unwrap_or(0);
-        us_to_ps((local % launch.gpus_per_process) as f64 * launch.launch_us)
-    }
-
-    /// The latency NCCL charges one step of `framing` over a hop of
-    /// `class`, beyond the `idle_ps` the modelled links already take, ps.
-    pub fn hop_extra_ps(&self, framing: Framing, class: HopClass, idle_ps: u64) -> u64 {
-        let k = self.constants();
-        let (a, p) = (
-            model::a_index(framing.algorithm),
-            model::p_index(framing.protocol),
-        );
-        // 2.29.7 charges the tree's network row with one rank per node
-        // (`tuning.cc:357` @b91894bd).
-        let one_per_node = self.machine.ranks_per_node() == 1
-            && self.machine.nodes.iter().all(|n| n.ranks.len() == 1);
-        let row = if class == HopClass::Net && k.rules == constants::Rules::V2_29 && one_per_node {
-            0
-        } else {
-            a
-        };
-        let mut us = k.hop_latency_us[class.index()][row][p];
-        if framing.algorithm == NcclAlgorithm::Ring
-            && class != HopClass::Net
-            && self.machine.node_count() > 1
-        {
-            let overhead = k.net_overhead_us[usize::from(self.config.cpu == CpuVendor::Amd)];
-            let factor = if framing.protocol == Protocol::Simple {
-                3.0
-            } else {
-                1.0
-            };
-            us = us.max(overhead * factor);
-        }
-        us_to_ps(us).saturating_sub(idle_ps)
-    }
-
-    /// One line describing NCCL on this machine, for report headers.
-    pub fn describe(&self) -> String {
-        let m = &self.machine;
-        let cc = m.compute_capability;
-        let g = &self.graph;
-        let k = self.constants();
-        let cpu = match self.config.cpu {
-            CpuVendor::Intel => "Intel",
-            CpuVendor::Amd => "AMD",
-        };
-        let modelled = if k.newer.is_some() { 7 } else { 2 };
-        let algorithms = NcclAlgorithm::ALL[..modelled]
-            .iter()
-            .filter(|&&a| {
-                self.config
-                    .allowed
-                    .algorithms
-                    .iter()
-                    .any(|f| f[model::a_index(a)])
-            })
-            .map(|a| a.name())
-            .collect::<Vec<_>>()
-            .join(",");
-        let protocols = ["LL", "LL128", "Simple"]
-            .iter()
-            .zip(&self.config.allowed.protocols)
-            .filter(|(_, on)| **on)
-            .map(|(n, _)| *n)
-            .collect::<Vec<_>>()
-            .join(",");
-        let intra = if g.intra_nvlink { "NVLink" } else { "PCI" };
-        let assumed = if self.config.compute_capability.is_none() && !m.has_nvlink {
-            " (assumed: no NVLink tells the GPU; set [nccl] gpu)"
-        } else {
-            ""
-        };
-        let version_note =
-            if self.config.version.is_none() && self.version != NcclVersion::default() {
-                " (the default on Blackwell GPUs: 2.21.5 has no Blackwell tables)"
-            } else {
-                ""
-            };
-        let inter = if m.node_count() > 1 {
-            format!(", NICs reached by {}", g.inter.name())
-        } else {
-            String::new()
-        };
-        let launch = if self.config.launch.gpus_per_process > 1 {
-            format!(
-                ", {} GPUs per process ({} us per launch)",
-                self.config.launch.gpus_per_process, self.config.launch.launch_us
-            )
-        } else {
-            String::new()
-        };
-        let newer = if k.newer.is_some() {
-            self.describe_newer()
-        } else {
-            String::new()
-        };
-        format!(
-            "NCCL {}{version_note} model: {} ranks on {} nodes, compute capability {}.{}{assumed}, {cpu} CPUs; \
-             search: {} channels x {:.1} GB/s ({intra} inside nodes{inter}); {} channels at run time{newer}; \
-             algorithms {algorithms}, protocols {protocols}{launch}",
-            self.version,
-            m.placement.len(),
-            m.node_count(),
-            cc / 10,
-            cc % 10,
-            g.channels,
-            g.bw_intra,
-            self.channels,
-        )
-    }
-
-    /// The NVLS, CollNet and PAT part of [`Self::describe`].
-    fn describe_newer(&self) -> String {
-        let c = self.communicator();
-        let nvls = match (&self.nvls, self.config.nvls_enable) {
-            (_, Some(false)) => "off (NCCL_NVLS_ENABLE=0)".to_string(),
-            (Some(g), _) => format!(
-                "{} heads x {:.1} GB/s ({:.1} across nodes), {} channels",
-                g.channels(),
-                g.bw_intra,
-                g.bw_inter,
-                c.nvls_channels
-            ),
-            (None, _) => "none (needs an NVSwitch, compute capability 9.0+ and, across nodes, a GPU on each NIC's PCIe switch)".to_string(),
-        };
-        let collnet = match (c.collnet, &self.collnet_direct) {
-            (true, Some(g)) => format!("on, direct with {} heads", g.channels()),
-            (true, None) => "on, chain only (no NVSwitch)".to_string(),
-            (false, _) if !self.config.collnet_enable => "off (NCCL_COLLNET_ENABLE=0)".to_string(),
-            (false, _) if !self.config.network_reduces => {
-                "off (the network does not reduce: [topology] sharp = false)".to_string()
-            }
-            (false, _) => "off (one node)".to_string(),
-        };
-        let pat = if c.pat {
-            "on"
-        } else {
-            "off (needs one GPU per node)"
-        };
-        format!("; NVLS: {nvls}; CollNet: {collnet}; PAT: {pat}")
-    }
-
     /// The NICs a message of `channel` from `src` to `dst` crosses, when
     /// they are on different nodes: `(src's node's NIC, dst's node's)`.
     pub fn nics(&self, src: Rank, dst: Rank, channel: u16) -> Option<(VertexId, VertexId)> {
@@ -549,76 +367,4 @@ impl NcclSystem {
         let entry = *self.graph.order[c % g][node].first()?;
         Some(self.machine.placement[entry])
     }
-}
-
-/// Microseconds to picoseconds, rounded.
-fn us_to_ps(us: f64) -> u64 {
-    (us * 1e6).round().max(0.0) as u64
-}
-
-/// `ncclTopoPostset`'s channel count: the graph's channels doubled, again
-/// on multi-node Hopper or newer with fast rings below 16 (`connect.cc:474-476`
-/// @b91894bd), capped at the version's `MAXCHANNELS`, then
-/// `NCCL_MAX_NCHANNELS` and `NCCL_MIN_NCHANNELS` (`src/graph/connect.cc:443-472` @ab2b89c4).
-fn runtime_channels(
-    graph: &Graph,
-    machine: &Machine,
-    config: &NcclConfig,
-    constants: &Constants,
-) -> usize {
-    let max = constants.max_channels;
-    let mut n = (2 * graph.channels).min(max);
-    if machine.compute_capability >= 90
-        && machine.node_count() > 1
-        && graph.bw_intra > 45.0
-        && n < 16
-    {
-        n = (2 * n).min(max);
-    }
-    if let Some(m) = config.max_channels {
-        n = n.min(m.max(1));
-    }
-    if let Some(m) = config.min_channels {
-        n = n.max(m.min(max));
-    }
-    n.max(1)
-}
-
-/// The tree of one channel: each node's chain in `order` (entry first),
-/// the nodes joined by tree `t` of the double binary tree (NCCL's
-/// `BALANCED_TREE`: a node's first rank talks to its parent node and its
-/// right child node, its second rank to its left child node; with one rank
-/// per node, the `TREE` pattern, the first does everything).
-fn tree_of(order: &[Vec<Rank>], t: u8, one_per_node: bool, n: usize) -> Vec<TreeNode> {
-    let mut tree = vec![TreeNode::default(); n];
-    for chain in order {
-        for w in chain.windows(2) {
-            tree[w[1]].parent = Some(w[0]);
-            tree[w[0]].children.push(w[1]);
-        }
-    }
-    let nodes = order.len();
-    if nodes < 2 {
-        return tree;
-    }
-    let head = |k: usize| order[k][0];
-    let left_port = |k: usize| {
-        if one_per_node || order[k].len() < 2 {
-            order[k][0]
-        } else {
-            order[k][1]
-        }
-    };
-    for k in 0..nodes {
-        let (_, left, right) = binary_tree_node(nodes, t, k);
-        if let Some(d0) = left {
-            tree[head(d0)].parent = Some(left_port(k));
-            tree[left_port(k)].children.push(head(d0));
-        }
-        if let Some(d1) = right {
-            tree[head(d1)].parent = Some(head(k));
-            tree[head(k)].children.push(head(d1));
-        }
-    }
-    tree
 }

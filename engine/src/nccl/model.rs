@@ -38,6 +38,14 @@
 //! formulas for the new algorithms are in `newer.rs`. In 2.21.5 the
 //! choice is among Ring and Tree, as on a system without NVLink SHARP or
 //! SHARP switches.
+//!
+//! This file holds the communicator, the tables' indices, the prediction
+//! and the choice; `model/tables.rs` the ring's and tree's bandwidth and
+//! latency entries, `model/launch.rs` the channels, threads and chunk of
+//! a call.
+
+mod launch;
+mod tables;
 
 use algorithms::Collective;
 use algorithms::nccl::{NcclAlgorithm, Protocol};
@@ -223,16 +231,6 @@ impl Communicator<'_> {
         self.ranks as f64 / self.nodes as f64
     }
 
-    /// The LL cap `llMaxBw`.
-    fn ll_max(&self) -> f64 {
-        let row = if self.nodes == 1 {
-            self.arch()
-        } else {
-            usize::from(self.amd_cpu)
-        };
-        self.constants.ll_max_bw[row][self.node_column()]
-    }
-
     /// Whether LL128 is enabled by default (`tuning.cc:305-317` @ab2b89c4:
     /// cc 7.0, 8.0, 9.0 only; `tuning.cc:479-495` @b91894bd: any cc from
     /// 7.0).
@@ -257,21 +255,6 @@ impl Communicator<'_> {
         }
     }
 
-    /// Steps across nodes (`nInterSteps`): ring allreduce crosses
-    /// `2 x nNodes` times in 2.21.5, `2 x (nNodes - 1)` in 2.29.7.
-    fn inter_steps(&self, collective: Collective) -> usize {
-        let nodes = self.nodes;
-        match collective {
-            Collective::Allreduce if nodes > 1 => match self.constants.rules {
-                Rules::V2_21 => 2 * nodes,
-                Rules::V2_29 => 2 * (nodes - 1),
-            },
-            Collective::Allreduce => 0,
-            Collective::Allgather | Collective::ReduceScatter => nodes - 1,
-            _ => nodes,
-        }
-    }
-
     /// The hardware row of the ring graph's intra-node steps: NVLINK or
     /// PCI.
     pub(super) fn intra_hw(&self) -> usize {
@@ -288,108 +271,6 @@ impl Communicator<'_> {
             a
         };
         self.constants.hop_latency_us[2][a_index(row)][p_index(p)]
-    }
-
-    /// The bandwidth table entry, GB/s, before the enable masks (0 when
-    /// the collective has no such algorithm).
-    pub fn bandwidth(&self, collective: Collective, a: NcclAlgorithm, p: Protocol) -> f64 {
-        match a {
-            NcclAlgorithm::Tree | NcclAlgorithm::Ring => self.ring_tree_bandwidth(collective, a, p),
-            _ => self.newer_bandwidth(collective, a, p),
-        }
-    }
-
-    /// The ring's and the tree's bandwidth (`tuning.cc:157-223` @ab2b89c4,
-    /// `:285-352` @b91894bd).
-    fn ring_tree_bandwidth(&self, collective: Collective, a: NcclAlgorithm, p: Protocol) -> f64 {
-        if a == NcclAlgorithm::Tree && collective != Collective::Allreduce {
-            return 0.0;
-        }
-        let k = self.constants;
-        let (ci, ni) = (self.arch(), self.node_column());
-        let n_ch = self.ring.channels as f64;
-        let per_channel = if self.nodes <= 2 {
-            self.ring.bw_intra
-        } else {
-            self.ring.bw_inter
-        };
-        let ppn = self.ppn();
-        let mut bus = n_ch * per_channel;
-        match (a, p) {
-            (NcclAlgorithm::Ring, Protocol::Ll) => bus = f64::min(self.ll_max(), 0.5 * bus),
-            (NcclAlgorithm::Ring, Protocol::Ll128) => {
-                let eff = if ppn < 2.0 && k.rules == Rules::V2_21 {
-                    0.7
-                } else {
-                    0.92
-                };
-                bus = f64::min(bus * eff, n_ch * k.ring_ll128_per_channel[ci][ni]);
-            }
-            (NcclAlgorithm::Ring, Protocol::Simple) => {}
-            (_, _) => {
-                bus = f64::min(bus * 0.92, n_ch * k.tree_per_channel[ci][ni]);
-                match p {
-                    Protocol::Ll => bus = f64::min(bus / 3.8, self.ll_max()),
-                    Protocol::Ll128 => {
-                        let eff = if self.nodes == 1 {
-                            7.0 / 9.0
-                        } else {
-                            120.0 / 128.0
-                        };
-                        bus = f64::min(bus * eff, n_ch * k.tree_ll128_per_channel[ci][ni]);
-                    }
-                    Protocol::Simple => {}
-                }
-                if self.tree_pattern {
-                    bus *= 0.85;
-                }
-            }
-        }
-        match a {
-            NcclAlgorithm::Ring => bus * self.ranks as f64 / self.ring_steps(collective) as f64,
-            _ => bus * 0.5,
-        }
-    }
-
-    /// The latency table entry, us (`tuning.cc:225-263` @ab2b89c4,
-    /// `:353-402` @b91894bd).
-    pub fn latency(&self, collective: Collective, a: NcclAlgorithm, p: Protocol) -> f64 {
-        let k = self.constants;
-        let (ai, pi) = (a_index(a), p_index(p));
-        let base = k.base_latency_us[ai][pi];
-        let intra = k.hop_latency_us[self.intra_hw()][ai][pi];
-        let inter = self.inter_latency(a, p);
-        match a {
-            NcclAlgorithm::Ring
-                if matches!(collective, Collective::Broadcast | Collective::Reduce) =>
-            {
-                // sameChannels: one step's latency on the graph's hardware.
-                let hw = if self.nodes == 1 { self.intra_hw() } else { 2 };
-                base + k.hop_latency_us[hw][1][pi]
-            }
-            NcclAlgorithm::Ring => {
-                let overhead = if self.nodes == 1 {
-                    0.0
-                } else {
-                    let per_step = k.net_overhead_us[usize::from(self.amd_cpu)];
-                    if p == Protocol::Simple {
-                        3.0 * per_step
-                    } else {
-                        per_step
-                    }
-                };
-                let steps = self.ring_steps(collective);
-                let net = self.inter_steps(collective);
-                base + (steps - net.min(steps)) as f64 * f64::max(intra, overhead)
-                    + net as f64 * inter
-            }
-            NcclAlgorithm::Tree => {
-                let per_node = self.ranks / self.nodes;
-                base + 2.0
-                    * ((per_node - 1) as f64 * intra + log2i(self.nodes as u64) as f64 * inter)
-            }
-            _ => self.newer_latency(collective, a, p),
-        }
     }
 
     /// Whether `(a, p)` may run `collective` here: `NCCL_ALGO`,
@@ -525,108 +406,5 @@ impl Communicator<'_> {
             heads: self.heads(algorithm),
             predicted_us,
         }
-    }
-
-    /// `getChannnelThreadInfo`: channels and threads for `bytes`
-    /// (`enqueue.cc:1566-1619` @ab2b89c4, `:1977-2022` @b91894bd).
-    pub fn channels_and_threads(&self, a: NcclAlgorithm, p: Protocol, bytes: u64) -> (usize, u32) {
-        let k = self.constants;
-        let pi = p_index(p);
-        if let Some(shape) = self.newer_channels_and_threads(a, p, bytes) {
-            return shape;
-        }
-        let mut nt = k.max_threads[pi];
-        if a == NcclAlgorithm::Ring
-            && p == Protocol::Simple
-            && self.ring.bw_intra * self.ring.channels as f64 <= k.pci_bw
-        {
-            nt = 256;
-        }
-        let threshold = if a == NcclAlgorithm::Ring && p == Protocol::Ll {
-            k.thread_threshold[pi] * self.ranks as u64
-        } else {
-            k.thread_threshold[pi]
-        };
-        let mut nc = self.channels.max(1);
-        while bytes < nc as u64 * u64::from(nt) * threshold && nc >= 2 {
-            nc -= 1;
-        }
-        while bytes < nc as u64 * u64::from(nt) * threshold && nt.is_multiple_of(128) {
-            nt /= 2;
-        }
-        if p == Protocol::Simple {
-            nt += if a == NcclAlgorithm::Ring { 32 } else { 128 };
-        }
-        // "Tree now uses all threads always" (`enqueue.cc:2019` @b91894bd).
-        if let (Rules::V2_29, Some(newer)) = (k.rules, k.newer)
-            && a == NcclAlgorithm::Tree
-        {
-            nt = newer.max_threads_all;
-        }
-        (nc, nt.max(96))
-    }
-
-    /// NCCL's chunk size for a call (`computeCollChunkInfo`,
-    /// `src/enqueue.cc:1722-1776` @ab2b89c4, `:2138-2193` @b91894bd): the
-    /// protocol's step payload (ring Simple: a 2-step slice, the unit that
-    /// moves; broadcast and reduce one step), except the tree's LL128,
-    /// halved while the call is short of `(1 + log2 nodes + ppn/10) x 64 /
-    /// ppn` chunks per channel (down to 128 KiB), then of a quarter of
-    /// that (down to 32 KiB), so that small calls still pipeline through
-    /// the tree; the newer algorithms' rules are in `newer.rs`.
-    pub fn chunk_bytes(
-        &self,
-        collective: Collective,
-        a: NcclAlgorithm,
-        p: Protocol,
-        bytes: u64,
-        channels: usize,
-    ) -> u64 {
-        let chunk = match a {
-            NcclAlgorithm::Ring => p.ring_pipeline(collective).0,
-            NcclAlgorithm::Tree => p.tree_pipeline().0,
-            _ => return self.newer_chunk_bytes(collective, a, bytes, channels),
-        };
-        if !(a == NcclAlgorithm::Tree && p == Protocol::Ll128) {
-            return chunk;
-        }
-        let ppn = self.ppn();
-        let steps = 1.0 + log2i(self.nodes as u64) as f64 + 0.1 * ppn;
-        let per = |chunk: u64| (bytes / (channels.max(1) as u64 * chunk)) as f64;
-        let mut chunk = chunk;
-        while per(chunk) < steps * 64.0 / ppn && chunk > 131_072 {
-            chunk /= 2;
-        }
-        while per(chunk) < steps * 16.0 / ppn && chunk > 32_768 {
-            chunk /= 2;
-        }
-        chunk
-    }
-
-    /// How many of `nc` channels the call's `work_bytes` really occupy:
-    /// pieces of `ceil16(work_bytes / nc)` bytes rounded up to the
-    /// protocol's alignment (`enqueue.cc:214-223,431-489`).
-    fn channels_used(
-        &self,
-        p: Protocol,
-        nc: usize,
-        threads: u32,
-        work_bytes: u64,
-        elem_bytes: u64,
-    ) -> usize {
-        let elem = elem_bytes.max(1);
-        let count = work_bytes / elem;
-        if count == 0 {
-            return 1;
-        }
-        let align = match p {
-            Protocol::Simple => 32 * 8 * 16 / elem,
-            Protocol::Ll128 => 480 / elem * u64::from(threads / 32),
-            Protocol::Ll => 8 / elem.min(8) * u64::from(threads),
-        }
-        .max(1);
-        let per_channel = work_bytes.div_ceil(nc as u64).div_ceil(16) * 16;
-        let piece = per_channel.div_ceil(elem).div_ceil(align) * align;
-        count.div_ceil(piece.max(1)).clamp(1, nc as u64) as usize
     }
 }

@@ -1,5 +1,10 @@
 //! The flow-level network model.
 //!
+//! This file holds the model's state, events and entry points; a pair's
+//! messages (started, finished, delivered) are in `pairs.rs`, the batched
+//! rate recomputation in `rates.rs`, max-min filling in `maxmin.rs` and
+//! scheduled link changes in `faults.rs`.
+//!
 //! # Model
 //! - **A message is a flow** of its `bytes` along its route. Messages of one
 //!   [`Transfer::flow`] (a rank pair) are sent one after another: only the
@@ -130,6 +135,8 @@
 
 mod faults;
 mod maxmin;
+mod pairs;
+mod rates;
 #[cfg(test)]
 mod tests;
 
@@ -137,13 +144,12 @@ use rustc_hash::FxHashMap as HashMap;
 use std::sync::Arc;
 
 use algorithms::Time;
-use topologies::{LinkId, Route, Topology};
+use topologies::{Route, Topology};
 
 use super::path::PathTable;
 use super::timeline::LinkTimeline;
 use super::{LinkChange, LinkSample, LinkUsage, NetEvent, OutOfTime, Transfer};
 use crate::event::{EventKind, EventQueue, MessageId};
-use faults::Busy;
 use maxmin::MaxMin;
 
 /// An event of the flow-level model.
@@ -430,336 +436,6 @@ impl FlowNetwork {
     /// (flow, link) incidences the rate recomputations visited so far.
     pub fn reallocation_work(&self) -> u64 {
         self.allocator.work()
-    }
-
-    /// Stores a message in a free slot, keeping the slot's version.
-    fn alloc(&mut self, transfer: &Transfer) -> u32 {
-        let fresh = |version| Slot {
-            message: transfer.message,
-            bytes: transfer.bytes,
-            route: transfer.route.clone(),
-            path: transfer.path.clone(),
-            pair: transfer.flow,
-            next: NONE,
-            active: false,
-            remaining_bytes: transfer.bytes as f64,
-            rate_bytes_per_s: 0.0,
-            allocated: false,
-            updated: Time::ZERO,
-            version,
-        };
-        match self.free.pop() {
-            Some(id) => {
-                let slot = &mut self.slots[id as usize];
-                *slot = fresh(slot.version);
-                id
-            }
-            None => {
-                self.slots.push(fresh(0));
-                u32::try_from(self.slots.len() - 1).expect("fewer than 2^32 messages in flight")
-            }
-        }
-    }
-
-    /// Starts the pair's oldest message; messages that need no bandwidth
-    /// complete at once and the next one starts.
-    ///
-    /// With `inherit`, the head is the successor of a flow that just
-    /// ended on the same route at that rate (checked by the caller) and
-    /// inherits it (see [Successors](self#successors)).
-    fn activate_head(
-        &mut self,
-        now: Time,
-        pair: u64,
-        queue: &mut EventQueue,
-        mut delivered: Option<&mut Vec<MessageId>>,
-        inherit: Option<f64>,
-    ) -> Result<(), OutOfTime> {
-        loop {
-            let head = self.pairs[&pair].head;
-            if head == NONE {
-                return Ok(());
-            }
-            let slot = &mut self.slots[head as usize];
-            if slot.bytes > 0 && !slot.route.is_empty() {
-                slot.active = true;
-                slot.allocated = false;
-                slot.updated = now;
-                let route = slot.route.clone();
-                for &l in route.iter() {
-                    self.links[l.index()].flows.push(head);
-                    self.link_changed(now, l, true);
-                }
-                match inherit {
-                    Some(rate) => self.inherited.push((head, rate)),
-                    None => self.mark_dirty(now, &route, queue),
-                }
-                return Ok(());
-            }
-            self.complete(now, head, queue, delivered.as_deref_mut())?;
-        }
-    }
-
-    /// The active flow `flow` has sent its last byte.
-    fn finish(
-        &mut self,
-        now: Time,
-        flow: u32,
-        queue: &mut EventQueue,
-        mut delivered: Option<&mut Vec<MessageId>>,
-    ) -> Result<(), OutOfTime> {
-        let slot = &mut self.slots[flow as usize];
-        slot.active = false;
-        if let Some(t) = &mut self.timeline {
-            for l in slot.route.iter() {
-                t.add(l.index(), slot.updated, now, slot.remaining_bytes);
-            }
-        }
-        slot.remaining_bytes = 0.0;
-        let (bytes, route) = (slot.bytes, slot.route.clone());
-        let rate = slot.rate_bytes_per_s;
-        if rate > 0.0 {
-            slot.rate_bytes_per_s = 0.0;
-            let busy = Busy {
-                links: &mut self.links,
-                usage: &mut self.usage,
-            };
-            busy.count(now, &route, false);
-        }
-        for &l in route.iter() {
-            let list = &mut self.links[l.index()].flows;
-            let at = list
-                .iter()
-                .position(|&f| f == flow)
-                .expect("an active flow is listed on its links");
-            list.swap_remove(at);
-            let usage = &mut self.usage[l.index()];
-            usage.bytes = usage.bytes.saturating_add(bytes);
-            usage.units += 1;
-            self.link_changed(now, l, false);
-        }
-        let inherit = self.successor_inherits(flow, rate).then_some(rate);
-        if inherit.is_some() {
-            // Nothing to recompute, but the instant's recomputation (which
-            // schedules the successor's finish) keeps its place.
-            self.request_reallocation(now, queue);
-        } else if self.departure_changes_nothing(flow, rate, &route) {
-            // No rate depends on it; the recomputation keeps its place
-            // all the same.
-            self.departures_unmarked += 1;
-            self.request_reallocation(now, queue);
-        } else {
-            self.mark_dirty(now, &route, queue);
-        }
-        let pair = self.slots[flow as usize].pair;
-        self.complete(now, flow, queue, delivered.as_deref_mut())?;
-        self.activate_head(now, pair, queue, delivered, inherit)
-    }
-
-    /// Whether the next message of `flow`'s pair that needs bandwidth
-    /// (those before it need none and complete at once) takes over its
-    /// links as they are: it crosses exactly the same route, and `flow`
-    /// had a positive `rate` (see [Successors](self#successors)).
-    fn successor_inherits(&self, flow: u32, rate: f64) -> bool {
-        if !self.successors_inherit || rate <= 0.0 {
-            return false;
-        }
-        let route = &self.slots[flow as usize].route;
-        let mut next = self.slots[flow as usize].next;
-        while next != NONE {
-            let slot = &self.slots[next as usize];
-            if slot.bytes > 0 && !slot.route.is_empty() {
-                return slot.route[..] == route[..];
-            }
-            next = slot.next;
-        }
-        false
-    }
-
-    /// Whether the active flow `flow`, which had `rate` and crossed
-    /// `route` and has just left its links' lists, leaves every other
-    /// flow's max-min rate as it is (see [Departures](self#departures)):
-    /// `rate` is positive and its max-min rate, and every flow still on
-    /// its links has its max-min rate, below `rate`, none of them having
-    /// changed since the latest recomputation.
-    fn departure_changes_nothing(&self, flow: u32, rate: f64, route: &[LinkId]) -> bool {
-        if !self.successors_inherit || rate <= 0.0 || !self.slots[flow as usize].allocated {
-            return false;
-        }
-        route.iter().all(|l| {
-            let link = &self.links[l.index()];
-            !self.is_dirty[l.index()]
-                && link.flows.iter().all(|&g| {
-                    let other = &self.slots[g as usize];
-                    other.allocated && other.rate_bytes_per_s < rate
-                })
-        })
-    }
-
-    /// Delivers the pair's head message `id` (its bytes are sent), frees
-    /// its slot and unlinks it from its pair.
-    fn complete(
-        &mut self,
-        now: Time,
-        id: u32,
-        queue: &mut EventQueue,
-        delivered: Option<&mut Vec<MessageId>>,
-    ) -> Result<(), OutOfTime> {
-        let slot = &mut self.slots[id as usize];
-        let path = slot.path.as_ref().unwrap_or(&slot.route);
-        let latency_ps = if path.is_empty() {
-            0
-        } else {
-            self.paths.idle_latency_ps(path, slot.bytes)
-        };
-        slot.path = None;
-        let (message, next, pair_key) = (slot.message, slot.next, slot.pair);
-        slot.route = self.no_route.clone();
-        self.free.push(id);
-        let pair = self
-            .pairs
-            .get_mut(&pair_key)
-            .expect("a message's pair exists");
-        pair.head = next;
-        if next == NONE {
-            pair.tail = NONE;
-        }
-        let own = now.checked_plus_ps(latency_ps).ok_or(OutOfTime)?;
-        let previous = pair.last_delivery;
-        let at = previous.map_or(own, |p| p.max(own));
-        pair.last_delivery = Some(at);
-        // Pushing directly is only safe when no earlier message of the
-        // pair still waits for its own `Deliver` event at this time.
-        match delivered {
-            Some(out) if at == now && previous.is_none_or(|p| p < now) => out.push(message),
-            _ => queue.schedule(at, net(FlowEvent::Deliver { message })),
-        }
-        Ok(())
-    }
-
-    /// Records that the flows on `route` changed; one recomputation per
-    /// instant handles them all.
-    fn mark_dirty(&mut self, now: Time, route: &[LinkId], queue: &mut EventQueue) {
-        for l in route {
-            self.is_dirty[l.index()] = true;
-            self.dirty.push(l.index() as u32);
-        }
-        self.request_reallocation(now, queue);
-    }
-
-    /// Schedules the one recomputation of this instant, if not yet done.
-    fn request_reallocation(&mut self, now: Time, queue: &mut EventQueue) {
-        if !self.reallocate_pending {
-            self.reallocate_pending = true;
-            queue.schedule(now, net(FlowEvent::Reallocate));
-        }
-    }
-
-    /// Recomputes the rates of the flows connected to the dirty links and
-    /// reschedules those whose rate changed.
-    fn reallocate(&mut self, now: Time, queue: &mut EventQueue) -> Result<(), OutOfTime> {
-        let mut timeline = self.timeline.take();
-        self.reallocate_pending = false;
-        self.reallocations += 1;
-        let slots = &self.slots;
-        if self.dirty.is_empty() {
-            self.rates.clear();
-        } else {
-            self.allocator.allocate(
-                &self.dirty,
-                &self.links,
-                |f| &slots[f as usize].route[..],
-                &mut self.rates,
-            );
-        }
-        for &l in &self.dirty {
-            self.is_dirty[l as usize] = false;
-        }
-        self.dirty.clear();
-        // Successors the recomputation did not reach keep their
-        // predecessor's rate, which their component still has.
-        let mut inherited = std::mem::take(&mut self.inherited);
-        if !self.rates.is_empty() {
-            inherited.retain(|&(f, _)| !self.allocator.reached(f));
-        }
-        self.rates.append(&mut inherited);
-        self.inherited = inherited;
-        for &(flow, rate) in &self.rates {
-            let slot = &mut self.slots[flow as usize];
-            slot.allocated = true;
-            if rate == slot.rate_bytes_per_s {
-                continue;
-            }
-            if (rate > 0.0) != (slot.rate_bytes_per_s > 0.0) {
-                let busy = Busy {
-                    links: &mut self.links,
-                    usage: &mut self.usage,
-                };
-                busy.count(now, &slot.route, rate > 0.0);
-            }
-            let elapsed_ps = now.0 - slot.updated.0;
-            if elapsed_ps > 0 {
-                let sent = slot.rate_bytes_per_s * elapsed_ps as f64 / 1e12;
-                let sent = sent.min(slot.remaining_bytes);
-                slot.remaining_bytes -= sent;
-                if let Some(t) = &mut timeline {
-                    for l in slot.route.iter() {
-                        t.add(l.index(), slot.updated, now, sent);
-                    }
-                }
-            }
-            slot.updated = now;
-            slot.rate_bytes_per_s = rate;
-            slot.version = slot.version.wrapping_add(1);
-            if rate <= 0.0 && slot.remaining_bytes > 0.0 {
-                // Stuck behind a down link: no finish in sight.
-                queue.cancel_keyed(flow);
-            } else {
-                let at = now
-                    .checked_plus_ps(finish_in_ps(slot.remaining_bytes, rate))
-                    .ok_or(OutOfTime)?;
-                let version = slot.version;
-                queue.schedule_keyed(flow, at, net(FlowEvent::Finish { flow, version }));
-            }
-        }
-        self.timeline = timeline;
-        Ok(())
-    }
-
-    /// Updates link `l`'s counters after one flow joined it (`joined`) or
-    /// left it.
-    fn link_changed(&mut self, now: Time, l: LinkId, joined: bool) {
-        let i = l.index();
-        let flows = self.links[i].flows.len() as u64;
-        let usage = &mut self.usage[i];
-        if joined {
-            usage.max_queue = usage.max_queue.max(flows);
-        }
-        if self.sample_links {
-            super::record_sample(
-                &mut self.samples,
-                LinkSample {
-                    time: now,
-                    link: l,
-                    queue: flows,
-                },
-            );
-        }
-    }
-}
-
-/// Time to send `remaining` bytes at `rate` bytes per second, rounded up.
-/// Whole byte counts go through [`topologies::duration_ps`], so that an
-/// idle flow takes exactly as long as the other models say.
-fn finish_in_ps(remaining_bytes: f64, rate_bytes_per_s: f64) -> u64 {
-    if remaining_bytes <= 0.0 {
-        0
-    } else if remaining_bytes.fract() == 0.0 && remaining_bytes < u64::MAX as f64 {
-        topologies::duration_ps(remaining_bytes as u64, rate_bytes_per_s)
-    } else {
-        (remaining_bytes * 1e12 / rate_bytes_per_s)
-            .ceil()
-            .min(u64::MAX as f64) as u64
     }
 }
 

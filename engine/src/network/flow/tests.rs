@@ -4,7 +4,7 @@
 
 use super::*;
 use crate::network::path::{idle_delivery_ps, idle_latency_ps};
-use topologies::{Link, LinkKind, Vertex, VertexKind, duration_ps};
+use topologies::{Link, LinkId, LinkKind, Vertex, VertexKind, duration_ps};
 
 mod faults;
 mod incremental;
