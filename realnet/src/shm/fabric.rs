@@ -16,10 +16,12 @@ use algorithms::payload::Buffer;
 use algorithms::{
     CollectiveError, Fabric, FabricError, Payload, Rank, ReduceOp, Shape, Tag, Time, Work,
 };
+use futures_util::future::Either;
 
 use super::ShmOptions;
 use super::direct::{DirectRecv, DirectSlot};
-use super::lend::Registered;
+use super::landing::Landing;
+use super::lend::{Loan, Registered};
 use super::liveness::Health;
 use super::progress::{Incoming, Rx};
 use super::ring::{Corrupt, Cursor};
@@ -100,6 +102,9 @@ pub struct ShmFabric {
     pub(super) small_spare: RefCell<SmallSpares>,
     /// The direct receive under way, if any (see [`super::direct`]).
     pub(super) direct: RefCell<DirectSlot>,
+    /// The part of the caller's buffer a receive waits to be filled, if
+    /// any (see [`super::landing`]).
+    pub(super) landing: RefCell<Option<Landing>>,
     /// How the executor waits, decided once at connect (finding the
     /// number of cores reads files, far too slow to do per call).
     idle: IdlePolicy,
@@ -163,6 +168,7 @@ impl ShmFabric {
             registered: RefCell::new(Registered::default()),
             small_spare: RefCell::new(SmallSpares::default()),
             direct: RefCell::new(DirectSlot::default()),
+            landing: RefCell::new(None),
             idle,
             _probe: probe,
             _beater: beater,
@@ -287,6 +293,25 @@ impl ShmFabric {
         }
         self.enqueue(to, tag, payload)
             .inspect_err(|e| self.mailbox.fail_all(e.clone()))
+    }
+
+    /// The send half of [`Fabric::exchange_in_place`]: `buf[send]` lent
+    /// to `to` where it can be (the loan to await), else copied and sent
+    /// at once (an eager send completes when called, so sending first then
+    /// receiving is the default's exchange).
+    fn lend_or_send(
+        &self,
+        to: Rank,
+        tag: Tag,
+        buf: &Payload,
+        send: Range<usize>,
+    ) -> Result<Option<Loan<'_>>, FabricError> {
+        if self.can_lend(to, crate::pool::lendable(self.rank, to, buf, &send)) {
+            return self.lend(to, tag, buf, &send).map(Some);
+        }
+        let part = self.send_copy(buf, send);
+        self.send_now(to, tag, part)?;
+        Ok(None)
     }
 
     /// The mailbox, told of the current call first if
@@ -504,9 +529,15 @@ impl Fabric for ShmFabric {
     /// Lends `buf[send]` to the peer, which copies it straight out of this
     /// rank's memory (no copy into a message of its own), combines the
     /// received message into `buf[recv]`, and completes once the peer has
-    /// copied the lent part. Parts too small for cross-memory attach (or
-    /// to a peer without it) take the default's copy.
-    async fn exchange_in_place(
+    /// copied the lent part. Where `recv` overlaps `send` (two ranks
+    /// swapping one block) the combine waits for that copy. Parts too
+    /// small for cross-memory attach (or to a peer without it) take the
+    /// default's copy.
+    ///
+    /// The part is lent (or sent) when called, so that the future holds
+    /// only what the receive needs and fits [`algorithms::AnyFabric`]'s
+    /// inline space (else it would run the default's copies).
+    fn exchange_in_place(
         &self,
         to: Rank,
         from: Rank,
@@ -515,48 +546,85 @@ impl Fabric for ShmFabric {
         send: Range<usize>,
         recv: Range<usize>,
         op: Option<ReduceOp>,
-    ) -> Result<(), CollectiveError> {
-        let dtype = buf.shape().dtype;
-        let lendable = crate::pool::lendable_in_place(self.rank, to, buf, &send, &recv);
-        // A part that cannot be lent is copied and sent at once (an eager
-        // send completes when called, so sending first then receiving is
-        // the default's exchange).
-        let loan = if self.can_lend(to, lendable) {
-            Some(self.lend(to, tag, buf, &send)?)
-        } else {
-            let part = self.send_copy(buf, send);
-            self.send_now(to, tag, part)?;
-            None
-        };
-        let expect = Shape::new(dtype, recv.len());
-        // A message a direct receive holds would keep this one waiting.
-        self.hand_back();
-        let incoming = self.mailbox_now().recv(from, tag, expect).await?;
-        crate::pool::combine(buf, recv, &incoming, op)?;
-        self.pool.borrow_mut().give(incoming);
-        if let Some(loan) = loan {
-            loan.await?;
+    ) -> impl Future<Output = Result<(), CollectiveError>> {
+        let apart = send.end <= recv.start || recv.end <= send.start;
+        // The error boxed and the loan awaited where it lies: the future
+        // stays small.
+        let mut started = self.lend_or_send(to, tag, buf, send).map_err(Box::new);
+        async move {
+            let loan = match started.as_mut() {
+                Ok(loan) => loan,
+                Err(e) => return Err(e.as_ref().clone().into()),
+            };
+            let expect = Shape::new(buf.shape().dtype, recv.len());
+            // A copy may land in place, unless it would overwrite a part
+            // the peer has yet to copy.
+            let posted = (op.is_none() && (apart || loan.is_none()))
+                .then(|| self.post_landing(from, tag, buf, recv.clone()))
+                .flatten();
+            let incoming = if loan.is_none() && posted.is_none() {
+                // Small parts: the default's exchange, a direct receive.
+                DirectRecv::new(self, from, tag, expect).await?
+            } else {
+                // A message a direct receive holds would keep this one
+                // waiting.
+                self.hand_back();
+                self.mailbox_now().recv(from, tag, expect).await?
+            };
+            let landed = posted.as_ref().is_some_and(|p| p.landed());
+            drop(posted);
+            // The received bytes may only overwrite a lent part once the
+            // peer has copied it.
+            if !apart && let Some(loan) = loan.as_mut() {
+                loan.await?;
+            }
+            if !landed {
+                crate::pool::combine(buf, recv, &incoming, op)?;
+                self.recycle(incoming);
+            }
+            if apart && let Some(loan) = loan.as_mut() {
+                loan.await?;
+            }
+            Ok(())
         }
-        Ok(())
     }
 
-    /// Combines as the default does, then keeps the received buffer for
-    /// the next message.
-    async fn recv_combine(
+    /// Combines as the default does (a direct receive), or lands a large
+    /// copy in place; keeps the received buffer for the next message. The
+    /// part is posted and the receive made when called, so that the
+    /// future fits [`algorithms::AnyFabric`]'s inline space.
+    fn recv_combine(
         &self,
         from: Rank,
         tag: Tag,
         buf: &mut Payload,
         range: Range<usize>,
         op: Option<ReduceOp>,
-    ) -> Result<(), CollectiveError> {
+    ) -> impl Future<Output = Result<(), CollectiveError>> {
         let expect = Shape::new(buf.shape().dtype, range.len());
-        // A message a direct receive holds would keep this one waiting.
-        self.hand_back();
-        let incoming = self.mailbox_now().recv(from, tag, expect).await?;
-        crate::pool::combine(buf, range, &incoming, op)?;
-        self.pool.borrow_mut().give(incoming);
-        Ok(())
+        // A copy may land in place (see `super::landing`).
+        let posted = op
+            .is_none()
+            .then(|| self.post_landing(from, tag, buf, range.clone()))
+            .flatten();
+        let mut receiving = if posted.is_none() {
+            Either::Left(DirectRecv::new(self, from, tag, expect))
+        } else {
+            // A message a direct receive holds would keep this one waiting.
+            self.hand_back();
+            Either::Right(self.mailbox_now().recv(from, tag, expect))
+        };
+        async move {
+            // Awaited where it lies (not moved into the await): the
+            // future stays small.
+            let incoming = (&mut receiving).await?;
+            if posted.is_some_and(|p| p.landed()) {
+                return Ok(());
+            }
+            crate::pool::combine(buf, range, &incoming, op)?;
+            self.recycle(incoming);
+            Ok(())
+        }
     }
 }
 
