@@ -12,7 +12,6 @@ use std::sync::Arc;
 use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant};
 
-use algorithms::payload::Buffer;
 use algorithms::{
     CollectiveError, Fabric, FabricError, Payload, Rank, ReduceOp, Shape, Tag, Time, Work,
 };
@@ -21,12 +20,13 @@ use futures_util::future::Either;
 use super::ShmOptions;
 use super::direct::{DirectRecv, DirectSlot};
 use super::landing::Landing;
-use super::lend::{Loan, Registered};
+use super::lend::Registered;
 use super::liveness::Health;
 use super::progress::{Incoming, Rx};
 use super::ring::{Corrupt, Cursor};
 use super::segment::Segment;
 use super::slots::{SLOT_WORDS, SlotCursor};
+use super::small::SmallSpares;
 use super::wire::{Kind, MessageHeader, SLOT_PAYLOAD_BYTES};
 use crate::call::CallId;
 use crate::endpoint::Endpoint;
@@ -274,7 +274,7 @@ impl ShmFabric {
 
     /// [`Fabric::send`]'s work, done at once (a send is eager: queued
     /// and pushed as far as the ring takes it).
-    fn send_now(&self, to: Rank, tag: Tag, payload: Payload) -> Result<(), FabricError> {
+    pub(super) fn send_now(&self, to: Rank, tag: Tag, payload: Payload) -> Result<(), FabricError> {
         crate::endpoint::refuse_symbols(self.rank, to, &payload)?;
         if to >= self.world {
             return Err(FabricError::PeerOutOfRange {
@@ -293,25 +293,6 @@ impl ShmFabric {
         }
         self.enqueue(to, tag, payload)
             .inspect_err(|e| self.mailbox.fail_all(e.clone()))
-    }
-
-    /// The send half of [`Fabric::exchange_in_place`]: `buf[send]` lent
-    /// to `to` where it can be (the loan to await), else copied and sent
-    /// at once (an eager send completes when called, so sending first then
-    /// receiving is the default's exchange).
-    fn lend_or_send(
-        &self,
-        to: Rank,
-        tag: Tag,
-        buf: &Payload,
-        send: Range<usize>,
-    ) -> Result<Option<Loan<'_>>, FabricError> {
-        if self.can_lend(to, crate::pool::lendable(self.rank, to, buf, &send)) {
-            return self.lend(to, tag, buf, &send).map(Some);
-        }
-        let part = self.send_copy(buf, send);
-        self.send_now(to, tag, part)?;
-        Ok(None)
     }
 
     /// The mailbox, told of the current call first if
@@ -339,42 +320,6 @@ impl ShmFabric {
     /// error naming it instead of waiting for their timeout.
     pub fn fail(&self, reason: &str) {
         self.fail_with(self.error(reason.to_string()));
-    }
-}
-
-/// Small payloads' buffers (real data, their bytes carried in a slot) kept
-/// for the next small messages: the payloads of small messages sent, and
-/// small received ones handed back ([`Fabric::recycle`]). A small message
-/// received goes into one of its shape, a small [`Fabric::send_copy`]
-/// copies into any: an exchange of small messages through `send_copy` and
-/// `recycle` allocates nothing, even when the peer is a call ahead (two
-/// of its messages pulled before this rank's next send).
-#[derive(Default)]
-pub(super) struct SmallSpares(Vec<Payload>);
-
-impl SmallSpares {
-    /// Buffers kept at most (beyond, they are freed).
-    const MAX: usize = 4;
-
-    /// Keeps `payload`'s buffer if it holds real data and there is room.
-    pub(super) fn keep(&mut self, payload: Payload) {
-        if self.0.len() < Self::MAX && !payload.is_phantom() {
-            self.0.push(payload);
-        }
-    }
-
-    /// A kept payload of `shape`, the last kept first.
-    pub(super) fn take(&mut self, shape: Shape) -> Option<Payload> {
-        let i = self.0.iter().rposition(|p| p.shape() == shape)?;
-        Some(self.0.remove(i))
-    }
-
-    /// The buffer of the last payload kept.
-    fn take_any(&mut self) -> Option<Buffer> {
-        match self.0.pop()? {
-            Payload::Data(b) => Some(b),
-            Payload::Phantom(_) => None,
-        }
     }
 }
 
@@ -770,28 +715,6 @@ mod tests {
     fn an_exchange_future_fits_inline_in_any_fabric() {
         // Else `AnyFabric` would join a send and a receive instead.
         assert!(size_of::<Exchange<'_>>() <= algorithms::any_fabric::INLINE_FUTURE_BYTES);
-    }
-
-    #[test]
-    fn small_spares_are_bounded_and_matched_by_shape() {
-        let mut spares = SmallSpares::default();
-        let f32s = |n: usize| Payload::zeros(algorithms::DType::F32, n, false);
-        spares.keep(Payload::phantom(algorithms::DType::F32, 2));
-        assert!(
-            spares.take_any().is_none(),
-            "a phantom has no buffer to keep"
-        );
-        for n in 1..=SmallSpares::MAX + 2 {
-            spares.keep(f32s(n));
-        }
-        assert_eq!(spares.0.len(), SmallSpares::MAX);
-        // The one of the shape asked for, whatever came after it.
-        let two = Shape::new(algorithms::DType::F32, 2);
-        assert_eq!(spares.take(two).map(|p| p.shape()), Some(two));
-        assert!(spares.take(two).is_none());
-        assert!(spares.take(Shape::new(algorithms::DType::I32, 1)).is_none());
-        // Any buffer for a copy: the last one kept.
-        assert_eq!(spares.take_any().map(|b| b.len()), Some(SmallSpares::MAX));
     }
 
     #[test]

@@ -124,6 +124,8 @@ mod progress;
 #[cfg(not(loom))]
 mod segment;
 #[cfg(not(loom))]
+mod small;
+#[cfg(not(loom))]
 mod wire;
 
 use std::path::PathBuf;
