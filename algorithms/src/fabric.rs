@@ -347,12 +347,14 @@ pub trait Fabric {
     /// and combines the next message from `from` into `buf[recv]` (reduced
     /// with `Some(op)`, the incoming contribution on the left, or copied
     /// with `None`), both with `tag`, as one operation. `send` and `recv`
-    /// must not overlap. The default is [`Fabric::send_copy`], then
-    /// [`Fabric::exchange`], then the combine and [`Fabric::recycle`]
-    /// ([`exchange_in_place_by_copy`]); a real transport may instead let
-    /// the peer read `buf[send]` where it lies (no copy out of the sender's
-    /// buffer), completing only once the peer has it. It charges no
-    /// [`Work`]: the caller does.
+    /// may overlap (a pairwise exchange of one block between two ranks):
+    /// the peer gets `buf[send]` as it was before the call. The default is
+    /// [`Fabric::send_copy`], then [`Fabric::exchange`], then the combine
+    /// and [`Fabric::recycle`] ([`exchange_in_place_by_copy`]); a real
+    /// transport may instead let the peer read `buf[send]` where it lies
+    /// (no copy out of the sender's buffer), completing only once the peer
+    /// has it, and combining into an overlapping `buf[recv]` only then. It
+    /// charges no [`Work`]: the caller does.
     #[allow(clippy::too_many_arguments)]
     fn exchange_in_place(
         &self,

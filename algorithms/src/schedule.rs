@@ -143,7 +143,11 @@ pub(crate) async fn execute<F: Fabric>(
 
 /// One [`Step::Move`]: the send and the receive are one
 /// [`Fabric::exchange`] rather than the send issued first, so back-ends
-/// with rendezvous sends cannot deadlock on a pairwise exchange.
+/// with rendezvous sends cannot deadlock on a pairwise exchange. A step
+/// of one range each way whose received part is copied or reduced on the
+/// left is one [`Fabric::exchange_in_place`] (a real transport lends the
+/// sent part instead of copying it; the default is the same copy,
+/// exchange, combine and recycle as below).
 async fn move_step<F: Fabric>(
     fabric: &F,
     buf: &mut Payload,
@@ -152,6 +156,39 @@ async fn move_step<F: Fabric>(
     send: Option<&Part>,
     recv: Option<&(Part, Combine)>,
 ) -> Result<(), CollectiveError> {
+    if let (Some(out), Some((into, combine))) = (send, recv)
+        && let ([sent], [received]) = (out.ranges.as_slice(), into.ranges.as_slice())
+    {
+        let in_place = match combine {
+            Combine::Copy => Some(None),
+            Combine::IncomingLeft => Some(Some(op)),
+            Combine::IncomingRight => None,
+        };
+        if let Some(reduce) = in_place {
+            fabric
+                .exchange_in_place(
+                    out.peer,
+                    into.peer,
+                    tag,
+                    buf,
+                    sent.clone(),
+                    received.clone(),
+                    reduce,
+                )
+                .await?;
+            if reduce.is_some() {
+                let bytes = Shape::new(buf.shape().dtype, received.len()).bytes();
+                fabric.compute(Work::Reduce { bytes }).await?;
+            }
+            return Ok(());
+        }
+    }
+    if let (Some(out), None) = (send, recv)
+        && let [sent] = out.ranges.as_slice()
+    {
+        fabric.send_from(out.peer, tag, buf, sent.clone()).await?;
+        return Ok(());
+    }
     let dtype = buf.shape().dtype;
     let outgoing = send.map(|part| (part.peer, gather(fabric, buf, &part.ranges)));
     let expect = |part: &Part| Shape::new(dtype, part.len());

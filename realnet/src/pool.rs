@@ -81,20 +81,6 @@ pub(crate) fn lendable<'a>(
     buf.as_bytes()?.get(range.start * elem..range.end * elem)
 }
 
-/// [`lendable`] for an exchange within one buffer: the lent part `send`
-/// must also not overlap `recv`, which the received message overwrites
-/// while the lent bytes may still be read.
-pub(crate) fn lendable_in_place<'a>(
-    rank: Rank,
-    to: Rank,
-    buf: &'a Payload,
-    send: &Range<usize>,
-    recv: &Range<usize>,
-) -> Option<&'a [u8]> {
-    let apart = send.end <= recv.start || recv.end <= send.start;
-    lendable(rank, to, buf, send).filter(|_| apart)
-}
-
 /// Bytes of the allocation behind `b`.
 fn allocated_bytes(b: &Buffer) -> usize {
     b.capacity() * b.dtype().size_bytes()
@@ -163,15 +149,6 @@ mod tests {
         assert!(lendable(0, 1, &phantom, &(0..4)).is_none());
         let symbols = Payload::zeros(DType::Sym, 4, false);
         assert!(lendable(0, 1, &symbols, &(0..4)).is_none());
-    }
-
-    #[test]
-    fn an_exchange_lends_only_a_part_apart_from_the_one_it_receives() {
-        let buf = Payload::from_vec(vec![0u8; 8]);
-        assert!(lendable_in_place(0, 1, &buf, &(0..4), &(4..8)).is_some());
-        assert!(lendable_in_place(0, 1, &buf, &(4..8), &(0..4)).is_some());
-        assert!(lendable_in_place(0, 1, &buf, &(0..5), &(4..8)).is_none());
-        assert!(lendable_in_place(0, 1, &buf, &(2..6), &(0..8)).is_none());
     }
 
     #[test]

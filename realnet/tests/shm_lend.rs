@@ -10,7 +10,7 @@ use std::pin::pin;
 use std::task::{Context, Waker};
 use std::time::Duration;
 
-use algorithms::any_fabric::INLINE_LEND_FUTURE_BYTES;
+use algorithms::any_fabric::{INLINE_FUTURE_BYTES, INLINE_LEND_FUTURE_BYTES};
 use algorithms::{Collective, Fabric, Payload, ReduceOp, Shape, Tag};
 use realnet::shm::{ShmFabric, ShmOptions};
 use realnet::tcp::{TcpFabric, TcpOptions};
@@ -76,6 +76,75 @@ fn a_lent_part_is_copied_before_the_exchange_returns() {
                         .map(|x| x + round as f32)
                         .collect();
                     assert_eq!(got, &want[..], "rank {me} round {round}");
+                }
+                f.finish().unwrap();
+            });
+        }
+    });
+}
+
+#[test]
+fn copies_land_in_place_and_two_ranks_swap_one_block_exactly() {
+    // 64 KiB parts, rounds back to back with new values each round: an
+    // exchange that copies (its part posted, the peer's lent part copied
+    // straight into it), a swap of one block (the same range sent and
+    // received: the peer must get the block as it was before the call),
+    // and a receive that copies (`recv_combine`) of a part the peer lends
+    // with `send_from`. A copy landing in the wrong place, a stale round
+    // or a swap that overwrote the lent block before the peer read it
+    // shows as a wrong value.
+    let n = 16 << 10;
+    let group = LocalBootstrap::group(2);
+    std::thread::scope(|s| {
+        for b in &group {
+            s.spawn(move || {
+                let f = ShmFabric::connect(b, &options(705)).unwrap();
+                let (me, peer) = (f.rank(), 1 - f.rank());
+                begin(&f);
+                let round_values = |r: usize, round: usize| -> Vec<f32> {
+                    values(r, n).into_iter().map(|x| x + round as f32).collect()
+                };
+                for round in 0..6 {
+                    let tag = |k: u64| Tag(round as u64 * 4 + k);
+                    let mut v = round_values(me, round);
+                    v.extend(vec![-1.0f32; n]);
+                    let mut buf = Payload::from_vec(v);
+                    f.block_on(f.exchange_in_place(
+                        peer,
+                        peer,
+                        tag(0),
+                        &mut buf,
+                        0..n,
+                        n..2 * n,
+                        None,
+                    ))
+                    .unwrap();
+                    let got = &buf.as_slice::<f32>().unwrap()[n..];
+                    assert_eq!(got, &round_values(peer, round)[..], "exchange {round}");
+                    let mut swap = Payload::from_vec(round_values(me, round + 100));
+                    f.block_on(f.exchange_in_place(
+                        peer,
+                        peer,
+                        tag(1),
+                        &mut swap,
+                        0..n,
+                        0..n,
+                        None,
+                    ))
+                    .unwrap();
+                    let got = swap.as_slice::<f32>().unwrap();
+                    assert_eq!(got, &round_values(peer, round + 100)[..], "swap {round}");
+                    let mut into = Payload::from_vec(vec![-1.0f32; 2 * n]);
+                    if me == 0 {
+                        let from = Payload::from_vec(round_values(me, round + 200));
+                        f.block_on(f.send_from(peer, tag(2), &from, 0..n)).unwrap();
+                    } else {
+                        f.block_on(f.recv_combine(peer, tag(2), &mut into, n..2 * n, None))
+                            .unwrap();
+                        let got = into.as_slice::<f32>().unwrap();
+                        assert_eq!(&got[n..], &round_values(peer, round + 200)[..]);
+                        assert!(got[..n].iter().all(|x| *x == -1.0), "outside the part");
+                    }
                 }
                 f.finish().unwrap();
             });
@@ -177,6 +246,12 @@ fn lend_future_sizes<F: Fabric>(f: &F) -> [usize; 2] {
     [sending, exchanging]
 }
 
+/// The size of `f`'s `recv_combine` future (created, never polled).
+fn combine_future_size<F: Fabric>(f: &F) -> usize {
+    let mut buf = Payload::from_vec(vec![0.0f32; 8]);
+    std::mem::size_of_val(&f.recv_combine(0, Tag(0), &mut buf, 0..4, None))
+}
+
 #[test]
 fn the_lending_futures_fit_inline_so_the_registry_path_lends() {
     // An algorithm reached through the registry runs on an `AnyFabric`,
@@ -189,6 +264,10 @@ fn the_lending_futures_fit_inline_so_the_registry_path_lends() {
         sizes.iter().all(|s| *s <= INLINE_LEND_FUTURE_BYTES),
         "shm {sizes:?} > {INLINE_LEND_FUTURE_BYTES}"
     );
+    // A receive that combines gets the other operations' inline space
+    // (beyond it, a heap allocation per message).
+    let combine = combine_future_size(&shm);
+    assert!(combine <= INLINE_FUTURE_BYTES, "shm {combine}");
     shm.finish().unwrap();
     let group = LocalBootstrap::group(1);
     let opts = TcpOptions {
@@ -204,5 +283,7 @@ fn the_lending_futures_fit_inline_so_the_registry_path_lends() {
         sizes.iter().all(|s| *s <= INLINE_LEND_FUTURE_BYTES),
         "tcp {sizes:?} > {INLINE_LEND_FUTURE_BYTES}"
     );
+    let combine = combine_future_size(&tcp);
+    assert!(combine <= INLINE_FUTURE_BYTES, "tcp {combine}");
     tcp.finish().unwrap();
 }

@@ -70,7 +70,12 @@ pub async fn run<F: Fabric>(
 }
 
 /// Step `s`: send slot `r + s`, receive slot `r - s`, and place what can be
-/// placed without overwriting data still to be sent.
+/// placed without overwriting data still to be sent. A block whose slot
+/// has been sent from (or is sent from by this very step: two ranks
+/// swapping) lands in place in one [`Fabric::exchange_in_place`], which
+/// a real transport serves without copying the sent block out first; a
+/// block held aside travels by [`Fabric::exchange`] of the slot's
+/// [`Fabric::send_copy`]. Either is the default's same copy and exchange.
 async fn step<F: Fabric>(
     fabric: &F,
     buf: &mut Payload,
@@ -82,20 +87,24 @@ async fn step<F: Fabric>(
     let r = fabric.rank();
     let (to, from) = ((r + s) % n, (r + n - s) % n);
     let count = buf.len();
-    let expect = Shape::new(buf.shape().dtype, count / n);
-    let outgoing = buf.extract(block_range(count, n, to));
-    let block = fabric
-        .exchange(to, outgoing, from, expect, params.tag)
-        .await?;
-    // Slot `to` has now been sent from, so a block held for it can land.
-    if let Some(early) = held[to].take() {
-        buf.copy_from(block_range(count, n, to), &early)?;
-    }
+    let (sent, received) = (block_range(count, n, to), block_range(count, n, from));
     // Slot `from` is sent from at step `n - s`; until then, hold its block.
     if n - s > s {
+        let expect = Shape::new(buf.shape().dtype, count / n);
+        let outgoing = fabric.send_copy(buf, sent.clone());
+        let block = fabric
+            .exchange(to, outgoing, from, expect, params.tag)
+            .await?;
         held[from] = Some(block);
     } else {
-        buf.copy_from(block_range(count, n, from), &block)?;
+        fabric
+            .exchange_in_place(to, from, params.tag, buf, sent.clone(), received, None)
+            .await?;
+    }
+    // Slot `to` has now been sent from, so a block held for it can land.
+    if let Some(early) = held[to].take() {
+        buf.copy_from(sent, &early)?;
+        fabric.recycle(early);
     }
     Ok(())
 }

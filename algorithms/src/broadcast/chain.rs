@@ -89,8 +89,11 @@ pub async fn run<F: Fabric>(
                     .recv(next, credit, Shape::new(buf.shape().dtype, 0))
                     .await?;
             }
-            let part = buf.extract(plan.chunk(i));
-            fabric.send(next, params.tag, part).await?;
+            // Sent from the buffer: a real transport lends the chunk or
+            // writes it out without a copy of its own.
+            fabric
+                .send_from(next, params.tag, buf, plan.chunk(i))
+                .await?;
         }
     }
     Ok(())
@@ -118,6 +121,8 @@ async fn take_chunk<F: Fabric>(
             .await?;
     }
     buf.copy_from(range, &incoming)?;
+    // Its memory serves the next chunks on a real transport.
+    fabric.recycle(incoming);
     Ok(())
 }
 

@@ -12,19 +12,21 @@ use std::sync::Arc;
 use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant};
 
-use algorithms::payload::Buffer;
 use algorithms::{
     CollectiveError, Fabric, FabricError, Payload, Rank, ReduceOp, Shape, Tag, Time, Work,
 };
+use futures_util::future::Either;
 
 use super::ShmOptions;
 use super::direct::{DirectRecv, DirectSlot};
+use super::landing::Landing;
 use super::lend::Registered;
 use super::liveness::Health;
 use super::progress::{Incoming, Rx};
 use super::ring::{Corrupt, Cursor};
 use super::segment::Segment;
 use super::slots::{SLOT_WORDS, SlotCursor};
+use super::small::SmallSpares;
 use super::wire::{Kind, MessageHeader, SLOT_PAYLOAD_BYTES};
 use crate::call::CallId;
 use crate::endpoint::Endpoint;
@@ -100,6 +102,9 @@ pub struct ShmFabric {
     pub(super) small_spare: RefCell<SmallSpares>,
     /// The direct receive under way, if any (see [`super::direct`]).
     pub(super) direct: RefCell<DirectSlot>,
+    /// The part of the caller's buffer a receive waits to be filled, if
+    /// any (see [`super::landing`]).
+    pub(super) landing: RefCell<Option<Landing>>,
     /// How the executor waits, decided once at connect (finding the
     /// number of cores reads files, far too slow to do per call).
     idle: IdlePolicy,
@@ -163,6 +168,7 @@ impl ShmFabric {
             registered: RefCell::new(Registered::default()),
             small_spare: RefCell::new(SmallSpares::default()),
             direct: RefCell::new(DirectSlot::default()),
+            landing: RefCell::new(None),
             idle,
             _probe: probe,
             _beater: beater,
@@ -268,7 +274,7 @@ impl ShmFabric {
 
     /// [`Fabric::send`]'s work, done at once (a send is eager: queued
     /// and pushed as far as the ring takes it).
-    fn send_now(&self, to: Rank, tag: Tag, payload: Payload) -> Result<(), FabricError> {
+    pub(super) fn send_now(&self, to: Rank, tag: Tag, payload: Payload) -> Result<(), FabricError> {
         crate::endpoint::refuse_symbols(self.rank, to, &payload)?;
         if to >= self.world {
             return Err(FabricError::PeerOutOfRange {
@@ -314,42 +320,6 @@ impl ShmFabric {
     /// error naming it instead of waiting for their timeout.
     pub fn fail(&self, reason: &str) {
         self.fail_with(self.error(reason.to_string()));
-    }
-}
-
-/// Small payloads' buffers (real data, their bytes carried in a slot) kept
-/// for the next small messages: the payloads of small messages sent, and
-/// small received ones handed back ([`Fabric::recycle`]). A small message
-/// received goes into one of its shape, a small [`Fabric::send_copy`]
-/// copies into any: an exchange of small messages through `send_copy` and
-/// `recycle` allocates nothing, even when the peer is a call ahead (two
-/// of its messages pulled before this rank's next send).
-#[derive(Default)]
-pub(super) struct SmallSpares(Vec<Payload>);
-
-impl SmallSpares {
-    /// Buffers kept at most (beyond, they are freed).
-    const MAX: usize = 4;
-
-    /// Keeps `payload`'s buffer if it holds real data and there is room.
-    pub(super) fn keep(&mut self, payload: Payload) {
-        if self.0.len() < Self::MAX && !payload.is_phantom() {
-            self.0.push(payload);
-        }
-    }
-
-    /// A kept payload of `shape`, the last kept first.
-    pub(super) fn take(&mut self, shape: Shape) -> Option<Payload> {
-        let i = self.0.iter().rposition(|p| p.shape() == shape)?;
-        Some(self.0.remove(i))
-    }
-
-    /// The buffer of the last payload kept.
-    fn take_any(&mut self) -> Option<Buffer> {
-        match self.0.pop()? {
-            Payload::Data(b) => Some(b),
-            Payload::Phantom(_) => None,
-        }
     }
 }
 
@@ -504,9 +474,15 @@ impl Fabric for ShmFabric {
     /// Lends `buf[send]` to the peer, which copies it straight out of this
     /// rank's memory (no copy into a message of its own), combines the
     /// received message into `buf[recv]`, and completes once the peer has
-    /// copied the lent part. Parts too small for cross-memory attach (or
-    /// to a peer without it) take the default's copy.
-    async fn exchange_in_place(
+    /// copied the lent part. Where `recv` overlaps `send` (two ranks
+    /// swapping one block) the combine waits for that copy. Parts too
+    /// small for cross-memory attach (or to a peer without it) take the
+    /// default's copy.
+    ///
+    /// The part is lent (or sent) when called, so that the future holds
+    /// only what the receive needs and fits [`algorithms::AnyFabric`]'s
+    /// inline space (else it would run the default's copies).
+    fn exchange_in_place(
         &self,
         to: Rank,
         from: Rank,
@@ -515,48 +491,85 @@ impl Fabric for ShmFabric {
         send: Range<usize>,
         recv: Range<usize>,
         op: Option<ReduceOp>,
-    ) -> Result<(), CollectiveError> {
-        let dtype = buf.shape().dtype;
-        let lendable = crate::pool::lendable_in_place(self.rank, to, buf, &send, &recv);
-        // A part that cannot be lent is copied and sent at once (an eager
-        // send completes when called, so sending first then receiving is
-        // the default's exchange).
-        let loan = if self.can_lend(to, lendable) {
-            Some(self.lend(to, tag, buf, &send)?)
-        } else {
-            let part = self.send_copy(buf, send);
-            self.send_now(to, tag, part)?;
-            None
-        };
-        let expect = Shape::new(dtype, recv.len());
-        // A message a direct receive holds would keep this one waiting.
-        self.hand_back();
-        let incoming = self.mailbox_now().recv(from, tag, expect).await?;
-        crate::pool::combine(buf, recv, &incoming, op)?;
-        self.pool.borrow_mut().give(incoming);
-        if let Some(loan) = loan {
-            loan.await?;
+    ) -> impl Future<Output = Result<(), CollectiveError>> {
+        let apart = send.end <= recv.start || recv.end <= send.start;
+        // The error boxed and the loan awaited where it lies: the future
+        // stays small.
+        let mut started = self.lend_or_send(to, tag, buf, send).map_err(Box::new);
+        async move {
+            let loan = match started.as_mut() {
+                Ok(loan) => loan,
+                Err(e) => return Err(e.as_ref().clone().into()),
+            };
+            let expect = Shape::new(buf.shape().dtype, recv.len());
+            // A copy may land in place, unless it would overwrite a part
+            // the peer has yet to copy.
+            let posted = (op.is_none() && (apart || loan.is_none()))
+                .then(|| self.post_landing(from, tag, buf, recv.clone()))
+                .flatten();
+            let incoming = if loan.is_none() && posted.is_none() {
+                // Small parts: the default's exchange, a direct receive.
+                DirectRecv::new(self, from, tag, expect).await?
+            } else {
+                // A message a direct receive holds would keep this one
+                // waiting.
+                self.hand_back();
+                self.mailbox_now().recv(from, tag, expect).await?
+            };
+            let landed = posted.as_ref().is_some_and(|p| p.landed());
+            drop(posted);
+            // The received bytes may only overwrite a lent part once the
+            // peer has copied it.
+            if !apart && let Some(loan) = loan.as_mut() {
+                loan.await?;
+            }
+            if !landed {
+                crate::pool::combine(buf, recv, &incoming, op)?;
+                self.recycle(incoming);
+            }
+            if apart && let Some(loan) = loan.as_mut() {
+                loan.await?;
+            }
+            Ok(())
         }
-        Ok(())
     }
 
-    /// Combines as the default does, then keeps the received buffer for
-    /// the next message.
-    async fn recv_combine(
+    /// Combines as the default does (a direct receive), or lands a large
+    /// copy in place; keeps the received buffer for the next message. The
+    /// part is posted and the receive made when called, so that the
+    /// future fits [`algorithms::AnyFabric`]'s inline space.
+    fn recv_combine(
         &self,
         from: Rank,
         tag: Tag,
         buf: &mut Payload,
         range: Range<usize>,
         op: Option<ReduceOp>,
-    ) -> Result<(), CollectiveError> {
+    ) -> impl Future<Output = Result<(), CollectiveError>> {
         let expect = Shape::new(buf.shape().dtype, range.len());
-        // A message a direct receive holds would keep this one waiting.
-        self.hand_back();
-        let incoming = self.mailbox_now().recv(from, tag, expect).await?;
-        crate::pool::combine(buf, range, &incoming, op)?;
-        self.pool.borrow_mut().give(incoming);
-        Ok(())
+        // A copy may land in place (see `super::landing`).
+        let posted = op
+            .is_none()
+            .then(|| self.post_landing(from, tag, buf, range.clone()))
+            .flatten();
+        let mut receiving = if posted.is_none() {
+            Either::Left(DirectRecv::new(self, from, tag, expect))
+        } else {
+            // A message a direct receive holds would keep this one waiting.
+            self.hand_back();
+            Either::Right(self.mailbox_now().recv(from, tag, expect))
+        };
+        async move {
+            // Awaited where it lies (not moved into the await): the
+            // future stays small.
+            let incoming = (&mut receiving).await?;
+            if posted.is_some_and(|p| p.landed()) {
+                return Ok(());
+            }
+            crate::pool::combine(buf, range, &incoming, op)?;
+            self.recycle(incoming);
+            Ok(())
+        }
     }
 }
 
@@ -702,28 +715,6 @@ mod tests {
     fn an_exchange_future_fits_inline_in_any_fabric() {
         // Else `AnyFabric` would join a send and a receive instead.
         assert!(size_of::<Exchange<'_>>() <= algorithms::any_fabric::INLINE_FUTURE_BYTES);
-    }
-
-    #[test]
-    fn small_spares_are_bounded_and_matched_by_shape() {
-        let mut spares = SmallSpares::default();
-        let f32s = |n: usize| Payload::zeros(algorithms::DType::F32, n, false);
-        spares.keep(Payload::phantom(algorithms::DType::F32, 2));
-        assert!(
-            spares.take_any().is_none(),
-            "a phantom has no buffer to keep"
-        );
-        for n in 1..=SmallSpares::MAX + 2 {
-            spares.keep(f32s(n));
-        }
-        assert_eq!(spares.0.len(), SmallSpares::MAX);
-        // The one of the shape asked for, whatever came after it.
-        let two = Shape::new(algorithms::DType::F32, 2);
-        assert_eq!(spares.take(two).map(|p| p.shape()), Some(two));
-        assert!(spares.take(two).is_none());
-        assert!(spares.take(Shape::new(algorithms::DType::I32, 1)).is_none());
-        // Any buffer for a copy: the last one kept.
-        assert_eq!(spares.take_any().map(|b| b.len()), Some(SmallSpares::MAX));
     }
 
     #[test]

@@ -23,7 +23,7 @@ use std::ops::Range;
 use std::pin::Pin;
 use std::task::{Context, Poll};
 
-use algorithms::{FabricError, Payload, Rank, Shape, Tag};
+use algorithms::{Fabric, FabricError, Payload, Rank, Shape, Tag};
 
 use super::cma;
 use super::fabric::{Pending, ShmFabric};
@@ -171,6 +171,25 @@ impl ShmFabric {
             since: (heartbeat::monotonic_ns(), self.out.borrow()[to].freed),
             done: false,
         })
+    }
+
+    /// The send half of [`Fabric::exchange_in_place`]: `buf[send]` lent
+    /// to `to` where it can be (the loan to await), else copied and sent
+    /// at once (an eager send completes when called, so sending first then
+    /// receiving is the default's exchange).
+    pub(super) fn lend_or_send(
+        &self,
+        to: Rank,
+        tag: Tag,
+        buf: &Payload,
+        send: Range<usize>,
+    ) -> Result<Option<Loan<'_>>, FabricError> {
+        if self.can_lend(to, crate::pool::lendable(self.rank, to, buf, &send)) {
+            return self.lend(to, tag, buf, &send).map(Some);
+        }
+        let part = self.send_copy(buf, send);
+        self.send_now(to, tag, part)?;
+        Ok(None)
     }
 
     /// Wakes the exchanges waiting for lent parts to be copied, so they

@@ -49,7 +49,10 @@
 //!   fails the rank, so the peer refuses what it read). A buffer lent
 //!   for the first time is *registered*: its whole 2 MiB pages collapsed
 //!   into transparent huge pages, since the kernel pins the source pages
-//!   of a cross-memory copy one by one (see `lend`). Each pair is
+//!   of a cross-memory copy one by one (see `lend`). A receive that only
+//!   copies into a part of the caller's buffer posts that part, and a
+//!   matching lent message is copied straight into it (see `landing`).
+//!   Each pair is
 //!   probed at connect time; where the kernel
 //!   refuses (`EPERM` under a strict ptrace policy, no such syscall in a
 //!   sandbox) that pair falls back to streaming through the ring.
@@ -111,6 +114,8 @@ mod direct;
 #[cfg(not(loom))]
 pub mod fabric;
 #[cfg(not(loom))]
+mod landing;
+#[cfg(not(loom))]
 mod lend;
 #[cfg(not(loom))]
 pub mod liveness;
@@ -118,6 +123,8 @@ pub mod liveness;
 mod progress;
 #[cfg(not(loom))]
 mod segment;
+#[cfg(not(loom))]
+mod small;
 #[cfg(not(loom))]
 mod wire;
 

@@ -76,7 +76,8 @@ impl Fabric for TcpFabric {
 
     /// Writes `buf[send]` straight from the caller's buffer (a send is a
     /// blocking write, done before this returns, so the buffer is only
-    /// lent for the write), then receives and combines into `buf[recv]`.
+    /// lent for the write and `recv` may overlap `send`), then receives
+    /// and combines into `buf[recv]`.
     async fn exchange_in_place(
         &self,
         to: Rank,
@@ -88,7 +89,7 @@ impl Fabric for TcpFabric {
         op: Option<ReduceOp>,
     ) -> Result<(), CollectiveError> {
         let dtype = buf.shape().dtype;
-        if let Some(bytes) = crate::pool::lendable_in_place(self.rank, to, buf, &send, &recv) {
+        if let Some(bytes) = crate::pool::lendable(self.rank, to, buf, &send) {
             if let Some(e) = self.shared.mailbox.fatal() {
                 return Err(e.into());
             }
