@@ -128,6 +128,35 @@ fn links_that_share_nothing_calibrate_without_an_injection_rate() {
     assert_eq!(fit(&samples, 2).unwrap().injection_gb_per_s, None);
 }
 
+#[test]
+fn ranks_sharing_one_machine_calibrate_a_shared_rate_and_a_lone_pairs_bandwidth() {
+    // Pairs of 2 GB/s on 4 ranks that share 3 GB/s: a shift (4 messages
+    // at once) moves 0.75 GB/s per pair, a lone ping-pong 2 GB/s.
+    let world_size = 4;
+    let plan = Plan::standard(4 << 20, world_size);
+    let link = known_link(None).with_shared(3e9).unwrap();
+    let samples = simulate(&plan.probes, world_size, link, 0, |_| Some(4e9)).unwrap();
+    let model = fit(&samples, world_size).unwrap();
+    assert!(within(model.bandwidth_gb_per_s, 2.0, 2.0), "{model:?}");
+    assert!(
+        within(model.shared_gb_per_s.unwrap(), 3.0, 2.0),
+        "{model:?}"
+    );
+    // The flows are what the shared rate makes them: no rank's own rate.
+    assert_eq!(model.injection_gb_per_s, None, "{model:?}");
+    // The bandwidth per size is a lone pair's, as the one bandwidth.
+    for a in &model.bandwidth_by_size {
+        assert!(within(a.gb_per_s, 2.0, 2.0), "{model:?}");
+    }
+    let c = fitted_on_the_simulator(&samples, world_size);
+    assert!(c.fit.worst_abs_residual_pct < 5.0, "{:?}", c);
+    // Without the shared rate the same samples were fitted as pairs of
+    // the shift's 0.75 GB/s, and a lone pair's ping-pong came out 2.7
+    // times too slow.
+    let back = Calibration::parse(Path::new("c.toml"), &c.to_toml()).unwrap();
+    assert_eq!(back.model.shared_gb_per_s, c.model.shared_gb_per_s);
+}
+
 /// A calibration of `fabric` for this host (made up, not measured), for
 /// the validation tests.
 fn calibration_file(
