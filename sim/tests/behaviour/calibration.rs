@@ -155,6 +155,16 @@ fn ranks_sharing_one_machine_calibrate_a_shared_rate_and_a_lone_pairs_bandwidth(
     // times too slow.
     let back = Calibration::parse(Path::new("c.toml"), &c.to_toml()).unwrap();
     assert_eq!(back.model.shared_gb_per_s, c.model.shared_gb_per_s);
+    // Two ranks fit no shared rate: their shift is one pair both ways,
+    // what every collective on two ranks does; its rate is the pair's
+    // (here a shift of 0.75 GB/s per direction against a 2 GB/s lone
+    // pair).
+    let plan = Plan::standard(4 << 20, 2);
+    let two = known_link(None).with_shared(1.5e9).unwrap();
+    let samples = simulate(&plan.probes, 2, two, 0, |_| Some(4e9)).unwrap();
+    let model = fit(&samples, 2).unwrap();
+    assert_eq!(model.shared_gb_per_s, None, "{model:?}");
+    assert!(within(model.bandwidth_gb_per_s, 0.75, 2.0), "{model:?}");
 }
 
 /// A calibration of `fabric` for this host (made up, not measured), for
