@@ -165,6 +165,22 @@ fn ranks_sharing_one_machine_calibrate_a_shared_rate_and_a_lone_pairs_bandwidth(
     let model = fit(&samples, 2).unwrap();
     assert_eq!(model.shared_gb_per_s, None, "{model:?}");
     assert!(within(model.bandwidth_gb_per_s, 0.75, 2.0), "{model:?}");
+    // A ping-pong faster than all ranks together (as on shared memory,
+    // where it sends one clean buffer over and over) is no shared rate:
+    // a rate below the lone pair's bandwidth could not give it. Pairs of
+    // 0.5 GB/s with the ping-pongs rewritten at 8 GB/s fit as before,
+    // the shift's 0.5 GB/s and nothing shared.
+    let plan = Plan::standard(4 << 20, world_size);
+    let slow = LinkSpec::new(5_000_000, 0.5e9).unwrap();
+    let mut samples = simulate(&plan.probes, world_size, slow, 0, |_| Some(4e9)).unwrap();
+    for s in &mut samples {
+        if let sim::calibrate::probe::Probe::PingPong { bytes } = s.probe {
+            s.time_ps = 5_000_000 + bytes * 125;
+        }
+    }
+    let model = fit(&samples, world_size).unwrap();
+    assert_eq!(model.shared_gb_per_s, None, "{model:?}");
+    assert!(within(model.bandwidth_gb_per_s, 0.5, 2.0), "{model:?}");
 }
 
 /// A calibration of `fabric` for this host (made up, not measured), for
