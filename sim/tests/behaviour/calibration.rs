@@ -579,3 +579,52 @@ fn calibrate_refuses_sizes_too_small_to_fit_and_runs_on_thread_ranks() {
         ("threads", 3)
     );
 }
+
+#[test]
+fn refit_fits_a_files_measurements_again_and_refuses_a_bad_file_with_exit_2() {
+    let dir = temp_dir("calibrate-refit");
+    // Measurements of 4 ranks sharing 3 GB/s, in a file whose [model]
+    // says otherwise (as a previous build's fit would).
+    let plan = Plan::standard(1 << 20, 4);
+    let link = known_link(None).with_shared(3e9).unwrap();
+    let samples = simulate(&plan.probes, 4, link, 0, |_| Some(4e9)).unwrap();
+    let mut old = fitted_on_the_simulator(&samples, 4);
+    let want = old.model.clone();
+    old.model.shared_gb_per_s = None;
+    old.model.bandwidth_gb_per_s = 0.75;
+    let (from, to) = (dir.join("old.toml"), dir.join("new.toml"));
+    write(&from, &old.to_toml());
+    let args = |from: &Path| {
+        [
+            "calibrate",
+            "--refit",
+            from.to_str().unwrap(),
+            "--out",
+            to.to_str().unwrap(),
+        ]
+        .map(str::to_string)
+    };
+    let out = sim_env(&args(&from).each_ref().map(String::as_str), &[]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stdout).contains("GB/s by all ranks"),
+        "{}",
+        text(&out.stdout)
+    );
+    let new = Calibration::load(&to).unwrap();
+    assert_eq!(new.model, want);
+    assert_eq!(new.measurements.len(), samples.len());
+    let bad = dir.join("bad.toml");
+    write(
+        &bad,
+        &old.to_toml()
+            .replace("probe = \"shift\"", "probe = \"warp\""),
+    );
+    let out = sim_env(&args(&bad).each_ref().map(String::as_str), &[]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stderr).contains("unknown probe `warp`"),
+        "{}",
+        text(&out.stderr)
+    );
+}
