@@ -5,8 +5,8 @@
 //! A scenario uses one with `[calibration] file = "PATH"` (instead of
 //! `[links]` and `[compute]`): its ranks get ideal links with the fitted
 //! latency, bandwidth (one, or one per message size), per-message sender
-//! and receiver overheads and per-rank injection rate
-//! (see [`crate::links`]), reductions at the fitted rate of each
+//! and receiver overheads, per-rank injection rate and the rate all ranks
+//! share (see [`crate::links`]), reductions at the fitted rate of each
 //! collective's element type, and every call of a collective starts with
 //! the fitted per-call software time on every rank. The file is TOML:
 //!
@@ -28,6 +28,7 @@
 //! receive_overhead_us = 0.3 # optional: per message received (a step)
 //! call_overhead_us = 5.0    # optional: per collective call
 //! injection_gb_per_s = 4.0 # optional
+//! shared_gb_per_s = 6.0    # optional: one rate every message shares
 //! [model.reduce_gb_per_s]  # per element type
 //! float = 5.0
 //! [[model.bandwidth_by_size]] # optional: the pair bandwidth per message size
@@ -154,6 +155,14 @@ pub struct FittedModel {
     /// Each rank's total sending rate, GB/s (absent: unlimited).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub injection_gb_per_s: Option<f64>,
+    /// One rate shared by every message between the ranks, GB/s: the
+    /// machine's CPUs and memory when the calibration's ranks shared one
+    /// host, so that all ranks moving data at once went slower than a
+    /// lone pair (absent: nothing shared; then `bandwidth_gb_per_s` is
+    /// what each pair gets with every rank busy). See
+    /// [`topologies::LinkSpec::shared_bytes_per_s`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shared_gb_per_s: Option<f64>,
     /// Local reduction rate per element type name, GB/s of one operand.
     pub reduce_gb_per_s: BTreeMap<String, f64>,
     /// The pair bandwidth at the measured message sizes, where it depends
@@ -206,6 +215,11 @@ impl FittedModel {
             let curve = SizeBandwidth::new(&anchors)
                 .map_err(|e| format!("[[model.bandwidth_by_size]]: {e}"))?;
             link = link.with_size_bandwidth(curve);
+        }
+        if let Some(s) = m.shared_gb_per_s {
+            link = link
+                .with_shared(positive("shared_gb_per_s", s)? * 1e9)
+                .map_err(|e| e.to_string())?;
         }
         match m.injection_gb_per_s {
             None => Ok(link),
@@ -354,6 +368,7 @@ mod tests {
                 receive_overhead_us: 0.5,
                 call_overhead_us: 7.0,
                 injection_gb_per_s: Some(4.0),
+                shared_gb_per_s: Some(6.0),
                 reduce_gb_per_s: [("float".to_string(), 5.0)].into_iter().collect(),
                 bandwidth_by_size: vec![
                     SizeRate {
@@ -406,6 +421,17 @@ mod tests {
             plain
         );
         assert_eq!(link.injection_bytes_per_s, Some(4e9));
+        assert_eq!(link.shared_bytes_per_s, Some(6e9));
+        // A file without the shared rate (as written before it existed)
+        // loads with none.
+        let old = text.replace("shared_gb_per_s = 6.0\n", "");
+        assert_ne!(old, text);
+        let old = Calibration::parse(Path::new("c.toml"), &old).unwrap();
+        assert_eq!(old.model.shared_gb_per_s, None);
+        assert_eq!(old.link_spec().unwrap().shared_bytes_per_s, None);
+        let bad = text.replace("shared_gb_per_s = 6.0", "shared_gb_per_s = 0.0");
+        let e = Calibration::parse(Path::new("c.toml"), &bad).unwrap_err();
+        assert!(e.contains("[model] shared_gb_per_s"), "{e}");
         assert_eq!(back.reduce_bytes_per_s(DType::F32), Some(5e9));
         assert_eq!(back.reduce_bytes_per_s(DType::F64), None);
         // The size-dependent bandwidth: 1 KiB at 1 GB/s, 1 MiB at 2.5 GB/s.

@@ -104,6 +104,11 @@ pub struct LinkSpec {
     /// one shared link per direction between each two racks (a rate-limited
     /// uplink); `None`: every pair's link is independent.
     pub racks: Option<RackLink>,
+    /// Ideal links only: one rate shared by every message between the
+    /// ranks, in bytes per second (the CPUs and memory of the one machine
+    /// the ranks run on, when their copies, not their links, are what
+    /// limits many flows at once); `None`: nothing shared by all ranks.
+    pub shared_bytes_per_s: Option<f64>,
     /// Ideal links only: a pair bandwidth that depends on the message
     /// size, used instead of `bandwidth_bytes_per_s` for the time a
     /// message holds its link; `None`: one bandwidth for every size.
@@ -144,6 +149,7 @@ impl LinkSpec {
             receive_overhead_ps: 0,
             injection_bytes_per_s: None,
             racks: None,
+            shared_bytes_per_s: None,
             size_bandwidth: None,
         })
     }
@@ -189,6 +195,18 @@ impl LinkSpec {
         }
         Ok(LinkSpec {
             racks: Some(racks),
+            ..self
+        })
+    }
+
+    /// The same link with every message sharing `bytes_per_s` (see
+    /// [`LinkSpec::shared_bytes_per_s`]), checked positive and finite.
+    pub fn with_shared(self, bytes_per_s: f64) -> Result<LinkSpec, TopologyError> {
+        if !(bytes_per_s.is_finite() && bytes_per_s > 0.0) {
+            return Err(TopologyError::Bandwidth(bytes_per_s));
+        }
+        Ok(LinkSpec {
+            shared_bytes_per_s: Some(bytes_per_s),
             ..self
         })
     }

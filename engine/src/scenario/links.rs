@@ -47,7 +47,7 @@ pub(super) fn calibrated(
     let m = &calibration.model;
     let description = format!(
         "ideal links calibrated on {} ({}: latency {:.3} us, {:.2} GB/s per pair, overhead {:.3} us \
-         per message{}{}{}){racks}",
+         per message{}{}{}{}){racks}",
         calibration.calibration.fabric,
         path.display(),
         m.latency_us,
@@ -55,15 +55,25 @@ pub(super) fn calibrated(
         m.overhead_us,
         m.injection_gb_per_s
             .map_or(String::new(), |i| format!(", {i:.2} GB/s per rank")),
+        m.shared_gb_per_s.map_or(String::new(), |s| format!(
+            ", {s:.2} GB/s shared by all ranks"
+        )),
         software_cost(m.receive_overhead_us, "per message received"),
         software_cost(m.call_overhead_us, "per call"),
     );
+    // The tuner's one link is a pair's with every rank moving data at
+    // once (a collective's step): a share of the machine's rate, where
+    // there is one.
+    let busy_pair = link
+        .shared_bytes_per_s
+        .map_or(f64::INFINITY, |s| s / world_size as f64);
     let tuner_link = LinkSpec::new(
         link.latency_ps + link.overhead_ps + link.receive_overhead_ps,
         link.injection_bytes_per_s
             .map_or(link.bandwidth_bytes_per_s, |i| {
                 i.min(link.bandwidth_bytes_per_s)
-            }),
+            })
+            .min(busy_pair),
     )
     .map_err(|e| src.at(file, e.to_string()))?;
     Ok((

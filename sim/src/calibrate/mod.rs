@@ -9,12 +9,16 @@
 //!
 //! - [`probe`]: the microbenchmarks, over any fabric.
 //! - [`fit`](mod@fit): the fit and its residuals.
+//! - [`sharing`]: the rate all ranks share, when they share a machine.
 //! - [`software`]: the per-message receive and per-call software costs.
 //! - [`host`]: the host facts a calibration records.
+//! - [`refit`](mod@refit): the fit made again from a file's measurements.
 
 pub mod fit;
 pub mod host;
 pub mod probe;
+pub mod refit;
+pub mod sharing;
 pub mod software;
 
 use std::fmt::Write as _;
@@ -44,6 +48,10 @@ pub struct CalibrateArgs {
     /// Where rank 0 writes the calibration file.
     #[arg(long, value_name = "FILE")]
     pub out: PathBuf,
+    /// Measure nothing: fit again the measurements of this calibration
+    /// file (with this build's fit) and write the result to --out.
+    #[arg(long, value_name = "FILE")]
+    pub refit: Option<PathBuf>,
     /// The largest message (and reduction) measured.
     #[arg(long, value_name = "SIZE", default_value = "4M", value_parser = ByteSize::parse)]
     pub max_bytes: ByteSize,
@@ -119,6 +127,9 @@ pub fn calibrate(
     command: &str,
     registry: &Registry,
 ) -> io::Result<ExitStatus> {
+    if let Some(path) = &args.refit {
+        return refit::refit(path, &args.out, command);
+    }
     realnet::launcher::watch_launcher();
     let input_error = |message: String| {
         crate::report!("error: {message}");
@@ -260,14 +271,17 @@ pub fn summary(c: &Calibration) -> String {
     let _ = writeln!(
         s,
         "# fitted: latency {:.3} us, bandwidth {:.3} GB/s per pair, overhead {:.3} us per message \
-         sent and {:.3} us per message received, {:.3} us per call, injection {}",
+         sent and {:.3} us per message received, {:.3} us per call, injection {}, shared {}",
         m.latency_us,
         m.bandwidth_gb_per_s,
         m.overhead_us,
         m.receive_overhead_us,
         m.call_overhead_us,
         m.injection_gb_per_s
-            .map_or("unlimited".to_string(), |i| format!("{i:.3} GB/s per rank"))
+            .map_or("unlimited".to_string(), |i| format!("{i:.3} GB/s per rank")),
+        m.shared_gb_per_s.map_or("nothing".to_string(), |s| format!(
+            "{s:.3} GB/s by all ranks"
+        ))
     );
     let rates: Vec<String> = m
         .reduce_gb_per_s

@@ -128,6 +128,61 @@ fn links_that_share_nothing_calibrate_without_an_injection_rate() {
     assert_eq!(fit(&samples, 2).unwrap().injection_gb_per_s, None);
 }
 
+#[test]
+fn ranks_sharing_one_machine_calibrate_a_shared_rate_and_a_lone_pairs_bandwidth() {
+    // Pairs of 2 GB/s on 4 ranks that share 3 GB/s: a shift (4 messages
+    // at once) moves 0.75 GB/s per pair, a lone ping-pong 2 GB/s.
+    let world_size = 4;
+    let plan = Plan::standard(4 << 20, world_size);
+    let link = known_link(None).with_shared(3e9).unwrap();
+    let samples = simulate(&plan.probes, world_size, link, 0, |_| Some(4e9)).unwrap();
+    let model = fit(&samples, world_size).unwrap();
+    assert!(within(model.bandwidth_gb_per_s, 2.0, 2.0), "{model:?}");
+    assert!(
+        within(model.shared_gb_per_s.unwrap(), 3.0, 2.0),
+        "{model:?}"
+    );
+    // The flows are what the shared rate makes them: no rank's own rate.
+    assert_eq!(model.injection_gb_per_s, None, "{model:?}");
+    // The bandwidth per size is a lone pair's, as the one bandwidth.
+    for a in &model.bandwidth_by_size {
+        assert!(within(a.gb_per_s, 2.0, 2.0), "{model:?}");
+    }
+    let c = fitted_on_the_simulator(&samples, world_size);
+    assert!(c.fit.worst_abs_residual_pct < 5.0, "{:?}", c);
+    // Without the shared rate the same samples were fitted as pairs of
+    // the shift's 0.75 GB/s, and a lone pair's ping-pong came out 2.7
+    // times too slow.
+    let back = Calibration::parse(Path::new("c.toml"), &c.to_toml()).unwrap();
+    assert_eq!(back.model.shared_gb_per_s, c.model.shared_gb_per_s);
+    // Two ranks fit no shared rate: their shift is one pair both ways,
+    // what every collective on two ranks does; its rate is the pair's
+    // (here a shift of 0.75 GB/s per direction against a 2 GB/s lone
+    // pair).
+    let plan = Plan::standard(4 << 20, 2);
+    let two = known_link(None).with_shared(1.5e9).unwrap();
+    let samples = simulate(&plan.probes, 2, two, 0, |_| Some(4e9)).unwrap();
+    let model = fit(&samples, 2).unwrap();
+    assert_eq!(model.shared_gb_per_s, None, "{model:?}");
+    assert!(within(model.bandwidth_gb_per_s, 0.75, 2.0), "{model:?}");
+    // A ping-pong faster than all ranks together (as on shared memory,
+    // where it sends one clean buffer over and over) is no shared rate:
+    // a rate below the lone pair's bandwidth could not give it. Pairs of
+    // 0.5 GB/s with the ping-pongs rewritten at 8 GB/s fit as before,
+    // the shift's 0.5 GB/s and nothing shared.
+    let plan = Plan::standard(4 << 20, world_size);
+    let slow = LinkSpec::new(5_000_000, 0.5e9).unwrap();
+    let mut samples = simulate(&plan.probes, world_size, slow, 0, |_| Some(4e9)).unwrap();
+    for s in &mut samples {
+        if let sim::calibrate::probe::Probe::PingPong { bytes } = s.probe {
+            s.time_ps = 5_000_000 + bytes * 125;
+        }
+    }
+    let model = fit(&samples, world_size).unwrap();
+    assert_eq!(model.shared_gb_per_s, None, "{model:?}");
+    assert!(within(model.bandwidth_gb_per_s, 0.5, 2.0), "{model:?}");
+}
+
 /// A calibration of `fabric` for this host (made up, not measured), for
 /// the validation tests.
 fn calibration_file(
@@ -524,5 +579,54 @@ fn calibrate_refuses_sizes_too_small_to_fit_and_runs_on_thread_ranks() {
     assert_eq!(
         (c.calibration.fabric.as_str(), c.calibration.ranks),
         ("threads", 3)
+    );
+}
+
+#[test]
+fn refit_fits_a_files_measurements_again_and_refuses_a_bad_file_with_exit_2() {
+    let dir = temp_dir("calibrate-refit");
+    // Measurements of 4 ranks sharing 3 GB/s, in a file whose [model]
+    // says otherwise (as a previous build's fit would).
+    let plan = Plan::standard(1 << 20, 4);
+    let link = known_link(None).with_shared(3e9).unwrap();
+    let samples = simulate(&plan.probes, 4, link, 0, |_| Some(4e9)).unwrap();
+    let mut old = fitted_on_the_simulator(&samples, 4);
+    let want = old.model.clone();
+    old.model.shared_gb_per_s = None;
+    old.model.bandwidth_gb_per_s = 0.75;
+    let (from, to) = (dir.join("old.toml"), dir.join("new.toml"));
+    write(&from, &old.to_toml());
+    let args = |from: &Path| {
+        [
+            "calibrate",
+            "--refit",
+            from.to_str().unwrap(),
+            "--out",
+            to.to_str().unwrap(),
+        ]
+        .map(str::to_string)
+    };
+    let out = sim_env(&args(&from).each_ref().map(String::as_str), &[]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stdout).contains("GB/s by all ranks"),
+        "{}",
+        text(&out.stdout)
+    );
+    let new = Calibration::load(&to).unwrap();
+    assert_eq!(new.model, want);
+    assert_eq!(new.measurements.len(), samples.len());
+    let bad = dir.join("bad.toml");
+    write(
+        &bad,
+        &old.to_toml()
+            .replace("probe = \"shift\"", "probe = \"warp\""),
+    );
+    let out = sim_env(&args(&bad).each_ref().map(String::as_str), &[]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stderr).contains("unknown probe `warp`"),
+        "{}",
+        text(&out.stderr)
     );
 }
