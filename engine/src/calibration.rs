@@ -298,9 +298,14 @@ impl Calibration {
         Calibration::parse(path, &text)
     }
 
-    /// The ideal link of the fitted model.
+    /// The ideal link of the fitted model, its shared rate (if any) the
+    /// calibrated machine's: shared by each `calibration.ranks`
+    /// consecutive ranks of a larger world.
     pub fn link_spec(&self) -> Result<LinkSpec, String> {
-        self.model.link_spec()
+        Ok(self
+            .model
+            .link_spec()?
+            .with_shared_machine_ranks(self.calibration.ranks))
     }
 
     /// The fitted reduction rate of `dtype` in bytes per second, if it was
@@ -422,6 +427,8 @@ mod tests {
         );
         assert_eq!(link.injection_bytes_per_s, Some(4e9));
         assert_eq!(link.shared_bytes_per_s, Some(6e9));
+        // Shared by the calibrated machine's ranks, not by a larger world.
+        assert_eq!(link.shared_machine_ranks, Some(back.calibration.ranks));
         // A file without the shared rate (as written before it existed)
         // loads with none.
         let old = text.replace("shared_gb_per_s = 6.0\n", "");

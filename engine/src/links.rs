@@ -42,7 +42,11 @@
 //! pair's bandwidth. The share does not wait for the message's link: a
 //! message queued behind its pair's previous one would otherwise hold
 //! the machine idle for every other pair (a pipelined ring of 16 MiB on
-//! TCP namespaces was simulated 54% slow that way).
+//! TCP namespaces was simulated 54% slow that way). With
+//! [`LinkSpec::shared_machine_ranks`] each `n` consecutive ranks are a
+//! machine of their own with its own shared resource, which a message
+//! takes from its sender's machine (a calibration of `n` ranks on one
+//! machine, run at a larger world size, is that many copies of it).
 //!
 //! For in-network reductions (the `in_network` module) the ideal links also
 //! give every rank a full-duplex link of the same parameters to one
@@ -85,9 +89,10 @@ pub struct IdealLinks {
     /// When each rack-to-rack link becomes free (with racks); only
     /// looked up.
     rack_free_at: HashMap<(u32, u32), Time>,
-    /// When the resource every message shares becomes free (with a
-    /// shared rate).
-    shared_free_at: Time,
+    /// When each machine's shared resource becomes free (with a shared
+    /// rate; machine 0 alone unless the spec groups ranks into machines);
+    /// only looked up.
+    shared_free_at: HashMap<u32, Time>,
     stats: LinkStats,
 }
 
@@ -101,7 +106,7 @@ impl IdealLinks {
             posted_at: HashMap::default(),
             port_free_at: HashMap::default(),
             rack_free_at: HashMap::default(),
-            shared_free_at: Time::ZERO,
+            shared_free_at: HashMap::default(),
             stats: LinkStats::default(),
         }
     }
@@ -122,9 +127,15 @@ impl IdealLinks {
         });
         let shared_done = match self.spec.shared_bytes_per_s {
             Some(rate) => {
-                let shared_start = ready.max(self.shared_free_at);
-                let done = shared_start.checked_plus_ps(topologies::duration_ps(bytes, rate))?;
-                self.shared_free_at = done;
+                let machine = self
+                    .spec
+                    .shared_machine_ranks
+                    .map_or(0, |n| (src / n.max(1)) as u32);
+                let free = self.shared_free_at.entry(machine).or_insert(Time::ZERO);
+                let done = ready
+                    .max(*free)
+                    .checked_plus_ps(topologies::duration_ps(bytes, rate))?;
+                *free = done;
                 Some(done)
             }
             None => None,
@@ -301,6 +312,18 @@ mod tests {
         assert_eq!(l.transmit(Time(0), 1, 0, 1000), Some(Time(4_001_000)));
         // Self-sends use nothing.
         assert_eq!(l.transmit(Time(0), 1, 1, 1000), Some(Time(0)));
+        // Machines of 2 ranks: each pair of ranks has its own share.
+        let machines = LinkSpec::new(1_000, 1e9)
+            .unwrap()
+            .with_shared(0.5e9)
+            .unwrap()
+            .with_shared_machine_ranks(2);
+        let mut l = IdealLinks::new(machines);
+        assert_eq!(l.transmit(Time(0), 0, 1, 1000), Some(Time(2_001_000)));
+        assert_eq!(l.transmit(Time(0), 2, 3, 1000), Some(Time(2_001_000)));
+        // Rank 1 is on machine 0 (busy until 2 us), rank 5 on machine 2.
+        assert_eq!(l.transmit(Time(0), 1, 2, 1000), Some(Time(4_001_000)));
+        assert_eq!(l.transmit(Time(0), 5, 0, 1000), Some(Time(2_001_000)));
         assert!(LinkSpec::new(0, 1e9).unwrap().with_shared(0.0).is_err());
     }
 }

@@ -109,6 +109,12 @@ pub struct LinkSpec {
     /// the ranks run on, when their copies, not their links, are what
     /// limits many flows at once); `None`: nothing shared by all ranks.
     pub shared_bytes_per_s: Option<f64>,
+    /// Ideal links only, with `shared_bytes_per_s`: how many consecutive
+    /// ranks make one machine with its own shared rate (ranks `0..n`,
+    /// `n..2n`, ...; a message takes its sender's machine's share), so that
+    /// a world larger than the calibrated machine is made of copies of
+    /// it; `None`: all ranks are one machine.
+    pub shared_machine_ranks: Option<usize>,
     /// Ideal links only: a pair bandwidth that depends on the message
     /// size, used instead of `bandwidth_bytes_per_s` for the time a
     /// message holds its link; `None`: one bandwidth for every size.
@@ -150,6 +156,7 @@ impl LinkSpec {
             injection_bytes_per_s: None,
             racks: None,
             shared_bytes_per_s: None,
+            shared_machine_ranks: None,
             size_bandwidth: None,
         })
     }
@@ -209,6 +216,16 @@ impl LinkSpec {
             shared_bytes_per_s: Some(bytes_per_s),
             ..self
         })
+    }
+
+    /// The same link with its shared rate (if any) shared by each `ranks`
+    /// consecutive ranks (see [`LinkSpec::shared_machine_ranks`]); at
+    /// least 1.
+    pub fn with_shared_machine_ranks(self, ranks: usize) -> LinkSpec {
+        LinkSpec {
+            shared_machine_ranks: Some(ranks.max(1)),
+            ..self
+        }
     }
 
     /// The same link with a bandwidth that depends on the message size.

@@ -56,7 +56,8 @@ pub(super) fn calibrated(
         m.injection_gb_per_s
             .map_or(String::new(), |i| format!(", {i:.2} GB/s per rank")),
         m.shared_gb_per_s.map_or(String::new(), |s| format!(
-            ", {s:.2} GB/s shared by all ranks"
+            ", {s:.2} GB/s shared by each {} ranks",
+            calibration.calibration.ranks
         )),
         software_cost(m.receive_overhead_us, "per message received"),
         software_cost(m.call_overhead_us, "per call"),
@@ -64,9 +65,12 @@ pub(super) fn calibrated(
     // The tuner's one link is a pair's with every rank moving data at
     // once (a collective's step): a share of the machine's rate, where
     // there is one.
+    let machine_ranks = link
+        .shared_machine_ranks
+        .map_or(world_size, |n| n.min(world_size));
     let busy_pair = link
         .shared_bytes_per_s
-        .map_or(f64::INFINITY, |s| s / world_size as f64);
+        .map_or(f64::INFINITY, |s| s / machine_ranks.max(1) as f64);
     let tuner_link = LinkSpec::new(
         link.latency_ps + link.overhead_ps + link.receive_overhead_ps,
         link.injection_bytes_per_s
