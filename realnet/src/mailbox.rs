@@ -220,6 +220,19 @@ impl Mailbox {
         }
     }
 
+    /// Wakes the receives waiting for the next message from `src` with
+    /// `tag` of `call` without handing them one: a transport copied that
+    /// message straight into the buffer of the receive it was for, which
+    /// completes; the others register again when polled.
+    pub fn wake_waiters(&self, src: Rank, tag: Tag, call: CallId) {
+        let mut inner = self.lock();
+        if let Some(w) = inner.waiters.remove(&(src, tag, call.seq)) {
+            w.wake(inner.kept.as_ref());
+            self.waits
+                .store(!inner.waiters.is_empty(), Ordering::Release);
+        }
+    }
+
     /// The error for a message of `theirs` from `src` while this rank is in `mine`.
     fn different(src: Rank, theirs: CallId, mine: CallId) -> String {
         format!(

@@ -153,6 +153,54 @@ fn copies_land_in_place_and_two_ranks_swap_one_block_exactly() {
 }
 
 #[test]
+fn two_joined_receives_of_one_tag_each_get_one_of_the_messages() {
+    // Two receives that copy (`recv_combine`) from one peer with one tag,
+    // joined, the one made second polled first: the peer lends two 64 KiB
+    // messages. One receive posts its part and the first message lands
+    // there; whichever receive the mailbox hands the first message to,
+    // the two buffers must between them hold both messages (none lost, as
+    // a receive taking the landed message's stand-in would copy nothing
+    // and the posting one would then drop the second message).
+    let n = 16 << 10;
+    let group = LocalBootstrap::group(2);
+    std::thread::scope(|s| {
+        for b in &group {
+            s.spawn(move || {
+                let f = ShmFabric::connect(b, &options(706)).unwrap();
+                let (me, peer) = (f.rank(), 1 - f.rank());
+                begin(&f);
+                if me == 0 {
+                    for k in 0..2 {
+                        let from = Payload::from_vec(values(10 + k, n));
+                        f.block_on(f.send_from(peer, Tag(9), &from, 0..n)).unwrap();
+                    }
+                } else {
+                    let mut first = Payload::from_vec(vec![-1.0f32; n]);
+                    let mut second = Payload::from_vec(vec![-1.0f32; n]);
+                    let a = f.recv_combine(peer, Tag(9), &mut first, 0..n, None);
+                    let b = f.recv_combine(peer, Tag(9), &mut second, 0..n, None);
+                    let (b, a) = f.block_on(futures_util::future::join(b, a));
+                    a.unwrap();
+                    b.unwrap();
+                    let mut got = [
+                        first.as_slice::<f32>().unwrap()[0],
+                        second.as_slice::<f32>().unwrap()[0],
+                    ];
+                    got.sort_by(f32::total_cmp);
+                    assert_eq!(got, [values(10, 1)[0], values(11, 1)[0]]);
+                    let whole = |p: &Payload| {
+                        let v = p.as_slice::<f32>().unwrap();
+                        v == &values(10, n)[..] || v == &values(11, n)[..]
+                    };
+                    assert!(whole(&first) && whole(&second));
+                }
+                f.finish().unwrap();
+            });
+        }
+    });
+}
+
+#[test]
 fn an_exchange_abandoned_while_lending_fails_the_rank_and_its_peer() {
     let n = 16 << 10;
     let group = LocalBootstrap::group(2);

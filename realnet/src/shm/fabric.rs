@@ -5,7 +5,7 @@
 
 use std::cell::{Cell, RefCell};
 use std::collections::VecDeque;
-use std::future::Future;
+use std::future::{Future, poll_fn};
 use std::ops::Range;
 use std::pin::Pin;
 use std::sync::Arc;
@@ -19,7 +19,7 @@ use futures_util::future::Either;
 
 use super::ShmOptions;
 use super::direct::{DirectRecv, DirectSlot};
-use super::landing::Landing;
+use super::landing::{Landing, Posted};
 use super::lend::Registered;
 use super::liveness::Health;
 use super::progress::{Incoming, Rx};
@@ -509,21 +509,23 @@ impl Fabric for ShmFabric {
                 .flatten();
             let incoming = if loan.is_none() && posted.is_none() {
                 // Small parts: the default's exchange, a direct receive.
-                DirectRecv::new(self, from, tag, expect).await?
+                Some(DirectRecv::new(self, from, tag, expect).await?)
             } else {
                 // A message a direct receive holds would keep this one
                 // waiting.
                 self.hand_back();
-                self.mailbox_now().recv(from, tag, expect).await?
+                let mut receiving = self.mailbox_now().recv(from, tag, expect);
+                let posted = posted.as_ref();
+                poll_fn(|cx| Posted::poll_receive(posted, &mut receiving, cx)).await?
             };
-            let landed = posted.as_ref().is_some_and(|p| p.landed());
             drop(posted);
             // The received bytes may only overwrite a lent part once the
             // peer has copied it.
             if !apart && let Some(loan) = loan.as_mut() {
                 loan.await?;
             }
-            if !landed {
+            // `None`: the message landed in `buf[recv]`.
+            if let Some(incoming) = incoming {
                 crate::pool::combine(buf, recv, &incoming, op)?;
                 self.recycle(incoming);
             }
@@ -562,10 +564,12 @@ impl Fabric for ShmFabric {
         async move {
             // Awaited where it lies (not moved into the await): the
             // future stays small.
-            let incoming = (&mut receiving).await?;
-            if posted.is_some_and(|p| p.landed()) {
+            let posted = posted.as_ref();
+            let received = poll_fn(|cx| Posted::poll_receive(posted, &mut receiving, cx)).await?;
+            // `None`: the message landed in `buf[range]`.
+            let Some(incoming) = received else {
                 return Ok(());
-            }
+            };
             crate::pool::combine(buf, range, &incoming, op)?;
             self.recycle(incoming);
             Ok(())

@@ -10,9 +10,12 @@
 //! would: the attached message is the next of the posted receive's key
 //! (source, tag, call) and shape, no message waits in the mailbox (an
 //! older one of that key could be among them) and no direct receive
-//! waits (it could be for that key). Then the copy lands in place and
-//! the mailbox is handed a phantom of the message's shape, which the
-//! receive takes as "landed". Otherwise the message takes the usual way.
+//! waits (it could be for that key). Then the copy lands in place, the
+//! message is the posting receive's alone (nothing goes to the mailbox,
+//! whose waiters of that key are only woken: another receive of that key,
+//! joined with the posting one, waits on for the next message) and the
+//! receive completes ([`Posted::poll_receive`]). Otherwise the message
+//! takes the usual way.
 //! One part is posted at a time (a receive that finds another posted,
 //! two receives joined, takes the usual way). The posted part is
 //! forgotten when its receive completes or is dropped ([`Posted`]), so
@@ -23,7 +26,10 @@
 //! [`Fabric::exchange_in_place`]: algorithms::Fabric::exchange_in_place
 #![allow(unsafe_code)]
 
+use std::future::Future;
 use std::ops::Range;
+use std::pin::Pin;
+use std::task::{Context, Poll};
 
 use algorithms::{FabricError, Payload, Rank, Shape, Tag};
 
@@ -55,14 +61,31 @@ pub(super) struct Posted<'a> {
 }
 
 impl Posted<'_> {
-    /// Whether a message landed in the posted part (the receive's payload
-    /// is then a phantom standing for it).
-    pub(super) fn landed(&self) -> bool {
+    /// Whether a message landed in the posted part.
+    fn landed(&self) -> bool {
         self.fabric
             .landing
             .borrow()
             .as_ref()
             .is_some_and(|l| l.landed)
+    }
+
+    /// Polls a receive that may have posted a part: `None` once a message
+    /// landed there (it is this receive's: `receiving` is not polled
+    /// again, so it cannot take the next message of the key), else the
+    /// payload `receiving` yields.
+    pub(super) fn poll_receive<F>(
+        posted: Option<&Self>,
+        receiving: &mut F,
+        cx: &mut Context<'_>,
+    ) -> Poll<Result<Option<Payload>, FabricError>>
+    where
+        F: Future<Output = Result<Payload, FabricError>> + Unpin,
+    {
+        if posted.is_some_and(Self::landed) {
+            return Poll::Ready(Ok(None));
+        }
+        Pin::new(receiving).poll(cx).map(|r| r.map(Some))
     }
 }
 

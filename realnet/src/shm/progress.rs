@@ -153,11 +153,10 @@ impl ShmFabric {
                             self.arrive(src, h.tag, h.call, payload);
                         }
                         Kind::Attach if self.land(src, &h)? => {
-                            // Copied into the receive's posted part: the
-                            // phantom stands for it (see `super::landing`).
+                            // Copied into the receive's posted part: that
+                            // receive completes (see `super::landing`).
                             ring().control().mark_copied();
-                            let landed = Payload::phantom(h.shape.dtype, h.shape.count);
-                            self.arrive(src, h.tag, h.call, landed);
+                            self.mailbox_now().wake_waiters(src, h.tag, h.call);
                         }
                         Kind::Attach => {
                             let payload = self.attach(src, &h)?;

@@ -204,7 +204,7 @@ pub fn calibrate(
 
 /// Fits `samples`, prints the table and writes the file.
 fn write_calibration(
-    mut out: OutputFile,
+    out: OutputFile,
     about: About,
     host: engine::calibration::HostFacts,
     samples: &[Sample],
@@ -217,8 +217,13 @@ fn write_calibration(
             return Ok(ExitStatus::ToolFailed);
         }
     };
+    write_fitted(out, &calibration)
+}
+
+/// Prints `calibration`'s summary and writes it to `out`.
+fn write_fitted(mut out: OutputFile, calibration: &Calibration) -> io::Result<ExitStatus> {
     let mut stdout = Stdout::new();
-    let _ = stdout.write_all(summary(&calibration).as_bytes());
+    let _ = stdout.write_all(summary(calibration).as_bytes());
     let written = out
         .write_all(calibration.to_toml().as_bytes())
         .map_err(|e| out.error(e))

@@ -11,7 +11,7 @@ use engine::calibration::{Calibration, Measurement};
 
 use super::fit::Sample;
 use super::probe::Probe;
-use super::write_calibration;
+use super::{fitted, write_fitted};
 use crate::exit::ExitStatus;
 use crate::output::OutputFile;
 
@@ -40,14 +40,26 @@ pub fn probe_of(m: &Measurement) -> Result<Probe, String> {
     })
 }
 
-/// The measured samples of calibration `c`, in the file's order.
+/// The measured samples of calibration `c`, in the file's order; an
+/// error for a time that is not a positive, finite number of
+/// microseconds.
 pub fn samples_of(c: &Calibration) -> Result<Vec<Sample>, String> {
     c.measurements
         .iter()
-        .map(|m| {
+        .enumerate()
+        .map(|(i, m)| {
+            let us = m.measured_us;
+            if !(us.is_finite() && us > 0.0) {
+                return Err(format!(
+                    "[[measurement]] {} ({} of {} B): measured_us = {us} is not a positive time",
+                    i + 1,
+                    m.probe,
+                    m.bytes
+                ));
+            }
             Ok(Sample {
                 probe: probe_of(m)?,
-                time_ps: (m.measured_us * 1e6).round() as u64,
+                time_ps: (us * 1e6).round() as u64,
             })
         })
         .collect()
@@ -56,12 +68,24 @@ pub fn samples_of(c: &Calibration) -> Result<Vec<Sample>, String> {
 /// Refits the calibration at `path` from its measurements and writes the
 /// new one to `out`, with `command` as the command that wrote it.
 pub fn refit(path: &Path, out: &Path, command: &str) -> io::Result<ExitStatus> {
-    let loaded = Calibration::load(path).and_then(|c| {
-        let samples = samples_of(&c).map_err(|e| format!("{}: {e}", path.display()))?;
-        Ok((c, samples))
+    // A file's measurements that cannot be fitted are bad input (exit 2),
+    // not a failure of the tool nor a noisy machine to measure again.
+    let refitted = Calibration::load(path).and_then(|c| {
+        let at = |e: String| format!("{}: {e}", path.display());
+        let samples = samples_of(&c).map_err(at)?;
+        let ranks = c.calibration.ranks;
+        if ranks < 2 {
+            return Err(at(format!(
+                "[calibration] ranks = {ranks}: a calibration measures at least 2 ranks"
+            )));
+        }
+        let mut about = c.calibration;
+        about.command = command.to_string();
+        fitted(about, c.host, &samples, ranks)
+            .map_err(|e| at(format!("its measurements cannot be fitted: {e}")))
     });
-    let (c, samples) = match loaded {
-        Ok(l) => l,
+    let calibration = match refitted {
+        Ok(c) => c,
         Err(e) => {
             crate::report!("error: {e}");
             return Ok(ExitStatus::InvalidInput);
@@ -74,18 +98,15 @@ pub fn refit(path: &Path, out: &Path, command: &str) -> io::Result<ExitStatus> {
             return Ok(ExitStatus::ToolFailed);
         }
     };
-    let mut about = c.calibration;
-    about.command = command.to_string();
-    let ranks = about.ranks;
-    write_calibration(file, about, c.host, &samples, ranks)
+    write_fitted(file, &calibration)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::calibrate::fit::simulate;
+    use crate::calibrate::host;
     use crate::calibrate::probe::Plan;
-    use crate::calibrate::{fitted, host};
     use engine::calibration::{About, FORMAT};
     use realnet::connect::FabricKind;
     use topologies::LinkSpec;

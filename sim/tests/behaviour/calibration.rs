@@ -630,3 +630,53 @@ fn refit_fits_a_files_measurements_again_and_refuses_a_bad_file_with_exit_2() {
         text(&out.stderr)
     );
 }
+
+#[test]
+fn refit_of_a_file_whose_measurements_cannot_be_fitted_is_bad_input() {
+    // A file without the measurements a fit needs, with a time that is no
+    // time, or of fewer than 2 ranks: exit 2 (bad input, as an unknown
+    // probe), naming the file and what is wrong with it; never a panic
+    // nor exit 1 (a tool failure) nor "measure again".
+    let dir = temp_dir("calibrate-refit-bad");
+    let plan = Plan::standard(1 << 20, 3);
+    let samples = simulate(&plan.probes, 3, known_link(None), 0, |_| Some(4e9)).unwrap();
+    let good = fitted_on_the_simulator(&samples, 3);
+    let to = dir.join("new.toml");
+    let refit = |name: &str, c: &Calibration| {
+        let from = dir.join(name);
+        write(&from, &c.to_toml());
+        let out = sim_env(
+            &[
+                "calibrate",
+                "--refit",
+                from.to_str().unwrap(),
+                "--out",
+                to.to_str().unwrap(),
+            ],
+            &[],
+        );
+        let stderr = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{name}: {stderr}");
+        assert!(stderr.contains(name), "{name}: {stderr}");
+        assert!(!stderr.contains("panicked"), "{name}: {stderr}");
+        stderr
+    };
+    let mut empty = good.clone();
+    empty.measurements.clear();
+    refit("empty.toml", &empty);
+    let mut no_pongs = good.clone();
+    no_pongs
+        .measurements
+        .retain(|m| m.probe != "pingpong" && m.probe != "shift");
+    refit("no_pongs.toml", &no_pongs);
+    for (name, bad) in [("nan.toml", f64::NAN), ("negative.toml", -3.0)] {
+        let mut c = good.clone();
+        c.measurements[1].measured_us = bad;
+        let e = refit(name, &c);
+        assert!(e.contains("measured_us"), "{e}");
+    }
+    let mut one = good.clone();
+    one.calibration.ranks = 1;
+    let e = refit("one_rank.toml", &one);
+    assert!(e.contains("ranks"), "{e}");
+}
