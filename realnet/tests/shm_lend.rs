@@ -335,3 +335,49 @@ fn the_lending_futures_fit_inline_so_the_registry_path_lends() {
     assert!(combine <= INLINE_FUTURE_BYTES, "tcp {combine}");
     tcp.finish().unwrap();
 }
+
+#[test]
+fn a_forgotten_receive_never_writes_its_part() {
+    // A receive future forgotten (`mem::forget`: its guard never runs)
+    // right after it posted its part for a lent copy. The peer's matching
+    // message then arrives while rank 0 only makes progress: nothing may
+    // be written to that part (the caller could have freed it). The
+    // message is claimed and waits for a copy that never comes, which the
+    // job's timeout reports; the part keeps its bytes.
+    let n = 4096;
+    let group = LocalBootstrap::group(2);
+    std::thread::scope(|s| {
+        for b in &group {
+            s.spawn(move || {
+                let mut opts = options(705);
+                opts.job.timeout = Duration::from_secs(2);
+                let f = ShmFabric::connect(b, &opts).unwrap();
+                let (me, peer) = (f.rank(), 1 - f.rank());
+                begin(&f);
+                if me == 0 {
+                    let mut buf = Payload::from_vec(vec![7.0f32; n]);
+                    std::mem::forget(f.recv_combine(peer, Tag(1), &mut buf, 0..n, None));
+                    // Progress alone for a while: the peer's message arrives.
+                    let until = std::time::Instant::now() + Duration::from_millis(500);
+                    f.block_on(std::future::poll_fn(|cx| {
+                        if std::time::Instant::now() >= until {
+                            return std::task::Poll::Ready(Ok::<(), algorithms::FabricError>(()));
+                        }
+                        cx.waker().wake_by_ref();
+                        std::task::Poll::Pending
+                    }))
+                    .unwrap();
+                    assert!(
+                        buf.as_slice::<f32>().unwrap().iter().all(|x| *x == 7.0),
+                        "a forgotten receive's part was written"
+                    );
+                } else {
+                    let buf = Payload::from_vec(values(me, n));
+                    // Never copied: the lender gives up at the timeout.
+                    let _ = f.block_on(f.send_from(peer, Tag(1), &buf, 0..n));
+                }
+                let _ = f.finish();
+            });
+        }
+    });
+}

@@ -516,7 +516,14 @@ impl Fabric for ShmFabric {
                 self.hand_back();
                 let mut receiving = self.mailbox_now().recv(from, tag, expect);
                 let posted = posted.as_ref();
-                poll_fn(|cx| Posted::poll_receive(posted, &mut receiving, cx)).await?
+                let received =
+                    poll_fn(|cx| Posted::poll_receive(posted, &mut receiving, cx)).await?;
+                // `None`: a message was claimed for `buf[recv]`; copied
+                // now, through this exchange's own borrow.
+                if received.is_none() {
+                    self.copy_claimed(buf, &recv)?;
+                }
+                received
             };
             drop(posted);
             // The received bytes may only overwrite a lent part once the
@@ -566,8 +573,10 @@ impl Fabric for ShmFabric {
             // future stays small.
             let posted = posted.as_ref();
             let received = poll_fn(|cx| Posted::poll_receive(posted, &mut receiving, cx)).await?;
-            // `None`: the message landed in `buf[range]`.
+            // `None`: a message was claimed for `buf[range]`; copied now,
+            // through this receive's own borrow.
             let Some(incoming) = received else {
+                self.copy_claimed(buf, &range)?;
                 return Ok(());
             };
             crate::pool::combine(buf, range, &incoming, op)?;

@@ -10,21 +10,28 @@
 //! would: the attached message is the next of the posted receive's key
 //! (source, tag, call) and shape, no message waits in the mailbox (an
 //! older one of that key could be among them) and no direct receive
-//! waits (it could be for that key). Then the copy lands in place, the
-//! message is the posting receive's alone (nothing goes to the mailbox,
-//! whose waiters of that key are only woken: another receive of that key,
-//! joined with the posting one, waits on for the next message) and the
-//! receive completes ([`Posted::poll_receive`]). Otherwise the message
-//! takes the usual way.
-//! One part is posted at a time (a receive that finds another posted,
-//! two receives joined, takes the usual way). The posted part is
-//! forgotten when its receive completes or is dropped ([`Posted`]), so
-//! nothing is written through it afterwards; progress, which does the
-//! copy, only runs while the receive waits.
+//! waits (it could be for that key). Then progress *claims* the message
+//! for the post (nothing goes to the mailbox, whose waiters of that key
+//! are only woken: another receive of that key, joined with the posting
+//! one, waits on for the next message) and stops pulling from that peer;
+//! the posting receive, when next polled, copies the message into its
+//! part of the buffer it borrows and completes ([`Posted::poll_receive`]),
+//! and the peer's later messages follow. Otherwise the message takes the
+//! usual way.
+//!
+//! The copy is made by the receive itself, through its own borrow of the
+//! buffer, never by progress through an address kept aside: a receive
+//! future that is forgotten (`mem::forget`, so its guard never runs)
+//! leaves a post that at worst claims a message nobody copies, and that
+//! peer's messages then wait for the job's timeout, but nothing is ever
+//! written to memory the caller may have freed. A receive dropped after
+//! its message was claimed hands the message back to the mailbox (copied
+//! the usual way), as a dropped receive does. One part is posted at a
+//! time (a receive that finds another posted, two receives joined, takes
+//! the usual way).
 //!
 //! [`Fabric::recv_combine`]: algorithms::Fabric::recv_combine
 //! [`Fabric::exchange_in_place`]: algorithms::Fabric::exchange_in_place
-#![allow(unsafe_code)]
 
 use std::future::Future;
 use std::ops::Range;
@@ -46,34 +53,28 @@ pub(super) struct Landing {
     tag: Tag,
     call: CallId,
     shape: Shape,
-    /// The part's first byte's address (an integer, so the fabric stays
-    /// `Send`) and its length in bytes.
-    at: usize,
+    /// The part's length in bytes.
     len: usize,
-    /// Whether a message landed there.
+    /// The attached message claimed for the part, until the posting
+    /// receive has copied it; pulls from `src` wait meanwhile.
+    claimed: Option<MessageHeader>,
+    /// Whether the claimed message was copied into the part.
     landed: bool,
 }
 
 /// A posted part: forgets it when dropped (the receive completed or was
-/// abandoned).
+/// abandoned), handing a claimed message it never copied back to the
+/// mailbox.
 pub(super) struct Posted<'a> {
     fabric: &'a ShmFabric,
 }
 
 impl Posted<'_> {
-    /// Whether a message landed in the posted part.
-    fn landed(&self) -> bool {
-        self.fabric
-            .landing
-            .borrow()
-            .as_ref()
-            .is_some_and(|l| l.landed)
-    }
-
-    /// Polls a receive that may have posted a part: `None` once a message
-    /// landed there (it is this receive's: `receiving` is not polled
-    /// again, so it cannot take the next message of the key), else the
-    /// payload `receiving` yields.
+    /// Polls a receive that may have posted a part: `None` once a
+    /// message was claimed for it (it is this receive's: `receiving` is
+    /// not polled again, so it cannot take the next message of the key;
+    /// the receive then copies it, [`ShmFabric::copy_claimed`], before it
+    /// next yields), else the payload `receiving` yields.
     pub(super) fn poll_receive<F>(
         posted: Option<&Self>,
         receiving: &mut F,
@@ -82,7 +83,7 @@ impl Posted<'_> {
     where
         F: Future<Output = Result<Payload, FabricError>> + Unpin,
     {
-        if posted.is_some_and(Self::landed) {
+        if posted.is_some_and(|p| p.fabric.claimed_pending().is_some()) {
             return Poll::Ready(Ok(None));
         }
         Pin::new(receiving).poll(cx).map(|r| r.map(Some))
@@ -92,7 +93,23 @@ impl Posted<'_> {
 impl Drop for Posted<'_> {
     fn drop(&mut self) {
         // The only post there is: another is refused while this lives.
-        self.fabric.landing.borrow_mut().take();
+        let Some(l) = self.fabric.landing.borrow_mut().take() else {
+            return;
+        };
+        if let (Some(h), false) = (l.claimed, l.landed) {
+            // Claimed, never copied: the message goes the usual way.
+            match self.fabric.attach(l.src, &h) {
+                Ok(payload) => {
+                    self.fabric
+                        .seg
+                        .ring(l.src, self.fabric.rank)
+                        .control()
+                        .mark_copied();
+                    self.fabric.arrive(l.src, h.tag, h.call, payload);
+                }
+                Err(e) => self.fabric.fail_with(e),
+            }
+        }
     }
 }
 
@@ -126,23 +143,23 @@ impl ShmFabric {
             tag,
             call: self.call.get(),
             shape: Shape::new(dtype, range.len()),
-            at: bytes.as_mut_ptr() as usize,
             len: bytes.len(),
+            claimed: None,
             landed: false,
         });
         drop(landing);
         Some(Posted { fabric: self })
     }
 
-    /// Copies the attached message `h` from `src` into the posted part if
+    /// Claims the attached message `h` from `src` for the posted part if
     /// it is the one the posted receive would take; returns whether it
-    /// did.
-    pub(super) fn land(&self, src: Rank, h: &MessageHeader) -> Result<bool, FabricError> {
+    /// did (the receive copies it, [`Posted::poll_receive`]).
+    pub(super) fn claim(&self, src: Rank, h: &MessageHeader) -> bool {
         let mut landing = self.landing.borrow_mut();
         let Some(l) = landing.as_mut() else {
-            return Ok(false);
+            return false;
         };
-        let mine = !l.landed
+        let mine = l.claimed.is_none()
             && l.src == src
             && l.tag == h.tag
             && l.call == h.call
@@ -151,32 +168,77 @@ impl ShmFabric {
             && !self.mailbox.holds_messages()
             && !self.mailbox.has_fatal()
             && matches!(self.direct.borrow().state, Direct::Idle);
-        if !mine {
-            return Ok(false);
+        if mine {
+            l.claimed = Some(*h);
         }
-        // SAFETY: the part was borrowed from the caller's buffer by the
-        // receive that posted it, which holds that borrow until it has
-        // completed and drops its `Posted` guard (which clears `landing`)
-        // first; progress, the only caller, runs on the rank's thread
-        // while that receive waits, so nothing else touches those bytes.
-        let dst = unsafe { std::slice::from_raw_parts_mut(l.at as *mut u8, l.len) };
-        cma::read(self.pids[src], h.addr, dst).map_err(|e| {
-            self.check_peers().err().unwrap_or_else(|| {
-                self.error(format!(
-                    "cannot copy {} bytes from rank {src} (pid {}): {e}; rank {src} died or its memory is gone",
-                    l.len, self.pids[src]
-                ))
+        mine
+    }
+
+    /// Whether pulls from `src` wait: a message of its was claimed for
+    /// the posted part and not yet copied there.
+    pub(super) fn claimed_from(&self, src: Rank) -> bool {
+        self.landing
+            .borrow()
+            .as_ref()
+            .is_some_and(|l| l.src == src && l.claimed.is_some() && !l.landed)
+    }
+
+    /// The claimed message not yet copied, and its source.
+    fn claimed_pending(&self) -> Option<(Rank, MessageHeader)> {
+        let landing = self.landing.borrow();
+        let l = landing.as_ref()?;
+        l.claimed.filter(|_| !l.landed).map(|h| (l.src, h))
+    }
+
+    /// Copies the message claimed for the posted part into `buf[range]`
+    /// (the posting receive's own borrow of that part), tells the peer,
+    /// and marks it landed; an error fails the rank, as progress's do.
+    pub(super) fn copy_claimed(
+        &self,
+        buf: &mut Payload,
+        range: &Range<usize>,
+    ) -> Result<(), FabricError> {
+        let Some((src, h)) = self.claimed_pending() else {
+            return Err(self.error("no message was claimed for the posted part".into()));
+        };
+        let elem = buf.shape().dtype.size_bytes();
+        let len = h.shape.bytes() as usize;
+        let dst = buf
+            .as_bytes_mut()
+            .and_then(|b| b.get_mut(range.start * elem..range.start * elem + len))
+            .ok_or_else(|| self.error(format!("the part posted for rank {src}'s message is gone")));
+        let copied = dst.and_then(|dst| {
+            cma::read(self.pids[src], h.addr, dst).map_err(|e| {
+                self.check_peers().err().unwrap_or_else(|| {
+                    self.error(format!(
+                        "cannot copy {len} bytes from rank {src} (pid {}): {e}; rank {src} died or its memory is gone",
+                        self.pids[src]
+                    ))
+                })
             })
-        })?;
+        });
         // A sender that failed may have freed what we just read.
-        if self.seg.rank_control(src).state() == RankState::Failed {
-            return Err(self.check_peers().err().unwrap_or_else(|| {
-                self.error(format!(
-                    "rank {src} failed while this rank copied its message"
-                ))
-            }));
+        let copied = copied.and_then(|()| {
+            if self.seg.rank_control(src).state() == RankState::Failed {
+                Err(self.check_peers().err().unwrap_or_else(|| {
+                    self.error(format!(
+                        "rank {src} failed while this rank copied its message"
+                    ))
+                }))
+            } else {
+                Ok(())
+            }
+        });
+        if let Err(e) = copied {
+            // Nothing to hand back when the receive is dropped.
+            self.landing.borrow_mut().take();
+            self.fail_with(e.clone());
+            return Err(e);
         }
-        l.landed = true;
-        Ok(true)
+        self.seg.ring(src, self.rank).control().mark_copied();
+        if let Some(l) = self.landing.borrow_mut().as_mut() {
+            l.landed = true;
+        }
+        Ok(())
     }
 }

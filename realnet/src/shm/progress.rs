@@ -113,6 +113,11 @@ impl ShmFabric {
         }
         let mut read = false;
         loop {
+            if self.claimed_from(src) {
+                // The posting receive copies the claimed message first:
+                // the peer's copied count stays in its messages' order.
+                break;
+            }
             if self.direct_got() {
                 // A direct receive has its message: the next ones stay in
                 // the slots until it has taken it (if queued in the
@@ -152,10 +157,10 @@ impl ShmFabric {
                             }
                             self.arrive(src, h.tag, h.call, payload);
                         }
-                        Kind::Attach if self.land(src, &h)? => {
-                            // Copied into the receive's posted part: that
-                            // receive completes (see `super::landing`).
-                            ring().control().mark_copied();
+                        Kind::Attach if self.claim(src, &h) => {
+                            // Claimed for the receive's posted part, which
+                            // copies it when next polled; pulls from `src`
+                            // wait until then (see `super::landing`).
                             self.mailbox_now().wake_waiters(src, h.tag, h.call);
                         }
                         Kind::Attach => {
@@ -217,7 +222,7 @@ impl ShmFabric {
     }
 
     /// Copies an attached payload out of `src`'s memory.
-    fn attach(&self, src: Rank, h: &MessageHeader) -> Result<Payload, FabricError> {
+    pub(super) fn attach(&self, src: Rank, h: &MessageHeader) -> Result<Payload, FabricError> {
         let bytes = h.shape.bytes();
         let spare = self.pool.borrow_mut().take(h.shape);
         let payload = cma::read_into(self.pids[src], h.addr, h.shape, spare).map_err(|e| {
