@@ -381,3 +381,44 @@ fn a_forgotten_receive_never_writes_its_part() {
         }
     });
 }
+
+#[test]
+fn a_receive_dropped_after_its_message_was_claimed_hands_it_back() {
+    // Rank 0 posts a part, lets progress claim the peer's lent message for
+    // it, then drops the receive before polling it: the message goes the
+    // usual way, to the mailbox, and a later receive of that key gets it
+    // whole (nothing lost, nothing written to the dropped receive's part).
+    let n = 4096;
+    let group = LocalBootstrap::group(2);
+    std::thread::scope(|s| {
+        for b in &group {
+            s.spawn(move || {
+                let f = ShmFabric::connect(b, &options(706)).unwrap();
+                let (me, peer) = (f.rank(), 1 - f.rank());
+                begin(&f);
+                if me == 0 {
+                    let mut buf = Payload::from_vec(vec![7.0f32; n]);
+                    let posted = f.recv_combine(peer, Tag(1), &mut buf, 0..n, None);
+                    let until = std::time::Instant::now() + Duration::from_millis(300);
+                    f.block_on(std::future::poll_fn(|cx| {
+                        if std::time::Instant::now() >= until {
+                            return std::task::Poll::Ready(());
+                        }
+                        cx.waker().wake_by_ref();
+                        std::task::Poll::Pending
+                    }));
+                    drop(posted);
+                    assert!(buf.as_slice::<f32>().unwrap().iter().all(|x| *x == 7.0));
+                    let got = f
+                        .block_on(f.recv(peer, Tag(1), Shape::new(algorithms::DType::F32, n)))
+                        .unwrap();
+                    assert_eq!(got.as_slice::<f32>().unwrap(), &values(peer, n)[..]);
+                } else {
+                    let buf = Payload::from_vec(values(me, n));
+                    f.block_on(f.send_from(peer, Tag(1), &buf, 0..n)).unwrap();
+                }
+                f.finish().unwrap();
+            });
+        }
+    });
+}
