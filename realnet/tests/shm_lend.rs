@@ -336,6 +336,19 @@ fn the_lending_futures_fit_inline_so_the_registry_path_lends() {
     tcp.finish().unwrap();
 }
 
+/// Lets `f` make progress for `how_long` with no receive of its own
+/// waiting (so a posted part may claim what arrives).
+fn progress_for(f: &ShmFabric, how_long: Duration) {
+    let until = std::time::Instant::now() + how_long;
+    f.block_on(std::future::poll_fn(|cx| {
+        if std::time::Instant::now() >= until {
+            return std::task::Poll::Ready(());
+        }
+        cx.waker().wake_by_ref();
+        std::task::Poll::Pending
+    }));
+}
+
 #[test]
 fn a_forgotten_receive_never_writes_its_part() {
     // A receive future forgotten (`mem::forget`: its guard never runs)
@@ -358,15 +371,7 @@ fn a_forgotten_receive_never_writes_its_part() {
                     let mut buf = Payload::from_vec(vec![7.0f32; n]);
                     std::mem::forget(f.recv_combine(peer, Tag(1), &mut buf, 0..n, None));
                     // Progress alone for a while: the peer's message arrives.
-                    let until = std::time::Instant::now() + Duration::from_millis(500);
-                    f.block_on(std::future::poll_fn(|cx| {
-                        if std::time::Instant::now() >= until {
-                            return std::task::Poll::Ready(Ok::<(), algorithms::FabricError>(()));
-                        }
-                        cx.waker().wake_by_ref();
-                        std::task::Poll::Pending
-                    }))
-                    .unwrap();
+                    progress_for(&f, Duration::from_millis(500));
                     assert!(
                         buf.as_slice::<f32>().unwrap().iter().all(|x| *x == 7.0),
                         "a forgotten receive's part was written"
@@ -399,14 +404,7 @@ fn a_receive_dropped_after_its_message_was_claimed_hands_it_back() {
                 if me == 0 {
                     let mut buf = Payload::from_vec(vec![7.0f32; n]);
                     let posted = f.recv_combine(peer, Tag(1), &mut buf, 0..n, None);
-                    let until = std::time::Instant::now() + Duration::from_millis(300);
-                    f.block_on(std::future::poll_fn(|cx| {
-                        if std::time::Instant::now() >= until {
-                            return std::task::Poll::Ready(());
-                        }
-                        cx.waker().wake_by_ref();
-                        std::task::Poll::Pending
-                    }));
+                    progress_for(&f, Duration::from_millis(300));
                     drop(posted);
                     assert!(buf.as_slice::<f32>().unwrap().iter().all(|x| *x == 7.0));
                     let got = f
