@@ -43,7 +43,6 @@ use algorithms::{FabricError, Payload, Rank, Shape, Tag};
 use super::cma;
 use super::direct::Direct;
 use super::fabric::ShmFabric;
-use super::segment::RankState;
 use super::wire::MessageHeader;
 use crate::call::CallId;
 
@@ -207,28 +206,8 @@ impl ShmFabric {
             .as_bytes_mut()
             .and_then(|b| b.get_mut(range.start * elem..range.start * elem + len))
             .ok_or_else(|| self.error(format!("the part posted for rank {src}'s message is gone")));
-        let copied = dst.and_then(|dst| {
-            cma::read(self.pids[src], h.addr, dst).map_err(|e| {
-                self.check_peers().err().unwrap_or_else(|| {
-                    self.error(format!(
-                        "cannot copy {len} bytes from rank {src} (pid {}): {e}; rank {src} died or its memory is gone",
-                        self.pids[src]
-                    ))
-                })
-            })
-        });
-        // A sender that failed may have freed what we just read.
-        let copied = copied.and_then(|()| {
-            if self.seg.rank_control(src).state() == RankState::Failed {
-                Err(self.check_peers().err().unwrap_or_else(|| {
-                    self.error(format!(
-                        "rank {src} failed while this rank copied its message"
-                    ))
-                }))
-            } else {
-                Ok(())
-            }
-        });
+        let copied =
+            dst.and_then(|dst| self.copy_out_of(src, &h, |pid| cma::read(pid, h.addr, dst)));
         if let Err(e) = copied {
             // Nothing to hand back when the receive is dropped.
             self.landing.borrow_mut().take();

@@ -223,14 +223,25 @@ impl ShmFabric {
 
     /// Copies an attached payload out of `src`'s memory.
     pub(super) fn attach(&self, src: Rank, h: &MessageHeader) -> Result<Payload, FabricError> {
-        let bytes = h.shape.bytes();
         let spare = self.pool.borrow_mut().take(h.shape);
-        let payload = cma::read_into(self.pids[src], h.addr, h.shape, spare).map_err(|e| {
+        self.copy_out_of(src, h, |pid| cma::read_into(pid, h.addr, h.shape, spare))
+    }
+
+    /// Runs `copy`, the cross-memory copy of `h`'s attached bytes out of
+    /// `src` (given its pid), and checks the sender did not fail
+    /// meanwhile; an error says why, naming the rank.
+    pub(super) fn copy_out_of<T>(
+        &self,
+        src: Rank,
+        h: &MessageHeader,
+        copy: impl FnOnce(u32) -> std::io::Result<T>,
+    ) -> Result<T, FabricError> {
+        let copied = copy(self.pids[src]).map_err(|e| {
             // The sender exited: say why, if it or another peer told.
             self.check_peers().err().unwrap_or_else(|| {
                 self.error(format!(
                     "cannot copy {} bytes from rank {src} (pid {}): {e}; rank {src} died or its memory is gone",
-                    bytes,
+                    h.shape.bytes(),
                     self.pids[src]
                 ))
             })
@@ -246,7 +257,7 @@ impl ShmFabric {
                 ))
             }));
         }
-        Ok(payload)
+        Ok(copied)
     }
 
     /// One pass over every peer: push, pull; errors fail the rank. Not

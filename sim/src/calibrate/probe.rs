@@ -34,6 +34,7 @@
 use algorithms::{
     CollectiveError, DType, Fabric, FabricError, Payload, ReduceOp, Shape, Tag, Time, Work,
 };
+use engine::calibration::Measurement;
 
 /// Round trips (ping-pong) or reductions (reduce) per timed run.
 pub const ROUNDS: u32 = 4;
@@ -98,6 +99,32 @@ impl Probe {
             Probe::Calls { .. } => "calls",
             Probe::Reduce { .. } => "reduce",
         }
+    }
+
+    /// The probe a calibration file's `[[measurement]]` row measured (the
+    /// inverse of [`Probe::name`]), or why it names none.
+    pub fn of_measurement(m: &Measurement) -> Result<Probe, String> {
+        let bytes = m.bytes;
+        Ok(match m.probe.as_str() {
+            "pingpong" => Probe::PingPong { bytes },
+            "shift" => Probe::Shift { bytes },
+            "stream" => Probe::Stream {
+                bytes,
+                messages: m.messages,
+            },
+            "flows" => Probe::Flows { bytes },
+            "fanin" => Probe::FanIn { bytes },
+            "calls" => Probe::Calls { bytes },
+            "reduce" => {
+                let name = m
+                    .dtype
+                    .as_deref()
+                    .ok_or("a reduce measurement without its dtype")?;
+                let dtype = name.parse::<DType>().map_err(|e| e.to_string())?;
+                Probe::Reduce { dtype, bytes }
+            }
+            other => return Err(format!("unknown probe `{other}` in a [[measurement]]")),
+        })
     }
 
     /// Bytes per message (per operand).
@@ -237,13 +264,7 @@ async fn recv_into<F: Fabric>(
     let all = 0..dst.len();
     f.recv_combine(from, tag, dst, all, None)
         .await
-        .map_err(|e| match e {
-            CollectiveError::Fabric(e) => e,
-            other => FabricError::Transport {
-                rank: f.rank(),
-                reason: other.to_string(),
-            },
-        })
+        .map_err(|e| as_fabric_error(f, e))
 }
 
 /// Receives `bytes` from `from` and hands the memory back for the next
@@ -399,13 +420,19 @@ pub async fn shift_round<F: Fabric>(
         None,
     )
     .await
-    .map_err(|e| match e {
+    .map_err(|e| as_fabric_error(f, e))
+}
+
+/// A fabric operation's error as the probes report it: the fabric's own,
+/// or any other named as this rank's transport failing.
+fn as_fabric_error<F: Fabric>(f: &F, e: CollectiveError) -> FabricError {
+    match e {
         CollectiveError::Fabric(e) => e,
         other => FabricError::Transport {
             rank: f.rank(),
             reason: other.to_string(),
         },
-    })
+    }
 }
 
 /// Opens the timed run of a `calls` probe on a real fabric: the barrier,

@@ -6,39 +6,13 @@
 use std::io;
 use std::path::Path;
 
-use algorithms::DType;
-use engine::calibration::{Calibration, Measurement};
+use engine::calibration::Calibration;
 
 use super::fit::Sample;
 use super::probe::Probe;
 use super::{fitted, write_fitted};
 use crate::exit::ExitStatus;
 use crate::output::OutputFile;
-
-/// The probe a `[[measurement]]` row measured, or why it names none.
-pub fn probe_of(m: &Measurement) -> Result<Probe, String> {
-    let bytes = m.bytes;
-    Ok(match m.probe.as_str() {
-        "pingpong" => Probe::PingPong { bytes },
-        "shift" => Probe::Shift { bytes },
-        "stream" => Probe::Stream {
-            bytes,
-            messages: m.messages,
-        },
-        "flows" => Probe::Flows { bytes },
-        "fanin" => Probe::FanIn { bytes },
-        "calls" => Probe::Calls { bytes },
-        "reduce" => {
-            let name = m
-                .dtype
-                .as_deref()
-                .ok_or("a reduce measurement without its dtype")?;
-            let dtype = name.parse::<DType>().map_err(|e| e.to_string())?;
-            Probe::Reduce { dtype, bytes }
-        }
-        other => return Err(format!("unknown probe `{other}` in a [[measurement]]")),
-    })
-}
 
 /// The measured samples of calibration `c`, in the file's order; an
 /// error for a time that is not a positive, finite number of
@@ -58,7 +32,7 @@ pub fn samples_of(c: &Calibration) -> Result<Vec<Sample>, String> {
                 ));
             }
             Ok(Sample {
-                probe: probe_of(m)?,
+                probe: Probe::of_measurement(m)?,
                 time_ps: (us * 1e6).round() as u64,
             })
         })
@@ -135,6 +109,10 @@ mod tests {
         assert!(c.model.shared_gb_per_s.is_some(), "{:?}", c.model);
         let mut unknown = back.measurements[0].clone();
         unknown.probe = "teleport".into();
-        assert!(probe_of(&unknown).unwrap_err().contains("teleport"));
+        assert!(
+            Probe::of_measurement(&unknown)
+                .unwrap_err()
+                .contains("teleport")
+        );
     }
 }

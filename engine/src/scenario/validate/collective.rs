@@ -86,13 +86,15 @@ pub(super) fn collective(
         Some(b) => b.get_ref().0,
         None => 512 * 1024,
     };
+    // Where a limit the chunk size breaks is pointed at: the chunk_bytes
+    // given, else max_bytes.
+    let chunk_at = c
+        .chunk_bytes
+        .as_ref()
+        .map_or(c.max_bytes.span(), |b| b.span());
     if max_bytes / chunk_bytes > CHUNKS_PER_BUFFER_MAX {
-        let at = c
-            .chunk_bytes
-            .as_ref()
-            .map_or(c.max_bytes.span(), |b| b.span());
         return Err(src.error(
-            Some(at),
+            Some(chunk_at),
             format!(
                 "chunk_bytes = {chunk_bytes} cuts max_bytes = {max_bytes} into more than {CHUNKS_PER_BUFFER_MAX} chunks; use a larger chunk_bytes"
             ),
@@ -135,12 +137,8 @@ pub(super) fn collective(
     let share = fold.map_or(1, |shift| (world_size / shift.max(1)).max(1)) as u64;
     let messages = per_call.saturating_mul(calls) / share;
     if messages > MESSAGES_PER_POINT_MAX {
-        let at = c
-            .chunk_bytes
-            .as_ref()
-            .map_or(c.max_bytes.span(), |b| b.span());
         return Err(src.error(
-            Some(at),
+            Some(chunk_at),
             format!(
                 "{calls} calls at max_bytes = {max_bytes} with chunk_bytes = {chunk_bytes} on {world_size} ranks send {messages} messages, \
                  more than the {MESSAGES_PER_POINT_MAX} limit; use a larger chunk_bytes, fewer iterations or fewer ranks{}",
